@@ -1,0 +1,47 @@
+# Two README commands: `make run` and `make test`. Without DATABASE_URL / REDIS_URL they use
+# an embedded PostgreSQL and Redis (data in .steward/); see console/dev/services.py.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+SERVICES := $(PY) -m console.dev.services run --
+
+# `make test` skips the many-trial fault runs; `make stress` runs only those.
+TEST_MARKERS ?= not stress
+PYTEST_ARGS ?=
+
+# The README promises that `make test` migrates the database it uses; pytest-django then
+# builds its own test database next to it.
+define pytest
+$(SERVICES) sh -c '$(PY) manage.py migrate --noinput && $(PY) -m pytest -m "$(1)" $(PYTEST_ARGS)'
+endef
+
+.PHONY: venv run test test-integration stress bench lint-imports clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -e '.[test,bench]'
+	touch $@
+
+run: venv
+	$(SERVICES) $(PY) -m console.dev.run
+
+test: venv
+	$(call pytest,$(TEST_MARKERS))
+
+test-integration: venv
+	$(call pytest,integration)
+
+stress: venv
+	$(call pytest,stress)
+
+bench: venv
+	$(SERVICES) $(PY) -m tests.bench
+
+lint-imports: venv
+	$(VENV)/bin/lint-imports
+
+clean:
+	rm -rf $(VENV) .steward

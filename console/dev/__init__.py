@@ -1,0 +1,1 @@
+"""Developer plumbing behind `make run` / `make test`: embedded services and a process supervisor."""

@@ -1,0 +1,88 @@
+"""Reading configuration from the environment, failing loudly on malformed values.
+
+Settings must never guess: a typo in STEWARD_LEASE_SECONDS should stop the process at
+start-up, not silently run with a default that changes how recovery behaves.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+# `make run` / `make test` start embedded PostgreSQL and Redis when DATABASE_URL and
+# REDIS_URL are unset, and write their addresses here so that a second terminal
+# (`manage.py steward tasks`) finds the same services.
+SERVICES_ENV_FILE = BASE_DIR / ".steward" / "services.env"
+
+
+def _services_file() -> dict[str, str]:
+    if not SERVICES_ENV_FILE.exists():
+        return {}
+    values = {}
+    for line in SERVICES_ENV_FILE.read_text().splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name.strip() and not name.startswith("#"):
+            values[name.strip()] = value.strip()
+    return values
+
+
+def get(name: str, default: str | None = None) -> str | None:
+    if name in os.environ:
+        return os.environ[name]
+    if name in ("DATABASE_URL", "REDIS_URL"):
+        return _services_file().get(name, default)
+    return default
+
+
+def get_bool(name: str, default: bool) -> bool:
+    raw = get(name)
+    if raw is None:
+        return default
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false)")
+
+
+def get_number(name: str, default: float, *, minimum: float = 0, integer: bool = False):
+    raw = get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw) if integer else float(raw)
+    except ValueError:
+        kind = "an integer" if integer else "a number"
+        raise ImproperlyConfigured(f"{name}={raw!r} is not {kind}") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def database_from_url(url: str) -> dict:
+    """Turn postgres://user:pass@host:port/name?host=/socket/dir into Django's dict.
+
+    The `host` query parameter is how pgserver (the embedded default) names its unix
+    socket directory, so it wins over the network location when both are present.
+    """
+    parsed = urlparse(url)
+    if parsed.scheme not in ("postgres", "postgresql"):
+        raise ImproperlyConfigured(f"DATABASE_URL must be a postgres:// URL, got {parsed.scheme!r}")
+    query = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
+    name = unquote(parsed.path.lstrip("/"))
+    if not name:
+        raise ImproperlyConfigured("DATABASE_URL names no database")
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": name,
+        "USER": unquote(parsed.username or "") or "postgres",
+        "PASSWORD": unquote(parsed.password or ""),
+        "HOST": query.pop("host", None) or parsed.hostname or "",
+        "PORT": str(parsed.port or ""),
+        "OPTIONS": query,
+    }

@@ -1,0 +1,161 @@
+"""Django settings for Steward. Everything deployment-specific comes from the environment.
+
+See docs/deploy.md for every variable. Malformed values stop start-up (console/env.py).
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+
+from console import env
+
+BASE_DIR = env.BASE_DIR
+
+DEBUG = env.get_bool("STEWARD_DEBUG", True)
+SECRET_KEY = env.get("STEWARD_SECRET_KEY") or (
+    "insecure-dev-key-set-STEWARD_SECRET_KEY-in-production" if DEBUG else None
+)
+if not SECRET_KEY:
+    raise ImproperlyConfigured("STEWARD_SECRET_KEY must be set when STEWARD_DEBUG is off")
+ALLOWED_HOSTS = [h.strip() for h in (env.get("STEWARD_ALLOWED_HOSTS") or "localhost,127.0.0.1").split(",") if h.strip()]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "guardian",
+    "django_htmx",
+    "template_partials",
+    "runtime",
+    "console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "console.urls"
+WSGI_APPLICATION = "console.wsgi.application"
+ASGI_APPLICATION = "console.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_database_url = env.get("DATABASE_URL")
+if not _database_url:
+    raise ImproperlyConfigured(
+        "DATABASE_URL is not set. Run through `make run` / `make test`, which start the "
+        "embedded PostgreSQL, or point DATABASE_URL at a PostgreSQL server."
+    )
+_default_db = env.database_from_url(_database_url)
+# psycopg 3 connection pool (Django >= 5.1). Pooling forbids persistent connections, so
+# CONN_MAX_AGE stays 0: "closing" a connection hands it back to the pool.
+_default_db["OPTIONS"]["pool"] = {
+    "min_size": env.get_number("STEWARD_DB_POOL_MIN", 1, minimum=0, integer=True),
+    "max_size": env.get_number("STEWARD_DB_POOL_MAX", 8, minimum=1, integer=True),
+    "timeout": env.get_number("STEWARD_DB_POOL_TIMEOUT", 10, minimum=0.1),
+}
+# The runtime's hot statements (runtime/db.py) are prepared server-side. Turn this off
+# only behind a pooler that cannot carry prepared statements (PgBouncer < 1.21 in
+# transaction mode); Django's own queries never prepare either way.
+if env.get_bool("STEWARD_DB_PREPARED_STATEMENTS", True):
+    _default_db["OPTIONS"]["prepare_threshold"] = 5
+_default_db["CONN_HEALTH_CHECKS"] = True
+DATABASES = {"default": _default_db}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / ".steward" / "collected-static"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "runtime": {"handlers": ["console"], "level": env.get("STEWARD_LOG_LEVEL") or "INFO"},
+    },
+}
+
+# --- Celery: transport only. PostgreSQL decides what runs (docs/adr/0002). ---
+REDIS_URL = env.get("REDIS_URL")
+if not REDIS_URL:
+    raise ImproperlyConfigured(
+        "REDIS_URL is not set. Run through `make run` / `make test`, which start the "
+        "embedded Redis, or point REDIS_URL at a Redis server."
+    )
+CELERY_BROKER_URL = REDIS_URL
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+# A message is only a hint that a pool may have work; losing one is harmless because
+# the supervisor re-enqueues whatever the database says is due. So ack on receipt and
+# prefetch one: a worker never sits on messages another worker could serve.
+CELERY_TASK_ACKS_LATE = False
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_TASK_DEFAULT_QUEUE = env.get("STEWARD_QUEUE") or "steward"
+
+# --- The runtime (runtime/config.py reads these through django.conf.settings). ---
+STEWARD = {
+    # How long an attempt owns its task without a heartbeat.
+    "LEASE_SECONDS": env.get_number("STEWARD_LEASE_SECONDS", 30.0, minimum=0.2),
+    # How often the worker renews it; a third of the lease by default.
+    "HEARTBEAT_SECONDS": env.get_number("STEWARD_HEARTBEAT_SECONDS", 0.0, minimum=0.0),
+    # How often the supervisor sweep runs (Celery beat or `manage.py steward supervise`).
+    "SWEEP_SECONDS": env.get_number("STEWARD_SWEEP_SECONDS", 1.0, minimum=0.05),
+    # A queued task whose message has not been picked up for this long is re-enqueued.
+    "REDISPATCH_SECONDS": env.get_number("STEWARD_REDISPATCH_SECONDS", 5.0, minimum=0.05),
+    # Lease expiries in a row before a task is dead-lettered.
+    "MAX_CRASHES": env.get_number("STEWARD_MAX_CRASHES", 3, minimum=1, integer=True),
+    # Largest accepted task input, in bytes of canonical JSON (docs/api.md).
+    "MAX_INPUT_BYTES": env.get_number("STEWARD_MAX_INPUT_BYTES", 64 * 1024, minimum=2, integer=True),
+    # Largest recorded step output or receipt, in bytes of JSON.
+    "MAX_OUTPUT_BYTES": env.get_number("STEWARD_MAX_OUTPUT_BYTES", 1024 * 1024, minimum=2, integer=True),
+    # Modules whose import registers agents.
+    # Set it empty to register none.
+    "AGENT_MODULES": [m.strip() for m in env.get("STEWARD_AGENT_MODULES", "runtime.demo.agents").split(",") if m.strip()],
+    # Pool created on first use for tasks that name none.
+    "DEFAULT_POOL": {"name": "default", "max_running": 50, "max_queued": 10000},
+}
+CELERY_BEAT_SCHEDULE = {
+    "steward-supervisor-sweep": {
+        "task": "runtime.sweep",
+        "schedule": STEWARD["SWEEP_SECONDS"],
+        # A sweep that could not start in time is superseded by the next one.
+        "options": {"expires": max(STEWARD["SWEEP_SECONDS"] * 2, 1.0)},
+    },
+}

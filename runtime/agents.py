@@ -1,0 +1,64 @@
+"""Registering agents. An agent is a plain Python function `fn(ctx, input) -> output`,
+registered by name; `ctx` (runtime.context.Context) is its only way to do
+nondeterministic or outside work.
+
+    from runtime.agents import agent
+
+    @agent("demo.notify", pool="notifications")
+    def notify(ctx, input):
+        ...
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from runtime import config
+from runtime.errors import UnknownAgent
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    name: str
+    fn: Callable[..., Any]
+    pool: str | None
+    description: str
+    # An optional pydantic model class: inputs are validated against it on submit.
+    input_schema: Any = None
+
+
+_registry: dict[str, AgentSpec] = {}
+
+
+def agent(name: str, *, pool: str | None = None, description: str = "", input_schema=None):
+    """Register `fn` as the agent `name`. Names are stable identifiers: tasks record
+    them, so renaming an agent strands its running tasks."""
+    if not name or len(name) > 200:
+        raise ValueError("agent names are 1-200 characters")
+
+    def register(fn):
+        existing = _registry.get(name)
+        if existing is not None and existing.fn is not fn:
+            raise ValueError(f"agent {name!r} is already registered by {existing.fn.__module__}")
+        _registry[name] = AgentSpec(name, fn, pool, description or (fn.__doc__ or "").strip(), input_schema)
+        return fn
+
+    return register
+
+
+def get(name: str) -> AgentSpec:
+    try:
+        return _registry[name]
+    except KeyError:
+        raise UnknownAgent(f"no agent is registered as {name!r}", agent=name, known=sorted(_registry)) from None
+
+
+def registered() -> list[AgentSpec]:
+    return [_registry[name] for name in sorted(_registry)]
+
+
+def load_agent_modules() -> None:
+    for module in config.agent_modules():
+        importlib.import_module(module)

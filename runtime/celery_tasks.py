@@ -1,0 +1,16 @@
+"""Celery adapters: take ids, call one runtime function, return. A lost, duplicated or
+late message is harmless because PostgreSQL decides what runs."""
+
+from celery import shared_task
+
+from runtime import executor, supervisor
+
+
+@shared_task(name="runtime.run_pool", ignore_result=True)
+def run_pool(pool: str) -> int:
+    return executor.run_pool(pool=pool)
+
+
+@shared_task(name="runtime.sweep", ignore_result=True)
+def sweep() -> dict:
+    return supervisor.sweep(supervisor_id=f"beat@{executor.worker_id()}").as_dict()

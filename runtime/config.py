@@ -1,0 +1,51 @@
+"""Typed access to the runtime's settings (settings.STEWARD, read from the environment
+by console/settings.py). The runtime reads only django.conf.settings, never console."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+
+def _get(name):
+    return settings.STEWARD[name]
+
+
+def lease_seconds() -> float:
+    return float(_get("LEASE_SECONDS"))
+
+
+def heartbeat_seconds() -> float:
+    configured = float(_get("HEARTBEAT_SECONDS"))
+    return configured if configured > 0 else lease_seconds() / 3
+
+
+def sweep_seconds() -> float:
+    return float(_get("SWEEP_SECONDS"))
+
+
+def redispatch_seconds() -> float:
+    return float(_get("REDISPATCH_SECONDS"))
+
+
+def max_crashes() -> int:
+    return int(_get("MAX_CRASHES"))
+
+
+def max_input_bytes() -> int:
+    return int(_get("MAX_INPUT_BYTES"))
+
+
+def max_output_bytes() -> int:
+    return int(_get("MAX_OUTPUT_BYTES"))
+
+
+def agent_modules() -> list[str]:
+    return list(_get("AGENT_MODULES"))
+
+
+def default_pool() -> dict:
+    return dict(_get("DEFAULT_POOL"))
+
+
+def queue_name() -> str:
+    return settings.CELERY_TASK_DEFAULT_QUEUE

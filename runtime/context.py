@@ -1,0 +1,253 @@
+"""The context an agent receives: its only way to do nondeterministic or outside work.
+
+Every call takes the next `seq`. On replay (a later attempt of the same task) a call
+whose seq is already journaled returns the recorded output, or re-raises the recorded
+error, without running anything; a call whose name or kind differs from the journal
+means the code no longer replays deterministically and fails the task.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from django.db import transaction
+
+from runtime import agents, db, dispatch, effects, encoding, faults, journal, pools, states
+from runtime.errors import NondeterminismError, StepFailed, StewardError, Suspend
+from runtime.journal import Recorded
+from runtime.submission import insert_task, validate_input
+from runtime.transitions import Lease, end_attempt, fence
+
+
+class SpawnRefused(StepFailed):
+    """ctx.spawn() could not create the child (QUEUE_FULL, unknown agent, bad input)."""
+
+    code = "SPAWN_REFUSED"
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    task_id: str
+    status: str
+    output: object
+    error: dict | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == states.COMPLETED
+
+
+class Context:
+    def __init__(self, lease: Lease, *, agent: str, owner: str, root_id, reason: str,
+                 journal_rows: list[Recorded]):
+        self.lease = lease
+        self.task_id = lease.task_id
+        self.tenant = lease.tenant
+        self.owner = owner
+        self.agent = agent
+        self.root_id = root_id
+        self.parent_id = lease.parent_id
+        self.epoch = lease.epoch
+        self.attempt_reason = reason
+        self._journal = journal_rows
+        self._seq = 0
+
+    @property
+    def replaying(self) -> bool:
+        """True while calls are answered from the journal."""
+        return self._seq < len(self._journal)
+
+    # --- journaled calls -------------------------------------------------------------
+
+    def step(self, name: str, fn, *args, **kwargs):
+        """Run fn(*args, **kwargs) once per task; its JSON output is journaled."""
+        seq, recorded = self._next(name, "step")
+        if recorded is not None:
+            return _replay(recorded)
+        return self._run(seq, name, "step", fn, args, kwargs)
+
+    def now(self) -> datetime:
+        """The time, journaled: a replay sees the same clock reading."""
+        seq, recorded = self._next("now", "now")
+        value = _replay(recorded) if recorded is not None else self._run(seq, "now", "now", time.time, (), {})
+        return datetime.fromtimestamp(value, tz=timezone.utc)
+
+    def random(self) -> float:
+        """A random float in [0, 1), journaled."""
+        seq, recorded = self._next("random", "random")
+        if recorded is not None:
+            return _replay(recorded)
+        return self._run(seq, "random", "random", random.random, (), {})
+
+    def effect(self, name: str, fn, *args, effect_class: str, key: str | None = None,
+               keyed: bool = False, **kwargs):
+        """An action on the outside world, through the effect ledger (runtime/effects.py).
+
+        fn is called as fn(*args, idempotency_key=key, **kwargs) and should pass the key
+        to the service. `keyed=True` declares that the service deduplicates by that key,
+        which lets recovery re-send a reversible effect; otherwise an interrupted effect
+        becomes `unknown` and waits for an operator.
+        """
+        if effect_class not in states.EFFECT_CLASSES:
+            raise ValueError(f"effect_class must be one of {states.EFFECT_CLASSES}")
+        seq, recorded = self._next(name, "effect")
+        if recorded is not None:
+            return effects.replayed(recorded)
+        return effects.perform(self, seq, name, fn, args, kwargs, effect_class=effect_class, key=key, keyed=keyed)
+
+    # --- durable timers ----------------------------------------------------------------
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep durably: the attempt ends and holds no worker and no slot until then."""
+        self._sleep(lambda: time.time() + float(seconds))
+
+    def sleep_until(self, when: datetime) -> None:
+        if when.tzinfo is None:
+            raise ValueError("sleep_until needs an aware datetime")
+        self._sleep(when.timestamp)
+
+    def _sleep(self, wake_at_fn) -> None:
+        seq, recorded = self._next("sleep", "sleep")
+        if recorded is not None:
+            wake_at = recorded.output["wake_at"]
+            if time.time() >= wake_at:
+                return
+            # Woken before its time (an operator resumed it): sleep the rest.
+            end_attempt(self.lease, "sleep", wake_at=_utc(wake_at), note=_until(wake_at))
+            raise Suspend("sleep")
+        wake_at = wake_at_fn()
+        with transaction.atomic(durable=True):
+            journal.record(task_id=self.task_id, epoch=self.epoch, seq=seq, name="sleep", kind="sleep",
+                           output=json.dumps({"wake_at": wake_at}), error=None, started=time.time())
+            if wake_at > time.time():
+                end_attempt(self.lease, "sleep", wake_at=_utc(wake_at), note=_until(wake_at))
+            else:
+                return
+        raise Suspend("sleep")
+
+    # --- children ----------------------------------------------------------------------
+
+    def spawn(self, agent: str, input: dict) -> uuid.UUID:
+        """Create a child task (same tenant and owner) and return its id. Children are
+        tasks in their own right: addressable, cancellable and audited on their own."""
+        name = f"spawn:{agent}"
+        seq, recorded = self._next(name, "spawn")
+        if recorded is not None:
+            if recorded.error:
+                raise SpawnRefused(name, recorded.error["type"], recorded.error["message"])
+            return uuid.UUID(recorded.output["task_id"])
+        faults.reach(faults.BEFORE_SPAWN, task_id=self.task_id, step=name, epoch=self.epoch)
+        started = time.time()
+        try:
+            spec = agents.get(agent)
+            input_text = validate_input(spec, input)
+            pool = spec.pool or pools.default_pool_name()
+            pools.pool_ensure(pool)
+            with transaction.atomic(durable=True):
+                fence(self.lease, "child")
+                cur = db.cursor()
+                cur.execute(db.sql("pool_lock"), {"pool": pool}, prepare=True)
+                pools.admit(cur, pool)
+                child = insert_task(
+                    cur, agent=agent, input_text=input_text,
+                    digest=encoding.digest({"agent": agent, "input": input}),
+                    tenant=self.tenant, owner=self.owner, pool=pool, actor=f"task:{self.task_id}",
+                    parent_id=self.task_id, root_id=self.root_id, spawn_seq=seq,
+                )
+                journal.record(task_id=self.task_id, epoch=self.epoch, seq=seq, name=name, kind="spawn",
+                               output=json.dumps({"task_id": str(child)}), error=None, started=started)
+                dispatch.pool_has_work(pool)
+            return child
+        except StewardError as exc:
+            error = {"type": exc.code, "message": exc.message}
+            journal.record(task_id=self.task_id, epoch=self.epoch, seq=seq, name=name, kind="spawn",
+                           output=None, error=json.dumps(error), started=started)
+            raise SpawnRefused(name, exc.code, exc.message) from exc
+
+    def wait(self, children) -> list[ChildResult]:
+        """Wait durably until every child is terminal; results follow the given order.
+        While any is still live the attempt ends and holds no worker and no slot."""
+        ids = [uuid.UUID(str(child)) for child in children]
+        seq, recorded = self._next("wait", "wait")
+        if recorded is not None:
+            return [ChildResult(**item) for item in recorded.output]
+        with transaction.atomic(durable=True):
+            # Exclusive: a finishing child locks this row before it looks at us, so it
+            # either sees us waiting or we see it finished (runtime/transitions.py).
+            fence(self.lease, "status", exclusive=True)
+            found = {
+                child_id: (status, encoding.decode(output), encoding.decode(error))
+                for child_id, status, output, error in db.cursor().execute(
+                    "SELECT id, status, output, error FROM steward_task WHERE id = ANY(%s) AND parent_id = %s",
+                    (ids, self.task_id),
+                )
+            }
+            strangers = [str(i) for i in ids if i not in found]
+            if strangers:
+                raise ValueError(f"ctx.wait() takes this task's children only; not children: {strangers}")
+            pending = [i for i in dict.fromkeys(ids) if found[i][0] not in states.TERMINAL]
+            if pending:
+                end_attempt(self.lease, "wait", waiting_on=pending,
+                            note=f"waiting for {len(pending)} of {len(ids)} children")
+            else:
+                results = [ChildResult(str(i), *found[i]) for i in ids]
+                journal.record(task_id=self.task_id, epoch=self.epoch, seq=seq, name="wait", kind="wait",
+                               output=json.dumps([r.__dict__ for r in results]), error=None, started=time.time())
+                return results
+        raise Suspend("wait")
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _next(self, name: str, kind: str) -> tuple[int, Recorded | None]:
+        if not isinstance(name, str) or not name or len(name) > 200:
+            raise ValueError("step names are 1-200 characters")
+        seq = self._seq
+        self._seq += 1
+        if seq >= len(self._journal):
+            return seq, None
+        recorded = self._journal[seq]
+        if recorded.name != name or recorded.kind != kind:
+            raise NondeterminismError(
+                f"replay of task {self.task_id} diverged at step {seq}: the journal has "
+                f"{recorded.kind} {recorded.name!r}, the code asked for {kind} {name!r}"
+            )
+        return seq, recorded
+
+    def _run(self, seq: int, name: str, kind: str, fn, args, kwargs):
+        started = time.time()
+        try:
+            value = fn(*args, **kwargs)
+        except Exception as exc:
+            error = encoding.error_record(exc)
+            journal.record(task_id=self.task_id, epoch=self.epoch, seq=seq, name=name, kind=kind,
+                           output=None, error=json.dumps(error), started=started)
+            raise StepFailed(name, error["type"], error["message"]) from exc
+        try:
+            text = encoding.encode(value, what=f"output of step {name!r}")
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"step {name!r} returned a value the journal cannot store as JSON: {exc}") from None
+        faults.reach(faults.BEFORE_STEP_JOURNAL, task_id=self.task_id, step=name, epoch=self.epoch)
+        journal.record(task_id=self.task_id, epoch=self.epoch, seq=seq, name=name, kind=kind,
+                       output=text, error=None, started=started)
+        faults.reach(faults.BETWEEN_STEPS, task_id=self.task_id, step=name, epoch=self.epoch)
+        # Hand back what a replay would: the JSON round trip (tuples become lists).
+        return json.loads(text)
+
+
+def _replay(recorded: Recorded):
+    if recorded.error is not None:
+        raise StepFailed(recorded.name, recorded.error["type"], recorded.error["message"])
+    return recorded.output
+
+
+def _utc(timestamp: float) -> datetime:
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc)
+
+
+def _until(timestamp: float) -> str:
+    return f"sleeping until {_utc(timestamp).isoformat(timespec='seconds')}"

@@ -1,0 +1,42 @@
+"""Hand-written SQL for the hot paths, run on Django's own connection.
+
+Django's psycopg backend binds parameters client-side and disables prepared
+statements (so that it works behind PgBouncer). The journal write runs thousands of
+times per task, so these statements use a server-binding psycopg cursor on the same
+connection and ask for a prepared statement: PostgreSQL then skips parse and plan on
+every call (docs/adr/0003-hot-path-sql.md). They share Django's transaction: inside
+`transaction.atomic()` they commit with it; outside it they autocommit.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+import psycopg
+from django.db import connection
+
+
+@cache
+def sql(name: str) -> str:
+    """The text of runtime/sql/<name>.sql, loaded once per process."""
+    return resources.files("runtime.sql").joinpath(f"{name}.sql").read_text()
+
+
+def cursor() -> psycopg.Cursor:
+    connection.ensure_connection()
+    return psycopg.Cursor(connection.connection)
+
+
+def execute(name: str, params: dict | tuple = (), *, prepare: bool = True) -> psycopg.Cursor:
+    cur = cursor()
+    cur.execute(sql(name), params, prepare=prepare)
+    return cur
+
+
+def fetchone(name: str, params: dict | tuple = ()):
+    return execute(name, params).fetchone()
+
+
+def fetchall(name: str, params: dict | tuple = ()):
+    return execute(name, params).fetchall()

@@ -1,0 +1,103 @@
+"""The two demo agents that `make run` seeds, written the way a developer would.
+
+* research.batch: an overnight research batch. It plans experiments, spawns one child
+  task per experiment, waits for them durably, sleeps "overnight" without holding a
+  worker, then submits the results to an outside service that deduplicates by key.
+* notify.send: sends a notification through a service that does NOT deduplicate, so
+  an interrupted send is marked `unknown` for an operator instead of being re-sent.
+
+The outside services are the fake service (runtime/demo/fake_service.py), reached over
+real HTTP; STEWARD_DEMO_RESULTS_URL / STEWARD_DEMO_NOTIFY_URL or the input choose them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from pydantic import BaseModel, Field
+
+from runtime.agents import agent
+from runtime.demo import fake_service
+from runtime.errors import EffectNotApplied
+
+RESULTS_URL = os.environ.get("STEWARD_DEMO_RESULTS_URL", "http://127.0.0.1:8765")
+NOTIFY_URL = os.environ.get("STEWARD_DEMO_NOTIFY_URL", "http://127.0.0.1:8766")
+
+
+class ResearchInput(BaseModel):
+    question: str = Field(min_length=1, max_length=500)
+    experiments: int = Field(default=3, ge=1, le=20)
+    overnight_seconds: float = Field(default=30, ge=0, le=7 * 24 * 3600)
+    results_url: str = RESULTS_URL
+
+
+class ExperimentInput(BaseModel):
+    question: str
+    index: int = Field(ge=0)
+    seed: int
+    cooldown_seconds: float = Field(default=0, ge=0)
+
+
+class NotifyInput(BaseModel):
+    to: str = Field(min_length=1, max_length=200)
+    message: str = Field(min_length=1, max_length=2000)
+    notify_url: str = NOTIFY_URL
+
+
+def submit(url: str, body: dict, *, idempotency_key: str) -> dict:
+    """POST to the outside service. A 4xx/5xx answer means it did not act."""
+    try:
+        return fake_service.call(url, body, key=idempotency_key, timeout=30)
+    except fake_service.ServiceRejected as exc:
+        raise EffectNotApplied(str(exc)) from exc
+
+
+@agent("research.batch", pool="research", input_schema=ResearchInput)
+def research_batch(ctx, input):
+    """Plan experiments, run them as children, sleep overnight, submit the results."""
+    params = ResearchInput.model_validate(input)
+    seeds = [int(ctx.random() * 1_000_000) for _ in range(params.experiments)]
+    plan = ctx.step("plan", _plan, params.question, seeds)
+    children = [ctx.spawn("research.experiment", item) for item in plan]
+    results = ctx.wait(children)
+    ctx.sleep(params.overnight_seconds)
+    summary = ctx.step("summarise", _summarise, params.question, [r.__dict__ for r in results])
+    receipt = ctx.effect("submit-results", submit, params.results_url, summary,
+                         effect_class="reversible", keyed=True)
+    return {"summary": summary, "receipt": receipt}
+
+
+@agent("research.experiment", pool="research", input_schema=ExperimentInput)
+def research_experiment(ctx, input):
+    """One experiment: deterministic 'training' from its seed, then a cool-down."""
+    params = ExperimentInput.model_validate(input)
+    metrics = ctx.step("train", _train, params.question, params.seed)
+    if params.cooldown_seconds:
+        ctx.sleep(params.cooldown_seconds)
+    return {"index": params.index, **metrics}
+
+
+@agent("notify.send", pool="notifications", input_schema=NotifyInput)
+def notify_send(ctx, input):
+    """Send one notification through a service that does not deduplicate."""
+    params = NotifyInput.model_validate(input)
+    receipt = ctx.effect("send", submit, params.notify_url, {"to": params.to, "message": params.message},
+                         effect_class="irreversible", keyed=False)
+    return {"receipt": receipt}
+
+
+def _plan(question: str, seeds: list[int]) -> list[dict]:
+    return [{"question": question, "index": i, "seed": seed, "cooldown_seconds": 1}
+            for i, seed in enumerate(seeds)]
+
+
+def _train(question: str, seed: int) -> dict:
+    digest = hashlib.sha256(f"{question}:{seed}".encode()).digest()
+    return {"seed": seed, "loss": round(digest[0] / 255, 4), "accuracy": round(0.5 + digest[1] / 510, 4)}
+
+
+def _summarise(question: str, results: list[dict]) -> dict:
+    finished = [r["output"] for r in results if r["status"] == "completed"]
+    best = min(finished, key=lambda m: m["loss"]) if finished else None
+    return {"question": question, "experiments": len(results), "completed": len(finished), "best": best}

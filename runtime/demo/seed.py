@@ -1,0 +1,33 @@
+"""`manage.py steward seed-demo`: the demo's pools and tasks. Idempotent: the tasks
+carry caller keys, so running it again returns the same tasks instead of new ones."""
+
+from __future__ import annotations
+
+from runtime.pools import pool_set_limits
+from runtime.submission import task_submit
+
+DEMO_TENANT = "demo"
+
+POOLS = {
+    "research": {"max_running": 4, "max_queued": 200},
+    "notifications": {"max_running": 2, "max_queued": 50},
+}
+
+TASKS = [
+    ("demo-research-1", "research.batch",
+     {"question": "Which learning rate schedule converges fastest?", "experiments": 4, "overnight_seconds": 20}),
+    ("demo-notify-1", "notify.send",
+     {"to": "oncall@example.com", "message": "The overnight research batch has started."}),
+]
+
+
+def seed_demo(*, actor: str) -> list[str]:
+    lines = []
+    for name, limits in POOLS.items():
+        pool = pool_set_limits(name=name, **limits)
+        lines.append(f"pool {pool}")
+    for key, agent, payload in TASKS:
+        sub = task_submit(agent=agent, input=payload, tenant=DEMO_TENANT, owner="user:alice", actor=actor,
+                          idempotency_key=key)
+        lines.append(f"task {sub.task_id} {agent} [{sub.status}]{'' if sub.created else ' (already seeded)'}")
+    return lines

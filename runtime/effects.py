@@ -1,0 +1,187 @@
+"""The effect ledger protocol: commit the intent, call with the key, commit the receipt.
+
+    intent ──call──▶ committed        the service answered
+       │  └──────▶ failed            the service said it did not act (EffectNotApplied)
+       └─────────▶ unknown           it may have acted; a person decides (effect_resolve)
+
+Recovery finds an `intent` with no receipt when the worker died mid-call. Reads,
+idempotent actions and reversible actions on a keyed service are re-sent with the
+same key (the service deduplicates); anything else becomes `unknown` and the task is
+blocked until an operator resolves it. An irreversible effect is never re-sent
+automatically (states.may_resend_with_same_key).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from runtime import encoding, faults, journal, states
+from runtime.audit import audit_append
+from runtime.errors import EffectFailed, EffectNotApplied, Fenced, NondeterminismError, Suspend
+from runtime.journal import Recorded
+from runtime.models import Effect
+from runtime.transitions import end_attempt, fence
+
+# In-attempt re-sends of a resendable effect whose call raised, before it is doubted.
+RESEND_DELAYS = (0.2, 1.0)
+
+
+def derive_key(task_id, seq: int, name: str) -> str:
+    """Stable across every retry and recovery of the same call."""
+    return f"{task_id}/{seq}/{name}"[:255]
+
+
+def replayed(recorded: Recorded):
+    if recorded.error is not None:
+        raise EffectFailed(recorded.name, recorded.error["type"], recorded.error["message"])
+    return recorded.output
+
+
+def perform(ctx, seq: int, name: str, fn, args, kwargs, *, effect_class: str, key: str | None, keyed: bool):
+    key = key or derive_key(ctx.task_id, seq, name)
+    try:
+        digest = encoding.digest({"name": name, "args": list(args), "kwargs": kwargs})
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"effect {name!r} arguments must be JSON: {exc}") from None
+    call = _Call(ctx, seq, name, fn, args, kwargs, key)
+    row = Effect.objects.filter(key=key).first()
+    if row is None:
+        faults.reach(faults.BEFORE_EFFECT, task_id=ctx.task_id, step=name, epoch=ctx.epoch)
+        row = _record_intent(call, effect_class=effect_class, keyed=keyed, digest=digest)
+        return _send(call, row)
+    if row.task_id != ctx.task_id or row.step_seq != seq:
+        raise ValueError(f"effect key {key!r} already belongs to task {row.task_id} step {row.step_seq}")
+    if row.request_digest != digest:
+        raise NondeterminismError(
+            f"effect {name!r} of task {ctx.task_id} is replayed with a different request than its intent"
+        )
+    if row.state == states.COMMITTED:
+        return _journal_receipt(call, row.receipt)
+    if row.state == states.EFFECT_FAILED:
+        _journal_error(call, row.error)
+    if row.state == states.UNKNOWN:
+        _block(call, row, doubt=False)
+    # An intent from an earlier attempt: the call may or may not have reached the service.
+    if row.resend_approved or states.may_resend_with_same_key(row.effect_class, row.keyed):
+        _take_over(call, row)
+        return _send(call, row)
+    _block(call, row, doubt=True)
+
+
+class _Call:
+    __slots__ = ("ctx", "seq", "name", "fn", "args", "kwargs", "key")
+
+    def __init__(self, ctx, seq, name, fn, args, kwargs, key):
+        self.ctx, self.seq, self.name, self.fn = ctx, seq, name, fn
+        self.args, self.kwargs, self.key = args, kwargs, key
+
+
+def _send(call: _Call, row: Effect):
+    ctx = call.ctx
+    delays = list(RESEND_DELAYS) if states.may_resend_with_same_key(row.effect_class, row.keyed) else []
+    while True:
+        try:
+            receipt = call.fn(*call.args, idempotency_key=call.key, **call.kwargs)
+            break
+        except EffectNotApplied as exc:
+            error = encoding.error_record(exc)
+            _settle(call, row, states.EFFECT_FAILED, error=error, audit_kind="effect.failed")
+            _journal_error(call, error)
+        except Exception as exc:  # noqa: BLE001 - any other failure leaves the outcome unknown
+            if not delays:
+                _block(call, row, doubt=True, cause=exc)
+            time.sleep(delays.pop(0))
+            _take_over(call, row)
+    faults.reach(faults.AFTER_EFFECT_BEFORE_RECEIPT, task_id=ctx.task_id, step=call.name, epoch=ctx.epoch)
+    try:
+        text = encoding.encode(receipt, what=f"receipt of effect {call.name!r}")
+    except (TypeError, ValueError):
+        # The action happened; keep what we can show rather than lose the receipt.
+        text = json.dumps({"unserializable_receipt": repr(receipt)[:2000]})
+    receipt = json.loads(text)
+    _settle(call, row, states.COMMITTED, receipt=receipt, audit_kind="effect.committed")
+    faults.reach(faults.AFTER_RECEIPT_BEFORE_JOURNAL, task_id=ctx.task_id, step=call.name, epoch=ctx.epoch)
+    return _journal_receipt(call, receipt)
+
+
+def _record_intent(call: _Call, *, effect_class: str, keyed: bool, digest: str) -> Effect:
+    lease = call.ctx.lease
+    with transaction.atomic(durable=True):
+        fence(lease, "effect")
+        row = Effect.objects.create(
+            key=call.key, task_id=lease.task_id, step_seq=call.seq, name=call.name,
+            effect_class=effect_class, keyed=keyed, state=states.INTENT, request_digest=digest,
+            attempt_id=lease.attempt_id, epoch=lease.epoch, sends=1,
+        )
+        audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="effect.intent",
+                     data={"effect": row.id, "key": call.key, "class": effect_class, "keyed": keyed,
+                           "step": call.seq, "epoch": lease.epoch, "attempt": lease.attempt_id})
+    return row
+
+
+def _take_over(call: _Call, row: Effect) -> None:
+    """Make this attempt the ledger row's sender before sending again under its key."""
+    lease = call.ctx.lease
+    with transaction.atomic(durable=True):
+        fence(lease, "effect")
+        won = Effect.objects.filter(id=row.id, state=states.INTENT, epoch=row.epoch).update(
+            epoch=lease.epoch, attempt_id=lease.attempt_id, sends=F("sends") + 1, resend_approved=False
+        )
+        if not won:  # another attempt took it over or settled it first
+            raise Fenced(lease.task_id, lease.epoch, "effect")
+        audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="effect.resent",
+                     data={"effect": row.id, "key": row.key, "epoch": lease.epoch, "previous_epoch": row.epoch,
+                           "approved_by": row.resolved_by if row.resend_approved else None})
+    row.epoch, row.attempt_id, row.sends, row.resend_approved = lease.epoch, lease.attempt_id, row.sends + 1, False
+
+
+def _settle(call: _Call, row: Effect, state: str, *, receipt=None, error=None, audit_kind: str) -> None:
+    lease = call.ctx.lease
+    with transaction.atomic(durable=True):
+        fence(lease, "effect")
+        won = Effect.objects.filter(id=row.id, state=states.INTENT, epoch=lease.epoch).update(
+            state=state, receipt=receipt, error=error, settled_at=timezone.now()
+        )
+        if not won:  # a newer attempt took the row over while we were calling
+            raise Fenced(lease.task_id, lease.epoch, "effect")
+        audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind=audit_kind,
+                     data={"effect": row.id, "key": row.key, "epoch": lease.epoch,
+                           "receipt": receipt, "error": error and error["message"]})
+
+
+def _block(call: _Call, row: Effect, *, doubt: bool, cause: BaseException | None = None):
+    """Mark the effect unknown (if it was an intent) and end the attempt blocked."""
+    lease = call.ctx.lease
+    with transaction.atomic(durable=True):
+        fence(lease, "status", exclusive=True)
+        if doubt:
+            won = Effect.objects.filter(id=row.id, state=states.INTENT).update(
+                state=states.UNKNOWN, error=encoding.error_record(cause) if cause else None
+            )
+            if not won:
+                raise Fenced(lease.task_id, lease.epoch, "effect")
+            audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="effect.unknown",
+                         data={"effect": row.id, "key": row.key, "class": row.effect_class, "keyed": row.keyed,
+                               "epoch": lease.epoch, "cause": repr(cause)[:500] if cause else "interrupted"})
+        end_attempt(lease, "block", note=f"effect {row.name!r} (#{row.id}) has an unknown outcome: resolve it",
+                    audit={"effect": row.id})
+    raise Suspend("blocked")
+
+
+def _journal_receipt(call: _Call, receipt):
+    ctx = call.ctx
+    journal.record(task_id=ctx.task_id, epoch=ctx.epoch, seq=call.seq, name=call.name, kind="effect",
+                   output=json.dumps(receipt), error=None, started=time.time())
+    return receipt
+
+
+def _journal_error(call: _Call, error: dict):
+    ctx = call.ctx
+    journal.record(task_id=ctx.task_id, epoch=ctx.epoch, seq=call.seq, name=call.name, kind="effect",
+                   output=None, error=json.dumps(error), started=time.time())
+    raise EffectFailed(call.name, error["type"], error["message"])

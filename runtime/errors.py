@@ -1,0 +1,131 @@
+"""Errors with stable codes. The API, the CLI and the console show `code` verbatim, so
+codes never change once released; messages may improve.
+"""
+
+from __future__ import annotations
+
+
+class StewardError(Exception):
+    """A refusal the caller can act on. `status` is the HTTP status the API uses."""
+
+    code = "STEWARD_ERROR"
+    status = 400
+
+    def __init__(self, message: str, **details):
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def as_dict(self) -> dict:
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+class UnknownAgent(StewardError):
+    code = "UNKNOWN_AGENT"
+
+
+class InvalidInput(StewardError):
+    code = "INVALID_INPUT"
+
+
+class InputTooLarge(StewardError):
+    code = "INPUT_TOO_LARGE"
+    status = 413
+
+
+class QueueFull(StewardError):
+    code = "QUEUE_FULL"
+    status = 429
+
+
+class IdempotencyConflict(StewardError):
+    code = "IDEMPOTENCY_CONFLICT"
+    status = 409
+
+
+class TaskNotFound(StewardError):
+    code = "TASK_NOT_FOUND"
+    status = 404
+
+
+class EffectNotFound(StewardError):
+    code = "EFFECT_NOT_FOUND"
+    status = 404
+
+
+class UnknownPool(StewardError):
+    code = "UNKNOWN_POOL"
+
+
+class InvalidTransition(StewardError):
+    """The object is not in a status this action starts from (someone else moved it)."""
+
+    code = "INVALID_TRANSITION"
+    status = 409
+
+
+# --- Raised inside agent code ---------------------------------------------------------
+
+
+class NondeterminismError(BaseException):
+    """Replay asked for a different step than the journal recorded at that seq.
+
+    A BaseException so that agent code cannot catch it and carry on from a journal
+    that no longer matches the code.
+    """
+
+    code = "NONDETERMINISM"
+
+
+class StepFailed(Exception):
+    """A journaled step raised. The same error is re-raised on every replay."""
+
+    code = "STEP_FAILED"
+
+    def __init__(self, step: str, error_type: str, message: str):
+        super().__init__(f"step {step!r} raised {error_type}: {message}")
+        self.step = step
+        self.error_type = error_type
+        self.message = message
+
+
+class EffectFailed(StepFailed):
+    """The service refused the effect, or an operator recorded that it did not happen."""
+
+    code = "EFFECT_FAILED"
+
+
+class EffectNotApplied(Exception):
+    """Raise from an effect function when the service definitely did NOT act
+    (for example it answered 4xx/5xx). Any other exception means the outcome is unknown.
+    """
+
+
+class OutputTooLarge(Exception):
+    code = "OUTPUT_TOO_LARGE"
+
+
+class Fenced(BaseException):
+    """A newer attempt owns the task (or it was stopped): this attempt may write nothing.
+
+    A BaseException so that agent code cannot swallow it and keep going.
+    """
+
+    code = "FENCED"
+
+    def __init__(self, task_id, epoch: int, write: str):
+        super().__init__(f"attempt epoch {epoch} of task {task_id} may no longer write ({write})")
+        self.task_id = task_id
+        self.epoch = epoch
+        self.write = write
+
+
+class Suspend(BaseException):
+    """Ends an attempt without finishing the task (sleep, wait, blocked effect).
+
+    A BaseException so that an agent's `except Exception` cannot swallow it.
+    """
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why

@@ -1,0 +1,121 @@
+"""Running attempts: claim, replay, run, end. Called by the thin Celery task
+(runtime/celery_tasks.py); nothing here depends on how the call arrived.
+
+A worker that receives a wake-up for a pool claims the pool's oldest queued task and
+runs it, then keeps claiming from the same pool until it is empty, it holds no free
+slot, or its budget is spent. Draining this way hands a freed slot straight to the
+next queued task without a broker round trip (docs/adr/0002-postgres-decides.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+
+from django.db import DatabaseError, InterfaceError, OperationalError
+
+from runtime import agents, dispatch, encoding, faults, journal
+from runtime.audit import audit_append
+from runtime.context import Context
+from runtime.errors import Fenced, NondeterminismError, StepFailed, Suspend
+from runtime.leases import Claim, claim_next, keeper
+from runtime.transitions import end_attempt, release_stopped
+
+log = logging.getLogger(__name__)
+
+DRAIN_MAX_TASKS = 100
+DRAIN_MAX_SECONDS = 5.0
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def run_pool(*, pool: str, worker: str | None = None) -> int:
+    """Run queued tasks of `pool` until it is drained or the budget is spent; return
+    how many attempts ran. If work may remain, wake another worker for it."""
+    worker = worker or worker_id()
+    deadline = time.monotonic() + DRAIN_MAX_SECONDS
+    for ran in range(DRAIN_MAX_TASKS):
+        if time.monotonic() > deadline:
+            break
+        claim = claim_next(pool=pool, worker=worker)
+        if claim is None:
+            return ran
+        run_attempt(claim)
+    else:
+        ran = DRAIN_MAX_TASKS
+    dispatch.send(pool)
+    return ran
+
+
+def run_attempt(claim: Claim) -> str:
+    """Run one attempt to its end and return how it ended."""
+    lease = claim.lease
+    keeper.hold(lease)
+    try:
+        return _run(claim)
+    except Fenced as refused:
+        _refused(claim, refused)
+        return "fenced"
+    except (OperationalError, InterfaceError) as exc:
+        # The database went away mid-attempt. Try to hand the task back for a retry;
+        # if that fails too, the lease expires and the supervisor recovers it.
+        log.warning("attempt %s of %s hit a database error: %s", lease.epoch, lease.task_id, exc)
+        try:
+            end_attempt(lease, "yield", note=f"database error: {exc}"[:500], error=encoding.error_record(exc))
+        except (Fenced, DatabaseError):
+            pass
+        return "yielded"
+    finally:
+        keeper.drop(lease)
+
+
+def _run(claim: Claim) -> str:
+    lease = claim.lease
+    try:
+        spec = agents.get(claim.agent)
+    except Exception as exc:  # noqa: BLE001 - the agent's code is gone from this deploy
+        end_attempt(lease, "fail", error={"code": "UNKNOWN_AGENT", "type": type(exc).__name__, "message": str(exc)})
+        return "failed"
+    ctx = Context(lease, agent=claim.agent, owner=claim.owner, root_id=claim.root_id,
+                  reason=claim.reason, journal_rows=journal.load(lease.task_id))
+    try:
+        result = spec.fn(ctx, claim.input)
+        output = encoding.encode(result, what="the agent's return value")
+    except Suspend:
+        return "suspended"  # the transition (sleep, wait, block) already committed
+    except NondeterminismError as exc:
+        end_attempt(lease, "fail", error={"code": NondeterminismError.code, "type": "NondeterminismError",
+                                          "message": str(exc)})
+        return "failed"
+    except StepFailed as exc:
+        end_attempt(lease, "fail", error={"code": exc.code, "type": exc.error_type, "message": str(exc),
+                                          "step": exc.step})
+        return "failed"
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the agent raised: the task fails, with the error
+        end_attempt(lease, "fail", error={"code": "AGENT_ERROR", **encoding.error_record(exc)})
+        return "failed"
+    faults.reach(faults.BEFORE_STATUS, task_id=lease.task_id, step="complete", epoch=lease.epoch)
+    end_attempt(lease, "complete", output=output)
+    return "completed"
+
+
+def _refused(claim: Claim, refused: Fenced) -> None:
+    """A newer attempt or a stop owns the task: record the refusal and, if the task
+    moved on without us, acknowledge by ending our attempt and freeing our slot."""
+    lease = claim.lease
+    log.info("attempt %s of %s refused: %s", lease.epoch, lease.task_id, refused)
+    try:
+        audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="write.refused",
+                     data={"boundary": "storage", "write": refused.write, "epoch": lease.epoch})
+        release_stopped(task_id=lease.task_id, epoch=lease.epoch, end_reason="fenced")
+    except DatabaseError:
+        log.exception("could not record the refusal of %s epoch %s", lease.task_id, lease.epoch)
+
+
+__all__ = ["run_pool", "run_attempt", "worker_id"]

@@ -1,0 +1,121 @@
+"""What an operator does to a task: cancel it, resume it, resolve an unknown effect.
+
+Each is a durable transaction that takes `actor=`, makes conditional writes, and
+writes its audit rows in the same transaction. None of them is callable from agent
+code: agents only get a Context.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.db import transaction
+from django.utils import timezone
+
+from runtime import db, dispatch, states
+from runtime.audit import audit_append
+from runtime.errors import EffectNotFound, InvalidTransition, StewardError
+from runtime.models import Effect, Task
+from runtime.selectors import task_get
+from runtime.transitions import wake_parent
+
+RESOLUTIONS = {
+    "committed": "resolve_committed",  # it happened; the receipt (if any) is recorded
+    "failed": "resolve_failed",        # it did not happen; the agent sees EffectFailed
+    "retry": "resolve_retry",          # send it again under the same key
+}
+
+
+def task_cancel(*, task_id, actor: str, reason: str = "") -> list:
+    """Cancel a task and every live descendant; return the ids cancelled.
+
+    1. Lock the task's parent (if any), then the subtree top-down: the same order in
+       which finishing children lock their parents, so the two cannot deadlock.
+    2. Move each live task to cancelled with one conditional UPDATE. Running attempts
+       keep their lease and slot until their worker notices at its next fenced write
+       (or the supervisor finds it gone): a slot is free only when the work stopped.
+    3. Audit each, and wake the parent if it was waiting for this task.
+    """
+    with transaction.atomic(durable=True):
+        task = task_get(task_id)
+        if task.parent_id:
+            db.execute("lock_task", {"task": task.parent_id})
+        cancelled = [row[0] for row in db.fetchall("cancel_tree", {"task": task.id})]
+        if not cancelled and task.status != states.CANCELLED:
+            raise InvalidTransition(f"task {task.id} is {task.status}; only live tasks can be cancelled",
+                                    status=task.status)
+        for cancelled_id in cancelled:
+            audit_append(actor=actor, tenant=task.tenant, task_id=cancelled_id, kind="task.cancelled",
+                         data={"reason": reason, "requested_on": str(task.id)})
+        if task.parent_id and task.id in cancelled:
+            wake_parent(parent_id=task.parent_id, child_id=task.id, actor=actor)
+        return cancelled
+
+
+def task_resume(*, task_id, actor: str, note: str = "") -> None:
+    """Queue a dead, failed or cancelled task for a new attempt (reason `resume`).
+
+    The deliberate way out of a terminal status: audited, and refused while the old
+    attempt has not yet stopped (its worker has not acknowledged).
+    """
+    with transaction.atomic(durable=True):
+        task = task_get(task_id)
+        if task.attempts.filter(ended_at__isnull=True).exists():
+            raise InvalidTransition(f"task {task.id} still has a running attempt; wait for it to stop",
+                                    status=task.status)
+        won = Task.objects.filter(id=task.id, status__in=states.sources("resume")).update(
+            status=states.QUEUED, next_reason=states.RESUME, crash_count=0, queued_at=timezone.now(),
+            finished_at=None, status_note=f"resumed by {actor}", updated_at=timezone.now(),
+        )
+        if not won:
+            raise InvalidTransition(f"task {task.id} is {task.status}; resume starts from "
+                                    f"{', '.join(states.sources('resume'))}", status=task.status)
+        audit_append(actor=actor, tenant=task.tenant, task_id=task.id, kind="task.resumed",
+                     data={"from": task.status, "note": note})
+        dispatch.pool_has_work(task.pool_id)
+
+
+def effect_resolve(*, effect_id: int, outcome: str, actor: str, receipt=None, note: str = "") -> Effect:
+    """Settle an `unknown` effect by an operator's decision, and unblock its task.
+
+    1. Lock the task row first (the executor's order: task, then effect).
+    2. Move the effect out of `unknown` with one conditional UPDATE.
+    3. Queue the task if it was blocked (reason `resume`); its replay reads the
+       ledger: a receipt, an EffectFailed, or a re-send under the same key.
+    """
+    if outcome not in RESOLUTIONS:
+        raise StewardError(f"outcome must be one of {sorted(RESOLUTIONS)}", field="outcome")
+    effect = Effect.objects.filter(id=effect_id).first()
+    if effect is None:
+        raise EffectNotFound(f"no effect #{effect_id}", effect=effect_id)
+    event = RESOLUTIONS[outcome]
+    now = timezone.now()
+    changes = {"state": states.target(event, states.EFFECT_TRANSITIONS), "resolved_by": actor,
+               "resolution_note": note}
+    if outcome == "committed":
+        changes.update(receipt=receipt if receipt is not None else {"resolved_by": actor, "note": note},
+                       settled_at=now)
+    elif outcome == "failed":
+        changes.update(error={"type": "ResolvedAsNotApplied", "message": note or f"{actor} recorded that it did not happen"},
+                       settled_at=now)
+    else:
+        changes.update(resend_approved=True)
+    json.dumps(changes.get("receipt"))  # a receipt must be JSON; fail before writing
+    with transaction.atomic(durable=True):
+        db.execute("lock_task", {"task": effect.task_id})
+        won = Effect.objects.filter(id=effect.id, state__in=states.sources(event, states.EFFECT_TRANSITIONS)).update(**changes)
+        if not won:
+            raise InvalidTransition(f"effect #{effect.id} is no longer unknown", state=effect.state)
+        task = Task.objects.get(id=effect.task_id)
+        audit_append(actor=actor, tenant=task.tenant, task_id=task.id, kind="effect.resolved",
+                     data={"effect": effect.id, "key": effect.key, "outcome": outcome, "note": note})
+        unblocked = Task.objects.filter(id=task.id, status__in=states.sources("unblock")).update(
+            status=states.QUEUED, next_reason=states.RESUME, queued_at=now, status_note="", updated_at=now,
+        )
+        if unblocked:
+            audit_append(actor=actor, tenant=task.tenant, task_id=task.id, kind="task.unblocked",
+                         data={"effect": effect.id})
+            dispatch.pool_has_work(task.pool_id)
+    effect.refresh_from_db()
+    return effect
+

@@ -1,0 +1,71 @@
+"""The step journal: what each step of a task returned or raised, keyed by (task, seq).
+
+This is the hot path of the runtime (one INSERT per step), so it is hand-written SQL
+with a prepared statement; see runtime/sql/step_insert.sql for how the write is fenced.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from runtime import db
+from runtime.encoding import decode
+from runtime.errors import Fenced
+
+
+@dataclass(slots=True)
+class Recorded:
+    seq: int
+    name: str
+    kind: str
+    output: object  # decoded JSON
+    error: dict | None
+
+
+def load(task_id) -> list[Recorded]:
+    """The journal in seq order. Seqs are dense from 0 because each attempt writes them
+    in order and replays every earlier one first."""
+    rows = db.fetchall("journal_load", {"task": task_id})
+    # Django's connection loads jsonb as text (it decodes JSON itself), so decode here.
+    journal = [Recorded(seq, name, kind, decode(output), decode(error)) for seq, name, kind, output, error in rows]
+    for expected, record in enumerate(journal):
+        if record.seq != expected:
+            raise RuntimeError(f"journal of task {task_id} has a gap before seq {record.seq}")
+    return journal
+
+
+def record(*, task_id, epoch: int, seq: int, name: str, kind: str, output: str | None,
+           error: str | None, started: float) -> None:
+    """Write one journal row, or raise Fenced if this attempt no longer owns the task."""
+    cur = db.execute(
+        "step_insert",
+        {
+            "task": task_id,
+            "epoch": epoch,
+            "seq": seq,
+            "name": name,
+            "kind": kind,
+            "output": output,
+            "error": error,
+            "started": started,
+        },
+    )
+    if cur.rowcount != 1:
+        raise _refusal(task_id, epoch, seq)
+
+
+def _refusal(task_id, epoch: int, seq: int) -> BaseException:
+    # Nothing was written: either a newer attempt (or a stop) moved the task on, or a
+    # row for this seq already exists, which only a writer with our epoch could have
+    # made and would be a bug in the executor.
+    row = db.cursor().execute(
+        "SELECT epoch, status FROM steward_task WHERE id = %s", (task_id,)
+    ).fetchone()
+    if row is None or row[0] != epoch or row[1] != "running":
+        return Fenced(task_id, epoch, "journal")
+    return RuntimeError(f"journal row {task_id}#{seq} already exists for the live epoch {epoch}")
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,97 @@
+"""Claiming work and keeping the lease alive.
+
+An attempt owns its task while its lease is unexpired. The worker renews it from a
+background thread (one per process), so a long model call does not lose the task, and
+a frozen or killed process stops renewing it: the supervisor then re-queues the task
+with a new attempt (runtime/supervisor.py), and the old attempt's epoch fences every
+write it tries later.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from django.db import connection
+
+from runtime import config, db
+from runtime.encoding import decode
+from runtime.transitions import Lease
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Claim:
+    lease: Lease
+    reason: str
+    agent: str
+    input: dict
+    owner: str
+    root_id: object
+
+
+def claim_next(*, pool: str, worker: str) -> Claim | None:
+    """Claim the oldest queued task of `pool` if a slot is free (runtime/sql/claim.sql)."""
+    row = db.fetchone("claim", {"pool": pool, "worker": worker, "lease": config.lease_seconds()})
+    if row is None:
+        return None
+    task_id, epoch, reason, agent, input, tenant, owner, parent_id, root_id, pool, attempt_id = row
+    lease = Lease(task_id, epoch, tenant, pool, parent_id, worker, attempt_id)
+    # Django's connection loads jsonb as text; see journal.load.
+    return Claim(lease, reason, agent, decode(input), owner, root_id)
+
+
+class LeaseKeeper:
+    """Renews the leases of the attempts this process is running.
+
+    One daemon thread per process, with its own database connection. A renewal that
+    matches no live attempt means the task was recovered or stopped under us; the
+    attempt's own writes are fenced anyway, so the keeper just stops renewing it.
+    """
+
+    def __init__(self):
+        self._held: set[tuple[object, int]] = set()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, lease: Lease) -> None:
+        with self._lock:
+            self._held.add((lease.task_id, lease.epoch))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="steward-lease-keeper", daemon=True)
+                self._thread.start()
+
+    def drop(self, lease: Lease) -> None:
+        with self._lock:
+            self._held.discard((lease.task_id, lease.epoch))
+
+    def _run(self) -> None:
+        interval = config.heartbeat_seconds()
+        try:
+            while not self._wake.wait(interval):
+                with self._lock:
+                    held = list(self._held)
+                for task_id, epoch in held:
+                    self._renew(task_id, epoch)
+        finally:
+            connection.close()
+
+    def _renew(self, task_id, epoch: int) -> None:
+        try:
+            renewed = db.execute(
+                "lease_renew", {"task": task_id, "epoch": epoch, "lease": config.lease_seconds()}
+            ).rowcount
+        except Exception:  # noqa: BLE001 - a database blip must not kill the keeper
+            log.exception("lease renewal failed for %s epoch %s", task_id, epoch)
+            connection.close()
+            return
+        if not renewed:
+            log.warning("lease of %s epoch %s is gone (recovered or stopped)", task_id, epoch)
+            with self._lock:
+                self._held.discard((task_id, epoch))
+
+
+keeper = LeaseKeeper()

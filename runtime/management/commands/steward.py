@@ -1,0 +1,208 @@
+"""`manage.py steward <command>`: operate Steward from a terminal.
+
+    submit AGENT --input JSON     tasks      show TASK      effects
+    resolve-effect ID --as ...    resume     cancel         audit verify
+    supervise                     pools      pool NAME      agents      seed-demo
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from runtime import agents, selectors, states
+from runtime.audit import audit_verify
+from runtime.cli_format import block, short, table, when
+from runtime.errors import StewardError
+from runtime.interventions import RESOLUTIONS, effect_resolve, task_cancel, task_resume
+from runtime.pools import pool_set_limits
+from runtime.submission import task_submit
+
+
+class Command(BaseCommand):
+    help = "Operate Steward: submit and inspect tasks, resolve effects, resume, verify the audit trail."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--actor", default=f"cli:{getpass.getuser()}", help="who is acting (audited)")
+        sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+
+        p = sub.add_parser("submit", help="submit a task")
+        p.add_argument("agent")
+        p.add_argument("--input", default="{}", help="JSON object (or @file.json)")
+        p.add_argument("--key", help="caller idempotency key")
+        p.add_argument("--tenant", default="default")
+        p.add_argument("--owner", help="actor the task runs as (default: --actor)")
+        p.add_argument("--pool")
+        p.add_argument("--wait", type=float, default=0, help="seconds to wait for a terminal status")
+
+        p = sub.add_parser("tasks", help="list tasks, newest first")
+        p.add_argument("--status", choices=states.TASK_STATUSES)
+        p.add_argument("--agent")
+        p.add_argument("--tenant")
+        p.add_argument("--pool")
+        p.add_argument("--limit", type=int, default=30)
+
+        p = sub.add_parser("show", help="a task's attempts, journal, effects, children and audit")
+        p.add_argument("task")
+
+        p = sub.add_parser("effects", help="list the effect ledger")
+        p.add_argument("--task")
+        p.add_argument("--state", choices=states.EFFECT_STATES)
+        p.add_argument("--limit", type=int, default=30)
+
+        p = sub.add_parser("resolve-effect", help="settle an `unknown` effect and unblock its task")
+        p.add_argument("effect", type=int)
+        p.add_argument("--as", dest="outcome", required=True, choices=sorted(RESOLUTIONS))
+        p.add_argument("--receipt", help="JSON receipt (with --as committed)")
+        p.add_argument("--note", default="")
+
+        p = sub.add_parser("resume", help="queue a dead, failed or cancelled task again")
+        p.add_argument("task")
+        p.add_argument("--note", default="")
+
+        p = sub.add_parser("cancel", help="cancel a task and its live descendants")
+        p.add_argument("task")
+        p.add_argument("--reason", default="")
+
+        p = sub.add_parser("audit", help="audit trail")
+        p.add_argument("action", choices=["verify"])
+
+        p = sub.add_parser("supervise", help="run the supervisor sweep")
+        p.add_argument("--once", action="store_true")
+        p.add_argument("--interval", type=float, help="seconds between sweeps (default SWEEP_SECONDS)")
+
+        sub.add_parser("pools", help="pools, limits and usage")
+        p = sub.add_parser("pool", help="create a pool or change its limits")
+        p.add_argument("name")
+        p.add_argument("--max-running", type=int)
+        p.add_argument("--max-queued", type=int)
+
+        sub.add_parser("agents", help="registered agents")
+        sub.add_parser("seed-demo", help="create the demo pools and tasks (idempotent)")
+
+    def handle(self, *args, command, actor, **options):
+        handler = getattr(self, "do_" + command.replace("-", "_"))
+        try:
+            handler(actor=actor, **options)
+        except StewardError as exc:
+            raise CommandError(f"{exc.code}: {exc.message}", returncode=2) from None
+
+    # --- commands ----------------------------------------------------------------------
+
+    def do_submit(self, *, actor, agent, input, key, tenant, owner, pool, wait, **_):
+        payload = _json_arg(input, "--input")
+        sub = task_submit(agent=agent, input=payload, tenant=tenant, owner=owner or actor, actor=actor,
+                          idempotency_key=key, pool=pool)
+        verb = "submitted" if sub.created else f"already exists for key {key!r}"
+        self.stdout.write(f"{sub.task_id}  {verb}  [{sub.status}]")
+        deadline = time.monotonic() + wait
+        while wait and time.monotonic() < deadline:
+            task = selectors.task_get(sub.task_id)
+            if task.status in states.TERMINAL:
+                self.stdout.write(f"{task.status}: {short(task.output if task.output is not None else task.error, 200)}")
+                return
+            time.sleep(0.2)
+        if wait:
+            self.stdout.write(f"still {selectors.task_get(sub.task_id).status} after {wait:g}s")
+
+    def do_tasks(self, *, status, agent, tenant, pool, limit, **_):
+        rows = [[t.id, t.agent, t.status, t.epoch, t.pool_id, when(t.updated_at), short(t.status_note, 40)]
+                for t in selectors.task_list(status=status, agent=agent, tenant=tenant, pool=pool, limit=limit)]
+        self.stdout.write(table(["task", "agent", "status", "epoch", "pool", "updated", "note"], rows))
+
+    def do_show(self, *, task, **_):
+        d = selectors.task_detail(task)
+        t = d.task
+        self.stdout.write(block([
+            ("task", t.id), ("agent", t.agent), ("status", t.status + (f" ({t.status_note})" if t.status_note else "")),
+            ("tenant/owner", f"{t.tenant} / {t.owner}"), ("pool", t.pool_id), ("epoch", t.epoch),
+            ("parent", t.parent_id or "-"), ("root", t.root_id), ("key", t.idempotency_key or "-"),
+            ("created", when(t.created_at)), ("finished", when(t.finished_at)),
+            ("input", short(t.input, 100)), ("output", short(t.output, 100)), ("error", short(t.error, 100)),
+        ]))
+        self._section("attempts", ["epoch", "reason", "worker", "started", "ended", "end"],
+                      [[a.epoch, a.reason, a.worker, when(a.started_at), when(a.ended_at), a.end_reason or "live"]
+                       for a in d.attempts])
+        self._section("journal", ["seq", "kind", "name", "epoch", "result"],
+                      [[s.seq, s.kind, s.name, s.epoch, short(s.error or s.output, 60)] for s in d.steps])
+        self._section("effects", ["id", "name", "class", "keyed", "state", "sends", "key"],
+                      [[e.id, e.name, e.effect_class, e.keyed, e.state, e.sends, e.key] for e in d.effects])
+        self._section("children", ["task", "agent", "status"], [[c.id, c.agent, c.status] for c in d.children])
+        self._section("audit", ["id", "at", "kind", "actor", "data"],
+                      [[a.id, when(a.at), a.kind, a.actor, short(a.data, 60)] for a in d.audit])
+
+    def do_effects(self, *, task, state, limit, **_):
+        rows = [[e.id, e.task_id, e.name, e.effect_class, e.state, e.sends, when(e.created_at)]
+                for e in selectors.effect_list(task_id=task, state=state, limit=limit)]
+        self.stdout.write(table(["id", "task", "name", "class", "state", "sends", "created"], rows))
+
+    def do_resolve_effect(self, *, actor, effect, outcome, receipt, note, **_):
+        parsed = _json_arg(receipt, "--receipt") if receipt else None
+        row = effect_resolve(effect_id=effect, outcome=outcome, actor=actor, receipt=parsed, note=note)
+        self.stdout.write(f"effect #{row.id} is now {row.state}; task {row.task_id} re-queued if it was blocked")
+
+    def do_resume(self, *, actor, task, note, **_):
+        task_resume(task_id=task, actor=actor, note=note)
+        self.stdout.write(f"{task} queued for a new attempt (reason: resume)")
+
+    def do_cancel(self, *, actor, task, reason, **_):
+        ids = task_cancel(task_id=task, actor=actor, reason=reason)
+        self.stdout.write(f"cancelled {len(ids)} task(s): " + ", ".join(map(str, ids)))
+
+    def do_audit(self, *, action, **_):
+        bad = audit_verify()
+        if bad is not None:
+            raise CommandError(f"TAMPERED: {bad}", returncode=3)
+        self.stdout.write("audit trail verified: every chain is intact")
+
+    def do_supervise(self, *, once, interval, **_):
+        from runtime import config, executor, supervisor  # noqa: PLC0415 - only this command needs them
+
+        me = executor.worker_id()
+        pause = interval or config.sweep_seconds()
+        while True:
+            report = supervisor.sweep(supervisor_id=me)
+            if any(report.as_dict().values()):
+                self.stdout.write(json.dumps(report.as_dict()))
+                self.stdout.flush()
+            if once:
+                return
+            time.sleep(pause)
+
+    def do_pools(self, **_):
+        rows = [[u.pool.name, u.pool.max_running, u.pool.max_queued, u.running, u.queued, u.slots_held]
+                for u in selectors.pool_usage()]
+        self.stdout.write(table(["pool", "max_running", "max_queued", "running", "queued", "slots_held"], rows))
+
+    def do_pool(self, *, name, max_running, max_queued, **_):
+        pool = pool_set_limits(name=name, max_running=max_running, max_queued=max_queued)
+        self.stdout.write(str(pool))
+
+    def do_agents(self, **_):
+        rows = [[a.name, a.pool or "default", short(a.description, 70)] for a in agents.registered()]
+        self.stdout.write(table(["agent", "pool", "description"], rows))
+
+    def do_seed_demo(self, *, actor, **_):
+        from runtime.demo.seed import seed_demo  # noqa: PLC0415 - demo code stays out of the core path
+
+        for line in seed_demo(actor=actor):
+            self.stdout.write(line)
+
+    def _section(self, title, headers, rows):
+        self.stdout.write(f"\n{title}\n" + table(headers, rows))
+
+
+def _json_arg(raw: str, flag: str):
+    if raw.startswith("@"):
+        try:
+            with open(raw[1:]) as handle:
+                raw = handle.read()
+        except OSError as exc:
+            raise CommandError(f"INVALID_INPUT: cannot read {flag} file: {exc}", returncode=2) from None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"INVALID_INPUT: {flag} is not JSON: {exc}", returncode=2) from None

@@ -1,0 +1,258 @@
+"""Durable records. Models stay thin: fields, constraints, __str__ and small pure
+properties. Writes happen in the services (submission, transitions, effects, ...), each
+a conditional UPDATE or a fenced INSERT that reports whether it won.
+
+Table names are explicit because the hot paths use hand-written SQL (runtime/sql/).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from runtime import states
+
+
+def _choices(values):
+    return [(v, v) for v in values]
+
+
+class Pool(models.Model):
+    """A fleet-wide concurrency pool. `max_running` is enforced by slot rows (one per
+    allowed concurrent attempt) so that claiming is a SKIP LOCKED row grab, not a count.
+    """
+
+    name = models.SlugField(primary_key=True, max_length=100)
+    max_running = models.PositiveIntegerField()
+    max_queued = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "steward_pool"
+
+    def __str__(self):
+        return f"{self.name} (running≤{self.max_running}, queued≤{self.max_queued})"
+
+
+class Task(models.Model):
+    """The durable logical unit of work. Its id is minted before the first step runs and
+    outlives every worker that touches it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agent = models.CharField(max_length=200)
+    input = models.JSONField()
+    input_digest = models.CharField(max_length=64)
+    tenant = models.CharField(max_length=100)
+    owner = models.CharField(max_length=200, help_text="Actor on whose authority the task runs.")
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, db_column="pool", related_name="tasks")
+    status = models.CharField(max_length=16, choices=_choices(states.TASK_STATUSES), default=states.QUEUED)
+    # The epoch of the latest attempt; 0 before the first claim. Every write by an
+    # attempt is fenced on (id, epoch, status='running').
+    epoch = models.IntegerField(default=0)
+    next_reason = models.CharField(max_length=16, choices=_choices(states.ATTEMPT_REASONS), default=states.FIRST)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    root = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="descendants")
+    spawn_seq = models.IntegerField(null=True, blank=True, help_text="The parent's step seq that spawned it.")
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    crash_count = models.IntegerField(default=0, help_text="Lease expiries in a row.")
+    wake_at = models.DateTimeField(null=True, blank=True)
+    waiting_on = ArrayField(models.UUIDField(), null=True, blank=True, help_text="Child task ids a wait needs.")
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    status_note = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "steward_task"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="task_one_per_caller_key",
+            ),
+            models.UniqueConstraint(
+                fields=["parent", "spawn_seq"],
+                condition=Q(parent__isnull=False),
+                name="task_one_child_per_spawn_step",
+            ),
+            models.CheckConstraint(condition=Q(status__in=states.TASK_STATUSES), name="task_status_known"),
+            models.CheckConstraint(condition=Q(epoch__gte=0), name="task_epoch_non_negative"),
+            models.CheckConstraint(
+                condition=~Q(status=states.SLEEPING) | Q(wake_at__isnull=False),
+                name="task_sleeping_has_wake_at",
+            ),
+        ]
+        indexes = [
+            # Claim order within a pool, and the admission count.
+            models.Index(
+                fields=["pool", "queued_at"],
+                condition=Q(status=states.QUEUED),
+                name="task_queued_by_pool",
+            ),
+            models.Index(
+                fields=["pool", "status"],
+                condition=Q(status__in=sorted(states.ADMITTED)),
+                name="task_admitted_by_pool",
+            ),
+            models.Index(fields=["wake_at"], condition=Q(status=states.SLEEPING), name="task_sleeping_due"),
+            models.Index(fields=["status", "updated_at"], name="task_status_updated"),
+            models.Index(fields=["tenant", "created_at"], name="task_tenant_created"),
+        ]
+
+    def __str__(self):
+        return f"{self.agent} {self.id} [{self.status}]"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in states.TERMINAL
+
+
+class Attempt(models.Model):
+    """One execution of a task by one worker. `epoch` is the fencing token."""
+
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="attempts")
+    epoch = models.IntegerField()
+    worker = models.CharField(max_length=200)
+    reason = models.CharField(max_length=16, choices=_choices(states.ATTEMPT_REASONS))
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+    lease_expires_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=32, blank=True, default="")
+
+    class Meta:
+        db_table = "steward_attempt"
+        constraints = [
+            models.UniqueConstraint(fields=["task", "epoch"], name="attempt_one_per_epoch"),
+            models.UniqueConstraint(
+                fields=["task"], condition=Q(ended_at__isnull=True), name="attempt_one_live_per_task"
+            ),
+            models.CheckConstraint(condition=Q(epoch__gte=1), name="attempt_epoch_positive"),
+        ]
+        indexes = [
+            models.Index(fields=["lease_expires_at"], condition=Q(ended_at__isnull=True), name="attempt_live_lease"),
+        ]
+
+    def __str__(self):
+        return f"attempt {self.epoch} of {self.task_id} on {self.worker}"
+
+
+class Step(models.Model):
+    """A journal row: the recorded outcome of call number `seq` in a task."""
+
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="steps")
+    seq = models.IntegerField()
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16)  # step, effect, sleep, spawn, wait, now, random
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    epoch = models.IntegerField(help_text="The attempt that wrote it.")
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "steward_step"
+        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="step_one_per_seq")]
+
+    def __str__(self):
+        return f"{self.task_id}#{self.seq} {self.name}"
+
+
+class Effect(models.Model):
+    """The effect ledger: one row per external action, keyed by its idempotency key."""
+
+    key = models.CharField(max_length=255, unique=True)
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="effects")
+    step_seq = models.IntegerField()
+    name = models.CharField(max_length=200)
+    effect_class = models.CharField(max_length=16, choices=_choices(states.EFFECT_CLASSES))
+    keyed = models.BooleanField(help_text="Whether the target service deduplicates by our key.")
+    state = models.CharField(max_length=16, choices=_choices(states.EFFECT_STATES))
+    request_digest = models.CharField(max_length=64)
+    receipt = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    attempt = models.ForeignKey(Attempt, on_delete=models.PROTECT, related_name="effects")
+    epoch = models.IntegerField(help_text="Epoch of the attempt that last sent it.")
+    sends = models.IntegerField(default=0, help_text="Times it was handed to the service.")
+    resend_approved = models.BooleanField(default=False, help_text="An operator chose to send it again.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.CharField(max_length=200, blank=True, default="")
+    resolution_note = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "steward_effect"
+        constraints = [
+            models.CheckConstraint(condition=Q(state__in=states.EFFECT_STATES), name="effect_state_known"),
+            models.CheckConstraint(condition=Q(effect_class__in=states.EFFECT_CLASSES), name="effect_class_known"),
+            models.UniqueConstraint(fields=["task", "step_seq"], name="effect_one_per_step"),
+        ]
+        indexes = [models.Index(fields=["state", "created_at"], name="effect_state_created")]
+
+    def __str__(self):
+        return f"{self.name} [{self.state}] {self.key}"
+
+
+class Slot(models.Model):
+    """One unit of a pool's running capacity. A slot is held by (task, epoch) while
+    that attempt runs, and freed in the same transaction that ends the attempt."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, db_column="pool", related_name="slots")
+    number = models.IntegerField()
+    task = models.OneToOneField(Task, null=True, blank=True, on_delete=models.PROTECT, related_name="slot")
+    epoch = models.IntegerField(null=True, blank=True)
+    taken_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "steward_slot"
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "number"], name="slot_number_per_pool"),
+            models.CheckConstraint(
+                condition=Q(task__isnull=True, epoch__isnull=True) | Q(task__isnull=False, epoch__isnull=False),
+                name="slot_holder_has_epoch",
+            ),
+        ]
+        indexes = [models.Index(fields=["pool"], condition=Q(task__isnull=True), name="slot_free_by_pool")]
+
+    def __str__(self):
+        return f"{self.pool_id}#{self.number} -> {self.task_id or 'free'}"
+
+
+class AuditEvent(models.Model):
+    """Append-only and hash-chained. A trigger (migration 0002) fills chain_seq,
+    prev_hash and hash on INSERT and refuses every UPDATE and DELETE.
+
+    Each task has its own chain ("task:<id>"); events about no task chain per tenant.
+    Per-chain hashing keeps the chain lock as narrow as the task row lock that every
+    transition already holds (docs/adr/0004-audit-chains.md).
+    """
+
+    chain = models.CharField(max_length=120)
+    chain_seq = models.IntegerField(db_default=0)
+    at = models.DateTimeField(db_default=Now())  # the trigger sets it to now(), always
+    actor = models.CharField(max_length=200)
+    tenant = models.CharField(max_length=100)
+    task_id = models.UUIDField(null=True, blank=True)
+    kind = models.CharField(max_length=64)
+    data = models.JSONField(default=dict)
+    prev_hash = models.CharField(max_length=64, db_default="")
+    hash = models.CharField(max_length=64, db_default="")
+
+    class Meta:
+        db_table = "steward_audit"
+        constraints = [models.UniqueConstraint(fields=["chain", "chain_seq"], name="audit_chain_seq")]
+        indexes = [
+            models.Index(fields=["task_id", "id"], name="audit_by_task"),
+            models.Index(fields=["tenant", "id"], name="audit_by_tenant"),
+        ]
+
+    def __str__(self):
+        return f"#{self.id} {self.kind} by {self.actor}"

@@ -1,0 +1,39 @@
+-- End the running attempt and move the task to %(target)s, in one statement: the status
+-- change, the attempt's end, the slot's release and the audit row commit together.
+--
+-- The WHERE clause is the fence: it matches only while this attempt's epoch is current
+-- and the task is still running. A supervisor that re-queued the task after a lease
+-- expiry, or an operator who cancelled it, got there first; then nothing changes and
+-- the caller learns it lost (no row returned).
+WITH moved AS (
+    UPDATE steward_task t
+    SET status = %(target)s::text,
+        output = %(output)s::jsonb,
+        error = %(error)s::jsonb,
+        wake_at = %(wake_at)s::timestamptz,
+        waiting_on = %(waiting_on)s::uuid[],
+        status_note = %(note)s,
+        next_reason = %(next_reason)s,
+        queued_at = CASE WHEN %(target)s::text = 'queued' THEN now() ELSE t.queued_at END,
+        finished_at = CASE WHEN %(terminal)s::boolean THEN now() ELSE NULL END,
+        crash_count = 0,
+        updated_at = now()
+    WHERE t.id = %(task)s AND t.epoch = %(epoch)s AND t.status = 'running'
+    RETURNING t.id, t.tenant, t.pool
+), ended AS (
+    UPDATE steward_attempt a
+    SET ended_at = now(), end_reason = %(end_reason)s
+    FROM moved
+    WHERE a.task_id = moved.id AND a.epoch = %(epoch)s AND a.ended_at IS NULL
+), freed AS (
+    UPDATE steward_slot s
+    SET task_id = NULL, epoch = NULL, taken_at = NULL
+    FROM moved
+    WHERE s.task_id = moved.id
+), audited AS (
+    INSERT INTO steward_audit (chain, chain_seq, actor, tenant, task_id, kind, data, prev_hash, hash)
+    SELECT 'task:' || moved.id, 0, %(actor)s, moved.tenant, moved.id, %(kind)s,
+           %(data)s::jsonb, '', ''
+    FROM moved
+)
+SELECT moved.pool FROM moved

@@ -1,0 +1,54 @@
+-- Claim the oldest queued task of a pool, take one of the pool's free slots, start a new
+-- attempt (epoch + 1) with its lease, and audit it: one statement, one round trip.
+--
+-- Races: several workers run this at once for the same pool. SKIP LOCKED sends each to
+-- a different task and a different slot instead of queueing them behind one another.
+-- If no slot is free, `next` still locked a task row but nothing else happens and the
+-- task stays queued; whoever frees a slot next claims it (runtime/executor.py).
+WITH next AS (
+    SELECT t.id
+    FROM steward_task t
+    WHERE t.pool = %(pool)s AND t.status = 'queued'
+    ORDER BY t.queued_at, t.id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+), slot AS (
+    SELECT s.id
+    FROM steward_slot s JOIN steward_pool p ON p.name = s.pool, next
+    -- Slots numbered past max_running are left over from a shrink and never handed out.
+    WHERE s.pool = %(pool)s AND s.task_id IS NULL AND s.number < p.max_running
+    LIMIT 1
+    FOR UPDATE OF s SKIP LOCKED
+), claimed AS (
+    UPDATE steward_task t
+    SET status = 'running', epoch = t.epoch + 1, updated_at = now(),
+        started_at = coalesce(t.started_at, now()), status_note = ''
+    FROM next, slot
+    WHERE t.id = next.id AND t.status = 'queued'
+    RETURNING t.id, t.epoch, t.next_reason, t.agent, t.input, t.tenant, t.owner,
+              t.parent_id, t.root_id, t.pool, t.queued_at
+), took AS (
+    UPDATE steward_slot s
+    SET task_id = claimed.id, epoch = claimed.epoch, taken_at = now()
+    FROM claimed, slot
+    WHERE s.id = slot.id
+), attempt AS (
+    INSERT INTO steward_attempt (task_id, epoch, worker, reason, started_at, heartbeat_at,
+                                 lease_expires_at, end_reason)
+    SELECT claimed.id, claimed.epoch, %(worker)s, claimed.next_reason, now(), now(),
+           now() + make_interval(secs => %(lease)s::float8), ''
+    FROM claimed
+    RETURNING id
+), audited AS (
+    INSERT INTO steward_audit (chain, chain_seq, actor, tenant, task_id, kind, data, prev_hash, hash)
+    SELECT 'task:' || claimed.id, 0, 'worker:' || %(worker)s, claimed.tenant, claimed.id,
+           'attempt.started',
+           jsonb_build_object('epoch', claimed.epoch, 'reason', claimed.next_reason,
+                              'worker', %(worker)s::text),
+           '', ''
+    FROM claimed
+)
+SELECT claimed.id, claimed.epoch, claimed.next_reason, claimed.agent, claimed.input,
+       claimed.tenant, claimed.owner, claimed.parent_id, claimed.root_id, claimed.pool,
+       (SELECT id FROM attempt)
+FROM claimed

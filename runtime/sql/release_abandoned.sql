@@ -1,0 +1,15 @@
+-- Live attempts whose task moved on without them (cancelled, or re-queued and claimed
+-- again) and whose lease has expired: the worker is gone and will never acknowledge.
+WITH ended AS (
+    UPDATE steward_attempt a
+    SET ended_at = now(), end_reason = 'abandoned'
+    FROM steward_task t
+    WHERE a.ended_at IS NULL AND a.lease_expires_at < now()
+      AND t.id = a.task_id AND NOT (t.status = 'running' AND t.epoch = a.epoch)
+    RETURNING a.task_id, a.epoch
+), freed AS (
+    UPDATE steward_slot s SET task_id = NULL, epoch = NULL, taken_at = NULL
+    FROM ended WHERE s.task_id = ended.task_id AND s.epoch = ended.epoch
+    RETURNING s.pool, s.task_id
+)
+SELECT freed.pool FROM ended LEFT JOIN freed ON freed.task_id = ended.task_id

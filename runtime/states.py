@@ -1,0 +1,93 @@
+"""Statuses and the transitions allowed between them, as data.
+
+docs/state-machines.md draws these tables; tests/runtime/test_state_docs.py checks the
+drawing against this module, so change both together. Every transition in the code is a
+conditional UPDATE whose WHERE clause names the sources listed here (states.sources()).
+"""
+
+from __future__ import annotations
+
+# --- Task statuses ---------------------------------------------------------------
+QUEUED = "queued"        # admitted to its pool; waits for a free slot and a worker
+RUNNING = "running"      # an attempt holds the lease and one pool slot
+SLEEPING = "sleeping"    # a durable timer; holds no worker and no slot until wake_at
+WAITING = "waiting"      # waits for children; holds no worker and no slot
+BLOCKED = "blocked"      # an effect's outcome is unknown; waits for an operator
+DEAD = "dead"            # its worker died MAX_CRASHES times in a row; waits for a resume
+COMPLETED = "completed"  # the agent returned; terminal
+FAILED = "failed"        # the agent raised, or replay was nondeterministic; terminal
+CANCELLED = "cancelled"  # stopped by an operator; terminal unless explicitly resumed
+
+TASK_STATUSES = (QUEUED, RUNNING, SLEEPING, WAITING, BLOCKED, DEAD, COMPLETED, FAILED, CANCELLED)
+TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+# Statuses that count against a pool's admission bound (max_running + max_queued).
+ADMITTED = frozenset({QUEUED, RUNNING})
+LIVE = frozenset(TASK_STATUSES) - TERMINAL
+
+# event -> (sources, target). Each event is one conditional UPDATE in the code.
+TASK_TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
+    "claim": (frozenset({QUEUED}), RUNNING),              # a worker took the lease and a slot
+    "complete": (frozenset({RUNNING}), COMPLETED),        # the agent function returned
+    "fail": (frozenset({RUNNING}), FAILED),               # the agent raised / nondeterminism
+    "sleep": (frozenset({RUNNING}), SLEEPING),            # ctx.sleep() with time left
+    "wait": (frozenset({RUNNING}), WAITING),              # ctx.wait() with children pending
+    "block": (frozenset({RUNNING}), BLOCKED),             # an effect became `unknown`
+    "yield": (frozenset({RUNNING}), QUEUED),              # infrastructure error: retry later
+    "recover": (frozenset({RUNNING}), QUEUED),            # lease expired: supervisor re-queues
+    "dead_letter": (frozenset({RUNNING}), DEAD),          # lease expired MAX_CRASHES times
+    "wake": (frozenset({SLEEPING, WAITING}), QUEUED),     # timer due / children finished
+    "unblock": (frozenset({BLOCKED}), QUEUED),            # an operator resolved the effect
+    "resume": (frozenset({DEAD, FAILED, CANCELLED}), QUEUED),  # explicit, audited operator act
+    "cancel": (frozenset(LIVE), CANCELLED),               # operator stop (cascades to children)
+}
+
+# --- Attempt reasons: why a new attempt was made ------------------------------------
+FIRST = "first"          # the task's first attempt
+RECOVERY = "recovery"    # the previous attempt's lease expired (worker died or froze)
+RESUME = "resume"        # after a sleep, a wait, an operator resolution or resume
+RETRY = "retry"          # the previous attempt hit an infrastructure error
+ATTEMPT_REASONS = (FIRST, RECOVERY, RESUME, RETRY)
+
+# --- Effect states ---------------------------------------------------------------
+INTENT = "intent"          # recorded before the call; the call may or may not have happened
+COMMITTED = "committed"    # the service answered; its receipt is recorded
+EFFECT_FAILED = "failed"   # the service said it did not perform the action
+UNKNOWN = "unknown"        # may or may not have happened; an operator must resolve it
+EFFECT_STATES = (INTENT, COMMITTED, EFFECT_FAILED, UNKNOWN)
+
+EFFECT_TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
+    "commit": (frozenset({INTENT}), COMMITTED),          # receipt recorded
+    "reject": (frozenset({INTENT}), EFFECT_FAILED),      # the service refused the action
+    "doubt": (frozenset({INTENT}), UNKNOWN),             # outcome cannot be known safely
+    "resolve_committed": (frozenset({UNKNOWN}), COMMITTED),  # operator: it happened
+    "resolve_failed": (frozenset({UNKNOWN}), EFFECT_FAILED),  # operator: it did not happen
+    "resolve_retry": (frozenset({UNKNOWN}), INTENT),     # operator: send it again, same key
+}
+
+# --- Effect classes ------------------------------------------------------------------
+READ = "read"                  # observes only; always safe to repeat
+IDEMPOTENT = "idempotent"      # repeating it has no further effect (PUT, upsert)
+REVERSIBLE = "reversible"      # changes the world, can be undone
+IRREVERSIBLE = "irreversible"  # changes the world for good; never re-sent automatically
+EFFECT_CLASSES = (READ, IDEMPOTENT, REVERSIBLE, IRREVERSIBLE)
+
+
+def sources(event: str, table: dict[str, tuple[frozenset[str], str]] = TASK_TRANSITIONS) -> list[str]:
+    """The statuses an event may start from, sorted so generated SQL is stable."""
+    return sorted(table[event][0])
+
+
+def target(event: str, table: dict[str, tuple[frozenset[str], str]] = TASK_TRANSITIONS) -> str:
+    return table[event][1]
+
+
+def may_resend_with_same_key(effect_class: str, keyed: bool) -> bool:
+    """Whether recovery may repeat an effect whose intent has no receipt.
+
+    Reads and idempotent actions are safe to repeat. A reversible action is safe to
+    repeat only when the service deduplicates by our key. An irreversible action is
+    never re-sent automatically, keyed or not: a person decides (CONTRACTS.md §1).
+    """
+    if effect_class in (READ, IDEMPOTENT):
+        return True
+    return effect_class == REVERSIBLE and keyed

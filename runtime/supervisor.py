@@ -1,0 +1,77 @@
+"""The supervisor sweep. Celery beat runs it every SWEEP_SECONDS on some worker, and
+`manage.py steward supervise` runs it in a loop of its own; any number may run at once.
+
+Each pass is a few set-based statements that claim their rows with
+`FOR UPDATE SKIP LOCKED` and change them with conditional writes, so two supervisors
+never act on the same row twice: one wins, the other skips it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from django.db import transaction
+
+from runtime import config, db, dispatch
+
+
+@dataclass
+class SweepReport:
+    recovered: int = 0      # expired leases re-queued with a new attempt to come
+    dead_lettered: int = 0  # expired too often in a row: parked for an operator
+    released: int = 0       # stopped attempts whose worker vanished: slot freed
+    woken: int = 0          # sleeping tasks whose timer is due, and waiting parents
+    redispatched: int = 0   # wake-ups re-sent for queued work nobody picked up
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def sweep(*, supervisor_id: str) -> SweepReport:
+    report = SweepReport()
+    actor = f"supervisor:{supervisor_id}"
+    _recover_expired(report, actor)
+    _release_abandoned(report)
+    _wake(report, actor)
+    _redispatch(report)
+    return report
+
+
+def _recover_expired(report: SweepReport, actor: str) -> None:
+    """1. Running tasks whose lease expired: end the attempt, free the slot, and
+    re-queue (reason `recovery`) or dead-letter after MAX_CRASHES in a row."""
+    with transaction.atomic(durable=True):
+        rows = db.fetchall("recover_expired", {"actor": actor, "max_crashes": config.max_crashes()})
+        for pool, status in rows:
+            if status == "queued":
+                report.recovered += 1
+                dispatch.pool_has_work(pool)
+            else:
+                report.dead_lettered += 1
+
+
+def _release_abandoned(report: SweepReport) -> None:
+    """2. Attempts of tasks that moved on without them (cancelled, say) whose worker
+    stopped heartbeating: nobody will acknowledge, so end them and free their slots."""
+    with transaction.atomic(durable=True):
+        for (pool,) in db.fetchall("release_abandoned", {}):
+            report.released += 1
+            if pool:
+                dispatch.pool_has_work(pool)
+
+
+def _wake(report: SweepReport, actor: str) -> None:
+    """3. Due timers, and waiting parents whose children all finished (normally the
+    last child wakes its parent; this catches a wake-up lost to a crash)."""
+    with transaction.atomic(durable=True):
+        for pool, count in db.fetchall("wake_due", {"actor": actor}):
+            report.woken += count
+            dispatch.pool_has_work(pool, count)
+
+
+def _redispatch(report: SweepReport) -> None:
+    """4. Queued tasks older than REDISPATCH_SECONDS in a pool with free slots: their
+    wake-up was lost (broker restart, worker killed with a prefetched message)."""
+    for (pool,) in db.fetchall("stale_queued", {"age": config.redispatch_seconds()}):
+        report.redispatched += 1
+        dispatch.send(pool)

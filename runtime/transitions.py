@@ -1,0 +1,105 @@
+"""How a running attempt ends: complete, fail, sleep, wait, block or yield.
+
+Each is one conditional UPDATE (runtime/sql/attempt_end.sql) that moves the task, ends
+the attempt, frees the slot and writes the audit row together, and reports whether it
+won. Losing means a newer attempt or a stop got there first: the caller raises Fenced
+and writes nothing else.
+
+Lock order, everywhere: a parent's row before its child's. A child that reaches a
+terminal status locks its parent first and then wakes it if it was the last child the
+parent waits for; ctx.wait() checks its children while holding its own row lock. So a
+wake-up cannot be lost between the two (tests/runtime/test_children.py races them).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+
+from runtime import db, dispatch, states
+from runtime.errors import Fenced
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What an attempt knows about itself; every write it makes is fenced on it."""
+
+    task_id: object
+    epoch: int
+    tenant: str
+    pool: str
+    parent_id: object | None
+    worker: str
+    attempt_id: int
+
+    @property
+    def actor(self) -> str:
+        return f"worker:{self.worker}"
+
+
+def end_attempt(lease: Lease, event: str, *, output: str | None = None, error: dict | None = None,
+                wake_at: datetime | None = None, waiting_on: list | None = None, note: str = "",
+                audit: dict | None = None) -> None:
+    """Move the task from running by `event`, inside the caller's transaction if any.
+
+    Raises Fenced if the attempt no longer owns the task.
+    """
+    target = states.target(event)
+    params = {
+        "task": lease.task_id,
+        "epoch": lease.epoch,
+        "target": target,
+        "output": output,
+        "error": json.dumps(error) if error is not None else None,
+        "wake_at": wake_at,
+        "waiting_on": waiting_on,
+        "note": note[:500],
+        "next_reason": states.RETRY if event == "yield" else states.RESUME,
+        "terminal": target in states.TERMINAL,
+        "end_reason": event,
+        "actor": lease.actor,
+        "kind": f"task.{target}",
+        "data": json.dumps({"epoch": lease.epoch, "event": event, **(audit or {})}, default=str),
+    }
+    wakes_parent = target in states.TERMINAL and lease.parent_id is not None
+    if not wakes_parent:
+        _end(params, lease)
+        return
+    with transaction.atomic():
+        db.execute("lock_task", {"task": lease.parent_id})
+        _end(params, lease)
+        wake_parent(parent_id=lease.parent_id, child_id=lease.task_id, actor=lease.actor)
+
+
+def _end(params: dict, lease: Lease) -> None:
+    row = db.fetchone("attempt_end", params)
+    if row is None:
+        raise Fenced(lease.task_id, lease.epoch, "status")
+    if params["target"] == states.QUEUED:
+        dispatch.pool_has_work(row[0])
+
+
+def wake_parent(*, parent_id, child_id, actor: str) -> None:
+    """Call with the parent's row lock held (lock_task.sql)."""
+    row = db.fetchone("wake_parent", {"parent": parent_id, "child": str(child_id), "actor": actor})
+    if row is not None:
+        dispatch.pool_has_work(row[0])
+
+
+def release_stopped(*, task_id, epoch: int, end_reason: str) -> bool:
+    """A superseded attempt's worker has stopped running agent code: end the attempt
+    and give its slot back. Returns whether this call ended it."""
+    ended, pool = db.fetchone("attempt_release", {"task": task_id, "epoch": epoch, "end_reason": end_reason})
+    if pool is not None:
+        dispatch.pool_has_work(pool)
+    return bool(ended)
+
+
+def fence(lease: Lease, write: str, *, exclusive: bool = False) -> None:
+    """First statement of a multi-statement write by an attempt (inside atomic())."""
+    row = db.fetchone("fence_update" if exclusive else "fence", {"task": lease.task_id, "epoch": lease.epoch})
+    if row is None:
+        raise Fenced(lease.task_id, lease.epoch, write)
