@@ -50,7 +50,7 @@ class ServiceRejected(Exception):
 
 
 def call(base_url: str, body, *, key: str | None = None, timeout: float = 10.0,
-         worker: str | None = None, behaviour: str | None = None) -> dict:
+         worker: str | None = None, behaviour: str | None = None, delay: float = 0.0) -> dict:
     """POST one operation to ``<base_url>/ops`` and return the service's JSON receipt.
 
     The three possible outcomes mean different things to the effect ledger:
@@ -67,7 +67,7 @@ def call(base_url: str, body, *, key: str | None = None, timeout: float = 10.0,
     """
     headers = {"Content-Type": "application/json"}
     for name, value in (("Idempotency-Key", key), ("X-Steward-Worker", worker),
-                        ("X-Fake-Behaviour", behaviour)):
+                        ("X-Fake-Behaviour", behaviour), ("X-Fake-Delay", str(delay) if delay else None)):
         if value is not None:
             headers[name] = value
     req = urllib.request.Request(base_url.rstrip("/") + "/ops", data=json.dumps(body).encode(),
@@ -239,7 +239,7 @@ class FakeService:
             return done()
 
     # -- the operation itself (called from handler threads) ----------------------------
-    def _handle_op(self, key, body, worker, forced) -> tuple[int | None, dict | None, dict]:
+    def _handle_op(self, key, body, worker, forced, delay: float = 0.0) -> tuple[int | None, dict | None, dict]:
         """Returns (status, payload, copy of the call record); status None means drop the
         connection without answering."""
         with self._cond:
@@ -252,6 +252,8 @@ class FakeService:
             self._calls.append(rec)
             self._cond.notify_all()
             try:
+                if delay:  # Condition.wait releases the lock: other requests proceed meanwhile
+                    self._cond.wait_for(lambda: self._stopping, delay)
                 status, payload = self._run(rec, key, body, behaviour)
             finally:
                 # No longer active once the answer is decided, *before* it is sent: a client
@@ -374,7 +376,11 @@ class _Handler(BaseHTTPRequestHandler):
         if forced is not None and forced not in BEHAVIOURS:
             return self._send(400, {"error": "UNKNOWN_BEHAVIOUR"})
         key, worker = self.headers.get("Idempotency-Key"), self.headers.get("X-Steward-Worker")
-        status, payload, rec = fake._handle_op(key, self._body(), worker, forced)
+        try:  # X-Fake-Delay: take this long to answer (the request counts as active meanwhile)
+            delay = min(max(float(self.headers.get("X-Fake-Delay") or 0), 0.0), 10.0)
+        except ValueError:
+            return self._send(400, {"error": "BAD_DELAY"})
+        status, payload, rec = fake._handle_op(key, self._body(), worker, forced, delay)
         if status is None:
             self.close_connection = True  # say nothing; the socket closes on return
         else:

@@ -1,0 +1,91 @@
+"""Agents the tests run. Workers import this module (STEWARD_AGENT_MODULES) and so does
+the test process (tests/conftest.py), so both sides know the same names."""
+
+from __future__ import annotations
+
+import os
+
+from runtime.agents import agent
+from runtime.demo.fake_service import ServiceRejected, call
+from runtime.errors import EffectNotApplied
+
+
+def submit(url: str, body: dict, *, idempotency_key: str, delay: float = 0.0) -> dict:
+    """An outside call through the fake service; it tags the call with our pid."""
+    try:
+        return call(url, body, key=idempotency_key, worker=str(os.getpid()), delay=delay, timeout=60)
+    except ServiceRejected as exc:
+        raise EffectNotApplied(str(exc)) from exc
+
+
+@agent("t.steps")
+def steps(ctx, input):
+    total = 0
+    for i in range(input.get("n", 3)):
+        total += ctx.step(f"s{i}", _identity, i)
+    return {"total": total, "pid": ctx.step("pid", os.getpid)}
+
+
+@agent("t.effect")
+def effect(ctx, input):
+    ctx.step("prepare", _identity, "ready")
+    receipt = ctx.effect("submit", submit, input["url"], {"task": str(ctx.task_id)},
+                         effect_class=input.get("effect_class", "reversible"), keyed=input.get("keyed", True))
+    ctx.step("after", _identity, "done")
+    return {"receipt": receipt}
+
+
+@agent("t.busy")
+def busy(ctx, input):
+    """Holds its slot for `delay` seconds inside a call the fake service counts."""
+    return ctx.step("work", call, input["url"], {"task": str(ctx.task_id)}, key=str(ctx.task_id),
+                    delay=input.get("delay", 0.05), worker=str(os.getpid()))
+
+
+@agent("t.sleeper")
+def sleeper(ctx, input):
+    before = ctx.step("before", os.getpid)
+    ctx.sleep(input["seconds"])
+    after = ctx.step("after", os.getpid)
+    return {"before_pid": before, "after_pid": after}
+
+
+@agent("t.child")
+def child(ctx, input):
+    value = ctx.step("double", _double, input["value"])
+    if input.get("fail"):
+        raise RuntimeError("child asked to fail")
+    return {"value": value}
+
+
+@agent("t.parent")
+def parent(ctx, input):
+    children = [ctx.spawn("t.child", {"value": v, "fail": v in input.get("fail", [])}) for v in input["values"]]
+    results = ctx.wait(children)
+    return {"results": [[r.status, r.output] for r in results]}
+
+
+@agent("t.diverges")
+def diverges(ctx, input):
+    """Journals a different step name on its second attempt: replay must refuse it."""
+    ctx.step("first-attempt" if ctx.epoch == 1 else "second-attempt", _identity, 1)
+    ctx.sleep(input.get("seconds", 0.2))
+    return {"done": True}
+
+
+@agent("t.all_writes")
+def all_writes(ctx, input):
+    """One of each write an attempt makes: journal, child, effect and status."""
+    ctx.step("one", _identity, 1)
+    kid = ctx.spawn("t.child", {"value": 1})
+    receipt = ctx.effect("submit", submit, input["url"], {"task": str(ctx.task_id)},
+                         effect_class="reversible", keyed=True)
+    return {"child": str(kid), "receipt": receipt}
+
+
+def _identity(value):
+    return value
+
+
+def _double(value):
+    return value * 2

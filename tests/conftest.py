@@ -1,0 +1,91 @@
+"""Shared fixtures. Every test runs against real PostgreSQL (never SQLite); integration
+tests also start real Celery worker and supervisor processes against real Redis.
+
+Timing knobs are shortened here, for this process and for every child process alike,
+so a killed worker's lease expires in about two seconds instead of thirty.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+import tests.agents  # noqa: F401 - registers the test agents in this process
+from runtime.demo.fake_service import FakeService
+from tests.harness import Fleet
+
+TIMING = {
+    "STEWARD_LEASE_SECONDS": "2",
+    "STEWARD_HEARTBEAT_SECONDS": "0.3",
+    "STEWARD_SWEEP_SECONDS": "0.2",
+    "STEWARD_REDISPATCH_SECONDS": "1",
+    "STEWARD_MAX_CRASHES": "5",
+}
+# One queue per test session: a `make run` on the same Redis never sees our messages.
+QUEUE = f"steward-test-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def steward_timing():
+    settings.STEWARD.update(
+        LEASE_SECONDS=float(TIMING["STEWARD_LEASE_SECONDS"]),
+        HEARTBEAT_SECONDS=float(TIMING["STEWARD_HEARTBEAT_SECONDS"]),
+        SWEEP_SECONDS=float(TIMING["STEWARD_SWEEP_SECONDS"]),
+        REDISPATCH_SECONDS=float(TIMING["STEWARD_REDISPATCH_SECONDS"]),
+        MAX_CRASHES=int(TIMING["STEWARD_MAX_CRASHES"]),
+    )
+    settings.CELERY_TASK_DEFAULT_QUEUE = QUEUE
+
+
+def database_url(db: dict) -> str:
+    """A URL for the test database that child processes can use (console/env.py)."""
+    auth = quote(db["USER"]) + (":" + quote(db["PASSWORD"]) if db["PASSWORD"] else ":")
+    host = db["HOST"] or ""
+    if host.startswith("/"):  # a unix socket directory (the embedded PostgreSQL)
+        return f"postgresql://{auth}@/{db['NAME']}?host={quote(host)}"
+    port = f":{db['PORT']}" if db["PORT"] else ""
+    return f"postgresql://{auth}@{host}{port}/{db['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def child_env(django_db_setup, django_db_blocker) -> dict:
+    """The environment for worker and supervisor processes: the test database, our queue,
+    the short timings, and the test agents."""
+    env = dict(os.environ)
+    env.update(TIMING)
+    env.update(
+        DATABASE_URL=database_url(connection.settings_dict),
+        REDIS_URL=settings.REDIS_URL,
+        STEWARD_QUEUE=QUEUE,
+        STEWARD_AGENT_MODULES="runtime.demo.agents,tests.agents",
+        STEWARD_DB_POOL_MIN="1",
+        STEWARD_DB_POOL_MAX="4",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(settings.BASE_DIR), env.get("PYTHONPATH")])),
+    )
+    env.pop("STEWARD_FAULT_POINTS", None)
+    return env
+
+
+@pytest.fixture
+def fleet(child_env):
+    """Start workers and supervisors; all are killed (SIGKILL) when the test ends."""
+    started = Fleet(child_env)
+    yield started
+    started.stop_all()
+
+
+@pytest.fixture
+def fake():
+    with FakeService() as service:
+        yield service
+
+
+@pytest.fixture
+def live(transactional_db):
+    """Committed data, visible to other processes (workers, supervisors)."""
+    return transactional_db

@@ -1,0 +1,138 @@
+"""Real processes for the integration tests: Celery workers and supervisors, started as
+the operator would start them, and killed or frozen with real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def wait_until(predicate, *, timeout: float = 20.0, interval: float = 0.02, message: str = "condition"):
+    """Poll `predicate` until it returns something truthy; return that, or fail."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+class Process:
+    """A child process in its own session, with its output kept in a log file."""
+
+    def __init__(self, name: str, argv: list[str], env: dict):
+        self.name = name
+        self.argv = argv
+        self.env = env
+        self.log = tempfile.NamedTemporaryFile(prefix=f"steward-{name}-", suffix=".log", delete=False)
+        self.popen: subprocess.Popen | None = None
+
+    def start(self):
+        self.popen = subprocess.Popen(self.argv, cwd=REPO, env=self.env, stdin=subprocess.DEVNULL,
+                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL, and reap it."""
+        if self.alive():
+            os.kill(self.pid, signal.SIGCONT)  # a frozen process must die too
+            os.kill(self.pid, signal.SIGKILL)
+            self.popen.wait(10)
+
+    def stop(self, grace: float = 10.0) -> None:
+        if not self.alive():
+            return
+        os.kill(self.pid, signal.SIGCONT)
+        os.kill(self.pid, signal.SIGTERM)
+        try:
+            self.popen.wait(grace)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def rss(self) -> int:
+        return psutil.Process(self.pid).memory_info().rss
+
+    def output(self) -> str:
+        return Path(self.log.name).read_text(errors="replace")
+
+
+class Worker(Process):
+    """`celery worker --pool=solo`: one process that runs one attempt at a time, so the
+    pid that runs an attempt is the pid a test kills."""
+
+    def __init__(self, name: str, env: dict):
+        self.node = f"{name}@{socket.gethostname()}"
+        argv = [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool=solo",
+                "-Q", env["STEWARD_QUEUE"], "-n", self.node, "--without-gossip", "--without-mingle",
+                "--without-heartbeat", "-l", "warning"]
+        super().__init__(name, argv, env)
+
+    def wait_ready(self, timeout: float = 60.0) -> "Worker":
+        from console.celery import app
+
+        def answered():
+            if not self.alive():
+                raise AssertionError(f"worker {self.name} exited:\n{self.output()[-3000:]}")
+            return app.control.ping(destination=[self.node], timeout=0.3)
+
+        wait_until(answered, timeout=timeout, interval=0.05, message=f"worker {self.name} to answer a ping")
+        return self
+
+
+class Supervisor(Process):
+    def __init__(self, name: str, env: dict, interval: float = 0.1):
+        argv = [sys.executable, "manage.py", "steward", "supervise", "--interval", str(interval)]
+        super().__init__(name, argv, env)
+
+
+class Fleet:
+    """Every process a test started; all of them are killed when the test ends."""
+
+    def __init__(self, env: dict):
+        self.env = env
+        self.processes: list[Process] = []
+        self._count = 0
+
+    def workers(self, n: int, *, env: dict | None = None) -> list[Worker]:
+        started = []
+        for _ in range(n):
+            self._count += 1
+            started.append(Worker(f"w{self._count}-{os.getpid()}", {**self.env, **(env or {})}).start())
+        self.processes.extend(started)
+        return [w.wait_ready() for w in started]
+
+    def supervisors(self, n: int, *, interval: float = 0.1) -> list[Supervisor]:
+        started = []
+        for _ in range(n):
+            self._count += 1
+            started.append(Supervisor(f"sup{self._count}", self.env, interval).start())
+        self.processes.extend(started)
+        return started
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            process.kill()
+        self.processes.clear()
