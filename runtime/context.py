@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 from django.db import transaction
 
-from runtime import agents, db, dispatch, effects, encoding, faults, journal, pools, states
+from runtime import agents, db, effects, encoding, faults, journal, pools, states
 from runtime.errors import NondeterminismError, StepFailed, StewardError, Suspend
 from runtime.journal import Recorded
 from runtime.submission import insert_task, validate_input
@@ -146,22 +146,17 @@ class Context:
         try:
             spec = agents.get(agent)
             input_text = validate_input(spec, input)
-            pool = spec.pool or pools.default_pool_name()
-            pools.pool_ensure(pool)
             with transaction.atomic(durable=True):
                 fence(self.lease, "child")
-                cur = db.cursor()
-                cur.execute(db.sql("pool_lock"), {"pool": pool}, prepare=True)
-                pools.admit(cur, pool)
                 child = insert_task(
-                    cur, agent=agent, input_text=input_text,
+                    agent=agent, input_text=input_text,
                     digest=encoding.digest({"agent": agent, "input": input}),
-                    tenant=self.tenant, owner=self.owner, pool=pool, actor=f"task:{self.task_id}",
-                    parent_id=self.task_id, root_id=self.root_id, spawn_seq=seq,
-                )
+                    tenant=self.tenant, owner=self.owner, pool=spec.pool or pools.default_pool_name(),
+                    actor=f"task:{self.task_id}", parent_id=self.task_id, root_id=self.root_id,
+                    spawn_seq=seq,
+                ).task_id
                 journal.record(task_id=self.task_id, epoch=self.epoch, seq=seq, name=name, kind="spawn",
                                output=json.dumps({"task_id": str(child)}), error=None, started=started)
-                dispatch.pool_has_work(pool)
             return child
         except StewardError as exc:
             error = {"type": exc.code, "message": exc.message}

@@ -80,8 +80,10 @@ def _run(claim: Claim) -> str:
     except Exception as exc:  # noqa: BLE001 - the agent's code is gone from this deploy
         end_attempt(lease, "fail", error={"code": "UNKNOWN_AGENT", "type": type(exc).__name__, "message": str(exc)})
         return "failed"
+    # The first attempt has nothing to replay; skip the round trip.
+    journal_rows = [] if lease.epoch == 1 else journal.load(lease.task_id)
     ctx = Context(lease, agent=claim.agent, owner=claim.owner, root_id=claim.root_id,
-                  reason=claim.reason, journal_rows=journal.load(lease.task_id))
+                  reason=claim.reason, journal_rows=journal_rows)
     try:
         result = spec.fn(ctx, claim.input)
         output = encoding.encode(result, what="the agent's return value")

@@ -68,6 +68,17 @@ class LeaseKeeper:
         with self._lock:
             self._held.discard((lease.task_id, lease.epoch))
 
+    def stop(self) -> None:
+        """End the keeper thread, which closes its database connection; a later hold()
+        starts a new one. For a process that ran attempts in-process (a test session)
+        and must let its database go: the idle thread would keep its connection open."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._wake.set()
+            thread.join()
+            self._wake.clear()
+
     def _run(self) -> None:
         interval = config.heartbeat_seconds()
         try:

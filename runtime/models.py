@@ -93,9 +93,9 @@ class Task(models.Model):
         indexes = [
             # Claim order within a pool, and the admission count.
             models.Index(
-                fields=["pool", "queued_at"],
+                fields=["pool", "queued_at", "id"],  # the claim order, read straight off the index
                 condition=Q(status=states.QUEUED),
-                name="task_queued_by_pool",
+                name="task_claim_order",
             ),
             models.Index(
                 fields=["pool", "status"],

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
-from runtime import config, db
-from runtime.errors import QueueFull, StewardError
+from runtime import config
+from runtime.errors import StewardError
 from runtime.models import Pool, Slot
 
 
@@ -60,23 +60,4 @@ def pool_set_limits(*, name: str, max_running: int | None = None, max_queued: in
             Slot.objects.filter(pool=pool, number__gte=max_running, task__isnull=True).delete()
         pool.save(update_fields=["max_running", "max_queued"])
         return pool
-
-
-def admit(cur, pool: str) -> None:
-    """Refuse with QueueFull unless the pool can admit one more task.
-
-    Call inside the submitting transaction, after `SELECT ... FOR UPDATE` on the pool
-    row: that lock serialises admission, so concurrent submits cannot both take the
-    last place (tests/runtime/test_limits.py races five).
-    """
-    admitted, max_running, max_queued = cur.execute(db.sql("pool_admitted"), {"pool": pool}).fetchone()
-    if admitted >= max_running + max_queued:
-        raise QueueFull(
-            f"pool {pool!r} is full: {admitted} tasks running or queued, "
-            f"limit {max_running} running + {max_queued} queued",
-            pool=pool,
-            admitted=admitted,
-            max_running=max_running,
-            max_queued=max_queued,
-        )
 

@@ -6,11 +6,9 @@ import json
 import uuid
 from dataclasses import dataclass
 
-from django.db import transaction
-
 from runtime import agents, config, db, dispatch, encoding
-from runtime.errors import IdempotencyConflict, InputTooLarge, InvalidInput, OutputTooLarge
-from runtime.pools import admit, default_pool_name, pool_ensure
+from runtime.errors import IdempotencyConflict, InputTooLarge, InvalidInput, OutputTooLarge, QueueFull
+from runtime.pools import default_pool_name, pool_ensure
 
 
 @dataclass(frozen=True)
@@ -26,53 +24,51 @@ def task_submit(*, agent: str, input, tenant: str, owner: str, actor: str,
 
     1. Validate the agent name and the input (a JSON object within MAX_INPUT_BYTES,
        and the agent's input_schema if it has one).
-    2. Lock the pool row: admission and key look-up are serialised per pool.
-    3. Same key: same agent and input returns the existing task, whatever its status
-       (a cancelled task stays cancelled); different ones raise IdempotencyConflict.
-    4. Refuse with QueueFull if the pool is at max_running + max_queued.
-    5. Insert the task and its audit row in one statement; wake a worker after commit.
+    2. In one statement (steward_submit, runtime/sql/submit_function.sql): lock the
+       pool row, look up the caller key, check admission, insert the task and its
+       audit row. Same key with the same agent and input returns the existing task
+       whatever its status (a cancelled task stays cancelled); a different one raises
+       IdempotencyConflict; a full pool raises QueueFull.
+    3. Wake a worker after commit, unless the pool's free slots are already spoken for.
     """
     spec = agents.get(agent)
     _check_identity(tenant=tenant, owner=owner, key=idempotency_key)
     input_text = validate_input(spec, input)
-    digest = encoding.digest({"agent": agent, "input": input})
-    pool_name = pool or spec.pool or default_pool_name()
-    pool_ensure(pool_name)
-    with transaction.atomic(durable=True):
-        cur = db.cursor()
-        cur.execute(db.sql("pool_lock"), {"pool": pool_name}, prepare=True)
-        if idempotency_key is not None:
-            existing = _by_key(cur, tenant, idempotency_key, digest)
-            if existing is not None:
-                return existing
-        admit(cur, pool_name)
-        task_id = insert_task(
-            cur, agent=agent, input_text=input_text, digest=digest, tenant=tenant, owner=owner,
-            pool=pool_name, actor=actor, key=idempotency_key,
-        )
-        if task_id is None:
-            # Same key inserted concurrently through another pool: theirs stands.
-            return _by_key(cur, tenant, idempotency_key, digest)
-        dispatch.pool_has_work(pool_name)
-        return Submission(task_id, True, "queued")
+    return insert_task(
+        agent=agent, input_text=input_text, digest=encoding.digest({"agent": agent, "input": input}),
+        tenant=tenant, owner=owner, pool=pool or spec.pool or default_pool_name(), actor=actor,
+        key=idempotency_key,
+    )
 
 
-def insert_task(cur, *, agent, input_text, digest, tenant, owner, pool, actor, key=None,
-                parent_id=None, root_id=None, spawn_seq=None) -> uuid.UUID | None:
-    """INSERT the task and its `task.submitted` audit row; None on a unique conflict."""
+def insert_task(*, agent: str, input_text: str, digest: str, tenant: str, owner: str, pool: str,
+                actor: str, key: str | None = None, parent_id=None, root_id=None,
+                spawn_seq: int | None = None) -> Submission:
+    """Run steward_submit on the caller's transaction (or autocommit) and map its outcome."""
     task_id = uuid.uuid4()
-    row = cur.execute(
-        db.sql("task_insert"),
-        {
-            "id": task_id, "agent": agent, "input": input_text, "digest": digest,
-            "tenant": tenant, "owner": owner, "pool": pool, "parent": parent_id,
-            "root": root_id, "spawn_seq": spawn_seq, "key": key, "actor": actor,
-            "data": json.dumps({"agent": agent, "pool": pool, "owner": owner, "key": key,
-                                "parent": str(parent_id) if parent_id else None}),
-        },
-        prepare=True,
-    ).fetchone()
-    return row[0] if row else None
+    params = {
+        "id": task_id, "agent": agent, "input": input_text, "digest": digest, "tenant": tenant,
+        "owner": owner, "pool": pool, "key": key, "actor": actor, "parent": parent_id,
+        "root": root_id, "spawn_seq": spawn_seq,
+        "audit": json.dumps({"agent": agent, "pool": pool, "owner": owner, "key": key,
+                             "parent": str(parent_id) if parent_id else None}),
+    }
+    outcome, found_id, status, admitted, max_running, max_queued, wake = db.fetchone("submit", params)
+    if outcome == "no_pool":  # first use of this pool name: create it, then submit again
+        pool_ensure(pool)
+        outcome, found_id, status, admitted, max_running, max_queued, wake = db.fetchone("submit", params)
+    if outcome == "conflict":
+        raise IdempotencyConflict(f"idempotency key {key!r} was already used for a different agent or input",
+                                  task_id=str(found_id))
+    if outcome == "queue_full":
+        raise QueueFull(
+            f"pool {pool!r} is full: {admitted} tasks running or queued, "
+            f"limit {max_running} running + {max_queued} queued",
+            pool=pool, admitted=admitted, max_running=max_running, max_queued=max_queued,
+        )
+    if wake:
+        dispatch.pool_has_work(pool)
+    return Submission(found_id, outcome == "created", status)
 
 
 def validate_input(spec: agents.AgentSpec, value) -> str:
@@ -102,19 +98,3 @@ def _check_identity(*, tenant: str, owner: str, key: str | None) -> None:
             raise InvalidInput(f"{field} must be 1-{limit} characters", field=field)
     if key is not None and (not isinstance(key, str) or not key or len(key) > 200):
         raise InvalidInput("idempotency key must be 1-200 characters", field="idempotency_key")
-
-
-def _by_key(cur, tenant: str, key: str, digest: str) -> Submission | None:
-    row = cur.execute(
-        "SELECT id, input_digest, status FROM steward_task WHERE tenant = %s AND idempotency_key = %s",
-        (tenant, key),
-    ).fetchone()
-    if row is None:
-        return None
-    task_id, existing_digest, status = row
-    if existing_digest != digest:
-        raise IdempotencyConflict(
-            f"idempotency key {key!r} was already used for a different agent or input",
-            task_id=str(task_id),
-        )
-    return Submission(task_id, False, status)

@@ -14,24 +14,25 @@ WITH next AS (
     FOR UPDATE SKIP LOCKED
 ), slot AS (
     SELECT s.id
-    FROM steward_slot s JOIN steward_pool p ON p.name = s.pool, next
+    FROM steward_slot s JOIN steward_pool p ON p.name = s.pool
     -- Slots numbered past max_running are left over from a shrink and never handed out.
     WHERE s.pool = %(pool)s AND s.task_id IS NULL AND s.number < p.max_running
+      AND EXISTS (SELECT 1 FROM next)
     LIMIT 1
     FOR UPDATE OF s SKIP LOCKED
 ), claimed AS (
+    -- `id = (SELECT ...)` keeps this a primary-key update whatever the statistics say.
     UPDATE steward_task t
     SET status = 'running', epoch = t.epoch + 1, updated_at = now(),
         started_at = coalesce(t.started_at, now()), status_note = ''
-    FROM next, slot
-    WHERE t.id = next.id AND t.status = 'queued'
+    WHERE t.id = (SELECT id FROM next) AND EXISTS (SELECT 1 FROM slot) AND t.status = 'queued'
     RETURNING t.id, t.epoch, t.next_reason, t.agent, t.input, t.tenant, t.owner,
               t.parent_id, t.root_id, t.pool, t.queued_at
 ), took AS (
     UPDATE steward_slot s
     SET task_id = claimed.id, epoch = claimed.epoch, taken_at = now()
-    FROM claimed, slot
-    WHERE s.id = slot.id
+    FROM claimed
+    WHERE s.id = (SELECT id FROM slot)
 ), attempt AS (
     INSERT INTO steward_attempt (task_id, epoch, worker, reason, started_at, heartbeat_at,
                                  lease_expires_at, end_reason)
