@@ -3,6 +3,9 @@ carry caller keys, so running it again returns the same tasks instead of new one
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
+
 from runtime.pools import pool_set_limits
 from runtime.submission import task_submit
 
@@ -21,8 +24,11 @@ TASKS = [
 ]
 
 
+DEMO_OPERATOR = ("alice", "steward-demo")
+
+
 def seed_demo(*, actor: str) -> list[str]:
-    lines = []
+    lines = [_operator()]
     for name, limits in POOLS.items():
         pool = pool_set_limits(name=name, **limits)
         lines.append(f"pool {pool}")
@@ -31,3 +37,14 @@ def seed_demo(*, actor: str) -> list[str]:
                           idempotency_key=key)
         lines.append(f"task {sub.task_id} {agent} [{sub.status}]{'' if sub.created else ' (already seeded)'}")
     return lines
+
+
+def _operator() -> str:
+    """A demo operator for the admin, only in DEBUG (never in a production deploy)."""
+    if not settings.DEBUG:
+        return "no demo operator (STEWARD_DEBUG is off)"
+    username, password = DEMO_OPERATOR
+    users = get_user_model().objects
+    if not users.filter(username=username).exists():
+        users.create_superuser(username=username, email=f"{username}@example.com", password=password)
+    return f"operator {username} / {password} (demo only)"
