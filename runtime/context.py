@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from django.db import transaction
 
 from runtime import agents, db, effects, encoding, faults, journal, pools, states
-from runtime.errors import NondeterminismError, StepFailed, StewardError, Suspend
+from runtime.errors import NondeterminismError, NotJournalable, OutputTooLarge, StepFailed, StewardError, Suspend
 from runtime.journal import Recorded
 from runtime.submission import insert_task, validate_input
 from runtime.transitions import Lease, end_attempt, fence
@@ -224,8 +224,8 @@ class Context:
             raise StepFailed(name, error["type"], error["message"]) from exc
         try:
             text = encoding.encode(value, what=f"output of step {name!r}")
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"step {name!r} returned a value the journal cannot store as JSON: {exc}") from None
+        except (TypeError, ValueError, OutputTooLarge) as exc:
+            raise NotJournalable(f"step {name!r} returned a value the journal cannot store: {exc}") from None
         faults.reach(faults.BEFORE_STEP_JOURNAL, task_id=self.task_id, step=name, epoch=self.epoch)
         journal.record(task_id=self.task_id, epoch=self.epoch, seq=seq, name=name, kind=kind,
                        output=text, error=None, started=started)

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from runtime import encoding, faults, journal, states
 from runtime.audit import audit_append
-from runtime.errors import EffectFailed, EffectNotApplied, Fenced, NondeterminismError, Suspend
+from runtime.errors import EffectFailed, EffectNotApplied, Fenced, NondeterminismError, NotJournalable, Suspend
 from runtime.journal import Recorded
 from runtime.models import Effect
 from runtime.transitions import end_attempt, fence
@@ -47,7 +47,7 @@ def perform(ctx, seq: int, name: str, fn, args, kwargs, *, effect_class: str, ke
     try:
         digest = encoding.digest({"name": name, "args": list(args), "kwargs": kwargs})
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"effect {name!r} arguments must be JSON: {exc}") from None
+        raise NotJournalable(f"effect {name!r} arguments must be JSON: {exc}") from None
     call = _Call(ctx, seq, name, fn, args, kwargs, key)
     row = Effect.objects.filter(key=key).first()
     if row is None:

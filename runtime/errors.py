@@ -77,6 +77,18 @@ class NondeterminismError(BaseException):
     code = "NONDETERMINISM"
 
 
+class NotJournalable(BaseException):
+    """A step returned a value the journal cannot store (not JSON, or too large), or an
+    effect was asked for with arguments that are not JSON.
+
+    A BaseException, like NondeterminismError: the call already took its seq, so agent
+    code that caught this and carried on would leave a hole in the journal that no
+    later attempt could replay past.
+    """
+
+    code = "NOT_JOURNALABLE"
+
+
 class StepFailed(Exception):
     """A journaled step raised. The same error is re-raised on every replay."""
 

@@ -19,7 +19,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 from runtime import agents, dispatch, encoding, faults, journal
 from runtime.audit import audit_append
 from runtime.context import Context
-from runtime.errors import Fenced, NondeterminismError, StepFailed, Suspend
+from runtime.errors import Fenced, NondeterminismError, NotJournalable, StepFailed, Suspend
 from runtime.leases import Claim, claim_next, keeper
 from runtime.transitions import end_attempt, release_stopped
 
@@ -89,9 +89,8 @@ def _run(claim: Claim) -> str:
         output = encoding.encode(result, what="the agent's return value")
     except Suspend:
         return "suspended"  # the transition (sleep, wait, block) already committed
-    except NondeterminismError as exc:
-        end_attempt(lease, "fail", error={"code": NondeterminismError.code, "type": "NondeterminismError",
-                                          "message": str(exc)})
+    except (NondeterminismError, NotJournalable) as exc:
+        end_attempt(lease, "fail", error={"code": exc.code, "type": type(exc).__name__, "message": str(exc)})
         return "failed"
     except StepFailed as exc:
         end_attempt(lease, "fail", error={"code": exc.code, "type": exc.error_type, "message": str(exc),

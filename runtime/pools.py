@@ -12,8 +12,13 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 
 from runtime import config
+from runtime.audit import audit_append
 from runtime.errors import StewardError
 from runtime.models import Pool, Slot
+
+
+# Pools are fleet-wide, not a tenant's: their audit rows go to the "tenant:system" chain.
+SYSTEM_TENANT = "system"
 
 
 def default_pool_name() -> str:
@@ -36,7 +41,8 @@ def pool_ensure(name: str) -> Pool:
         return Pool.objects.get(name=name)
 
 
-def pool_set_limits(*, name: str, max_running: int | None = None, max_queued: int | None = None) -> Pool:
+def pool_set_limits(*, name: str, actor: str = "system", max_running: int | None = None,
+                    max_queued: int | None = None) -> Pool:
     """Change a pool's limits. Growing adds free slots at once. Shrinking deletes the
     free slots numbered past the new max_running; held ones finish their attempts and
     are never handed out again (claim.sql only takes numbers below max_running), and
@@ -59,5 +65,7 @@ def pool_set_limits(*, name: str, max_running: int | None = None, max_queued: in
             # Only free slots can go; a held one stays until its attempt ends.
             Slot.objects.filter(pool=pool, number__gte=max_running, task__isnull=True).delete()
         pool.save(update_fields=["max_running", "max_queued"])
+        audit_append(actor=actor, tenant=SYSTEM_TENANT, kind="pool.limits",
+                     data={"pool": name, "max_running": pool.max_running, "max_queued": pool.max_queued})
         return pool
 

@@ -78,6 +78,9 @@ def validate_input(spec: agents.AgentSpec, value) -> str:
     limit = config.max_input_bytes()
     try:
         text = encoding.encode(value, what="input", limit=limit)
+        # The digest's canonical form sorts keys: {1: ..., "b": ...} encodes, but cannot
+        # be sorted, and must fail here as INVALID_INPUT rather than as a TypeError later.
+        encoding.digest(value)
     except OutputTooLarge:
         raise InputTooLarge(f"input is larger than {limit} bytes (STEWARD_MAX_INPUT_BYTES)", limit=limit) from None
     except (TypeError, ValueError) as exc:

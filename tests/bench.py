@@ -150,7 +150,7 @@ def main() -> None:
     from tests.harness import Fleet
 
     call_command("migrate", verbosity=0)
-    pool_set_limits(name=POOL, max_running=8, max_queued=100_000)
+    pool_set_limits(name=POOL, actor="bench", max_running=8, max_queued=100_000)
     queue = f"steward-bench-{os.getpid()}"
     settings.CELERY_TASK_DEFAULT_QUEUE = queue
     env = dict(os.environ, DATABASE_URL=bench_url, STEWARD_QUEUE=queue,

@@ -30,7 +30,7 @@ DEMO_OPERATOR = ("alice", "steward-demo")
 def seed_demo(*, actor: str) -> list[str]:
     lines = [_operator()]
     for name, limits in POOLS.items():
-        pool = pool_set_limits(name=name, **limits)
+        pool = pool_set_limits(name=name, actor=actor, **limits)
         lines.append(f"pool {pool}")
     for key, agent, payload in TASKS:
         sub = task_submit(agent=agent, input=payload, tenant=DEMO_TENANT, owner="user:alice", actor=actor,

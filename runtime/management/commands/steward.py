@@ -177,8 +177,8 @@ class Command(BaseCommand):
                 for u in selectors.pool_usage()]
         self.stdout.write(table(["pool", "max_running", "max_queued", "running", "queued", "slots_held"], rows))
 
-    def do_pool(self, *, name, max_running, max_queued, **_):
-        pool = pool_set_limits(name=name, max_running=max_running, max_queued=max_queued)
+    def do_pool(self, *, actor, name, max_running, max_queued, **_):
+        pool = pool_set_limits(name=name, actor=actor, max_running=max_running, max_queued=max_queued)
         self.stdout.write(str(pool))
 
     def do_agents(self, **_):
