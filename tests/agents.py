@@ -89,3 +89,23 @@ def _identity(value):
 
 def _double(value):
     return value * 2
+
+
+# --- Agents for tests/integration/test_limits.py and test_children.py ----------------
+
+
+@agent("t.nap_then_busy")
+def nap_then_busy(ctx, input):
+    """Sleeps durably (no slot held), then holds a slot for `delay` seconds inside a
+    call the fake service counts: lets a test see how many run at once after a wake."""
+    ctx.sleep(input["seconds"])
+    return ctx.step("work", call, input["url"], {"task": str(ctx.task_id)}, key=str(ctx.task_id),
+                    delay=input.get("delay", 0.05), worker=str(os.getpid()))
+
+
+@agent("t.spawner")
+def spawner(ctx, input):
+    """Spawns each {"agent", "input"} in input["children"], waits for all of them and
+    returns every ChildResult (a child may itself be a t.spawner: grandchildren)."""
+    kids = [ctx.spawn(spec["agent"], spec["input"]) for spec in input["children"]]
+    return {"results": [r.__dict__ for r in ctx.wait(kids)]}

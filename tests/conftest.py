@@ -17,6 +17,7 @@ from django.db import connection
 
 import tests.agents  # noqa: F401 - registers the test agents in this process
 from runtime.demo.fake_service import FakeService
+from runtime.leases import keeper
 from tests.harness import Fleet
 
 TIMING = {
@@ -40,6 +41,22 @@ def steward_timing():
         MAX_CRASHES=int(TIMING["STEWARD_MAX_CRASHES"]),
     )
     settings.CELERY_TASK_DEFAULT_QUEUE = QUEUE
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings():
+    """One test database per session (test_<name>_<pid>): two sessions sharing a server
+    (a developer's and CI's, say) never drop each other's database."""
+    db = connection.settings_dict
+    db.setdefault("TEST", {})["NAME"] = f"test_{db['NAME']}_{os.getpid()}"
+
+
+@pytest.fixture(autouse=True)
+def _stop_lease_keeper():
+    """A test that runs attempts in this process starts the lease keeper thread, whose
+    database connection would keep the test database open at teardown."""
+    yield
+    keeper.stop()
 
 
 def database_url(db: dict) -> str:

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -29,6 +30,34 @@ def wait_until(predicate, *, timeout: float = 20.0, interval: float = 0.02, mess
         time.sleep(interval)
 
 
+def race(n: int, fn) -> list:
+    """Run fn(i) on n threads released together by a Barrier, and return each thread's
+    result or exception. Each thread connects before the barrier (so the race is the call
+    itself, not the connect) and closes its own database connection at the end."""
+    from django.db import connection
+
+    barrier = threading.Barrier(n)
+    results: list = [None] * n
+
+    def run(i: int) -> None:
+        try:
+            connection.ensure_connection()
+            barrier.wait(timeout=10)
+            results[i] = fn(i)
+        except Exception as exc:  # noqa: BLE001 - counted by the caller
+            results[i] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+        assert not thread.is_alive(), "a racing thread hung"
+    return results
+
+
 class Process:
     """A child process in its own session, with its output kept in a log file."""
 
@@ -42,6 +71,8 @@ class Process:
     def start(self):
         self.popen = subprocess.Popen(self.argv, cwd=REPO, env=self.env, stdin=subprocess.DEVNULL,
                                       stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        # The child writes through its own descriptor; output() reads the file by name.
+        self.log.close()
         return self
 
     @property
@@ -116,13 +147,15 @@ class Fleet:
         self.processes: list[Process] = []
         self._count = 0
 
-    def workers(self, n: int, *, env: dict | None = None) -> list[Worker]:
+    def workers(self, n: int, *, env: dict | None = None, wait: bool = True) -> list[Worker]:
+        """Start `n` workers. wait=False returns at once: a worker armed with a fault point
+        may claim a task and hold still before it ever answers a ping."""
         started = []
         for _ in range(n):
             self._count += 1
             started.append(Worker(f"w{self._count}-{os.getpid()}", {**self.env, **(env or {})}).start())
         self.processes.extend(started)
-        return [w.wait_ready() for w in started]
+        return [w.wait_ready() for w in started] if wait else started
 
     def supervisors(self, n: int, *, interval: float = 0.1) -> list[Supervisor]:
         started = []

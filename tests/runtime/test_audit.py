@@ -19,15 +19,8 @@ from django.db import DatabaseError, connection, transaction
 from runtime import db, states
 from runtime.audit import Tampered, audit_verify
 from runtime.interventions import task_cancel, task_resume
-from runtime.leases import keeper
 from runtime.models import AuditEvent, Task
-from tests.runtime.test_replay import NAP, run, submit, wake
-
-
-@pytest.fixture(autouse=True)
-def _let_the_database_go():
-    yield
-    keeper.stop()  # its thread's connection would keep the test database open
+from tests.runtime.inprocess import NAP, run, submit, wake
 
 
 def chain(task_id) -> list[AuditEvent]:

@@ -17,12 +17,11 @@ from runtime import faults, states
 from runtime.agents import agent
 from runtime.errors import EffectFailed, InvalidTransition
 from runtime.interventions import effect_resolve
-from runtime.leases import keeper
 from runtime.models import Attempt, AuditEvent, Effect, Slot, Step, Task
 from runtime.supervisor import sweep
 from tests.agents import submit as submit_to_service
 from tests.conftest import database_url
-from tests.runtime.test_replay import NAP, recover, run, submit, wake
+from tests.runtime.inprocess import NAP, recover, run, submit, wake
 
 seen: list = []  # what agent code observed, attempt by attempt
 
@@ -30,8 +29,6 @@ seen: list = []  # what agent code observed, attempt by attempt
 @pytest.fixture(autouse=True)
 def _fresh():
     seen.clear()
-    yield
-    keeper.stop()  # its thread's connection would keep the test database open
 
 
 class WorkerDied(BaseException):

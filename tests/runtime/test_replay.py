@@ -14,20 +14,14 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.utils import timezone as djtz
 
-from runtime import config, pools, states
+from runtime import config, states
 from runtime.agents import agent
 from runtime.errors import StepFailed
-from runtime.executor import run_pool
 from runtime.interventions import task_cancel
-from runtime.leases import keeper
 from runtime.models import Attempt, AuditEvent, Effect, Slot, Step, Task
-from runtime.submission import task_submit
-from runtime.supervisor import sweep
-from tests.harness import wait_until
+from tests.runtime.inprocess import NAP, recover, run, submit, wake
 
-NAP = 0.05  # the durable sleep between attempts: long enough to end the attempt
 
 calls = collections.Counter()  # how often each step function really ran
 seen: list = []                # what agent code observed, attempt by attempt
@@ -37,8 +31,6 @@ seen: list = []                # what agent code observed, attempt by attempt
 def _fresh_counters():
     calls.clear()
     seen.clear()
-    yield
-    keeper.stop()  # its thread's connection would keep the test database open
 
 
 def counted(name, value=None):
@@ -46,18 +38,10 @@ def counted(name, value=None):
     return calls[name] if value is None else value
 
 
-def submit(agent_name: str, input: dict | None = None):
-    return task_submit(agent=agent_name, input=input or {}, tenant="acme", owner="user:alice",
-                       actor="user:alice").task_id
 
 
-def run() -> int:
-    return run_pool(pool=pools.default_pool_name(), worker="test")
 
 
-def wake() -> None:
-    """Sweep, as the supervisor does, until a due timer has woken its task."""
-    wait_until(lambda: sweep(supervisor_id="test").woken, message="a timer to come due")
 
 
 def run_across_a_sleep(task_id) -> Task:
@@ -302,17 +286,6 @@ def on_another_connection(fn, *args):
     return outcome.get("value")
 
 
-def recover(task_id) -> None:
-    """What the supervisor does once a lease lapses. The lease keeper may renew it
-    between our UPDATE and the sweep, so expire and sweep until the task is re-queued."""
-
-    def recovered():
-        Attempt.objects.filter(task_id=task_id, ended_at__isnull=True).update(
-            lease_expires_at=djtz.now() - timedelta(seconds=1))
-        sweep(supervisor_id="test")
-        return Task.objects.get(id=task_id).status == states.QUEUED
-
-    wait_until(recovered, message="the supervisor to recover the task")
 
 
 def cancel(task_id) -> None:

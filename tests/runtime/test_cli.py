@@ -1,0 +1,221 @@
+"""`manage.py steward`: what an operator sees in a terminal. Commands print what they
+did; refusals exit with code 2 and print the stable error code (runtime/errors.py)."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+import uuid
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.utils import timezone
+
+from runtime import states
+from runtime.interventions import task_cancel
+from runtime.models import Attempt, AuditEvent, Effect, Task
+from runtime.pools import pool_set_limits
+from runtime.submission import task_submit
+from tests.harness import REPO
+
+ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+def steward(*args: str) -> str:
+    """Run `manage.py steward --actor user:alice ARGS` in-process; return its stdout."""
+    out = io.StringIO()
+    call_command("steward", "--actor", "user:alice", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def refused(*args: str) -> str:
+    """Run a command that must be refused; return the message after checking exit code 2."""
+    with pytest.raises(CommandError) as error:
+        steward(*args)
+    assert error.value.returncode == 2
+    return str(error.value)
+
+
+def blocked_task_with_unknown_effect() -> tuple[Task, Effect]:
+    """A task blocked on an effect whose outcome is unknown, as a worker that died mid-call
+    leaves it (built directly: no worker runs in these tests)."""
+    task = Task.objects.get(id=task_submit(agent="t.effect", input={"url": "http://127.0.0.1:9"}, **ALICE).task_id)
+    now = timezone.now()
+    attempt = Attempt.objects.create(task=task, epoch=1, worker="w:1", reason=states.FIRST, started_at=now,
+                                     heartbeat_at=now, lease_expires_at=now, ended_at=now, end_reason="block")
+    Task.objects.filter(id=task.id).update(status=states.BLOCKED, epoch=1)
+    effect = Effect.objects.create(key=f"{task.id}/1/submit", task=task, step_seq=1, name="submit",
+                                   effect_class=states.IRREVERSIBLE, keyed=False, state=states.UNKNOWN,
+                                   request_digest="0" * 64, attempt=attempt, epoch=1, sends=1)
+    return task, effect
+
+
+# --- commands that work ----------------------------------------------------------------------
+
+
+def test_submit_prints_the_new_task_id_and_a_repeat_of_its_key_names_the_same_task(db):
+    out = steward("submit", "t.steps", "--input", '{"n": 2}', "--tenant", "acme", "--key", "cli-1")
+
+    match = re.fullmatch(rf"({UUID})  submitted  \[queued\]\n", out)
+    assert match, out
+    task = Task.objects.get(id=match.group(1))
+    assert (task.agent, task.input, task.tenant, task.owner) == ("t.steps", {"n": 2}, "acme", "user:alice")
+
+    again = steward("submit", "t.steps", "--input", '{"n": 2}', "--tenant", "acme", "--key", "cli-1")
+    assert again == f"{task.id}  already exists for key 'cli-1'  [queued]\n"
+    assert Task.objects.count() == 1
+
+
+def test_tasks_lists_tasks_with_their_status_and_filters_by_status(db):
+    queued = task_submit(agent="t.steps", input={}, **ALICE).task_id
+    cancelled = task_submit(agent="t.child", input={"value": 1}, **ALICE).task_id
+    task_cancel(task_id=cancelled, actor="user:alice")
+
+    out = steward("tasks")
+    assert out.splitlines()[0].split() == ["task", "agent", "status", "epoch", "pool", "updated", "note"]
+    rows = {line.split()[0]: line.split()[1:3] for line in out.splitlines()[2:]}
+    assert rows == {str(queued): ["t.steps", "queued"], str(cancelled): ["t.child", "cancelled"]}
+
+    only = steward("tasks", "--status", "cancelled")
+    assert str(cancelled) in only and str(queued) not in only
+    assert "(none)" in steward("tasks", "--agent", "no.such.agent")
+
+
+def test_show_prints_a_tasks_record_attempts_journal_effects_children_and_audit(db):
+    task, effect = blocked_task_with_unknown_effect()
+
+    out = steward("show", str(task.id))
+
+    assert re.search(rf"^\s+task  {task.id}$", out, re.M)
+    assert re.search(r"^\s+status  blocked$", out, re.M)
+    assert re.search(r"^\s*tenant/owner  acme / user:alice$", out, re.M)
+    for section in ("attempts", "journal", "effects", "children", "audit"):
+        assert re.search(rf"^{section}$", out, re.M), section
+    assert re.search(r"^1 +first +w:1 .* block$", out, re.M)
+    assert re.search(rf"^{effect.id} +submit +irreversible +False +unknown +1 +{re.escape(effect.key)}$", out, re.M)
+    assert "task.submitted" in out
+
+
+def test_effects_lists_the_ledger_and_resolve_effect_settles_one_and_unblocks_its_task(db):
+    task, effect = blocked_task_with_unknown_effect()
+
+    listing = steward("effects", "--state", "unknown")
+    assert re.search(rf"^{effect.id} +{task.id} +submit +irreversible +unknown +1 ", listing, re.M)
+    assert "(none)" in steward("effects", "--state", "committed")
+
+    out = steward("resolve-effect", str(effect.id), "--as", "failed", "--note", "the service has no record")
+
+    assert out == f"effect #{effect.id} is now failed; task {task.id} re-queued if it was blocked\n"
+    effect.refresh_from_db()
+    assert (effect.state, effect.resolved_by) == (states.EFFECT_FAILED, "user:alice")
+    assert Task.objects.get(id=task.id).status == states.QUEUED
+    assert list(AuditEvent.objects.filter(task_id=task.id).order_by("id").values_list("kind", flat=True))[-2:] == [
+        "effect.resolved", "task.unblocked"]
+
+
+def test_pools_shows_limits_and_usage_and_pool_changes_them(db):
+    pool_set_limits(name="batch", max_running=2, max_queued=5)
+    task_submit(agent="t.steps", input={}, pool="batch", **ALICE)
+
+    assert steward("pool", "batch", "--max-running", "3", "--max-queued", "7") == "batch (running≤3, queued≤7)\n"
+
+    out = steward("pools")
+    assert out.splitlines()[0].split() == ["pool", "max_running", "max_queued", "running", "queued", "slots_held"]
+    assert re.search(r"^batch +3 +7 +0 +1 +0$", out, re.M), out
+
+
+def test_agents_lists_every_registered_agent_with_its_pool(db):
+    out = steward("agents")
+    assert re.search(r"^t\.steps +default$", out, re.M)
+    assert re.search(r"^research\.batch +research +Plan experiments", out, re.M)
+
+
+def test_cancel_and_resume_print_what_they_did(db):
+    task_id = task_submit(agent="t.steps", input={}, **ALICE).task_id
+
+    assert steward("cancel", str(task_id), "--reason", "oops") == f"cancelled 1 task(s): {task_id}\n"
+    assert steward("resume", str(task_id)) == f"{task_id} queued for a new attempt (reason: resume)\n"
+
+    task = Task.objects.get(id=task_id)
+    assert (task.status, task.next_reason) == (states.QUEUED, states.RESUME)
+    assert AuditEvent.objects.get(task_id=task_id, kind="task.resumed").actor == "user:alice"
+
+
+def test_audit_verify_prints_verified(db):
+    task_submit(agent="t.steps", input={}, **ALICE)
+    assert steward("audit", "verify") == "audit trail verified: every chain is intact\n"
+
+
+# --- refusals: exit code 2 and the stable code ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["submit", "no.such.agent"], "UNKNOWN_AGENT"),
+        (["submit", "t.steps", "--input", "[1, 2]"], "INVALID_INPUT"),
+        (["submit", "t.steps", "--input", "{not json"], "INVALID_INPUT"),
+        (["submit", "t.steps", "--input", "@/nonexistent/input.json"], "INVALID_INPUT"),
+        (["submit", "research.batch", "--input", '{"question": ""}'], "INVALID_INPUT"),
+        (["show", str(uuid.UUID(int=1))], "TASK_NOT_FOUND"),
+        (["show", "not-a-task"], "TASK_NOT_FOUND"),
+        (["cancel", str(uuid.UUID(int=1))], "TASK_NOT_FOUND"),
+        (["resume", str(uuid.UUID(int=1))], "TASK_NOT_FOUND"),
+        (["effects", "--task", str(uuid.UUID(int=1))], "TASK_NOT_FOUND"),
+        (["resolve-effect", "987654", "--as", "failed"], "EFFECT_NOT_FOUND"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "-".join(value[:2]),
+)
+def test_a_refused_command_exits_2_and_prints_the_stable_code(db, args, code):
+    before = (Task.objects.count(), AuditEvent.objects.count())
+    assert refused(*args).startswith(f"{code}: ")
+    assert (Task.objects.count(), AuditEvent.objects.count()) == before
+
+
+def test_a_full_pool_refuses_a_submit_with_queue_full(db):
+    pool_set_limits(name="tiny", max_running=1, max_queued=0)
+    steward("submit", "t.steps", "--pool", "tiny")
+    assert refused("submit", "t.steps", "--pool", "tiny").startswith("QUEUE_FULL: pool 'tiny' is full")
+
+
+def test_a_reused_key_with_other_input_is_refused_with_idempotency_conflict(db):
+    steward("submit", "t.steps", "--input", '{"n": 1}', "--key", "k")
+    assert refused("submit", "t.steps", "--input", '{"n": 2}', "--key", "k").startswith("IDEMPOTENCY_CONFLICT: ")
+
+
+@pytest.mark.parametrize("status", [states.QUEUED, states.COMPLETED])
+def test_resuming_a_task_that_is_not_dead_failed_or_cancelled_is_an_invalid_transition(db, status):
+    task_id = task_submit(agent="t.steps", input={}, **ALICE).task_id
+    Task.objects.filter(id=task_id).update(status=status)
+    audit_rows = AuditEvent.objects.count()
+
+    message = refused("resume", str(task_id))
+
+    assert message.startswith(f"INVALID_TRANSITION: task {task_id} is {status}")
+    assert Task.objects.get(id=task_id).status == status
+    assert AuditEvent.objects.count() == audit_rows
+
+
+# --- a real process --------------------------------------------------------------------------
+
+
+def run_manage(child_env, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "manage.py", "steward", "--actor", "user:alice", *args], cwd=REPO,
+                          env=child_env, capture_output=True, text=True, timeout=60)
+
+
+def test_the_real_command_exits_0_on_success_and_2_with_the_code_on_a_refusal(live, child_env):
+    ok = run_manage(child_env, "submit", "t.steps", "--tenant", "acme", "--input", '{"n": 1}')
+    assert ok.returncode == 0, ok.stderr
+    task_id = re.fullmatch(rf"({UUID})  submitted  \[queued\]\n", ok.stdout).group(1)
+    assert Task.objects.get(id=task_id).owner == "user:alice"  # committed by the other process
+
+    bad = run_manage(child_env, "submit", "no.such.agent")
+    assert bad.returncode == 2
+    assert "UNKNOWN_AGENT: no agent is registered as 'no.such.agent'" in bad.stderr
+    assert bad.stdout == ""
+    assert Task.objects.count() == 1
