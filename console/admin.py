@@ -1,12 +1,14 @@
 """Read-only admin pages for the runtime's records.
 
 Every change to a task, effect or audit row goes through a runtime service that makes a
-conditional write and audits it; the admin must not offer a side door around that.
+conditional write and audits it; the admin must not offer a side door around that. The
+journal (steward_step, keyed by (task, seq)) is shown by `manage.py steward show`: the
+admin does not support composite primary keys.
 """
 
 from django.contrib import admin
 
-from runtime.models import Attempt, AuditEvent, Effect, Pool, Slot, Step, Task
+from runtime.models import Attempt, AuditEvent, Effect, Pool, Slot, Task
 
 
 class ReadOnly(admin.ModelAdmin):
@@ -32,12 +34,6 @@ class TaskAdmin(ReadOnly):
 class AttemptAdmin(ReadOnly):
     list_display = ["task", "epoch", "reason", "worker", "started_at", "ended_at", "end_reason"]
     list_filter = ["reason", "end_reason"]
-
-
-@admin.register(Step)
-class StepAdmin(ReadOnly):
-    list_display = ["task", "seq", "kind", "name", "epoch", "finished_at"]
-    list_filter = ["kind"]
 
 
 @admin.register(Effect)

@@ -24,8 +24,14 @@ def sql(name: str) -> str:
 
 
 def cursor() -> psycopg.Cursor:
+    """A server-binding cursor on Django's current connection, made once per connection:
+    building one costs about as much as a step's Python side (tests/bench.py)."""
     connection.ensure_connection()
-    return psycopg.Cursor(connection.connection)
+    raw = connection.connection
+    cur = getattr(raw, "_steward_cursor", None)
+    if cur is None:
+        cur = raw._steward_cursor = psycopg.Cursor(raw)
+    return cur
 
 
 def execute(name: str, params: dict | tuple = (), *, prepare: bool = True) -> psycopg.Cursor:

@@ -14,7 +14,7 @@ import os
 import socket
 import time
 
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
 from runtime import agents, dispatch, encoding, faults, journal
 from runtime.audit import audit_append
@@ -38,28 +38,34 @@ def run_pool(*, pool: str, worker: str | None = None) -> int:
     how many attempts ran. If work may remain, wake another worker for it."""
     worker = worker or worker_id()
     deadline = time.monotonic() + DRAIN_MAX_SECONDS
-    for ran in range(DRAIN_MAX_TASKS):
-        if time.monotonic() > deadline:
+    claim = claim_next(pool=pool, worker=worker)
+    ran = 0
+    while claim is not None:
+        ran += 1
+        more = ran < DRAIN_MAX_TASKS and time.monotonic() < deadline
+        # The attempt's end and the next claim commit together when they can, so the
+        # freed slot passes straight to the next queued task (one commit, not two).
+        claim = run_attempt(claim, then_claim=more)
+        if claim is None and more:
+            claim = claim_next(pool=pool, worker=worker)
+        if not more:
+            if claim is not None:
+                run_attempt(claim)
+            dispatch.send(pool)
             break
-        claim = claim_next(pool=pool, worker=worker)
-        if claim is None:
-            return ran
-        run_attempt(claim)
-    else:
-        ran = DRAIN_MAX_TASKS
-    dispatch.send(pool)
     return ran
 
 
-def run_attempt(claim: Claim) -> str:
-    """Run one attempt to its end and return how it ended."""
+def run_attempt(claim: Claim, *, then_claim: bool = False) -> Claim | None:
+    """Run one attempt to its end. With then_claim, also claim the pool's next task in
+    the transaction that ends this one, when the attempt ends by completing or failing;
+    return that claim (None if there was none, or if the attempt ended otherwise)."""
     lease = claim.lease
     keeper.hold(lease)
     try:
-        return _run(claim)
+        return _run(claim, then_claim)
     except Fenced as refused:
         _refused(claim, refused)
-        return "fenced"
     except (OperationalError, InterfaceError) as exc:
         # The database went away mid-attempt. Try to hand the task back for a retry;
         # if that fails too, the lease expires and the supervisor recovers it.
@@ -68,18 +74,18 @@ def run_attempt(claim: Claim) -> str:
             end_attempt(lease, "yield", note=f"database error: {exc}"[:500], error=encoding.error_record(exc))
         except (Fenced, DatabaseError):
             pass
-        return "yielded"
     finally:
         keeper.drop(lease)
+    return None
 
 
-def _run(claim: Claim) -> str:
+def _run(claim: Claim, then_claim: bool) -> Claim | None:
     lease = claim.lease
     try:
         spec = agents.get(claim.agent)
     except Exception as exc:  # noqa: BLE001 - the agent's code is gone from this deploy
-        end_attempt(lease, "fail", error={"code": "UNKNOWN_AGENT", "type": type(exc).__name__, "message": str(exc)})
-        return "failed"
+        return _end(claim, then_claim, "fail", error={"code": "UNKNOWN_AGENT", "type": type(exc).__name__,
+                                                     "message": str(exc)})
     # The first attempt has nothing to replay; skip the round trip.
     journal_rows = [] if lease.epoch == 1 else journal.load(lease.task_id)
     ctx = Context(lease, agent=claim.agent, owner=claim.owner, root_id=claim.root_id,
@@ -88,22 +94,29 @@ def _run(claim: Claim) -> str:
         result = spec.fn(ctx, claim.input)
         output = encoding.encode(result, what="the agent's return value")
     except Suspend:
-        return "suspended"  # the transition (sleep, wait, block) already committed
+        return None  # the transition (sleep, wait, block) already committed
     except (NondeterminismError, NotJournalable) as exc:
-        end_attempt(lease, "fail", error={"code": exc.code, "type": type(exc).__name__, "message": str(exc)})
-        return "failed"
+        return _end(claim, then_claim, "fail", error={"code": exc.code, "type": type(exc).__name__,
+                                                     "message": str(exc)})
     except StepFailed as exc:
-        end_attempt(lease, "fail", error={"code": exc.code, "type": exc.error_type, "message": str(exc),
-                                          "step": exc.step})
-        return "failed"
+        return _end(claim, then_claim, "fail", error={"code": exc.code, "type": exc.error_type,
+                                                     "message": str(exc), "step": exc.step})
     except (OperationalError, InterfaceError):
         raise
     except Exception as exc:  # noqa: BLE001 - the agent raised: the task fails, with the error
-        end_attempt(lease, "fail", error={"code": "AGENT_ERROR", **encoding.error_record(exc)})
-        return "failed"
+        return _end(claim, then_claim, "fail", error={"code": "AGENT_ERROR", **encoding.error_record(exc)})
     faults.reach(faults.BEFORE_STATUS, task_id=lease.task_id, step="complete", epoch=lease.epoch)
-    end_attempt(lease, "complete", output=output)
-    return "completed"
+    return _end(claim, then_claim, "complete", output=output)
+
+
+def _end(claim: Claim, then_claim: bool, event: str, **fields) -> Claim | None:
+    lease = claim.lease
+    if not then_claim:
+        end_attempt(lease, event, **fields)
+        return None
+    with transaction.atomic(durable=True):
+        end_attempt(lease, event, **fields)
+        return claim_next(pool=lease.pool, worker=lease.worker)
 
 
 def _refused(claim: Claim, refused: Fenced) -> None:

@@ -48,14 +48,19 @@ class Task(models.Model):
     input_digest = models.CharField(max_length=64)
     tenant = models.CharField(max_length=100)
     owner = models.CharField(max_length=200, help_text="Actor on whose authority the task runs.")
-    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, db_column="pool", related_name="tasks")
+    # No plain indexes on pool, parent or root: every status change rewrites each index
+    # of this hot row, and the partial indexes below already lead with these columns.
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, db_column="pool", related_name="tasks",
+                             db_index=False)
     status = models.CharField(max_length=16, choices=_choices(states.TASK_STATUSES), default=states.QUEUED)
     # The epoch of the latest attempt; 0 before the first claim. Every write by an
     # attempt is fenced on (id, epoch, status='running').
     epoch = models.IntegerField(default=0)
     next_reason = models.CharField(max_length=16, choices=_choices(states.ATTEMPT_REASONS), default=states.FIRST)
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
-    root = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="descendants")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children",
+                               db_index=False)
+    root = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="descendants",
+                             db_index=False)
     spawn_seq = models.IntegerField(null=True, blank=True, help_text="The parent's step seq that spawned it.")
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     crash_count = models.IntegerField(default=0, help_text="Lease expiries in a row.")
@@ -97,13 +102,12 @@ class Task(models.Model):
                 condition=Q(status=states.QUEUED),
                 name="task_claim_order",
             ),
-            models.Index(
-                fields=["pool", "status"],
-                condition=Q(status__in=sorted(states.ADMITTED)),
-                name="task_admitted_by_pool",
-            ),
+            # With task_claim_order, the admission count (runtime/sql/submit_function.sql).
+            # Deliberately not one index over both statuses: the planner would pick it for
+            # the claim too, and sort the pool's whole queue on every claim.
+            models.Index(fields=["pool"], condition=Q(status=states.RUNNING), name="task_running_by_pool"),
             models.Index(fields=["wake_at"], condition=Q(status=states.SLEEPING), name="task_sleeping_due"),
-            models.Index(fields=["status", "updated_at"], name="task_status_updated"),
+            models.Index(fields=["status", "created_at"], name="task_status_created"),
             models.Index(fields=["tenant", "created_at"], name="task_tenant_created"),
         ]
 
@@ -118,7 +122,8 @@ class Task(models.Model):
 class Attempt(models.Model):
     """One execution of a task by one worker. `epoch` is the fencing token."""
 
-    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="attempts")
+    # Indexed by the unique (task, epoch) constraint.
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="attempts", db_index=False)
     epoch = models.IntegerField()
     worker = models.CharField(max_length=200)
     reason = models.CharField(max_length=16, choices=_choices(states.ATTEMPT_REASONS))
@@ -146,9 +151,17 @@ class Attempt(models.Model):
 
 
 class Step(models.Model):
-    """A journal row: the recorded outcome of call number `seq` in a task."""
+    """A journal row: the recorded outcome of call number `seq` in a task.
 
-    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="steps")
+    Keyed by (task, seq) itself: the hottest table carries one index, not three.
+    """
+
+    pk = models.CompositePrimaryKey("task_id", "seq")
+    # No foreign-key constraint: step_insert.sql only inserts by selecting the task row
+    # FOR SHARE, so the row exists and is locked at commit, and tasks are never deleted.
+    # The constraint's deferred check cost a third of the fleet's throughput (ADR 0003).
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="steps", db_index=False,
+                             db_constraint=False)
     seq = models.IntegerField()
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=16)  # step, effect, sleep, spawn, wait, now, random
@@ -160,7 +173,6 @@ class Step(models.Model):
 
     class Meta:
         db_table = "steward_step"
-        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="step_one_per_seq")]
 
     def __str__(self):
         return f"{self.task_id}#{self.seq} {self.name}"
@@ -170,7 +182,7 @@ class Effect(models.Model):
     """The effect ledger: one row per external action, keyed by its idempotency key."""
 
     key = models.CharField(max_length=255, unique=True)
-    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="effects")
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="effects", db_index=False)
     step_seq = models.IntegerField()
     name = models.CharField(max_length=200)
     effect_class = models.CharField(max_length=16, choices=_choices(states.EFFECT_CLASSES))
@@ -205,7 +217,7 @@ class Slot(models.Model):
     """One unit of a pool's running capacity. A slot is held by (task, epoch) while
     that attempt runs, and freed in the same transaction that ends the attempt."""
 
-    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, db_column="pool", related_name="slots")
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, db_column="pool", related_name="slots", db_index=False)
     number = models.IntegerField()
     task = models.OneToOneField(Task, null=True, blank=True, on_delete=models.PROTECT, related_name="slot")
     epoch = models.IntegerField(null=True, blank=True)
@@ -249,10 +261,8 @@ class AuditEvent(models.Model):
     class Meta:
         db_table = "steward_audit"
         constraints = [models.UniqueConstraint(fields=["chain", "chain_seq"], name="audit_chain_seq")]
-        indexes = [
-            models.Index(fields=["task_id", "id"], name="audit_by_task"),
-            models.Index(fields=["tenant", "id"], name="audit_by_tenant"),
-        ]
+        # A task's events are its chain ("task:<id>"), found through audit_chain_seq.
+        indexes = [models.Index(fields=["tenant", "id"], name="audit_by_tenant")]
 
     def __str__(self):
         return f"#{self.id} {self.kind} by {self.actor}"

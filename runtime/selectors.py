@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Q
 
 from runtime import states
+from runtime.audit import chain_for
 from runtime.errors import TaskNotFound
 from runtime.models import Attempt, AuditEvent, Effect, Pool, Step, Task
 
@@ -39,7 +40,8 @@ def task_detail(task_id, *, step_limit: int = 200, audit_limit: int = 200) -> Ta
         steps=list(task.steps.order_by("-seq")[:step_limit])[::-1],
         effects=list(task.effects.order_by("step_seq")),
         children=list(task.children.order_by("created_at")),
-        audit=list(AuditEvent.objects.filter(task_id=task.id).order_by("-id")[:audit_limit])[::-1],
+        audit=list(AuditEvent.objects.filter(chain=chain_for(task_id=task.id, tenant=task.tenant))
+                   .order_by("-id")[:audit_limit])[::-1],
     )
 
 
@@ -89,7 +91,8 @@ def audit_page(*, task_id=None, tenant: str | None = None, before_id: int | None
                limit: int = 100) -> list[AuditEvent]:
     events = AuditEvent.objects.all()
     if task_id:
-        events = events.filter(task_id=task_get(task_id).id)
+        task = task_get(task_id)
+        events = events.filter(chain=chain_for(task_id=task.id, tenant=task.tenant))
     if tenant:
         events = events.filter(tenant=tenant)
     if before_id:
