@@ -183,8 +183,8 @@ class Context:
                 )
             }
             strangers = [str(i) for i in ids if i not in found]
-            if strangers:
-                raise ValueError(f"ctx.wait() takes this task's children only; not children: {strangers}")
+            if strangers:  # NotJournalable: agent code must not carry on past a used seq
+                raise NotJournalable(f"ctx.wait() takes this task's children only; not children: {strangers}")
             pending = [i for i in dict.fromkeys(ids) if found[i][0] not in states.TERMINAL]
             if pending:
                 end_attempt(self.lease, "wait", waiting_on=pending,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -55,7 +55,7 @@ def perform(ctx, seq: int, name: str, fn, args, kwargs, *, effect_class: str, ke
         row = _record_intent(call, effect_class=effect_class, keyed=keyed, digest=digest)
         return _send(call, row)
     if row.task_id != ctx.task_id or row.step_seq != seq:
-        raise ValueError(f"effect key {key!r} already belongs to task {row.task_id} step {row.step_seq}")
+        raise NotJournalable(f"effect key {key!r} already belongs to task {row.task_id} step {row.step_seq}")
     if row.request_digest != digest:
         raise NondeterminismError(
             f"effect {name!r} of task {ctx.task_id} is replayed with a different request than its intent"
@@ -111,16 +111,19 @@ def _send(call: _Call, row: Effect):
 
 def _record_intent(call: _Call, *, effect_class: str, keyed: bool, digest: str) -> Effect:
     lease = call.ctx.lease
-    with transaction.atomic(durable=True):
-        fence(lease, "effect")
-        row = Effect.objects.create(
-            key=call.key, task_id=lease.task_id, step_seq=call.seq, name=call.name,
-            effect_class=effect_class, keyed=keyed, state=states.INTENT, request_digest=digest,
-            attempt_id=lease.attempt_id, epoch=lease.epoch, sends=1,
-        )
-        audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="effect.intent",
-                     data={"effect": row.id, "key": call.key, "class": effect_class, "keyed": keyed,
-                           "step": call.seq, "epoch": lease.epoch, "attempt": lease.attempt_id})
+    try:
+        with transaction.atomic(durable=True):
+            fence(lease, "effect")
+            row = Effect.objects.create(
+                key=call.key, task_id=lease.task_id, step_seq=call.seq, name=call.name,
+                effect_class=effect_class, keyed=keyed, state=states.INTENT, request_digest=digest,
+                attempt_id=lease.attempt_id, epoch=lease.epoch, sends=1,
+            )
+            audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="effect.intent",
+                         data={"effect": row.id, "key": call.key, "class": effect_class, "keyed": keyed,
+                               "step": call.seq, "epoch": lease.epoch, "attempt": lease.attempt_id})
+    except IntegrityError:  # another task's call took this (explicit) key first
+        raise NotJournalable(f"effect key {call.key!r} is already used by another call") from None
     return row
 
 

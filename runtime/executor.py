@@ -48,9 +48,7 @@ def run_pool(*, pool: str, worker: str | None = None) -> int:
         claim = run_attempt(claim, then_claim=more)
         if claim is None and more:
             claim = claim_next(pool=pool, worker=worker)
-        if not more:
-            if claim is not None:
-                run_attempt(claim)
+        if not more:  # budget spent: pass the wake-up on in case work remains
             dispatch.send(pool)
             break
     return ran

@@ -41,7 +41,7 @@ def pool_ensure(name: str) -> Pool:
         return Pool.objects.get(name=name)
 
 
-def pool_set_limits(*, name: str, actor: str = "system", max_running: int | None = None,
+def pool_set_limits(*, name: str, actor: str, max_running: int | None = None,
                     max_queued: int | None = None) -> Pool:
     """Change a pool's limits. Growing adds free slots at once. Shrinking deletes the
     free slots numbered past the new max_running; held ones finish their attempts and

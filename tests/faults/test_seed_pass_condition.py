@@ -45,7 +45,7 @@ def _ledger() -> dict:
 @pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "unkeyed"])
 def test_recovery_after_a_kill_mid_call_never_multiplies_the_committed_effect(live, fleet, fake, keyed):
     # One running slot and one queued place: the bound is small enough to hit.
-    pool_set_limits(name="default", max_running=1, max_queued=1)
+    pool_set_limits(actor="user:alice", name="default", max_running=1, max_queued=1)
     if not keyed:
         fake.set_mode("unkeyed")  # a careless API: it performs every call it receives
     fake.push("hang")  # the first call is performed, then never answered

@@ -84,7 +84,7 @@ def test_spawned_children_record_their_lineage_and_are_tasks_in_their_own_right(
 def test_a_waiting_parent_holds_no_slot_so_its_children_can_run_in_a_one_slot_pool(live, fleet, fake):
     # Parent and children share the default pool. With one slot, the children can only
     # ever run if the waiting parent gave its slot back.
-    pool_set_limits(name="default", max_running=1, max_queued=10)
+    pool_set_limits(actor="user:alice", name="default", max_running=1, max_queued=10)
     fleet.workers(2)
     fake.push("hang")
     parent = task_submit(agent="t.spawner", input={"children": [busy(fake.url), busy(fake.url)]}, **ALICE).task_id

@@ -118,7 +118,7 @@ def test_effects_lists_the_ledger_and_resolve_effect_settles_one_and_unblocks_it
 
 
 def test_pools_shows_limits_and_usage_and_pool_changes_them(db):
-    pool_set_limits(name="batch", max_running=2, max_queued=5)
+    pool_set_limits(actor="user:alice", name="batch", max_running=2, max_queued=5)
     task_submit(agent="t.steps", input={}, pool="batch", **ALICE)
 
     assert steward("pool", "batch", "--max-running", "3", "--max-queued", "7") == "batch (running≤3, queued≤7)\n"
@@ -177,7 +177,7 @@ def test_a_refused_command_exits_2_and_prints_the_stable_code(db, args, code):
 
 
 def test_a_full_pool_refuses_a_submit_with_queue_full(db):
-    pool_set_limits(name="tiny", max_running=1, max_queued=0)
+    pool_set_limits(actor="user:alice", name="tiny", max_running=1, max_queued=0)
     steward("submit", "t.steps", "--pool", "tiny")
     assert refused("submit", "t.steps", "--pool", "tiny").startswith("QUEUE_FULL: pool 'tiny' is full")
 

@@ -190,7 +190,7 @@ def test_resubmitting_the_key_of_a_cancelled_task_returns_it_still_cancelled(db)
 
 
 def test_a_known_key_returns_its_task_even_when_the_pool_is_full(db):
-    pool_set_limits(name="tiny", max_running=1, max_queued=0)
+    pool_set_limits(actor="user:alice", name="tiny", max_running=1, max_queued=0)
     first = task_submit(agent="t.steps", input={}, idempotency_key="k1", pool="tiny", **ALICE)
     with pytest.raises(QueueFull):
         task_submit(agent="t.steps", input={}, idempotency_key="k2", pool="tiny", **ALICE)
