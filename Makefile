@@ -32,7 +32,7 @@ test: venv
 	$(call pytest,$(TEST_MARKERS))
 
 test-integration: venv
-	$(call pytest,integration)
+	$(call pytest,integration and not stress)
 
 stress: venv
 	$(call pytest,stress)
