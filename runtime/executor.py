@@ -125,7 +125,7 @@ def _refused(claim: Claim, refused: Fenced) -> None:
     try:
         audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="write.refused",
                      data={"boundary": "storage", "write": refused.write, "epoch": lease.epoch})
-        release_stopped(task_id=lease.task_id, epoch=lease.epoch, end_reason="fenced")
+        release_stopped(task_id=lease.task_id, epoch=lease.epoch, end_reason="fenced", actor=lease.actor)
     except DatabaseError:
         log.exception("could not record the refusal of %s epoch %s", lease.task_id, lease.epoch)
 

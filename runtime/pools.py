@@ -54,6 +54,7 @@ def pool_set_limits(*, name: str, actor: str, max_running: int | None = None,
     pool_ensure(name)
     with transaction.atomic(durable=True):
         pool = Pool.objects.select_for_update().get(name=name)
+        before = (pool.max_running, pool.max_queued)
         if max_queued is not None:
             pool.max_queued = max_queued
         if max_running is not None:
@@ -64,6 +65,8 @@ def pool_set_limits(*, name: str, actor: str, max_running: int | None = None,
             )
             # Only free slots can go; a held one stays until its attempt ends.
             Slot.objects.filter(pool=pool, number__gte=max_running, task__isnull=True).delete()
+        if (pool.max_running, pool.max_queued) == before:
+            return pool  # nothing changed: nothing to record
         pool.save(update_fields=["max_running", "max_queued"])
         audit_append(actor=actor, tenant=SYSTEM_TENANT, kind="pool.limits",
                      data={"pool": name, "max_running": pool.max_running, "max_queued": pool.max_queued})

@@ -31,7 +31,8 @@ def sweep(*, supervisor_id: str) -> SweepReport:
     report = SweepReport()
     actor = f"supervisor:{supervisor_id}"
     _recover_expired(report, actor)
-    _release_abandoned(report)
+    _release_abandoned(report, actor)
+    _retire_slots()
     _wake(report, actor)
     _redispatch(report)
     return report
@@ -50,14 +51,20 @@ def _recover_expired(report: SweepReport, actor: str) -> None:
                 report.dead_lettered += 1
 
 
-def _release_abandoned(report: SweepReport) -> None:
+def _release_abandoned(report: SweepReport, actor: str) -> None:
     """2. Attempts of tasks that moved on without them (cancelled, say) whose worker
     stopped heartbeating: nobody will acknowledge, so end them and free their slots."""
     with transaction.atomic(durable=True):
-        for (pool,) in db.fetchall("release_abandoned", {}):
+        for (pool,) in db.fetchall("release_abandoned", {"actor": actor}):
             report.released += 1
             if pool:
                 dispatch.pool_has_work(pool)
+
+
+def _retire_slots() -> None:
+    """2b. Slots numbered past a shrunken max_running, once their attempt has ended
+    (runtime/pools.py pool_set_limits). claim.sql never hands them out meanwhile."""
+    db.execute("retire_slots", {})
 
 
 def _wake(report: SweepReport, actor: str) -> None:

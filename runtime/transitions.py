@@ -89,10 +89,12 @@ def wake_parent(*, parent_id, child_id, actor: str) -> None:
         dispatch.pool_has_work(row[0])
 
 
-def release_stopped(*, task_id, epoch: int, end_reason: str) -> bool:
+def release_stopped(*, task_id, epoch: int, end_reason: str, actor: str) -> bool:
     """A superseded attempt's worker has stopped running agent code: end the attempt
-    and give its slot back. Returns whether this call ended it."""
-    ended, pool = db.fetchone("attempt_release", {"task": task_id, "epoch": epoch, "end_reason": end_reason})
+    and give its slot back, audited as `attempt.stopped`. Returns whether this call
+    ended it."""
+    ended, pool = db.fetchone("attempt_release", {"task": task_id, "epoch": epoch, "end_reason": end_reason,
+                                                  "actor": actor})
     if pool is not None:
         dispatch.pool_has_work(pool)
     return bool(ended)

@@ -49,12 +49,12 @@ def service_commands() -> dict[str, list[str]]:
     port = os.environ.get("STEWARD_PORT", "8000")
     queue = os.environ.get("STEWARD_QUEUE", "steward")
     celery = [PYTHON, "-m", "celery", "-A", "console"]
-    worker = [*celery, "worker", "--pool=solo", "-Q", queue, "--without-gossip", "--without-mingle", "-l", "info"]
+    worker = [*celery, "worker", "--pool=solo", "-Q", queue, "--without-gossip", "--without-mingle", "-l", "warning"]
     return {
         "web": [PYTHON, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
         "worker1": [*worker, "-n", "worker1@%h"],
         "worker2": [*worker, "-n", "worker2@%h"],
-        "beat": [*celery, "beat", "-l", "info", "-s", ".steward/celerybeat-schedule"],
+        "beat": [*celery, "beat", "-l", "warning", "-s", ".steward/celerybeat-schedule"],
         # The demo's outside services: results deduplicate by key, notifications do not.
         "results": [PYTHON, "-m", "runtime.demo.fake_service", "--port", _port(DEMO_RESULTS_URL), "--mode", "keyed"],
         "notify": [PYTHON, "-m", "runtime.demo.fake_service", "--port", _port(DEMO_NOTIFY_URL), "--mode", "unkeyed"],

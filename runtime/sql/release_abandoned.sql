@@ -6,10 +6,16 @@ WITH ended AS (
     FROM steward_task t
     WHERE a.ended_at IS NULL AND a.lease_expires_at < now()
       AND t.id = a.task_id AND NOT (t.status = 'running' AND t.epoch = a.epoch)
-    RETURNING a.task_id, a.epoch
+    RETURNING a.task_id, a.epoch, a.worker, t.tenant
 ), freed AS (
     UPDATE steward_slot s SET task_id = NULL, epoch = NULL, taken_at = NULL
     FROM ended WHERE s.task_id = ended.task_id AND s.epoch = ended.epoch
     RETURNING s.pool, s.task_id
+), audited AS (
+    INSERT INTO steward_audit (chain, actor, tenant, task_id, kind, data)
+    SELECT 'task:' || ended.task_id, %(actor)s, ended.tenant, ended.task_id, 'attempt.abandoned',
+           jsonb_build_object('epoch', ended.epoch, 'worker', ended.worker,
+                              'slot_freed', freed.pool IS NOT NULL)
+    FROM ended LEFT JOIN freed ON freed.task_id = ended.task_id
 )
 SELECT freed.pool FROM ended LEFT JOIN freed ON freed.task_id = ended.task_id
