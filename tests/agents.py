@@ -4,6 +4,7 @@ the test process (tests/conftest.py), so both sides know the same names."""
 from __future__ import annotations
 
 import os
+import signal
 
 from runtime.agents import agent
 from runtime.demo.fake_service import ServiceRejected, call
@@ -109,3 +110,13 @@ def spawner(ctx, input):
     returns every ChildResult (a child may itself be a t.spawner: grandchildren)."""
     kids = [ctx.spawn(spec["agent"], spec["input"]) for spec in input["children"]]
     return {"results": [r.__dict__ for r in ctx.wait(kids)]}
+
+
+@agent("t.crashes")
+def crashes(ctx, input):
+    """Kills its own worker process (SIGKILL) on every attempt, until an operator resumes
+    it: a poison task, for dead-lettering."""
+    ctx.step("before", _identity, 1)
+    if ctx.attempt_reason != "resume":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"survived": ctx.epoch}

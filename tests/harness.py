@@ -157,11 +157,11 @@ class Fleet:
         self.processes.extend(started)
         return [w.wait_ready() for w in started] if wait else started
 
-    def supervisors(self, n: int, *, interval: float = 0.1) -> list[Supervisor]:
+    def supervisors(self, n: int, *, interval: float = 0.1, env: dict | None = None) -> list[Supervisor]:
         started = []
         for _ in range(n):
             self._count += 1
-            started.append(Supervisor(f"sup{self._count}", self.env, interval).start())
+            started.append(Supervisor(f"sup{self._count}", {**self.env, **(env or {})}, interval).start())
         self.processes.extend(started)
         return started
 
