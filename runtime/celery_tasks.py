@@ -2,8 +2,14 @@
 late message is harmless because PostgreSQL decides what runs."""
 
 from celery import shared_task
+from celery.signals import worker_shutting_down
 
 from runtime import executor, supervisor
+
+
+@worker_shutting_down.connect
+def _stop_draining(**_):
+    executor.stop_draining()
 
 
 @shared_task(name="runtime.run_pool", ignore_result=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
 
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
@@ -28,6 +29,14 @@ log = logging.getLogger(__name__)
 DRAIN_MAX_TASKS = 100
 DRAIN_MAX_SECONDS = 5.0
 
+# Set when the worker process begins a warm shutdown: finish the attempt in hand, but
+# claim nothing more, so SIGTERM is not held up by a drain (runtime/celery_tasks.py).
+_stopping = threading.Event()
+
+
+def stop_draining() -> None:
+    _stopping.set()
+
 
 def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -38,11 +47,14 @@ def run_pool(*, pool: str, worker: str | None = None) -> int:
     how many attempts ran. If work may remain, wake another worker for it."""
     worker = worker or worker_id()
     deadline = time.monotonic() + DRAIN_MAX_SECONDS
+    if _stopping.is_set():
+        dispatch.send(pool)  # hand the wake-up to a worker that is staying
+        return 0
     claim = claim_next(pool=pool, worker=worker)
     ran = 0
     while claim is not None:
         ran += 1
-        more = ran < DRAIN_MAX_TASKS and time.monotonic() < deadline
+        more = ran < DRAIN_MAX_TASKS and time.monotonic() < deadline and not _stopping.is_set()
         # The attempt's end and the next claim commit together when they can, so the
         # freed slot passes straight to the next queued task (one commit, not two).
         claim = run_attempt(claim, then_claim=more)
