@@ -127,10 +127,12 @@ def _describe(task_id, performed: dict, calls: Counter, trial: dict) -> dict:
 
 @pytest.mark.parametrize("point", POINTS)
 def test_a_kill_at_each_point_completes_every_task_with_one_effect(live, fleet, fake, tmp_path, point):
-    run_trials(fleet, fake, tmp_path, point, DEFAULT_TRIALS)
+    outcomes = run_trials(fleet, fake, tmp_path, point, DEFAULT_TRIALS)
+    assert (outcomes["completed"], outcomes["duplicates"], outcomes["lost"]) == (DEFAULT_TRIALS, 0, 0)
 
 
 @pytest.mark.stress
 @pytest.mark.parametrize("point", POINTS)
 def test_many_kills_at_each_point_never_duplicate_or_lose_a_task(live, fleet, fake, tmp_path, point):
-    run_trials(fleet, fake, tmp_path, point, STRESS_TRIALS)
+    outcomes = run_trials(fleet, fake, tmp_path, point, STRESS_TRIALS)
+    assert (outcomes["completed"], outcomes["duplicates"], outcomes["lost"]) == (STRESS_TRIALS, 0, 0)
