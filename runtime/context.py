@@ -145,12 +145,12 @@ class Context:
         started = time.time()
         try:
             spec = agents.get(agent)
-            input_text = validate_input(spec, input)
+            input_text, digest = validate_input(spec, input)
             with transaction.atomic(durable=True):
                 fence(self.lease, "child")
                 child = insert_task(
                     agent=agent, input_text=input_text,
-                    digest=encoding.digest({"agent": agent, "input": input}),
+                    digest=digest,
                     tenant=self.tenant, owner=self.owner, pool=spec.pool or pools.default_pool_name(),
                     actor=f"task:{self.task_id}", parent_id=self.task_id, root_id=self.root_id,
                     spawn_seq=seq,

@@ -33,9 +33,9 @@ def task_submit(*, agent: str, input, tenant: str, owner: str, actor: str,
     """
     spec = agents.get(agent)
     _check_identity(tenant=tenant, owner=owner, key=idempotency_key)
-    input_text = validate_input(spec, input)
+    input_text, digest = validate_input(spec, input)
     return insert_task(
-        agent=agent, input_text=input_text, digest=encoding.digest({"agent": agent, "input": input}),
+        agent=agent, input_text=input_text, digest=digest,
         tenant=tenant, owner=owner, pool=pool or spec.pool or default_pool_name(), actor=actor,
         key=idempotency_key,
     )
@@ -71,8 +71,9 @@ def insert_task(*, agent: str, input_text: str, digest: str, tenant: str, owner:
     return Submission(found_id, outcome == "created", status)
 
 
-def validate_input(spec: agents.AgentSpec, value) -> str:
-    """The input's JSON text, or InvalidInput / InputTooLarge saying what is wrong."""
+def validate_input(spec: agents.AgentSpec, value) -> tuple[str, str]:
+    """The input's JSON text and the digest that identifies (agent, input) for caller
+    keys, or InvalidInput / InputTooLarge saying what is wrong."""
     if not isinstance(value, dict):
         raise InvalidInput(f"input must be a JSON object, got {type(value).__name__}")
     limit = config.max_input_bytes()
@@ -80,7 +81,7 @@ def validate_input(spec: agents.AgentSpec, value) -> str:
         text = encoding.encode(value, what="input", limit=limit)
         # The digest's canonical form sorts keys: {1: ..., "b": ...} encodes, but cannot
         # be sorted, and must fail here as INVALID_INPUT rather than as a TypeError later.
-        encoding.digest(value)
+        digest = encoding.digest({"agent": spec.name, "input": value})
     except OutputTooLarge:
         raise InputTooLarge(f"input is larger than {limit} bytes (STEWARD_MAX_INPUT_BYTES)", limit=limit) from None
     except (TypeError, ValueError) as exc:
@@ -92,7 +93,7 @@ def validate_input(spec: agents.AgentSpec, value) -> str:
             errors = exc.errors(include_url=False) if hasattr(exc, "errors") else str(exc)
             raise InvalidInput(f"input does not match {spec.name}'s schema",
                                errors=json.loads(json.dumps(errors, default=str))) from None
-    return text
+    return text, digest
 
 
 def _check_identity(*, tenant: str, owner: str, key: str | None) -> None:
