@@ -57,11 +57,6 @@ class Context:
         self._journal = journal_rows
         self._seq = 0
 
-    @property
-    def replaying(self) -> bool:
-        """True while calls are answered from the journal."""
-        return self._seq < len(self._journal)
-
     # --- journaled calls -------------------------------------------------------------
 
     def step(self, name: str, fn, *args, **kwargs):
@@ -75,7 +70,7 @@ class Context:
         """The time, journaled: a replay sees the same clock reading."""
         seq, recorded = self._next("now", "now")
         value = _replay(recorded) if recorded is not None else self._run(seq, "now", "now", time.time, (), {})
-        return datetime.fromtimestamp(value, tz=timezone.utc)
+        return _utc(value)
 
     def random(self) -> float:
         """A random float in [0, 1), journaled."""
@@ -122,8 +117,7 @@ class Context:
             raise Suspend("sleep")
         wake_at = wake_at_fn()
         with transaction.atomic(durable=True):
-            journal.record(task_id=self.task_id, epoch=self.epoch, seq=seq, name="sleep", kind="sleep",
-                           output=json.dumps({"wake_at": wake_at}), error=None, started=time.time())
+            journal.write(self.lease, seq=seq, name="sleep", kind="sleep", output=json.dumps({"wake_at": wake_at}))
             if wake_at > time.time():
                 end_attempt(self.lease, "sleep", wake_at=_utc(wake_at), note=_until(wake_at))
             else:
@@ -149,19 +143,16 @@ class Context:
             with transaction.atomic(durable=True):
                 fence(self.lease, "child")
                 child = insert_task(
-                    agent=agent, input_text=input_text,
-                    digest=digest,
-                    tenant=self.tenant, owner=self.owner, pool=spec.pool or pools.default_pool_name(),
-                    actor=f"task:{self.task_id}", parent_id=self.task_id, root_id=self.root_id,
-                    spawn_seq=seq,
+                    agent=agent, input_text=input_text, digest=digest, tenant=self.tenant, owner=self.owner,
+                    pool=spec.pool or pools.default_pool_name(), actor=f"task:{self.task_id}",
+                    parent_id=self.task_id, root_id=self.root_id, spawn_seq=seq,
                 ).task_id
-                journal.record(task_id=self.task_id, epoch=self.epoch, seq=seq, name=name, kind="spawn",
-                               output=json.dumps({"task_id": str(child)}), error=None, started=started)
+                journal.write(self.lease, seq=seq, name=name, kind="spawn",
+                              output=json.dumps({"task_id": str(child)}), started=started)
             return child
         except StewardError as exc:
-            error = {"type": exc.code, "message": exc.message}
-            journal.record(task_id=self.task_id, epoch=self.epoch, seq=seq, name=name, kind="spawn",
-                           output=None, error=json.dumps(error), started=started)
+            journal.write(self.lease, seq=seq, name=name, kind="spawn",
+                          error={"type": exc.code, "message": exc.message}, started=started)
             raise SpawnRefused(name, exc.code, exc.message) from exc
 
     def wait(self, children) -> list[ChildResult]:
@@ -191,8 +182,8 @@ class Context:
                             note=f"waiting for {len(pending)} of {len(ids)} children")
             else:
                 results = [ChildResult(str(i), *found[i]) for i in ids]
-                journal.record(task_id=self.task_id, epoch=self.epoch, seq=seq, name="wait", kind="wait",
-                               output=json.dumps([r.__dict__ for r in results]), error=None, started=time.time())
+                journal.write(self.lease, seq=seq, name="wait", kind="wait",
+                              output=json.dumps([r.__dict__ for r in results]))
                 return results
         raise Suspend("wait")
 
@@ -219,16 +210,14 @@ class Context:
             value = fn(*args, **kwargs)
         except Exception as exc:
             error = encoding.error_record(exc)
-            journal.record(task_id=self.task_id, epoch=self.epoch, seq=seq, name=name, kind=kind,
-                           output=None, error=json.dumps(error), started=started)
+            journal.write(self.lease, seq=seq, name=name, kind=kind, error=error, started=started)
             raise StepFailed(name, error["type"], error["message"]) from exc
         try:
             text = encoding.encode(value, what=f"output of step {name!r}")
         except (TypeError, ValueError, OutputTooLarge) as exc:
             raise NotJournalable(f"step {name!r} returned a value the journal cannot store: {exc}") from None
         faults.reach(faults.BEFORE_STEP_JOURNAL, task_id=self.task_id, step=name, epoch=self.epoch)
-        journal.record(task_id=self.task_id, epoch=self.epoch, seq=seq, name=name, kind=kind,
-                       output=text, error=None, started=started)
+        journal.write(self.lease, seq=seq, name=name, kind=kind, output=text, started=started)
         faults.reach(faults.BETWEEN_STEPS, task_id=self.task_id, step=name, epoch=self.epoch)
         # Hand back what a replay would: the JSON round trip (tuples become lists).
         return json.loads(text)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -73,12 +74,19 @@ def perform(ctx, seq: int, name: str, fn, args, kwargs, *, effect_class: str, ke
     _block(call, row, doubt=True)
 
 
+@dataclass(slots=True)
 class _Call:
-    __slots__ = ("ctx", "seq", "name", "fn", "args", "kwargs", "key")
+    ctx: object  # runtime.context.Context
+    seq: int
+    name: str
+    fn: object
+    args: tuple
+    kwargs: dict
+    key: str
 
-    def __init__(self, ctx, seq, name, fn, args, kwargs, key):
-        self.ctx, self.seq, self.name, self.fn = ctx, seq, name, fn
-        self.args, self.kwargs, self.key = args, kwargs, key
+    @property
+    def lease(self):
+        return self.ctx.lease
 
 
 def _send(call: _Call, row: Effect):
@@ -106,11 +114,11 @@ def _send(call: _Call, row: Effect):
     receipt = json.loads(text)
     _settle(call, row, states.COMMITTED, receipt=receipt, audit_kind="effect.committed")
     faults.reach(faults.AFTER_RECEIPT_BEFORE_JOURNAL, task_id=ctx.task_id, step=call.name, epoch=ctx.epoch)
-    return _journal_receipt(call, receipt)
+    return _journal_receipt(call, receipt, text)
 
 
 def _record_intent(call: _Call, *, effect_class: str, keyed: bool, digest: str) -> Effect:
-    lease = call.ctx.lease
+    lease = call.lease
     try:
         with transaction.atomic(durable=True):
             fence(lease, "effect")
@@ -119,9 +127,8 @@ def _record_intent(call: _Call, *, effect_class: str, keyed: bool, digest: str) 
                 effect_class=effect_class, keyed=keyed, state=states.INTENT, request_digest=digest,
                 attempt_id=lease.attempt_id, epoch=lease.epoch, sends=1,
             )
-            audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="effect.intent",
-                         data={"effect": row.id, "key": call.key, "class": effect_class, "keyed": keyed,
-                               "step": call.seq, "epoch": lease.epoch, "attempt": lease.attempt_id})
+            _audit(lease, "effect.intent", row, **{"class": effect_class, "keyed": keyed, "step": call.seq,
+                                                   "attempt": lease.attempt_id})
     except IntegrityError:  # another task's call took this (explicit) key first
         raise NotJournalable(f"effect key {call.key!r} is already used by another call") from None
     return row
@@ -129,7 +136,7 @@ def _record_intent(call: _Call, *, effect_class: str, keyed: bool, digest: str) 
 
 def _take_over(call: _Call, row: Effect) -> None:
     """Make this attempt the ledger row's sender before sending again under its key."""
-    lease = call.ctx.lease
+    lease = call.lease
     with transaction.atomic(durable=True):
         fence(lease, "effect")
         won = Effect.objects.filter(id=row.id, state=states.INTENT, epoch=row.epoch).update(
@@ -137,14 +144,13 @@ def _take_over(call: _Call, row: Effect) -> None:
         )
         if not won:  # another attempt took it over or settled it first
             raise Fenced(lease.task_id, lease.epoch, "effect")
-        audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="effect.resent",
-                     data={"effect": row.id, "key": row.key, "epoch": lease.epoch, "previous_epoch": row.epoch,
-                           "approved_by": row.resolved_by if row.resend_approved else None})
+        _audit(lease, "effect.resent", row, previous_epoch=row.epoch,
+               approved_by=row.resolved_by if row.resend_approved else None)
     row.epoch, row.attempt_id, row.sends, row.resend_approved = lease.epoch, lease.attempt_id, row.sends + 1, False
 
 
 def _settle(call: _Call, row: Effect, state: str, *, receipt=None, error=None, audit_kind: str) -> None:
-    lease = call.ctx.lease
+    lease = call.lease
     with transaction.atomic(durable=True):
         fence(lease, "effect")
         won = Effect.objects.filter(id=row.id, state=states.INTENT, epoch=lease.epoch).update(
@@ -152,14 +158,12 @@ def _settle(call: _Call, row: Effect, state: str, *, receipt=None, error=None, a
         )
         if not won:  # a newer attempt took the row over while we were calling
             raise Fenced(lease.task_id, lease.epoch, "effect")
-        audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind=audit_kind,
-                     data={"effect": row.id, "key": row.key, "epoch": lease.epoch,
-                           "receipt": receipt, "error": error and error["message"]})
+        _audit(lease, audit_kind, row, receipt=receipt, error=error and error["message"])
 
 
 def _block(call: _Call, row: Effect, *, doubt: bool, cause: BaseException | None = None):
     """Mark the effect unknown (if it was an intent) and end the attempt blocked."""
-    lease = call.ctx.lease
+    lease = call.lease
     with transaction.atomic(durable=True):
         fence(lease, "status", exclusive=True)
         if doubt:
@@ -168,23 +172,24 @@ def _block(call: _Call, row: Effect, *, doubt: bool, cause: BaseException | None
             )
             if not won:
                 raise Fenced(lease.task_id, lease.epoch, "effect")
-            audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="effect.unknown",
-                         data={"effect": row.id, "key": row.key, "class": row.effect_class, "keyed": row.keyed,
-                               "epoch": lease.epoch, "cause": repr(cause)[:500] if cause else "interrupted"})
+            _audit(lease, "effect.unknown", row, **{"class": row.effect_class, "keyed": row.keyed,
+                                                    "cause": repr(cause)[:500] if cause else "interrupted"})
         end_attempt(lease, "block", note=f"effect {row.name!r} (#{row.id}) has an unknown outcome: resolve it",
                     audit={"effect": row.id})
     raise Suspend("blocked")
 
 
-def _journal_receipt(call: _Call, receipt):
-    ctx = call.ctx
-    journal.record(task_id=ctx.task_id, epoch=ctx.epoch, seq=call.seq, name=call.name, kind="effect",
-                   output=json.dumps(receipt), error=None, started=time.time())
+def _journal_receipt(call: _Call, receipt, text: str | None = None):
+    journal.write(call.lease, seq=call.seq, name=call.name, kind="effect", output=text or json.dumps(receipt))
     return receipt
 
 
 def _journal_error(call: _Call, error: dict):
-    ctx = call.ctx
-    journal.record(task_id=ctx.task_id, epoch=ctx.epoch, seq=call.seq, name=call.name, kind="effect",
-                   output=None, error=json.dumps(error), started=time.time())
+    journal.write(call.lease, seq=call.seq, name=call.name, kind="effect", error=error)
     raise EffectFailed(call.name, error["type"], error["message"])
+
+
+def _audit(lease, kind: str, row: Effect, **data) -> None:
+    """An effect.* audit row in the attempt's task chain (the caller's transaction)."""
+    audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind=kind,
+                 data={"effect": row.id, "key": row.key, "epoch": lease.epoch, **data})

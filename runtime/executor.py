@@ -20,7 +20,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, transacti
 from runtime import agents, dispatch, encoding, faults, journal
 from runtime.audit import audit_append
 from runtime.context import Context
-from runtime.errors import Fenced, NondeterminismError, NotJournalable, StepFailed, Suspend
+from runtime.errors import Fenced, NondeterminismError, NotJournalable, StepFailed, StewardError, Suspend
 from runtime.leases import Claim, claim_next, keeper
 from runtime.transitions import end_attempt, release_stopped
 
@@ -92,31 +92,29 @@ def run_attempt(claim: Claim, *, then_claim: bool = False) -> Claim | None:
 def _run(claim: Claim, then_claim: bool) -> Claim | None:
     lease = claim.lease
     try:
-        spec = agents.get(claim.agent)
-    except Exception as exc:  # noqa: BLE001 - the agent's code is gone from this deploy
-        return _end(claim, then_claim, "fail", error={"code": "UNKNOWN_AGENT", "type": type(exc).__name__,
-                                                     "message": str(exc)})
-    # The first attempt has nothing to replay; skip the round trip.
-    journal_rows = [] if lease.epoch == 1 else journal.load(lease.task_id)
-    ctx = Context(lease, agent=claim.agent, owner=claim.owner, root_id=claim.root_id,
-                  reason=claim.reason, journal_rows=journal_rows)
-    try:
-        result = spec.fn(ctx, claim.input)
-        output = encoding.encode(result, what="the agent's return value")
+        spec = agents.get(claim.agent)  # UnknownAgent: the agent's code is gone from this deploy
+        # The first attempt has nothing to replay; skip the round trip.
+        journal_rows = [] if lease.epoch == 1 else journal.load(lease.task_id)
+        ctx = Context(lease, agent=claim.agent, owner=claim.owner, root_id=claim.root_id,
+                      reason=claim.reason, journal_rows=journal_rows)
+        output = encoding.encode(spec.fn(ctx, claim.input), what="the agent's return value")
     except Suspend:
         return None  # the transition (sleep, wait, block) already committed
-    except (NondeterminismError, NotJournalable) as exc:
-        return _end(claim, then_claim, "fail", error={"code": exc.code, "type": type(exc).__name__,
-                                                     "message": str(exc)})
-    except StepFailed as exc:
-        return _end(claim, then_claim, "fail", error={"code": exc.code, "type": exc.error_type,
-                                                     "message": str(exc), "step": exc.step})
     except (OperationalError, InterfaceError):
-        raise
-    except Exception as exc:  # noqa: BLE001 - the agent raised: the task fails, with the error
-        return _end(claim, then_claim, "fail", error={"code": "AGENT_ERROR", **encoding.error_record(exc)})
+        raise  # the database, not the agent: run_attempt hands the task back
+    except (NondeterminismError, NotJournalable, Exception) as exc:  # noqa: BLE001 - the task fails, with the error
+        return _end(claim, then_claim, "fail", error=_failure(exc))
     faults.reach(faults.BEFORE_STATUS, task_id=lease.task_id, step="complete", epoch=lease.epoch)
     return _end(claim, then_claim, "complete", output=output)
+
+
+def _failure(exc: BaseException) -> dict:
+    """What a failed task records of why: a stable code, the type and the message."""
+    if isinstance(exc, StepFailed):
+        return {"code": exc.code, "type": exc.error_type, "message": str(exc), "step": exc.step}
+    if isinstance(exc, (NondeterminismError, NotJournalable, StewardError)):
+        return {"code": exc.code, "type": type(exc).__name__, "message": str(exc)}
+    return {"code": "AGENT_ERROR", **encoding.error_record(exc)}
 
 
 def _end(claim: Claim, then_claim: bool, event: str, **fields) -> Claim | None:
@@ -141,5 +139,3 @@ def _refused(claim: Claim, refused: Fenced) -> None:
     except DatabaseError:
         log.exception("could not record the refusal of %s epoch %s", lease.task_id, lease.epoch)
 
-
-__all__ = ["run_pool", "run_attempt", "worker_id"]

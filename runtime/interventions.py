@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from runtime import db, dispatch, states
 from runtime.audit import audit_append
-from runtime.errors import EffectNotFound, InvalidTransition, StewardError
+from runtime.errors import EffectNotFound, InvalidInput, InvalidTransition, StewardError
 from runtime.models import Effect, Task
 from runtime.selectors import task_get
 from runtime.transitions import wake_parent
@@ -96,14 +96,18 @@ def effect_resolve(*, effect_id: int, outcome: str, actor: str, receipt=None, no
         changes.update(receipt=receipt if receipt is not None else {"resolved_by": actor, "note": note},
                        settled_at=now)
     elif outcome == "failed":
-        changes.update(error={"type": "ResolvedAsNotApplied", "message": note or f"{actor} recorded that it did not happen"},
-                       settled_at=now)
+        message = note or f"{actor} recorded that it did not happen"
+        changes.update(error={"type": "ResolvedAsNotApplied", "message": message}, settled_at=now)
     else:
         changes.update(resend_approved=True)
-    json.dumps(changes.get("receipt"))  # a receipt must be JSON; fail before writing
+    try:
+        json.dumps(changes.get("receipt"), allow_nan=False)  # fail before writing anything
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"a receipt must be plain JSON: {exc}", field="receipt") from None
+    sources = states.sources(event, states.EFFECT_TRANSITIONS)
     with transaction.atomic(durable=True):
         db.execute("lock_task", {"task": effect.task_id})
-        won = Effect.objects.filter(id=effect.id, state__in=states.sources(event, states.EFFECT_TRANSITIONS)).update(**changes)
+        won = Effect.objects.filter(id=effect.id, state__in=sources).update(**changes)
         if not won:
             raise InvalidTransition(f"effect #{effect.id} is no longer unknown", state=effect.state)
         task = Task.objects.get(id=effect.task_id)

@@ -6,6 +6,7 @@ with a prepared statement; see runtime/sql/step_insert.sql for how the write is 
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 
@@ -35,24 +36,26 @@ def load(task_id) -> list[Recorded]:
     return journal
 
 
-def record(*, task_id, epoch: int, seq: int, name: str, kind: str, output: str | None,
-           error: str | None, started: float) -> None:
-    """Write one journal row, or raise Fenced if this attempt no longer owns the task."""
+def write(lease, *, seq: int, name: str, kind: str, output: str | None = None, error: dict | None = None,
+          started: float | None = None) -> None:
+    """Write one journal row for the attempt `lease` (runtime.transitions.Lease): the
+    output as JSON text, or the error record. Raise Fenced if the attempt no longer owns
+    the task."""
     cur = db.execute(
         "step_insert",
         {
-            "task": task_id,
-            "epoch": epoch,
+            "task": lease.task_id,
+            "epoch": lease.epoch,
             "seq": seq,
             "name": name,
             "kind": kind,
             "output": output,
-            "error": error,
-            "started": started,
+            "error": json.dumps(error) if error is not None else None,
+            "started": time.time() if started is None else started,
         },
     )
     if cur.rowcount != 1:
-        raise _refusal(task_id, epoch, seq)
+        raise _refusal(lease.task_id, lease.epoch, seq)
 
 
 def _refusal(task_id, epoch: int, seq: int) -> BaseException:
@@ -65,7 +68,3 @@ def _refusal(task_id, epoch: int, seq: int) -> BaseException:
     if row is None or row[0] != epoch or row[1] != "running":
         return Fenced(task_id, epoch, "journal")
     return RuntimeError(f"journal row {task_id}#{seq} already exists for the live epoch {epoch}")
-
-
-def now() -> float:
-    return time.time()

@@ -114,10 +114,6 @@ class Task(models.Model):
     def __str__(self):
         return f"{self.agent} {self.id} [{self.status}]"
 
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in states.TERMINAL
-
 
 class Attempt(models.Model):
     """One execution of a task by one worker. `epoch` is the fencing token."""

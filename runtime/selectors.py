@@ -86,15 +86,3 @@ def pool_usage() -> list[PoolUsage]:
     )
     return [PoolUsage(p, p.running, p.queued, held.get(p.name, 0)) for p in pools]
 
-
-def audit_page(*, task_id=None, tenant: str | None = None, before_id: int | None = None,
-               limit: int = 100) -> list[AuditEvent]:
-    events = AuditEvent.objects.all()
-    if task_id:
-        task = task_get(task_id)
-        events = events.filter(chain=chain_for(task_id=task.id, tenant=task.tenant))
-    if tenant:
-        events = events.filter(tenant=tenant)
-    if before_id:
-        events = events.filter(id__lt=before_id)
-    return list(events.order_by("-id")[:limit])

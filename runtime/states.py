@@ -20,8 +20,6 @@ CANCELLED = "cancelled"  # stopped by an operator; terminal unless explicitly re
 
 TASK_STATUSES = (QUEUED, RUNNING, SLEEPING, WAITING, BLOCKED, DEAD, COMPLETED, FAILED, CANCELLED)
 TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
-# Statuses that count against a pool's admission bound (max_running + max_queued).
-ADMITTED = frozenset({QUEUED, RUNNING})
 LIVE = frozenset(TASK_STATUSES) - TERMINAL
 
 # event -> (sources, target). Each event is one conditional UPDATE in the code.
