@@ -12,6 +12,9 @@ from console import env
 BASE_DIR = env.BASE_DIR
 
 DEBUG = env.get_bool("STEWARD_DEBUG", True)
+# How long an attempt owns its task without a heartbeat; the database timeouts below
+# are derived from it (docs/adr/0010-bounded-stale-owners.md).
+_LEASE_SECONDS = env.get_number("STEWARD_LEASE_SECONDS", 30.0, minimum=0.2)
 SECRET_KEY = env.get("STEWARD_SECRET_KEY") or (
     "insecure-dev-key-set-STEWARD_SECRET_KEY-in-production" if DEBUG else None
 )
@@ -82,6 +85,13 @@ _default_db["OPTIONS"]["pool"] = {
 # transaction mode); Django's own queries never prepare either way.
 if env.get_bool("STEWARD_DB_PREPARED_STATEMENTS", True):
     _default_db["OPTIONS"]["prepare_threshold"] = 5
+# Options given in DATABASE_URL (?options=-c ...) come last, so they win.
+_bounds = env.connection_bounds(_LEASE_SECONDS)
+_bounds["options"] = " ".join(filter(None, [_bounds["options"], _default_db["OPTIONS"].get("options")]))
+_default_db["OPTIONS"] = {**_bounds, **{k: v for k, v in _default_db["OPTIONS"].items() if k != "options"},
+                          "options": _bounds["options"]}
+# The pool checks an idle connection before lending it out, so after a server restart
+# a worker gets a live connection instead of each dead one in turn.
 _default_db["CONN_HEALTH_CHECKS"] = True
 DATABASES = {"default": _default_db}
 
@@ -106,7 +116,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
-        "runtime": {"handlers": ["console"], "level": env.get("STEWARD_LOG_LEVEL") or "INFO"},
+        # Not propagated: Celery's root handler would print every line a second time.
+        "runtime": {"handlers": ["console"], "level": env.get("STEWARD_LOG_LEVEL") or "INFO", "propagate": False},
     },
 }
 
@@ -132,7 +143,7 @@ CELERY_TASK_DEFAULT_QUEUE = env.get("STEWARD_QUEUE") or "steward"
 # --- The runtime (runtime/config.py reads these through django.conf.settings). ---
 STEWARD = {
     # How long an attempt owns its task without a heartbeat.
-    "LEASE_SECONDS": env.get_number("STEWARD_LEASE_SECONDS", 30.0, minimum=0.2),
+    "LEASE_SECONDS": _LEASE_SECONDS,
     # How often the worker renews it; a third of the lease by default.
     "HEARTBEAT_SECONDS": env.get_number("STEWARD_HEARTBEAT_SECONDS", 0.0, minimum=0.0),
     # How often the supervisor sweep runs (Celery beat or `manage.py steward supervise`).

@@ -4,7 +4,7 @@ late message is harmless because PostgreSQL decides what runs."""
 from celery import shared_task
 from celery.signals import worker_shutting_down
 
-from runtime import executor, supervisor
+from runtime import db, executor, outages, supervisor
 
 
 @worker_shutting_down.connect
@@ -19,4 +19,13 @@ def run_pool(pool: str) -> int:
 
 @shared_task(name="runtime.sweep", ignore_result=True)
 def sweep() -> dict:
-    return supervisor.sweep(supervisor_id=f"beat@{executor.worker_id()}").as_dict()
+    # Beat sends one of these every SWEEP_SECONDS: during a database outage each would
+    # fail, so log the outage once instead of a traceback per sweep. The next one retries.
+    try:
+        report = supervisor.sweep(supervisor_id=f"beat@{executor.worker_id()}").as_dict()
+    except db.CONNECTION_ERRORS as exc:
+        db.discard_connection()
+        outages.database.failed(exc)
+        return {}
+    outages.database.recovered()
+    return report

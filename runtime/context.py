@@ -8,6 +8,7 @@ means the code no longer replays deterministically and fails the task.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import time
@@ -18,10 +19,26 @@ from datetime import datetime, timezone
 from django.db import transaction
 
 from runtime import agents, db, effects, encoding, faults, journal, pools, states
-from runtime.errors import NondeterminismError, NotJournalable, OutputTooLarge, StepFailed, StewardError, Suspend
+from runtime.errors import (InfrastructureError, NondeterminismError, NotJournalable, OutputTooLarge, StepFailed,
+                            StewardError, Suspend)
 from runtime.journal import Recorded
 from runtime.submission import insert_task, validate_input
 from runtime.transitions import Lease, end_attempt, fence
+
+
+def _not_the_agents_error(method):
+    """A lost database connection inside a ctx call becomes InfrastructureError, which
+    agent code cannot catch with `except Exception`: the executor yields the attempt
+    instead of failing the task (runtime/executor.py)."""
+
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except db.CONNECTION_ERRORS as exc:
+            raise InfrastructureError(exc) from exc
+
+    return guarded
 
 
 class SpawnRefused(StepFailed):
@@ -59,6 +76,7 @@ class Context:
 
     # --- journaled calls -------------------------------------------------------------
 
+    @_not_the_agents_error
     def step(self, name: str, fn, *args, **kwargs):
         """Run fn(*args, **kwargs) once per task; its JSON output is journaled."""
         seq, recorded = self._next(name, "step")
@@ -66,12 +84,14 @@ class Context:
             return _replay(recorded)
         return self._run(seq, name, "step", fn, args, kwargs)
 
+    @_not_the_agents_error
     def now(self) -> datetime:
         """The time, journaled: a replay sees the same clock reading."""
         seq, recorded = self._next("now", "now")
         value = _replay(recorded) if recorded is not None else self._run(seq, "now", "now", time.time, (), {})
         return _utc(value)
 
+    @_not_the_agents_error
     def random(self) -> float:
         """A random float in [0, 1), journaled."""
         seq, recorded = self._next("random", "random")
@@ -79,6 +99,7 @@ class Context:
             return _replay(recorded)
         return self._run(seq, "random", "random", random.random, (), {})
 
+    @_not_the_agents_error
     def effect(self, name: str, fn, *args, effect_class: str, key: str | None = None,
                keyed: bool = False, **kwargs):
         """An action on the outside world, through the effect ledger (runtime/effects.py).
@@ -97,10 +118,12 @@ class Context:
 
     # --- durable timers ----------------------------------------------------------------
 
+    @_not_the_agents_error
     def sleep(self, seconds: float) -> None:
         """Sleep durably: the attempt ends and holds no worker and no slot until then."""
         self._sleep(lambda: time.time() + float(seconds))
 
+    @_not_the_agents_error
     def sleep_until(self, when: datetime) -> None:
         if when.tzinfo is None:
             raise ValueError("sleep_until needs an aware datetime")
@@ -126,6 +149,7 @@ class Context:
 
     # --- children ----------------------------------------------------------------------
 
+    @_not_the_agents_error
     def spawn(self, agent: str, input: dict) -> uuid.UUID:
         """Create a child task (same tenant and owner) and return its id. Children are
         tasks in their own right: addressable, cancellable and audited on their own."""
@@ -155,6 +179,7 @@ class Context:
                           error={"type": exc.code, "message": exc.message}, started=started)
             raise SpawnRefused(name, exc.code, exc.message) from exc
 
+    @_not_the_agents_error
     def wait(self, children) -> list[ChildResult]:
         """Wait durably until every child is terminal; results follow the given order.
         While any is still live the attempt ends and holds no worker and no slot."""
@@ -214,7 +239,7 @@ class Context:
             raise StepFailed(name, error["type"], error["message"]) from exc
         try:
             text = encoding.encode(value, what=f"output of step {name!r}")
-        except (TypeError, ValueError, OutputTooLarge) as exc:
+        except (TypeError, ValueError, RecursionError, OutputTooLarge) as exc:
             raise NotJournalable(f"step {name!r} returned a value the journal cannot store: {exc}") from None
         faults.reach(faults.BEFORE_STEP_JOURNAL, task_id=self.task_id, step=name, epoch=self.epoch)
         journal.write(self.lease, seq=seq, name=name, kind=kind, output=text, started=started)

@@ -13,8 +13,17 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
+import django.db
 import psycopg
 from django.db import connection
+
+# What a lost or refused database connection raises: Django's wrappers for the ORM's
+# statements, psycopg's own for the runtime's (cursor() below bypasses Django's error
+# wrapping). This covers a terminated backend (AdminShutdown), a restart, a dropped
+# socket, and the server-side timeouts of docs/adr/0010-bounded-stale-owners.md
+# (QueryCanceled, IdleInTransactionSessionTimeout). None of them is an agent's error.
+CONNECTION_ERRORS = (django.db.OperationalError, django.db.InterfaceError,
+                     psycopg.OperationalError, psycopg.InterfaceError)
 
 
 @cache
@@ -46,3 +55,14 @@ def fetchone(name: str, params: dict | tuple = ()):
 
 def fetchall(name: str, params: dict | tuple = ()):
     return execute(name, params).fetchall()
+
+
+def discard_connection() -> None:
+    """Drop this thread's connection after a connection error, so the next statement
+    takes a fresh one. Closing hands it back to the pool, which throws away a broken
+    connection instead of keeping it (and checks idle ones before lending them out,
+    CONN_HEALTH_CHECKS)."""
+    try:
+        connection.close()
+    except django.db.Error:
+        pass  # closing a dead connection can fail too; it is gone either way

@@ -26,7 +26,7 @@ from celery import current_app
 from django.conf import settings
 from django.db import transaction
 
-from runtime import config
+from runtime import config, outages
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,14 @@ def send(pool: str, count: int = 1) -> None:
             return
         queue = config.queue_name()
         client.lpush(queue, *[wake_up_message(pool, queue) for _ in range(count)])
-    except Exception:  # noqa: BLE001 - the broker being down must not undo a commit
+    except (redis.RedisError, OSError) as exc:
+        # The broker being down must not undo a commit, nor print a traceback per
+        # message: the supervisor re-sends wake-ups for queued work nobody picked up.
+        outages.broker.failed(exc)
+    except Exception:  # noqa: BLE001 - a broken publisher must not undo a commit either
         log.exception("could not send %d wake-up(s) for pool %s; the supervisor will re-send", count, pool)
+    else:
+        outages.broker.recovered()
 
 
 def wake_up_message(pool: str, queue: str) -> str:

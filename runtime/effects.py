@@ -122,6 +122,7 @@ def _record_intent(call: _Call, *, effect_class: str, keyed: bool, digest: str) 
     try:
         with transaction.atomic(durable=True):
             fence(lease, "effect")
+            faults.reach(faults.IN_EFFECT_INTENT, task_id=lease.task_id, step=call.name, epoch=lease.epoch)
             row = Effect.objects.create(
                 key=call.key, task_id=lease.task_id, step_seq=call.seq, name=call.name,
                 effect_class=effect_class, keyed=keyed, state=states.INTENT, request_digest=digest,

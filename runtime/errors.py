@@ -57,6 +57,13 @@ class UnknownPool(StewardError):
     code = "UNKNOWN_POOL"
 
 
+class InputUndecodable(StewardError):
+    """A claimed task's stored input could not be decoded (it was written behind the
+    API's back: submission refuses such input). The task fails alone with this code."""
+
+    code = "INPUT_UNDECODABLE"
+
+
 class InvalidTransition(StewardError):
     """The object is not in a status this action starts from (someone else moved it)."""
 
@@ -130,6 +137,23 @@ class Fenced(BaseException):
         self.task_id = task_id
         self.epoch = epoch
         self.write = write
+
+
+class InfrastructureError(BaseException):
+    """The database failed under an attempt: a lost connection, a server restart, a
+    server-side timeout (runtime/db.py CONNECTION_ERRORS). Not the agent's error, so it
+    never fails the task: the attempt yields and the task is retried, or recovered once
+    its lease lapses.
+
+    A BaseException so that an agent's `except Exception` around a ctx call cannot
+    swallow it and carry on past a write that may not have happened.
+    """
+
+    code = "INFRASTRUCTURE"
+
+    def __init__(self, cause: BaseException):
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.cause = cause
 
 
 class Suspend(BaseException):

@@ -5,6 +5,12 @@ A worker that receives a wake-up for a pool claims the pool's oldest queued task
 runs it, then keeps claiming from the same pool until it is empty, it holds no free
 slot, or its budget is spent. Draining this way hands a freed slot straight to the
 next queued task without a broker round trip (docs/adr/0002-postgres-decides.md).
+
+A lost database connection is never the agent's error. Wherever it strikes (the claim,
+a step, an effect, the attempt's end) the attempt yields: the task goes back to the
+queue with reason `retry`, or, if the database stays away, its lease lapses and the
+supervisor recovers it. Either way the next attempt replays the journal and settles
+any effect by its key (docs/faults.md).
 """
 
 from __future__ import annotations
@@ -15,12 +21,13 @@ import socket
 import threading
 import time
 
-from django.db import DatabaseError, InterfaceError, OperationalError, transaction
+from django.db import transaction
 
-from runtime import agents, dispatch, encoding, faults, journal
+from runtime import agents, config, db, dispatch, encoding, faults, journal, outages
 from runtime.audit import audit_append
 from runtime.context import Context
-from runtime.errors import Fenced, NondeterminismError, NotJournalable, StepFailed, StewardError, Suspend
+from runtime.errors import (Fenced, InfrastructureError, InputUndecodable, NondeterminismError, NotJournalable,
+                            StepFailed, StewardError, Suspend)
 from runtime.leases import Claim, claim_next, keeper
 from runtime.transitions import end_attempt, release_stopped
 
@@ -50,7 +57,7 @@ def run_pool(*, pool: str, worker: str | None = None) -> int:
     if _stopping.is_set():
         dispatch.send(pool)  # hand the wake-up to a worker that is staying
         return 0
-    claim = claim_next(pool=pool, worker=worker)
+    claim = _claim(pool, worker)
     ran = 0
     while claim is not None:
         ran += 1
@@ -58,12 +65,37 @@ def run_pool(*, pool: str, worker: str | None = None) -> int:
         # The attempt's end and the next claim commit together when they can, so the
         # freed slot passes straight to the next queued task (one commit, not two).
         claim = run_attempt(claim, then_claim=more)
-        if claim is None and more:
-            claim = claim_next(pool=pool, worker=worker)
+        if claim is None and more and not outages.database.ongoing:
+            claim = _claim(pool, worker)
         if not more:  # budget spent: pass the wake-up on in case work remains
             dispatch.send(pool)
             break
     return ran
+
+
+def _claim(pool: str, worker: str) -> Claim | None:
+    """claim_next, retried with backoff for up to a lease while the database is away.
+
+    If the connection dies during the claim we cannot tell whether it committed. If it
+    did, the attempt has a lease that nobody renews, and the supervisor recovers it
+    once the lease lapses; if it did not, the task is still queued and the retry (or
+    the supervisor's re-sent wake-up) claims it.
+    """
+    give_up = time.monotonic() + config.lease_seconds()
+    delays = outages.backoff()
+    while True:
+        try:
+            claim = claim_next(pool=pool, worker=worker)
+        except db.CONNECTION_ERRORS as exc:
+            db.discard_connection()
+            outages.database.failed(exc)
+            delay = next(delays)
+            if time.monotonic() + delay > give_up:
+                return None  # the supervisor re-sends the wake-up for queued work
+            time.sleep(delay)
+            continue
+        outages.database.recovered()
+        return claim
 
 
 def run_attempt(claim: Claim, *, then_claim: bool = False) -> Claim | None:
@@ -76,14 +108,8 @@ def run_attempt(claim: Claim, *, then_claim: bool = False) -> Claim | None:
         return _run(claim, then_claim)
     except Fenced as refused:
         _refused(claim, refused)
-    except (OperationalError, InterfaceError) as exc:
-        # The database went away mid-attempt. Try to hand the task back for a retry;
-        # if that fails too, the lease expires and the supervisor recovers it.
-        log.warning("attempt %s of %s hit a database error: %s", lease.epoch, lease.task_id, exc)
-        try:
-            end_attempt(lease, "yield", note=f"database error: {exc}"[:500], error=encoding.error_record(exc))
-        except (Fenced, DatabaseError):
-            pass
+    except (InfrastructureError, *db.CONNECTION_ERRORS) as exc:
+        _yield(claim, exc.cause if isinstance(exc, InfrastructureError) else exc)
     finally:
         keeper.drop(lease)
     return None
@@ -93,19 +119,28 @@ def _run(claim: Claim, then_claim: bool) -> Claim | None:
     lease = claim.lease
     try:
         spec = agents.get(claim.agent)  # UnknownAgent: the agent's code is gone from this deploy
+        input = _decode_input(claim)
         # The first attempt has nothing to replay; skip the round trip.
         journal_rows = [] if lease.epoch == 1 else journal.load(lease.task_id)
         ctx = Context(lease, agent=claim.agent, owner=claim.owner, root_id=claim.root_id,
                       reason=claim.reason, journal_rows=journal_rows)
-        output = encoding.encode(spec.fn(ctx, claim.input), what="the agent's return value")
+        output = encoding.encode(spec.fn(ctx, input), what="the agent's return value")
     except Suspend:
         return None  # the transition (sleep, wait, block) already committed
-    except (OperationalError, InterfaceError):
-        raise  # the database, not the agent: run_attempt hands the task back
+    except db.CONNECTION_ERRORS:
+        raise  # the database, not the agent: run_attempt yields the attempt
     except (NondeterminismError, NotJournalable, Exception) as exc:  # noqa: BLE001 - the task fails, with the error
         return _end(claim, then_claim, "fail", error=_failure(exc))
     faults.reach(faults.BEFORE_STATUS, task_id=lease.task_id, step="complete", epoch=lease.epoch)
     return _end(claim, then_claim, "complete", output=output)
+
+
+def _decode_input(claim: Claim):
+    try:
+        return encoding.decode(claim.input_text)
+    except (ValueError, RecursionError) as exc:
+        raise InputUndecodable(f"the stored input of task {claim.lease.task_id} cannot be decoded: "
+                               f"{type(exc).__name__}: {exc}"[:500]) from None
 
 
 def _failure(exc: BaseException) -> dict:
@@ -127,15 +162,51 @@ def _end(claim: Claim, then_claim: bool, event: str, **fields) -> Claim | None:
         return claim_next(pool=lease.pool, worker=lease.worker)
 
 
+def _yield(claim: Claim, cause: BaseException) -> None:
+    """The database failed under the attempt: hand the task back for a retry.
+
+    The yield is itself a fenced write, retried with backoff on a fresh connection for
+    up to a lease. If it never lands, the lease lapses and the supervisor recovers the
+    task instead; if a newer attempt or a stop got there first, it is refused like any
+    late write of ours.
+    """
+    lease = claim.lease
+    outages.database.failed(cause)
+    db.discard_connection()
+    give_up = time.monotonic() + config.lease_seconds()
+    delays = outages.backoff()
+    while True:
+        try:
+            end_attempt(lease, "yield", note=f"retrying after a database error: {type(cause).__name__}",
+                        error={"code": InfrastructureError.code, **encoding.error_record(cause)})
+        except Fenced as refused:
+            _refused(claim, refused)
+            return
+        except db.CONNECTION_ERRORS as exc:
+            db.discard_connection()
+            outages.database.failed(exc)
+            delay = next(delays)
+            if time.monotonic() + delay > give_up:
+                log.info("attempt %s of %s could not yield; its lease will lapse", lease.epoch, lease.task_id)
+                return
+            time.sleep(delay)
+            continue
+        outages.database.recovered()
+        log.info("attempt %s of %s yielded after a database error", lease.epoch, lease.task_id)
+        return
+
+
 def _refused(claim: Claim, refused: Fenced) -> None:
     """A newer attempt or a stop owns the task: record the refusal and, if the task
     moved on without us, acknowledge by ending our attempt and freeing our slot."""
     lease = claim.lease
     log.info("attempt %s of %s refused: %s", lease.epoch, lease.task_id, refused)
     try:
-        audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="write.refused",
-                     data={"boundary": "storage", "write": refused.write, "epoch": lease.epoch})
-        release_stopped(task_id=lease.task_id, epoch=lease.epoch, end_reason="fenced", actor=lease.actor)
-    except DatabaseError:
-        log.exception("could not record the refusal of %s epoch %s", lease.task_id, lease.epoch)
-
+        with transaction.atomic(durable=True):
+            audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="write.refused",
+                         data={"boundary": "storage", "write": refused.write, "epoch": lease.epoch})
+            release_stopped(task_id=lease.task_id, epoch=lease.epoch, end_reason="fenced", actor=lease.actor)
+    except db.CONNECTION_ERRORS:
+        db.discard_connection()
+        log.info("could not record the refusal of %s epoch %s; the supervisor releases it", lease.task_id,
+                 lease.epoch)

@@ -23,8 +23,10 @@ BETWEEN_STEPS = "between_steps"                        # a step is journaled; th
 BEFORE_STEP_JOURNAL = "before_step_journal"            # a step ran; its row is not written
 BEFORE_STATUS = "before_status"                        # the agent returned; status not written
 BEFORE_SPAWN = "before_spawn"                          # a child is about to be created
+IN_EFFECT_INTENT = "in_effect_intent"                  # inside the intent's transaction, task row held
+BEFORE_CLAIM = "before_claim"                          # a connection is in hand; the claim not sent
 POINTS = (BEFORE_EFFECT, AFTER_EFFECT_BEFORE_RECEIPT, AFTER_RECEIPT_BEFORE_JOURNAL,
-          BETWEEN_STEPS, BEFORE_STEP_JOURNAL, BEFORE_STATUS, BEFORE_SPAWN)
+          BETWEEN_STEPS, BEFORE_STEP_JOURNAL, BEFORE_STATUS, BEFORE_SPAWN, IN_EFFECT_INTENT, BEFORE_CLAIM)
 
 
 def _parse(raw: str) -> frozenset[tuple[str, str | None]]:

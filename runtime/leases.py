@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from runtime import config, db
-from runtime.encoding import decode
+from runtime import config, db, faults, outages
 from runtime.transitions import Lease
 
 log = logging.getLogger(__name__)
@@ -27,20 +26,25 @@ class Claim:
     lease: Lease
     reason: str
     agent: str
-    input: dict
+    # The stored input as JSON text, decoded by the executor only after the claim has
+    # committed: a claim can share a transaction with the end of the worker's previous
+    # attempt (runtime/executor.py), and an input that fails to decode must fail its
+    # own task, never roll back another task's end.
+    input_text: str
     owner: str
     root_id: object
 
 
 def claim_next(*, pool: str, worker: str) -> Claim | None:
     """Claim the oldest queued task of `pool` if a slot is free (runtime/sql/claim.sql)."""
+    db.cursor()  # check the connection out first, so a fault test can cut it under us
+    faults.reach(faults.BEFORE_CLAIM, task_id=pool, step="claim", epoch=0)
     row = db.fetchone("claim", {"pool": pool, "worker": worker, "lease": config.lease_seconds()})
     if row is None:
         return None
     task_id, epoch, reason, agent, input, tenant, owner, parent_id, root_id, pool, attempt_id = row
     lease = Lease(task_id, epoch, tenant, pool, parent_id, worker, attempt_id)
-    # Django's connection loads jsonb as text; see journal.load.
-    return Claim(lease, reason, agent, decode(input), owner, root_id)
+    return Claim(lease, reason, agent, input, owner, root_id)
 
 
 class LeaseKeeper:
@@ -87,6 +91,9 @@ class LeaseKeeper:
                     held = list(self._held)
                 for task_id, epoch in held:
                     self._renew(task_id, epoch)
+                # Hand the connection back between rounds: the pool checks it before
+                # lending it out again, so a server restart costs no failed renewal.
+                connection.close()
         finally:
             connection.close()
 
@@ -95,10 +102,18 @@ class LeaseKeeper:
             renewed = db.execute(
                 "lease_renew", {"task": task_id, "epoch": epoch, "lease": config.lease_seconds()}
             ).rowcount
-        except Exception:  # noqa: BLE001 - a database blip must not kill the keeper
-            log.exception("lease renewal failed for %s epoch %s", task_id, epoch)
-            connection.close()
+        except db.CONNECTION_ERRORS as exc:
+            # The next heartbeat retries on a fresh connection. If the database stays
+            # away past the lease, the supervisor recovers the task and this attempt's
+            # writes are refused: the lease, not this thread, is the source of truth.
+            outages.database.failed(exc)
+            db.discard_connection()
             return
+        except Exception:  # noqa: BLE001 - nothing may kill the keeper thread
+            log.exception("lease renewal failed for %s epoch %s", task_id, epoch)
+            db.discard_connection()
+            return
+        outages.database.recovered()
         if not renewed:
             log.warning("lease of %s epoch %s is gone (recovered or stopped)", task_id, epoch)
             with self._lock:

@@ -1,5 +1,6 @@
 """The supervisor sweep. Celery beat runs it every SWEEP_SECONDS on some worker, and
-`manage.py steward supervise` runs it in a loop of its own; any number may run at once.
+`manage.py steward supervise` runs it in a loop of its own (supervise(), which rides
+out database outages); any number may run at once.
 
 Each pass is a few set-based statements that claim their rows with
 `FOR UPDATE SKIP LOCKED` and change them with conditional writes, so two supervisors
@@ -8,11 +9,13 @@ never act on the same row twice: one wins, the other skips it.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from django.db import transaction
 
-from runtime import config, db, dispatch
+from runtime import config, db, dispatch, outages
 
 
 @dataclass
@@ -25,6 +28,38 @@ class SweepReport:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def supervise(*, supervisor_id: str, interval: float | None = None, once: bool = False,
+              on_report: Callable[[SweepReport], None] | None = None,
+              stop: threading.Event | None = None) -> None:
+    """Sweep every `interval` seconds (SWEEP_SECONDS by default) until `stop` is set.
+
+    A database outage (a restart, a terminated backend, a partition) does not end the
+    loop: the sweep is retried on a fresh connection with backoff, and the outage is
+    logged once when it begins and once when it ends. Each sweep's statements are
+    conditional writes in their own transactions, so a sweep cut short anywhere leaves
+    nothing half-done; the next one picks up where it stopped.
+    """
+    pause = config.sweep_seconds() if interval is None else interval
+    stop = stop or threading.Event()
+    delays = None
+    while not stop.is_set():
+        try:
+            report = sweep(supervisor_id=supervisor_id)
+        except db.CONNECTION_ERRORS as exc:
+            db.discard_connection()
+            outages.database.failed(exc)
+            delays = delays or outages.backoff(base=min(pause, 0.1) or 0.05, cap=max(pause, 5.0))
+            stop.wait(next(delays))
+            continue
+        delays = None
+        outages.database.recovered()
+        if on_report is not None:
+            on_report(report)
+        if once:
+            return
+        stop.wait(pause)
 
 
 def sweep(*, supervisor_id: str) -> SweepReport:

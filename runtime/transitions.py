@@ -19,7 +19,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from runtime import db, dispatch, states
+from runtime import config, db, dispatch, states
 from runtime.errors import Fenced
 
 
@@ -60,8 +60,9 @@ def end_attempt(lease: Lease, event: str, *, output: str | None = None, error: d
         "next_reason": states.RETRY if event == "yield" else states.RESUME,
         "terminal": target in states.TERMINAL,
         "end_reason": event,
+        "event": event,
+        "max_crashes": config.max_crashes(),
         "actor": lease.actor,
-        "kind": f"task.{target}",
         "data": json.dumps({"epoch": lease.epoch, "event": event, **(audit or {})}, default=str),
     }
     wakes_parent = target in states.TERMINAL and lease.parent_id is not None
@@ -78,8 +79,9 @@ def _end(params: dict, lease: Lease) -> None:
     row = db.fetchone("attempt_end", params)
     if row is None:
         raise Fenced(lease.task_id, lease.epoch, "status")
-    if params["target"] == states.QUEUED:
-        dispatch.pool_has_work(row[0])
+    pool, status = row
+    if status == states.QUEUED:
+        dispatch.pool_has_work(pool)
 
 
 def wake_parent(*, parent_id, child_id, actor: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 from runtime.agents import agent
 from runtime.demo.fake_service import ServiceRejected, call
@@ -120,3 +121,16 @@ def crashes(ctx, input):
     if ctx.attempt_reason != "resume":
         os.kill(os.getpid(), signal.SIGKILL)
     return {"survived": ctx.epoch}
+
+
+@agent("t.paced")
+def paced(ctx, input):
+    """Steps of `pause` seconds around one keyed effect: long enough that a fault lands
+    while many such tasks are mid-step, mid-call or ending."""
+    for i in range(input.get("steps", 2)):
+        ctx.step(f"before{i}", time.sleep, input["pause"])
+    receipt = ctx.effect("submit", submit, input["url"], {"task": str(ctx.task_id)},
+                         effect_class="reversible", keyed=True)
+    for i in range(input.get("steps", 2)):
+        ctx.step(f"after{i}", time.sleep, input["pause"])
+    return {"receipt": receipt}

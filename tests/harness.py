@@ -13,7 +13,9 @@ import threading
 import time
 from pathlib import Path
 
+import kombu.exceptions
 import psutil
+import redis
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -121,13 +123,23 @@ class Worker(Process):
                 "--without-heartbeat", "-l", "warning"]
         super().__init__(name, argv, env)
 
-    def wait_ready(self, timeout: float = 60.0) -> "Worker":
-        from console.celery import app
+    def wait_ready(self, timeout: float = 60.0, *, broker_url: str | None = None) -> "Worker":
+        """Wait until it answers a ping (through `broker_url`, if it is not ours)."""
+        from celery import Celery
+
+        from console.celery import app as ours
+
+        apps = [Celery(broker=broker_url) if broker_url else ours]
 
         def answered():
             if not self.alive():
                 raise AssertionError(f"worker {self.name} exited:\n{self.output()[-3000:]}")
-            return app.control.ping(destination=[self.node], timeout=0.3)
+            try:
+                return apps[-1].control.ping(destination=[self.node], timeout=0.3)
+            except (OSError, redis.RedisError, kombu.exceptions.OperationalError):
+                # The broker restarted under a pooled connection: ping through a new app.
+                apps.append(Celery(broker=broker_url or ours.conf.broker_url))
+                return False
 
         wait_until(answered, timeout=timeout, interval=0.05, message=f"worker {self.name} to answer a ping")
         return self
@@ -165,7 +177,21 @@ class Fleet:
         self.processes.extend(started)
         return started
 
+    def beat(self, schedule: Path, *, env: dict | None = None) -> Beat:
+        self._count += 1
+        started = Beat(f"beat{self._count}", {**self.env, **(env or {})}, schedule).start()
+        self.processes.append(started)
+        return started
+
     def stop_all(self) -> None:
         for process in self.processes:
             process.kill()
         self.processes.clear()
+
+
+class Beat(Process):
+    """`celery beat`: it sends the supervisor sweep to the workers every SWEEP_SECONDS."""
+
+    def __init__(self, name: str, env: dict, schedule: Path):
+        argv = [sys.executable, "-m", "celery", "-A", "console", "beat", "-l", "warning", "-s", str(schedule)]
+        super().__init__(name, argv, env)

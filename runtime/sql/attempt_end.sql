@@ -5,9 +5,14 @@
 -- and the task is still running. A supervisor that re-queued the task after a lease
 -- expiry, or an operator who cancelled it, got there first; then nothing changes and
 -- the caller learns it lost (no row returned).
+--
+-- A yield (the database failed under the attempt) re-queues the task, and counts as an
+-- abnormal end like a lease expiry: after MAX_CRASHES of those in a row the task is
+-- dead-lettered for an operator instead of being retried forever.
 WITH moved AS (
     UPDATE steward_task t
-    SET status = %(target)s::text,
+    SET status = CASE WHEN %(event)s::text = 'yield' AND t.crash_count + 1 >= %(max_crashes)s::integer
+                      THEN 'dead' ELSE %(target)s::text END,
         output = %(output)s::jsonb,
         error = %(error)s::jsonb,
         wake_at = %(wake_at)s::timestamptz,
@@ -16,10 +21,10 @@ WITH moved AS (
         next_reason = %(next_reason)s,
         queued_at = CASE WHEN %(target)s::text = 'queued' THEN now() ELSE t.queued_at END,
         finished_at = CASE WHEN %(terminal)s::boolean THEN now() ELSE NULL END,
-        crash_count = 0,
+        crash_count = CASE WHEN %(event)s::text = 'yield' THEN t.crash_count + 1 ELSE 0 END,
         updated_at = now()
     WHERE t.id = %(task)s AND t.epoch = %(epoch)s AND t.status = 'running'
-    RETURNING t.id, t.tenant, t.pool
+    RETURNING t.id, t.tenant, t.pool, t.status
 ), ended AS (
     UPDATE steward_attempt a
     SET ended_at = now(), end_reason = %(end_reason)s
@@ -32,8 +37,8 @@ WITH moved AS (
     WHERE s.task_id = moved.id
 ), audited AS (
     INSERT INTO steward_audit (chain, chain_seq, actor, tenant, task_id, kind, data, prev_hash, hash)
-    SELECT 'task:' || moved.id, 0, %(actor)s, moved.tenant, moved.id, %(kind)s,
+    SELECT 'task:' || moved.id, 0, %(actor)s, moved.tenant, moved.id, 'task.' || moved.status,
            %(data)s::jsonb, '', ''
     FROM moved
 )
-SELECT moved.pool FROM moved
+SELECT moved.pool, moved.status FROM moved

@@ -159,18 +159,14 @@ class Command(BaseCommand):
         self.stdout.write("audit trail verified: every chain is intact")
 
     def do_supervise(self, *, once, interval, **_):
-        from runtime import config, executor, supervisor  # noqa: PLC0415 - only this command needs them
+        from runtime import executor, supervisor  # noqa: PLC0415 - only this command needs them
 
-        me = executor.worker_id()
-        pause = interval or config.sweep_seconds()
-        while True:
-            report = supervisor.sweep(supervisor_id=me)
-            if any(report.as_dict().values()):
-                self.stdout.write(json.dumps(report.as_dict()))
+        def report(sweep):
+            if any(sweep.as_dict().values()):
+                self.stdout.write(json.dumps(sweep.as_dict()))
                 self.stdout.flush()
-            if once:
-                return
-            time.sleep(pause)
+
+        supervisor.supervise(supervisor_id=executor.worker_id(), interval=interval, once=once, on_report=report)
 
     def do_pools(self, **_):
         rows = [[u.pool.name, u.pool.max_running, u.pool.max_queued, u.running, u.queued, u.slots_held]
