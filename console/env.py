@@ -86,3 +86,39 @@ def database_from_url(url: str) -> dict:
         "PORT": str(parsed.port or ""),
         "OPTIONS": query,
     }
+
+
+def connection_bounds(lease_seconds: float) -> dict:
+    """libpq connection options that bound what a stale owner can hold.
+
+    A worker cut off from PostgreSQL mid-transaction (a partition, a frozen VM) leaves
+    a backend holding row locks that recovery skips (SKIP LOCKED). The server ends such
+    a session once it has been idle in its transaction for a third of the lease, and
+    cancels any statement running longer than that, so everything a stale owner holds
+    is gone before its lease lapses and the supervisor takes over within the lease plus
+    one sweep (docs/adr/0010-bounded-stale-owners.md). TCP keepalives on both ends
+    find a vanished peer; tcp_user_timeout ends a connection whose sent data goes
+    unacknowledged for a lease. The application name lets an operator (and the fault
+    tests) find a process's backends in pg_stat_activity.
+    """
+    third = lease_seconds / 3
+    idle_ms = get_number("STEWARD_DB_IDLE_IN_TRANSACTION_TIMEOUT", third, minimum=0) * 1000
+    statement_ms = get_number("STEWARD_DB_STATEMENT_TIMEOUT", third, minimum=0) * 1000
+    keepalive = max(1, int(third))
+    server = {
+        "idle_in_transaction_session_timeout": int(idle_ms),
+        "statement_timeout": int(statement_ms),
+        "tcp_keepalives_idle": keepalive,
+        "tcp_keepalives_interval": max(1, keepalive // 3),
+        "tcp_keepalives_count": 3,
+    }
+    options = " ".join(f"-c {name}={value}" for name, value in server.items())
+    return {
+        "options": options,
+        "keepalives": 1,
+        "keepalives_idle": keepalive,
+        "keepalives_interval": max(1, keepalive // 3),
+        "keepalives_count": 3,
+        "tcp_user_timeout": int(lease_seconds * 1000),
+        "application_name": f"steward:{os.getpid()}",
+    }
