@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import pytest
@@ -97,79 +98,133 @@ def _takeover(task_id, since: float) -> tuple[float, float]:
     return recovered.at.timestamp() - since, task.finished_at.timestamp() - since
 
 
-@pytest.mark.parametrize("where", CUTS)
-def test_a_partition_anywhere_is_taken_over_within_the_lease_and_its_late_writes_refused(live, fleet, fake,
-                                                                                         tmp_path, where):
+DEFAULT_TRIALS = 1
+STRESS_TRIALS = 20
+
+
+def run_trials(fleet, fake, fault_dir, where: str, trials: int, *, cut_for: float) -> Counter:
+    """`trials` cuts at `where`, one after another, each `cut_for` seconds long, through
+    one proxy and one cut-off worker that must serve again after every heal."""
     cut = CUTS[where]
     db = connection.settings_dict
     proxy = Proxy(host=db["HOST"] or "127.0.0.1", port=db["PORT"])
+    outcomes, takeovers = Counter(), []
     try:
         _replacements(fleet)
         url = f"postgresql://{db['USER']}@127.0.0.1:{proxy.port}/{db['NAME']}"
-        (cut_off,) = fleet.workers(1, env=_worker_env(tmp_path, cut.point, url))
-        if cut.marker:
-            proxy.cut_on(cut.marker)
-        task_id = submit("t.effect", {"url": fake.url, "keyed": True}).task_id
-        if cut.point:
-            marker, _ = wait_marker(tmp_path, task_id, cut.point)
-            proxy.cut()
-            release(marker)  # its next statement goes into the silent proxy
-        wait_until(lambda: proxy.cut_at, message="the proxy to cut")
-
-        took_over, finished = _takeover(task_id, proxy.cut_at)
-        print(f"\n[partition {where}] lease {LEASE}s: recovered {took_over:.2f}s and completed {finished:.2f}s "
-              f"after the cut")
-        assert took_over <= LEASE + SWEEP + SLACK, f"recovery took {took_over:.2f}s after the cut"
-        assert attempts_of(task_id) == [(1, states.FIRST, "lease_expired"), (2, states.RECOVERY, "complete")]
-        before = Task.objects.filter(id=task_id).values("status", "epoch", "output", "finished_at").get()
-
-        time.sleep(max(0.0, proxy.cut_at + CUT - time.time()))  # the rest of the cut: it outlasts the lease
-        proxy.heal()
-        refused = wait_until(lambda: AuditEvent.objects.filter(task_id=task_id, kind="write.refused",
-                                                               data__epoch=1).first(),
-                             timeout=20, message="the healed worker's late write to be refused")
-        assert refused.data["boundary"] == "storage"
-        assert _old_epoch_writes_after(task_id, proxy.cut_at) == {
-            "steps": 0, "effects": 0, "children": 0, "task completed by it": 0}
-        assert Task.objects.filter(id=task_id).values("status", "epoch", "output", "finished_at").get() == before
-        (effect,) = Effect.objects.filter(task_id=task_id)
-        assert fake.performed_by_key() == {effect.key: 1} and effect.epoch == 2
-        cut_off.wait_ready(timeout=20)  # it recovered from its lost connections and serves again
+        (cut_off,) = fleet.workers(1, env=_worker_env(fault_dir, cut.point, url))
+        for _ in range(trials):
+            proxy.cut_at = None
+            if cut.marker:
+                proxy.cut_on(cut.marker)
+            task_id = submit("t.effect", {"url": fake.url, "keyed": True}).task_id
+            if cut.point:
+                marker, _ = wait_marker(fault_dir, task_id, cut.point)
+                proxy.cut()
+                release(marker)  # its next statement goes into the silent proxy
+            cut_at = wait_until(lambda: proxy.cut_at, message="the proxy to cut")
+            took_over, _ = _takeover(task_id, cut_at)
+            takeovers.append(took_over)
+            before = Task.objects.filter(id=task_id).values("status", "epoch", "output", "finished_at").get()
+            time.sleep(max(0.0, cut_at + cut_for - time.time()))  # the rest of the cut: it outlasts the lease
+            proxy.heal()
+            refused = wait_until(lambda: AuditEvent.objects.filter(task_id=task_id, kind="write.refused",
+                                                                   data__epoch=1).first(),
+                                 timeout=20, message="the healed worker's late write to be refused")
+            (effect,) = Effect.objects.filter(task_id=task_id)
+            verdicts = {
+                "taken over within the lease and a sweep": took_over <= LEASE + SWEEP + SLACK,
+                "recovered once": attempts_of(task_id) == [(1, states.FIRST, "lease_expired"),
+                                                           (2, states.RECOVERY, "complete")],
+                "late write refused by storage": refused.data["boundary"] == "storage",
+                "no write of the old epoch": _old_epoch_writes_after(task_id, cut_at) == NONE_WRITTEN,
+                "task unchanged after the heal": Task.objects.filter(id=task_id).values(
+                    "status", "epoch", "output", "finished_at").get() == before,
+                "performed once": fake.performed_by_key().get(effect.key) == 1 and effect.epoch == 2,
+            }
+            outcomes.update(name for name, ok in verdicts.items() if ok)
+            assert all(verdicts.values()), {"where": where, "took_over": took_over,
+                                            "failed": [k for k, ok in verdicts.items() if not ok]}
+            if cut.point:  # re-arm the point for the next trial
+                for path in (marker, marker.with_name(marker.name + ".release")):
+                    path.unlink()
+            cut_off.wait_ready(timeout=20)  # it got over its lost connections and serves again
         wait_nothing_held()
         assert held_slots() == []
     finally:
         proxy.close()
+    print(f"\n[partition {where}] lease {LEASE}s, cut {cut_for}s, trials {trials}: takeover after the cut "
+          f"min {min(takeovers):.2f}s max {max(takeovers):.2f}s; {dict(outcomes)}")
+    return outcomes
 
 
-def test_a_worker_frozen_inside_a_transaction_is_taken_over_within_the_lease(live, fleet, fake, tmp_path):
+NONE_WRITTEN = {"steps": 0, "effects": 0, "children": 0, "task completed by it": 0}
+
+
+@pytest.mark.parametrize("where", CUTS)
+def test_a_partition_anywhere_is_taken_over_within_the_lease_and_its_late_writes_refused(live, fleet, fake,
+                                                                                         tmp_path, where):
+    outcomes = run_trials(fleet, fake, tmp_path, where, DEFAULT_TRIALS, cut_for=CUT)
+    assert outcomes["taken over within the lease and a sweep"] == outcomes["no write of the old epoch"] == 1
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize("where", CUTS)
+def test_many_partitions_anywhere_are_taken_over_within_the_lease(live, fleet, fake, tmp_path, where):
+    outcomes = run_trials(fleet, fake, tmp_path, where, STRESS_TRIALS, cut_for=1.5 * LEASE)
+    assert outcomes["taken over within the lease and a sweep"] == outcomes["no write of the old epoch"] == \
+        STRESS_TRIALS
+
+
+def freeze_trials(fleet, fake, fault_dir, trials: int, *, frozen_for: float) -> Counter:
     """SIGSTOP inside the intent's transaction: a long GC pause or a suspended VM looks
     the same to PostgreSQL as a partition. Its late writes are refused after the thaw."""
     _replacements(fleet)
     point = "in_effect_intent@submit"
-    (frozen,) = fleet.workers(1, env=_worker_env(tmp_path, point))
-    task_id = submit("t.effect", {"url": fake.url, "keyed": True}).task_id
-    marker, held = wait_marker(tmp_path, task_id, point)
-    os.kill(frozen.pid, signal.SIGSTOP)
-    frozen_at = time.time()
-    release(marker)  # seen only after the thaw
-
-    took_over, finished = _takeover(task_id, frozen_at)
-    print(f"\n[frozen in a transaction] lease {LEASE}s: recovered {took_over:.2f}s, completed {finished:.2f}s "
-          f"after the freeze")
-    assert took_over <= LEASE + SWEEP + SLACK
-    before = Task.objects.filter(id=task_id).values("status", "epoch", "output", "finished_at").get()
-
-    time.sleep(max(0.0, frozen_at + CUT - time.time()))  # frozen for longer than the lease
-    os.kill(frozen.pid, signal.SIGCONT)
-    wait_until(lambda: AuditEvent.objects.filter(task_id=task_id, kind="write.refused", data__epoch=1).exists(),
-               timeout=20, message="the thawed worker's late write to be refused")
-    assert _old_epoch_writes_after(task_id, frozen_at) == {
-        "steps": 0, "effects": 0, "children": 0, "task completed by it": 0}
-    assert Task.objects.filter(id=task_id).values("status", "epoch", "output", "finished_at").get() == before
-    (effect,) = Effect.objects.filter(task_id=task_id)
-    assert fake.performed_by_key() == {effect.key: 1}
-    frozen.wait_ready(timeout=20)
+    (frozen,) = fleet.workers(1, env=_worker_env(fault_dir, point))
+    outcomes, takeovers = Counter(), []
+    for _ in range(trials):
+        task_id = submit("t.effect", {"url": fake.url, "keyed": True}).task_id
+        marker, _ = wait_marker(fault_dir, task_id, point)
+        os.kill(frozen.pid, signal.SIGSTOP)
+        frozen_at = time.time()
+        release(marker)  # seen only after the thaw
+        took_over, _ = _takeover(task_id, frozen_at)
+        takeovers.append(took_over)
+        before = Task.objects.filter(id=task_id).values("status", "epoch", "output", "finished_at").get()
+        time.sleep(max(0.0, frozen_at + frozen_for - time.time()))  # frozen for longer than the lease
+        os.kill(frozen.pid, signal.SIGCONT)
+        wait_until(lambda: AuditEvent.objects.filter(task_id=task_id, kind="write.refused", data__epoch=1).exists(),
+                   timeout=20, message="the thawed worker's late write to be refused")
+        (effect,) = Effect.objects.filter(task_id=task_id)
+        verdicts = {
+            "taken over within the lease and a sweep": took_over <= LEASE + SWEEP + SLACK,
+            "no write of the old epoch": _old_epoch_writes_after(task_id, frozen_at) == NONE_WRITTEN,
+            "task unchanged after the thaw": Task.objects.filter(id=task_id).values(
+                "status", "epoch", "output", "finished_at").get() == before,
+            "performed once": fake.performed_by_key().get(effect.key) == 1,
+        }
+        outcomes.update(name for name, ok in verdicts.items() if ok)
+        assert all(verdicts.values()), {"took_over": took_over, "failed": [k for k, ok in verdicts.items() if not ok]}
+        for path in (marker, marker.with_name(marker.name + ".release")):
+            path.unlink()
+        frozen.wait_ready(timeout=20)
     wait_nothing_held()
+    print(f"\n[frozen in a transaction] lease {LEASE}s, frozen {frozen_for}s, trials {trials}: takeover "
+          f"min {min(takeovers):.2f}s max {max(takeovers):.2f}s; {dict(outcomes)}")
+    return outcomes
+
+
+def test_a_worker_frozen_inside_a_transaction_is_taken_over_within_the_lease(live, fleet, fake, tmp_path):
+    outcomes = freeze_trials(fleet, fake, tmp_path, DEFAULT_TRIALS, frozen_for=CUT)
+    assert outcomes["taken over within the lease and a sweep"] == outcomes["no write of the old epoch"] == 1
+
+
+@pytest.mark.stress
+def test_many_workers_frozen_inside_a_transaction_are_taken_over_within_the_lease(live, fleet, fake, tmp_path):
+    outcomes = freeze_trials(fleet, fake, tmp_path, STRESS_TRIALS, frozen_for=1.5 * LEASE)
+    assert outcomes["taken over within the lease and a sweep"] == outcomes["no write of the old epoch"] == \
+        STRESS_TRIALS
 
 
 def test_every_connection_carries_server_side_bounds_of_a_third_of_the_lease(db):
