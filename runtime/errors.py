@@ -105,7 +105,22 @@ class EffectNotFound(StewardError):
 
 
 class UnknownPool(StewardError):
+    """Pools are created explicitly (pool_create), or on first use only for the default
+    pool and an agent's declared pool: a typo must not escape the limits."""
+
     code = "UNKNOWN_POOL"
+
+
+class PoolExists(StewardError):
+    code = "POOL_EXISTS"
+    status = 409
+
+
+class PoolInUse(StewardError):
+    """A pool some task names cannot be removed (tasks are never deleted)."""
+
+    code = "POOL_IN_USE"
+    status = 409
 
 
 class InvalidTransition(StewardError):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from runtime import agents, arguments, config, db, dispatch, encoding
 from runtime.errors import IdempotencyConflict, InvalidInput, QueueFull
-from runtime.pools import default_pool_name, pool_ensure
+from runtime.pools import default_pool_name, first_use_reason, pool_create_on_first_use, unknown_pool
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,9 @@ def task_submit(*, agent: str, input, tenant: str, owner: str, actor: str,
        pool row, look up the caller key, check admission, insert the task and its
        audit row. Same key with the same agent and input returns the existing task
        whatever its status (a cancelled task stays cancelled); a different one raises
-       IdempotencyConflict; a full pool raises QueueFull.
+       IdempotencyConflict; a full pool raises QueueFull; a pool that does not exist
+       raises UnknownPool, unless it is the default pool or the agent's declared pool,
+       which are created on first use (audited).
     3. Wake a worker after commit, unless the pool's free slots are already spoken for.
     """
     spec = agents.get(arguments.agent_name(agent))
@@ -60,9 +62,14 @@ def insert_task(*, agent: str, input_text: str, digest: str, tenant: str, owner:
                              "parent": str(parent_id) if parent_id else None}),
     }
     outcome, found_id, status, admitted, max_running, max_queued, wake = db.fetchone("submit", params)
-    if outcome == "no_pool":  # first use of this pool name: create it, then submit again
-        pool_ensure(pool)
+    if outcome == "no_pool":
+        why = first_use_reason(pool, agent=agent, agent_pool=agents.get(agent).pool)
+        if why is None:
+            raise unknown_pool(pool)
+        pool_create_on_first_use(name=pool, actor=actor, why=why)
         outcome, found_id, status, admitted, max_running, max_queued, wake = db.fetchone("submit", params)
+        if outcome == "no_pool":  # removed again between the two statements (pool_remove)
+            raise unknown_pool(pool)
     if outcome == "conflict":
         raise IdempotencyConflict(f"idempotency key {key!r} was already used for a different agent or input",
                                   task_id=str(found_id))

@@ -16,7 +16,7 @@ from runtime.errors import (IdempotencyConflict, InputTooLarge, InvalidIdentifie
                             TaskNotFound, UnknownAgent)
 from runtime.interventions import task_cancel, task_resume
 from runtime.models import AuditEvent, Pool, Task
-from runtime.pools import pool_ensure, pool_set_limits
+from runtime.pools import pool_create
 from runtime.selectors import task_detail
 from runtime.submission import Submission, task_submit
 from tests.harness import race
@@ -208,7 +208,7 @@ def test_resubmitting_the_key_of_a_cancelled_task_returns_it_still_cancelled(db)
 
 
 def test_a_known_key_returns_its_task_even_when_the_pool_is_full(db):
-    pool_set_limits(actor="user:alice", name="tiny", max_running=1, max_queued=0)
+    pool_create(actor="user:alice", name="tiny", max_running=1, max_queued=0)
     first = task_submit(agent="t.steps", input={}, idempotency_key="k1", pool="tiny", **ALICE)
     with pytest.raises(QueueFull):
         task_submit(agent="t.steps", input={}, idempotency_key="k2", pool="tiny", **ALICE)
@@ -234,8 +234,8 @@ def test_concurrent_submits_with_one_key_make_exactly_one_task(connections_for_r
     """Ten threads submit the same key at once, twenty times. Even trials go through one
     pool; odd trials split the racers over two pools, so the pool lock cannot serialise
     them and only the unique key decides."""
-    pool_ensure("default")
-    pool_ensure("other")
+    for name in ("default", "other"):
+        pool_create(name=name, max_running=50, max_queued=10_000, actor="user:alice")
     outcomes = Counter()
     for trial in range(RACE_TRIALS):
         key = f"race-{trial}"

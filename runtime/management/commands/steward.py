@@ -2,7 +2,8 @@
 
     submit AGENT --input JSON     tasks      show TASK      effects
     resolve-effect ID --as ...    resume     cancel         audit verify
-    supervise                     pools      pool NAME      agents      seed-demo
+    supervise                     pools      pool NAME      pool-create NAME   pool-remove NAME
+    agents                        seed-demo
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from runtime.audit import audit_verify
 from runtime.cli_format import block, short, table, when
 from runtime.errors import StewardError
 from runtime.interventions import RESOLUTIONS, effect_resolve, task_cancel, task_resume
-from runtime.pools import pool_set_limits
+from runtime.pools import pool_create, pool_remove, pool_set_limits
 from runtime.submission import task_submit
 
 
@@ -75,10 +76,20 @@ class Command(BaseCommand):
         p.add_argument("--interval", type=float, help="seconds between sweeps (default SWEEP_SECONDS)")
 
         sub.add_parser("pools", help="pools, limits and usage")
-        p = sub.add_parser("pool", help="create a pool or change its limits")
+        p = sub.add_parser("pool", help="change a pool's limits")
         p.add_argument("name")
         p.add_argument("--max-running", type=int)
         p.add_argument("--max-queued", type=int)
+
+        p = sub.add_parser("pool-create", help="create a pool (audited)")
+        p.add_argument("name")
+        p.add_argument("--max-running", type=int, required=True)
+        p.add_argument("--max-queued", type=int, required=True)
+        p.add_argument("--note", default="")
+
+        p = sub.add_parser("pool-remove", help="remove a pool no task names (audited)")
+        p.add_argument("name")
+        p.add_argument("--note", default="")
 
         sub.add_parser("agents", help="registered agents")
         sub.add_parser("seed-demo", help="create the demo pools and tasks (idempotent)")
@@ -180,6 +191,14 @@ class Command(BaseCommand):
     def do_pool(self, *, actor, name, max_running, max_queued, **_):
         pool = pool_set_limits(name=name, actor=actor, max_running=max_running, max_queued=max_queued)
         self.stdout.write(str(pool))
+
+    def do_pool_create(self, *, actor, name, max_running, max_queued, note, **_):
+        pool = pool_create(name=name, max_running=max_running, max_queued=max_queued, actor=actor, note=note)
+        self.stdout.write(f"created {pool}")
+
+    def do_pool_remove(self, *, actor, name, note, **_):
+        pool_remove(name=name, actor=actor, note=note)
+        self.stdout.write(f"removed pool {name}")
 
     def do_agents(self, **_):
         rows = [[a.name, a.pool or "default", short(a.description, 70)] for a in agents.registered()]
