@@ -50,7 +50,8 @@ def get_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false)")
 
 
-def get_number(name: str, default: float, *, minimum: float = 0, integer: bool = False):
+def get_number(name: str, default: float, *, minimum: float = 0, maximum: float | None = None,
+               integer: bool = False):
     raw = get(name)
     if raw is None:
         return default
@@ -61,6 +62,8 @@ def get_number(name: str, default: float, *, minimum: float = 0, integer: bool =
         raise ImproperlyConfigured(f"{name}={raw!r} is not {kind}") from None
     if value < minimum:
         raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be at most {maximum}")
     return value
 
 

@@ -152,16 +152,26 @@ STEWARD = {
     "REDISPATCH_SECONDS": env.get_number("STEWARD_REDISPATCH_SECONDS", 5.0, minimum=0.05),
     # Lease expiries in a row before a task is dead-lettered.
     "MAX_CRASHES": env.get_number("STEWARD_MAX_CRASHES", 3, minimum=1, integer=True),
-    # Largest accepted task input, in bytes of canonical JSON (docs/api.md).
+    # Largest accepted task input, in bytes of canonical JSON (docs/limits.md).
     "MAX_INPUT_BYTES": env.get_number("STEWARD_MAX_INPUT_BYTES", 64 * 1024, minimum=2, integer=True),
     # Largest recorded step output or receipt, in bytes of JSON.
     "MAX_OUTPUT_BYTES": env.get_number("STEWARD_MAX_OUTPUT_BYTES", 1024 * 1024, minimum=2, integer=True),
     # Modules whose import registers agents.
     # Set it empty to register none.
     "AGENT_MODULES": [m.strip() for m in env.get("STEWARD_AGENT_MODULES", "runtime.demo.agents").split(",") if m.strip()],
-    # Pool created on first use for tasks that name none.
+    # Pool created on first use (audited) for tasks that name none.
     "DEFAULT_POOL": {"name": "default", "max_running": 50, "max_queued": 10000},
+    # Largest pool limits an operator may set (docs/limits.md). Each running place is a
+    # slot row, hence a bound well below the column's; running + queued must fit the
+    # integer arithmetic of admission (steward_submit), hence the queued bound's maximum.
+    "POOL_MAX_RUNNING": env.get_number("STEWARD_POOL_MAX_RUNNING", 10_000, minimum=1, maximum=1_000_000,
+                                       integer=True),
+    "POOL_MAX_QUEUED": env.get_number("STEWARD_POOL_MAX_QUEUED", 10_000_000, minimum=0,
+                                      maximum=2**31 - 1 - 1_000_000, integer=True),
 }
+for _limit in ("max_running", "max_queued"):
+    if STEWARD["DEFAULT_POOL"][_limit] > STEWARD[f"POOL_{_limit.upper()}"]:
+        raise ImproperlyConfigured(f"STEWARD_POOL_{_limit.upper()} is below the default pool's {_limit}")
 CELERY_BEAT_SCHEDULE = {
     "steward-supervisor-sweep": {
         "task": "runtime.sweep",

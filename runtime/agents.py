@@ -15,7 +15,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from runtime import config
+from runtime import arguments, config
 from runtime.errors import UnknownAgent
 
 
@@ -35,8 +35,10 @@ _registry: dict[str, AgentSpec] = {}
 def agent(name: str, *, pool: str | None = None, description: str = "", input_schema=None):
     """Register `fn` as the agent `name`. Names are stable identifiers: tasks record
     them, so renaming an agent strands its running tasks."""
-    if not name or len(name) > 200:
-        raise ValueError("agent names are 1-200 characters")
+    if not isinstance(name, str) or not name or len(name) > 200 or not name.isprintable():
+        raise ValueError("agent names are 1-200 printable characters")
+    if pool is not None:
+        arguments.pool_name(pool)  # a declared pool is created on first use, so it must be a valid name
 
     def register(fn):
         existing = _registry.get(name)

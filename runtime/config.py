@@ -47,5 +47,13 @@ def default_pool() -> dict:
     return dict(_get("DEFAULT_POOL"))
 
 
+def pool_max_running() -> int:
+    return int(_get("POOL_MAX_RUNNING"))
+
+
+def pool_max_queued() -> int:
+    return int(_get("POOL_MAX_QUEUED"))
+
+
 def queue_name() -> str:
     return settings.CELERY_TASK_DEFAULT_QUEUE

@@ -33,6 +33,57 @@ class InputTooLarge(StewardError):
     status = 413
 
 
+# The limits on JSON a caller hands in (runtime/encoding.py, docs/limits.md). Each is an
+# InvalidInput, so a caller that only cares that the input was refused catches that.
+
+
+class InputTooDeep(InvalidInput):
+    """Arrays and objects nested past encoding.MAX_DEPTH."""
+
+    code = "INPUT_TOO_DEEP"
+
+
+class NumberOutOfRange(InvalidInput):
+    """A JSON number that is not finite or lies outside the signed 64-bit range."""
+
+    code = "NUMBER_OUT_OF_RANGE"
+
+
+class InvalidString(InvalidInput):
+    """Text holding \\u0000 (PostgreSQL cannot store it) or a lone surrogate (not UTF-8),
+    or free text (a note, a reason) past its length."""
+
+    code = "INVALID_STRING"
+
+
+class InvalidEncoding(InvalidInput):
+    """Bytes (an input file, a command-line argument) that are not UTF-8."""
+
+    code = "INVALID_ENCODING"
+
+
+# --- Arguments (runtime/arguments.py) ----------------------------------------------------
+
+
+class InvalidArgument(StewardError):
+    """An argument of the wrong type or form (the CLI's parser reports these too)."""
+
+    code = "INVALID_ARGUMENT"
+
+
+class InvalidIdentifier(InvalidArgument):
+    """A tenant, owner, actor, caller key, agent or pool name that does not fit its column
+    or its form: empty, too long, not printable, or (pools) not a slug."""
+
+    code = "INVALID_IDENTIFIER"
+
+
+class ArgumentOutOfRange(InvalidArgument):
+    """A count or duration outside its documented bounds (pool limits, --limit, ...)."""
+
+    code = "ARGUMENT_OUT_OF_RANGE"
+
+
 class QueueFull(StewardError):
     code = "QUEUE_FULL"
     status = 429
@@ -54,6 +105,9 @@ class EffectNotFound(StewardError):
 
 
 class UnknownPool(StewardError):
+    """Pools are created explicitly (pool_create), or on first use only for the default
+    pool and an agent's declared pool: a typo must not escape the limits."""
+
     code = "UNKNOWN_POOL"
 
 
@@ -62,6 +116,18 @@ class InputUndecodable(StewardError):
     API's back: submission refuses such input). The task fails alone with this code."""
 
     code = "INPUT_UNDECODABLE"
+
+
+class PoolExists(StewardError):
+    code = "POOL_EXISTS"
+    status = 409
+
+
+class PoolInUse(StewardError):
+    """A pool some task names cannot be removed (tasks are never deleted)."""
+
+    code = "POOL_IN_USE"
+    status = 409
 
 
 class InvalidTransition(StewardError):

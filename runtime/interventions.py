@@ -7,14 +7,12 @@ code: agents only get a Context.
 
 from __future__ import annotations
 
-import json
-
 from django.db import transaction
 from django.utils import timezone
 
-from runtime import db, dispatch, states
+from runtime import arguments, config, db, dispatch, encoding, states
 from runtime.audit import audit_append
-from runtime.errors import EffectNotFound, InvalidInput, InvalidTransition, StewardError
+from runtime.errors import EffectNotFound, InvalidArgument, InvalidTransition
 from runtime.models import Effect, Task
 from runtime.selectors import task_get
 from runtime.transitions import wake_parent
@@ -36,8 +34,10 @@ def task_cancel(*, task_id, actor: str, reason: str = "") -> list:
        (or the supervisor finds it gone): a slot is free only when the work stopped.
     3. Audit each, and wake the parent if it was waiting for this task.
     """
+    arguments.actor(actor)
+    arguments.text("reason", reason)
     with transaction.atomic(durable=True):
-        task = task_get(task_id)
+        task = task_get(arguments.task_id(task_id))
         if task.parent_id:
             db.execute("lock_task", {"task": task.parent_id})
         cancelled = [row[0] for row in db.fetchall("cancel_tree", {"task": task.id})]
@@ -58,8 +58,10 @@ def task_resume(*, task_id, actor: str, note: str = "") -> None:
     The deliberate way out of a terminal status: audited, and refused while the old
     attempt has not yet stopped (its worker has not acknowledged).
     """
+    arguments.actor(actor)
+    arguments.text("note", note)
     with transaction.atomic(durable=True):
-        task = task_get(task_id)
+        task = task_get(arguments.task_id(task_id))
         if task.attempts.filter(ended_at__isnull=True).exists():
             raise InvalidTransition(f"task {task.id} still has a running attempt; wait for it to stop",
                                     status=task.status)
@@ -83,8 +85,13 @@ def effect_resolve(*, effect_id: int, outcome: str, actor: str, receipt=None, no
     3. Queue the task if it was blocked (reason `resume`); its replay reads the
        ledger: a receipt, an EffectFailed, or a re-send under the same key.
     """
+    arguments.effect_id(effect_id)
+    arguments.actor(actor)
+    arguments.text("note", note)
     if outcome not in RESOLUTIONS:
-        raise StewardError(f"outcome must be one of {sorted(RESOLUTIONS)}", field="outcome")
+        raise InvalidArgument(f"outcome must be one of {sorted(RESOLUTIONS)}", field="outcome")
+    if receipt is not None:  # checked before anything is read or written
+        encoding.plain(receipt, what="receipt", limit=config.max_output_bytes(), setting="STEWARD_MAX_OUTPUT_BYTES")
     effect = Effect.objects.filter(id=effect_id).first()
     if effect is None:
         raise EffectNotFound(f"no effect #{effect_id}", effect=effect_id)
@@ -100,10 +107,6 @@ def effect_resolve(*, effect_id: int, outcome: str, actor: str, receipt=None, no
         changes.update(error={"type": "ResolvedAsNotApplied", "message": message}, settled_at=now)
     else:
         changes.update(resend_approved=True)
-    try:
-        json.dumps(changes.get("receipt"), allow_nan=False)  # fail before writing anything
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"a receipt must be plain JSON: {exc}", field="receipt") from None
     sources = states.sources(event, states.EFFECT_TRANSITIONS)
     with transaction.atomic(durable=True):
         db.execute("lock_task", {"task": effect.task_id})

@@ -6,9 +6,9 @@ import json
 import uuid
 from dataclasses import dataclass
 
-from runtime import agents, config, db, dispatch, encoding
-from runtime.errors import IdempotencyConflict, InputTooLarge, InvalidInput, OutputTooLarge, QueueFull
-from runtime.pools import default_pool_name, pool_ensure
+from runtime import agents, arguments, config, db, dispatch, encoding
+from runtime.errors import IdempotencyConflict, InvalidInput, QueueFull
+from runtime.pools import default_pool_name, first_use_reason, pool_create_on_first_use, unknown_pool
 
 
 @dataclass(frozen=True)
@@ -22,17 +22,25 @@ def task_submit(*, agent: str, input, tenant: str, owner: str, actor: str,
                 idempotency_key: str | None = None, pool: str | None = None) -> Submission:
     """Create a task, or return the one this caller key already made.
 
-    1. Validate the agent name and the input (a JSON object within MAX_INPUT_BYTES,
-       and the agent's input_schema if it has one).
+    1. Check the identifiers against their columns (INVALID_IDENTIFIER), the agent name
+       against the registry, and the input (a JSON object within the limits of
+       docs/limits.md, and the agent's input_schema if it has one).
     2. In one statement (steward_submit, runtime/sql/submit_function.sql): lock the
        pool row, look up the caller key, check admission, insert the task and its
        audit row. Same key with the same agent and input returns the existing task
        whatever its status (a cancelled task stays cancelled); a different one raises
-       IdempotencyConflict; a full pool raises QueueFull.
+       IdempotencyConflict; a full pool raises QueueFull; a pool that does not exist
+       raises UnknownPool, unless it is the default pool or the agent's declared pool,
+       which are created on first use (audited).
     3. Wake a worker after commit, unless the pool's free slots are already spoken for.
     """
-    spec = agents.get(agent)
-    _check_identity(tenant=tenant, owner=owner, key=idempotency_key)
+    spec = agents.get(arguments.agent_name(agent))
+    arguments.tenant(tenant)
+    arguments.actor(owner, "owner")
+    arguments.actor(actor)
+    arguments.idempotency_key(idempotency_key)
+    if pool is not None:
+        arguments.pool_name(pool)
     input_text, digest = validate_input(spec, input)
     return insert_task(
         agent=agent, input_text=input_text, digest=digest,
@@ -54,9 +62,14 @@ def insert_task(*, agent: str, input_text: str, digest: str, tenant: str, owner:
                              "parent": str(parent_id) if parent_id else None}),
     }
     outcome, found_id, status, admitted, max_running, max_queued, wake = db.fetchone("submit", params)
-    if outcome == "no_pool":  # first use of this pool name: create it, then submit again
-        pool_ensure(pool)
+    if outcome == "no_pool":
+        why = first_use_reason(pool, agent=agent, agent_pool=agents.get(agent).pool)
+        if why is None:
+            raise unknown_pool(pool)
+        pool_create_on_first_use(name=pool, actor=actor, why=why)
         outcome, found_id, status, admitted, max_running, max_queued, wake = db.fetchone("submit", params)
+        if outcome == "no_pool":  # removed again between the two statements (pool_remove)
+            raise unknown_pool(pool)
     if outcome == "conflict":
         raise IdempotencyConflict(f"idempotency key {key!r} was already used for a different agent or input",
                                   task_id=str(found_id))
@@ -73,19 +86,12 @@ def insert_task(*, agent: str, input_text: str, digest: str, tenant: str, owner:
 
 def validate_input(spec: agents.AgentSpec, value) -> tuple[str, str]:
     """The input's JSON text and the digest that identifies (agent, input) for caller
-    keys, or InvalidInput / InputTooLarge saying what is wrong."""
+    keys, or the StewardError saying what is wrong (runtime/encoding.py plain())."""
     if not isinstance(value, dict):
         raise InvalidInput(f"input must be a JSON object, got {type(value).__name__}")
-    limit = config.max_input_bytes()
-    try:
-        text = encoding.encode(value, what="input", limit=limit)
-        # The digest's canonical form sorts keys: {1: ..., "b": ...} encodes, but cannot
-        # be sorted, and must fail here as INVALID_INPUT rather than as a TypeError later.
-        digest = encoding.digest({"agent": spec.name, "input": value})
-    except OutputTooLarge:
-        raise InputTooLarge(f"input is larger than {limit} bytes (STEWARD_MAX_INPUT_BYTES)", limit=limit) from None
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"input is not plain JSON: {exc}") from None
+    text = encoding.plain(value, what="input", limit=config.max_input_bytes(), setting="STEWARD_MAX_INPUT_BYTES")
+    # plain() accepted it, so every key is a string and the canonical form can sort them.
+    digest = encoding.digest({"agent": spec.name, "input": value})
     if spec.input_schema is not None:
         try:
             spec.input_schema.model_validate(value)
@@ -94,11 +100,3 @@ def validate_input(spec: agents.AgentSpec, value) -> tuple[str, str]:
             raise InvalidInput(f"input does not match {spec.name}'s schema",
                                errors=json.loads(json.dumps(errors, default=str))) from None
     return text, digest
-
-
-def _check_identity(*, tenant: str, owner: str, key: str | None) -> None:
-    for field, value, limit in (("tenant", tenant, 100), ("owner", owner, 200)):
-        if not isinstance(value, str) or not value or len(value) > limit:
-            raise InvalidInput(f"{field} must be 1-{limit} characters", field=field)
-    if key is not None and (not isinstance(key, str) or not key or len(key) > 200):
-        raise InvalidInput("idempotency key must be 1-200 characters", field="idempotency_key")

@@ -157,11 +157,11 @@ def main() -> None:
     from django.core.management import call_command
 
     import tests.agents  # noqa: F401 - the bench runs the test agents
-    from runtime.pools import pool_set_limits
+    from runtime.pools import pool_create
     from tests.harness import Fleet
 
     call_command("migrate", verbosity=0)
-    pool_set_limits(name=POOL, actor="bench", max_running=8, max_queued=100_000)
+    pool_create(name=POOL, actor="bench", max_running=8, max_queued=100_000)
     queue = f"steward-bench-{os.getpid()}"
     settings.CELERY_TASK_DEFAULT_QUEUE = queue
     env = dict(os.environ, DATABASE_URL=bench_url, STEWARD_QUEUE=queue,

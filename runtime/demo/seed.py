@@ -1,12 +1,16 @@
-"""`manage.py steward seed-demo`: the demo's pools and tasks. Idempotent: the tasks
-carry caller keys, so running it again returns the same tasks instead of new ones."""
+"""`manage.py steward seed-demo`: the demo's pools and tasks. Idempotent: a pool that
+exists keeps the limits it has (an operator may have changed them, and `make run`
+seeds on every start), and the tasks carry caller keys, so running it again returns
+the same tasks instead of new ones."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from runtime.pools import pool_set_limits
+from runtime.errors import PoolExists
+from runtime.models import Pool
+from runtime.pools import pool_create
 from runtime.submission import task_submit
 
 DEMO_TENANT = "demo"
@@ -30,8 +34,10 @@ DEMO_OPERATOR = ("alice", "steward-demo")
 def seed_demo(*, actor: str) -> list[str]:
     lines = [_operator()]
     for name, limits in POOLS.items():
-        pool = pool_set_limits(name=name, actor=actor, **limits)
-        lines.append(f"pool {pool}")
+        try:
+            lines.append(f"pool {pool_create(name=name, actor=actor, note='demo seed', **limits)} created")
+        except PoolExists:
+            lines.append(f"pool {Pool.objects.get(name=name)} kept")
     for key, agent, payload in TASKS:
         sub = task_submit(agent=agent, input=payload, tenant=DEMO_TENANT, owner="user:alice", actor=actor,
                           idempotency_key=key)

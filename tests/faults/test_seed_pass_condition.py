@@ -18,7 +18,7 @@ from runtime import states
 from runtime.errors import QueueFull
 from runtime.interventions import effect_resolve
 from runtime.models import Attempt, AuditEvent, Effect, Step, Task
-from runtime.pools import pool_set_limits
+from runtime.pools import pool_create
 from tests.faults.support import (admitted_in, attempts_of, held_slots, sigkill, submit, wait_nothing_held,
                                   worker_name)
 from tests.harness import wait_until
@@ -45,7 +45,7 @@ def _ledger() -> dict:
 @pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "unkeyed"])
 def test_recovery_after_a_kill_mid_call_never_multiplies_the_committed_effect(live, fleet, fake, keyed):
     # One running slot and one queued place: the bound is small enough to hit.
-    pool_set_limits(actor="user:alice", name="default", max_running=1, max_queued=1)
+    pool_create(actor="user:alice", name="default", max_running=1, max_queued=1)
     if not keyed:
         fake.set_mode("unkeyed")  # a careless API: it performs every call it receives
     fake.push("hang")  # the first call is performed, then never answered

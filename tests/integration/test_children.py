@@ -16,7 +16,7 @@ import pytest
 from runtime import states
 from runtime.interventions import task_cancel
 from runtime.models import Attempt, AuditEvent, Slot, Step, Task
-from runtime.pools import pool_set_limits
+from runtime.pools import pool_create
 from runtime.selectors import task_detail
 from runtime.submission import task_submit
 from tests.harness import wait_until
@@ -84,7 +84,7 @@ def test_spawned_children_record_their_lineage_and_are_tasks_in_their_own_right(
 def test_a_waiting_parent_holds_no_slot_so_its_children_can_run_in_a_one_slot_pool(live, fleet, fake):
     # Parent and children share the default pool. With one slot, the children can only
     # ever run if the waiting parent gave its slot back.
-    pool_set_limits(actor="user:alice", name="default", max_running=1, max_queued=10)
+    pool_create(actor="user:alice", name="default", max_running=1, max_queued=10)
     fleet.workers(2)
     fake.push("hang")
     parent = task_submit(agent="t.spawner", input={"children": [busy(fake.url), busy(fake.url)]}, **ALICE).task_id

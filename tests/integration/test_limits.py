@@ -20,7 +20,7 @@ from runtime import dispatch, states
 from runtime.errors import QueueFull
 from runtime.interventions import task_cancel
 from runtime.models import Attempt, AuditEvent, Slot, Step, Task
-from runtime.pools import pool_set_limits
+from runtime.pools import pool_create
 from runtime.submission import Submission, task_submit
 from tests.harness import race, wait_until
 
@@ -109,7 +109,7 @@ class Sampler:
 
 
 def test_a_pool_never_runs_more_than_its_limit_across_worker_processes(live, fleet, fake):
-    pool_set_limits(actor="user:alice", name="limited", max_running=2, max_queued=100)
+    pool_create(actor="user:alice", name="limited", max_running=2, max_queued=100)
     fleet.workers(3)
 
     with Sampler("limited", fake, pressure=True) as sampler:
@@ -140,7 +140,7 @@ def test_a_full_pool_runs_one_queues_one_and_rejects_the_rest_with_queue_full(li
     admitted_ids = []
     for trial in range(QUEUE_FULL_TRIALS):
         pool = f"tight-{trial}"
-        pool_set_limits(actor="user:alice", name=pool, max_running=1, max_queued=1)
+        pool_create(actor="user:alice", name=pool, max_running=1, max_queued=1)
         fake.push("hang")  # the first task's call hangs, so it stays running meanwhile
 
         untasked = AuditEvent.objects.filter(task_id__isnull=True).count()
@@ -181,7 +181,7 @@ def test_a_full_pool_runs_one_queues_one_and_rejects_the_rest_with_queue_full(li
 
 def test_slots_come_back_on_completion_and_failure(live, fleet, fake):
     """In a one-slot pool every task runs only if each finished one gave its slot back."""
-    pool_set_limits(actor="user:alice", name="one", max_running=1, max_queued=20)
+    pool_create(actor="user:alice", name="one", max_running=1, max_queued=20)
     fleet.workers(2)
     plan = [("t.child", {"value": 1, "fail": True}), ("t.busy", {"url": fake.url, "delay": 0.02}),
             ("t.child", {"value": 2}), ("t.child", {"value": 3, "fail": True}),
@@ -199,7 +199,7 @@ def test_slots_come_back_on_completion_and_failure(live, fleet, fake):
 
 
 def test_a_cancelled_task_keeps_its_slot_until_its_worker_notices_then_frees_it(live, fleet, fake):
-    pool_set_limits(actor="user:alice", name="one", max_running=1, max_queued=5)
+    pool_create(actor="user:alice", name="one", max_running=1, max_queued=5)
     fleet.workers(1)
     fake.push("hang")
     doomed = submit("t.busy", {"url": fake.url}, "one").task_id
@@ -233,7 +233,7 @@ def worker_in_call(workers, fake):
 
 
 def test_a_cancelled_task_whose_worker_died_gets_its_slot_back_from_the_supervisor(live, fleet, fake):
-    pool_set_limits(actor="user:alice", name="one", max_running=1, max_queued=5)
+    pool_create(actor="user:alice", name="one", max_running=1, max_queued=5)
     workers = fleet.workers(2)  # the second one is idle until the slot comes back
     fleet.supervisors(1)
     fake.push("hang")
@@ -253,7 +253,7 @@ def test_a_cancelled_task_whose_worker_died_gets_its_slot_back_from_the_supervis
 
 
 def test_a_dead_workers_slot_comes_back_when_the_supervisor_recovers_its_lease(live, fleet, fake):
-    pool_set_limits(actor="user:alice", name="one", max_running=1, max_queued=5)
+    pool_create(actor="user:alice", name="one", max_running=1, max_queued=5)
     workers = fleet.workers(2)
     fleet.supervisors(1)
     fake.push("hang")
@@ -275,7 +275,7 @@ def test_a_dead_workers_slot_comes_back_when_the_supervisor_recovers_its_lease(l
 
 
 def test_sleeping_tasks_hold_no_slot_and_queue_for_slots_when_they_wake(live, fleet, fake):
-    pool_set_limits(actor="user:alice", name="naps", max_running=2, max_queued=10)
+    pool_create(actor="user:alice", name="naps", max_running=2, max_queued=10)
     fleet.workers(3)
     fleet.supervisors(1)
     ids = [submit("t.nap_then_busy", {"seconds": 2, "url": fake.url, "delay": 0.2}, "naps").task_id

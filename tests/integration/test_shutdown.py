@@ -8,7 +8,7 @@ import pytest
 
 from runtime import states
 from runtime.models import Task
-from runtime.pools import pool_set_limits
+from runtime.pools import pool_create
 from runtime.submission import task_submit
 from tests.harness import wait_until
 
@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.integration]
 
 
 def test_a_worker_asked_to_stop_leaves_the_rest_of_the_queue_to_others(live, fleet, fake):
-    pool_set_limits(name="drain", max_running=1, max_queued=100, actor="user:alice")
+    pool_create(name="drain", max_running=1, max_queued=100, actor="user:alice")
     (leaving,) = fleet.workers(1)
     ids = [task_submit(agent="t.busy", input={"url": fake.url, "delay": 0.1}, tenant="acme",
                        owner="user:alice", actor="user:alice", pool="drain").task_id for _ in range(30)]

@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from runtime import states
 from runtime.interventions import task_cancel
-from runtime.models import Attempt, AuditEvent, Effect, Task
-from runtime.pools import pool_set_limits
+from runtime.models import Attempt, AuditEvent, Effect, Pool, Task
+from runtime.pools import pool_create
 from runtime.submission import task_submit
 from tests.harness import REPO
 
@@ -118,7 +118,7 @@ def test_effects_lists_the_ledger_and_resolve_effect_settles_one_and_unblocks_it
 
 
 def test_pools_shows_limits_and_usage_and_pool_changes_them(db):
-    pool_set_limits(actor="user:alice", name="batch", max_running=2, max_queued=5)
+    pool_create(actor="user:alice", name="batch", max_running=2, max_queued=5)
     task_submit(agent="t.steps", input={}, pool="batch", **ALICE)
 
     assert steward("pool", "batch", "--max-running", "3", "--max-queued", "7") == "batch (running≤3, queued≤7)\n"
@@ -126,6 +126,18 @@ def test_pools_shows_limits_and_usage_and_pool_changes_them(db):
     out = steward("pools")
     assert out.splitlines()[0].split() == ["pool", "max_running", "max_queued", "running", "queued", "slots_held"]
     assert re.search(r"^batch +3 +7 +0 +1 +0$", out, re.M), out
+
+
+def test_pool_create_and_pool_remove_print_what_they_did_and_are_audited(db):
+    out = steward("pool-create", "reports", "--max-running", "4", "--max-queued", "100", "--note", "weekly")
+    assert out == "created reports (running≤4, queued≤100)\n"
+    assert Pool.objects.get(name="reports").slots.count() == 4
+
+    assert steward("pool-remove", "reports", "--note", "not needed") == "removed pool reports\n"
+    assert not Pool.objects.filter(name="reports").exists()
+    created, removed = AuditEvent.objects.filter(chain="tenant:system").order_by("id")
+    assert (created.kind, created.actor, created.data["why"]) == ("pool.created", "user:alice", "weekly")
+    assert (removed.kind, removed.actor, removed.data["why"]) == ("pool.removed", "user:alice", "not needed")
 
 
 def test_agents_lists_every_registered_agent_with_its_pool(db):
@@ -167,17 +179,22 @@ def test_audit_verify_prints_verified(db):
         (["resume", str(uuid.UUID(int=1))], "TASK_NOT_FOUND"),
         (["effects", "--task", str(uuid.UUID(int=1))], "TASK_NOT_FOUND"),
         (["resolve-effect", "987654", "--as", "failed"], "EFFECT_NOT_FOUND"),
+        (["submit", "t.steps", "--pool", "nosuch"], "UNKNOWN_POOL"),
+        (["pool", "nosuch", "--max-running", "3"], "UNKNOWN_POOL"),
+        (["pool-remove", "nosuch"], "UNKNOWN_POOL"),
+        (["pool-create", "default", "--max-running", "1", "--max-queued", "1"], "POOL_EXISTS"),
     ],
     ids=lambda value: value if isinstance(value, str) else "-".join(value[:2]),
 )
 def test_a_refused_command_exits_2_and_prints_the_stable_code(db, args, code):
-    before = (Task.objects.count(), AuditEvent.objects.count())
+    task_submit(agent="t.steps", input={}, **ALICE)  # creates the default pool
+    before = (Task.objects.count(), AuditEvent.objects.count(), Pool.objects.count())
     assert refused(*args).startswith(f"{code}: ")
-    assert (Task.objects.count(), AuditEvent.objects.count()) == before
+    assert (Task.objects.count(), AuditEvent.objects.count(), Pool.objects.count()) == before
 
 
 def test_a_full_pool_refuses_a_submit_with_queue_full(db):
-    pool_set_limits(actor="user:alice", name="tiny", max_running=1, max_queued=0)
+    pool_create(actor="user:alice", name="tiny", max_running=1, max_queued=0)
     steward("submit", "t.steps", "--pool", "tiny")
     assert refused("submit", "t.steps", "--pool", "tiny").startswith("QUEUE_FULL: pool 'tiny' is full")
 

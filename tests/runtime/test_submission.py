@@ -12,10 +12,11 @@ from django.conf import settings
 from django.db import connection
 
 from runtime import states
-from runtime.errors import IdempotencyConflict, InputTooLarge, InvalidInput, QueueFull, TaskNotFound, UnknownAgent
+from runtime.errors import (IdempotencyConflict, InputTooLarge, InvalidIdentifier, InvalidInput, QueueFull,
+                            TaskNotFound, UnknownAgent)
 from runtime.interventions import task_cancel, task_resume
 from runtime.models import AuditEvent, Pool, Task
-from runtime.pools import pool_ensure, pool_set_limits
+from runtime.pools import pool_create
 from runtime.selectors import task_detail
 from runtime.submission import Submission, task_submit
 from tests.harness import race
@@ -62,12 +63,12 @@ class Opaque:
         (42, "must be a JSON object, got int"),
         ({"tags": {"a", "b"}}, "not plain JSON"),
         ({"thing": Opaque()}, "not plain JSON"),
-        ({"score": float("nan")}, "not plain JSON"),
-        ({"score": float("inf")}, "not plain JSON"),
         ({(1, 2): "tuple key"}, "not plain JSON"),
         ({1: "int key", "b": "str key"}, "not plain JSON"),
+        ({1: "int key"}, "keys must be strings"),  # JSON would turn it into "1": not what was given
+        ({"deep": {None: 1}}, "keys must be strings"),
     ],
-    ids=["list", "string", "none", "number", "set", "object", "nan", "infinity", "tuple-key", "mixed-keys"],
+    ids=["list", "string", "none", "number", "set", "object", "tuple-key", "mixed-keys", "int-key", "none-key"],
 )
 def test_input_that_is_not_a_plain_json_object_is_refused_with_invalid_input(nothing_written, value, says):
     with pytest.raises(InvalidInput) as refused:
@@ -77,15 +78,32 @@ def test_input_that_is_not_a_plain_json_object_is_refused_with_invalid_input(not
 
 
 @pytest.mark.parametrize(
-    ("identity", "field"),
-    [({"tenant": ""}, "tenant"), ({"owner": ""}, "owner"), ({"tenant": "x" * 101}, "tenant"),
-     ({"idempotency_key": ""}, "idempotency_key"), ({"idempotency_key": "k" * 201}, "idempotency_key")],
-    ids=["empty-tenant", "empty-owner", "long-tenant", "empty-key", "long-key"],
+    ("identity", "field", "max_length"),
+    [({"tenant": ""}, "tenant", 100), ({"owner": ""}, "owner", 200), ({"actor": ""}, "actor", 200),
+     ({"tenant": "x" * 101}, "tenant", 100), ({"owner": "o" * 201}, "owner", 200),
+     ({"actor": "a" * 201}, "actor", 200), ({"tenant": "acme\x00"}, "tenant", 100),
+     ({"owner": "user:alice\nuser:root"}, "owner", 200), ({"actor": "user:\ud800"}, "actor", 200),
+     ({"tenant": 7}, "tenant", 100), ({"idempotency_key": ""}, "idempotency_key", 200),
+     ({"idempotency_key": "k" * 201}, "idempotency_key", 200), ({"agent": "a" * 201}, "agent", 200),
+     ({"pool": "bad pool!"}, "pool", 100), ({"pool": "p" * 101}, "pool", 100), ({"pool": ""}, "pool", 100)],
+    ids=["empty-tenant", "empty-owner", "empty-actor", "long-tenant", "long-owner", "long-actor", "nul-tenant",
+         "newline-owner", "surrogate-actor", "int-tenant", "empty-key", "long-key", "long-agent", "bad-pool",
+         "long-pool", "empty-pool"],
 )
-def test_a_missing_or_oversized_tenant_owner_or_key_is_refused_with_invalid_input(nothing_written, identity, field):
-    with pytest.raises(InvalidInput) as refused:
-        task_submit(agent="t.steps", input={}, **{**ALICE, **identity})
-    assert refused.value.details == {"field": field}
+def test_an_identifier_that_does_not_fit_its_column_is_refused_with_invalid_identifier(
+        nothing_written, identity, field, max_length):
+    with pytest.raises(InvalidIdentifier) as refused:
+        task_submit(**{"agent": "t.steps", "input": {}, **ALICE, **identity})
+    assert refused.value.code == "INVALID_IDENTIFIER"
+    assert refused.value.details == {"field": field, "max_length": max_length}
+
+
+def test_identifiers_at_their_column_length_are_accepted(db):
+    sub = task_submit(agent="t.steps", input={}, tenant="t" * 100, owner="o" * 200, actor="a" * 200,
+                      idempotency_key="k" * 200)
+    task = Task.objects.get(id=sub.task_id)
+    assert (task.tenant, task.owner, task.idempotency_key) == ("t" * 100, "o" * 200, "k" * 200)
+    assert AuditEvent.objects.get(task_id=task.id, kind="task.submitted").actor == "a" * 200
 
 
 def blob(size: int, char: str = "x") -> dict:
@@ -190,7 +208,7 @@ def test_resubmitting_the_key_of_a_cancelled_task_returns_it_still_cancelled(db)
 
 
 def test_a_known_key_returns_its_task_even_when_the_pool_is_full(db):
-    pool_set_limits(actor="user:alice", name="tiny", max_running=1, max_queued=0)
+    pool_create(actor="user:alice", name="tiny", max_running=1, max_queued=0)
     first = task_submit(agent="t.steps", input={}, idempotency_key="k1", pool="tiny", **ALICE)
     with pytest.raises(QueueFull):
         task_submit(agent="t.steps", input={}, idempotency_key="k2", pool="tiny", **ALICE)
@@ -216,8 +234,8 @@ def test_concurrent_submits_with_one_key_make_exactly_one_task(connections_for_r
     """Ten threads submit the same key at once, twenty times. Even trials go through one
     pool; odd trials split the racers over two pools, so the pool lock cannot serialise
     them and only the unique key decides."""
-    pool_ensure("default")
-    pool_ensure("other")
+    for name in ("default", "other"):
+        pool_create(name=name, max_running=50, max_queued=10_000, actor="user:alice")
     outcomes = Counter()
     for trial in range(RACE_TRIALS):
         key = f"race-{trial}"

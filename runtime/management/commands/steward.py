@@ -2,32 +2,49 @@
 
     submit AGENT --input JSON     tasks      show TASK      effects
     resolve-effect ID --as ...    resume     cancel         audit verify
-    supervise                     pools      pool NAME      agents      seed-demo
+    supervise                     pools      pool NAME      pool-create NAME   pool-remove NAME
+    agents                        seed-demo
+
+Every refusal prints `CODE: message` on stderr and exits 2, whether the parser or a
+service refused (docs/limits.md lists the codes); nothing is written before a refusal.
 """
 
 from __future__ import annotations
 
+import functools
 import getpass
 import json
+import os
+import sys
 import time
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime import agents, selectors, states
+from runtime import agents, arguments, config, encoding, selectors, states
 from runtime.audit import audit_verify
 from runtime.cli_format import block, short, table, when
-from runtime.errors import StewardError
+from runtime.errors import InvalidArgument, InvalidEncoding, InvalidInput, StewardError
 from runtime.interventions import RESOLUTIONS, effect_resolve, task_cancel, task_resume
-from runtime.pools import pool_set_limits
+from runtime.pools import pool_create, pool_remove, pool_set_limits
 from runtime.submission import task_submit
+
+# Bounds of the CLI's own numbers (docs/limits.md). A list shows one page; the API's
+# pages will share arguments.PAGE_MAX.
+WAIT_MAX_SECONDS = 86_400.0
+INTERVAL_MIN_SECONDS, INTERVAL_MAX_SECONDS = 0.05, 3_600.0
 
 
 class Command(BaseCommand):
     help = "Operate Steward: submit and inspect tasks, resolve effects, resume, verify the audit trail."
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.error = functools.partial(_Parser.error, parser)  # the subcommands' parsers are _Parsers
+        return parser
+
     def add_arguments(self, parser):
         parser.add_argument("--actor", default=f"cli:{getpass.getuser()}", help="who is acting (audited)")
-        sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+        sub = parser.add_subparsers(dest="command", required=True, metavar="command", parser_class=_Parser)
 
         p = sub.add_parser("submit", help="submit a task")
         p.add_argument("agent")
@@ -75,10 +92,20 @@ class Command(BaseCommand):
         p.add_argument("--interval", type=float, help="seconds between sweeps (default SWEEP_SECONDS)")
 
         sub.add_parser("pools", help="pools, limits and usage")
-        p = sub.add_parser("pool", help="create a pool or change its limits")
+        p = sub.add_parser("pool", help="change a pool's limits")
         p.add_argument("name")
         p.add_argument("--max-running", type=int)
         p.add_argument("--max-queued", type=int)
+
+        p = sub.add_parser("pool-create", help="create a pool (audited)")
+        p.add_argument("name")
+        p.add_argument("--max-running", type=int, required=True)
+        p.add_argument("--max-queued", type=int, required=True)
+        p.add_argument("--note", default="")
+
+        p = sub.add_parser("pool-remove", help="remove a pool no task names (audited)")
+        p.add_argument("name")
+        p.add_argument("--note", default="")
 
         sub.add_parser("agents", help="registered agents")
         sub.add_parser("seed-demo", help="create the demo pools and tasks (idempotent)")
@@ -86,14 +113,18 @@ class Command(BaseCommand):
     def handle(self, *args, command, actor, **options):
         handler = getattr(self, "do_" + command.replace("-", "_"))
         try:
+            _check_arguments(actor=actor, **options)
             handler(actor=actor, **options)
+            self.stdout.flush()
         except StewardError as exc:
             raise CommandError(f"{exc.code}: {exc.message}", returncode=2) from None
+        except BrokenPipeError:
+            _reader_went_away()
 
     # --- commands ----------------------------------------------------------------------
 
     def do_submit(self, *, actor, agent, input, key, tenant, owner, pool, wait, **_):
-        payload = _json_arg(input, "--input")
+        payload = _json_arg(input, "--input", limit=config.max_input_bytes(), setting="STEWARD_MAX_INPUT_BYTES")
         sub = task_submit(agent=agent, input=payload, tenant=tenant, owner=owner or actor, actor=actor,
                           idempotency_key=key, pool=pool)
         verb = "submitted" if sub.created else f"already exists for key {key!r}"
@@ -140,7 +171,10 @@ class Command(BaseCommand):
         self.stdout.write(table(["id", "task", "name", "class", "state", "sends", "created"], rows))
 
     def do_resolve_effect(self, *, actor, effect, outcome, receipt, note, **_):
-        parsed = _json_arg(receipt, "--receipt") if receipt else None
+        parsed = None
+        if receipt:
+            parsed = _json_arg(receipt, "--receipt", limit=config.max_output_bytes(),
+                               setting="STEWARD_MAX_OUTPUT_BYTES")
         row = effect_resolve(effect_id=effect, outcome=outcome, actor=actor, receipt=parsed, note=note)
         self.stdout.write(f"effect #{row.id} is now {row.state}; task {row.task_id} re-queued if it was blocked")
 
@@ -177,6 +211,14 @@ class Command(BaseCommand):
         pool = pool_set_limits(name=name, actor=actor, max_running=max_running, max_queued=max_queued)
         self.stdout.write(str(pool))
 
+    def do_pool_create(self, *, actor, name, max_running, max_queued, note, **_):
+        pool = pool_create(name=name, max_running=max_running, max_queued=max_queued, actor=actor, note=note)
+        self.stdout.write(f"created {pool}")
+
+    def do_pool_remove(self, *, actor, name, note, **_):
+        pool_remove(name=name, actor=actor, note=note)
+        self.stdout.write(f"removed pool {name}")
+
     def do_agents(self, **_):
         rows = [[a.name, a.pool or "default", short(a.description, 70)] for a in agents.registered()]
         self.stdout.write(table(["agent", "pool", "description"], rows))
@@ -191,14 +233,73 @@ class Command(BaseCommand):
         self.stdout.write(f"\n{title}\n" + table(headers, rows))
 
 
-def _json_arg(raw: str, flag: str):
+class _Parser(CommandParser):
+    """Usage errors (a wrong type, a missing or unknown argument, a bad choice) carry a
+    stable code and exit 2, like every other refusal."""
+
+    def error(self, message):
+        if self.called_from_command_line:
+            self.print_usage(sys.stderr)
+            self.exit(2, f"{InvalidArgument.code}: {self.prog}: {message}\n")
+        raise CommandError(f"{InvalidArgument.code}: {message}", returncode=2)
+
+
+# Checks by option name, run before any command touches the database. The services check
+# the same things again (they are the API's entry points too); checking here first means
+# the list commands refuse a bad filter instead of running a query with it.
+_CHECKS = {
+    "actor": arguments.actor,
+    "owner": lambda value: arguments.actor(value, "owner"),
+    "tenant": arguments.tenant,
+    "agent": arguments.agent_name,
+    "key": arguments.idempotency_key,
+    "pool": arguments.pool_name,
+    "name": arguments.pool_name,
+    "task": arguments.task_id,
+    "effect": arguments.effect_id,
+    "note": lambda value: arguments.text("--note", value),
+    "reason": lambda value: arguments.text("--reason", value),
+    "limit": lambda value: arguments.bounded("--limit", value, minimum=1, maximum=arguments.PAGE_MAX),
+    "wait": lambda value: arguments.bounded("--wait", value, minimum=0, maximum=WAIT_MAX_SECONDS, integer=False),
+    "interval": lambda value: arguments.bounded("--interval", value, minimum=INTERVAL_MIN_SECONDS,
+                                                maximum=INTERVAL_MAX_SECONDS, integer=False),
+}
+
+
+def _check_arguments(**options) -> None:
+    for name, value in options.items():
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:  # argv bytes that were not UTF-8 arrive as lone surrogates
+                raise InvalidEncoding(f"--{name.replace('_', '-')} is not UTF-8 text", field=name) from None
+        check = _CHECKS.get(name)
+        if check is not None and value is not None:
+            check(value)
+
+
+def _json_arg(raw: str, flag: str, *, limit: int, setting: str):
+    """JSON text given inline or as @file, parsed without risk (runtime/encoding.py)."""
     if raw.startswith("@"):
-        try:
-            with open(raw[1:]) as handle:
-                raw = handle.read()
-        except OSError as exc:
-            raise CommandError(f"INVALID_INPUT: cannot read {flag} file: {exc}", returncode=2) from None
+        raw = _read(raw[1:], flag, encoding.TEXT_SLACK * limit + 1)
+    return encoding.parse(raw, what=flag, limit=limit, setting=setting)
+
+
+def _read(path: str, flag: str, most: int) -> bytes:
+    """At most `most` bytes of the file: enough for parse() to refuse a huge file (or
+    /dev/zero) without reading all of it. Bytes, so that parse() decides about UTF-8."""
     try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise CommandError(f"INVALID_INPUT: {flag} is not JSON: {exc}", returncode=2) from None
+        with open(path, "rb") as handle:
+            return handle.read(most)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise InvalidInput(f"cannot read {flag} file {path[:200]!r}: {reason}", field=flag) from None
+
+
+def _reader_went_away() -> None:
+    """`steward show ID | head` closed the pipe. Point stdout at /dev/null so that the
+    interpreter's last flush cannot fail again, and exit without a traceback (Python's
+    docs, "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(1)

@@ -1,0 +1,119 @@
+"""Arguments every entry point checks the same way (the services, the CLI, later the API):
+identifiers against the columns that store them, free text against what PostgreSQL can
+store, counts and durations against documented bounds (docs/limits.md).
+
+Refusals are StewardErrors with stable codes and never echo more than a short, escaped
+prefix of what was given: the argument may be megabytes long or full of control
+characters, and the message goes to a terminal.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import uuid
+
+from runtime.errors import (ArgumentOutOfRange, EffectNotFound, InvalidIdentifier, InvalidString,
+                            TaskNotFound)
+
+# Column lengths (runtime/models.py).
+TENANT_MAX = 100   # steward_task.tenant, steward_audit.tenant
+ACTOR_MAX = 200    # steward_task.owner, steward_audit.actor, steward_effect.resolved_by
+KEY_MAX = 200      # steward_task.idempotency_key
+AGENT_MAX = 200    # steward_task.agent
+POOL_MAX = 100     # steward_pool.name
+# Operator notes and reasons go into audit rows and the effect ledger; 2,000 characters
+# say why without turning the audit trail into a document store.
+NOTE_MAX = 2000
+# A list command or API page shows at most this many rows.
+PAGE_MAX = 1000
+# steward_effect.id is a bigint.
+EFFECT_ID_MAX = 2**63 - 1
+
+# steward_pool.name is a SlugField: ASCII letters, digits, hyphens and underscores.
+_SLUG = re.compile(r"[A-Za-z0-9_-]+\Z")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def identifier(field: str, value, *, max_length: int) -> str:
+    """A name stored in a column of `max_length` characters: 1 to max_length printable
+    characters (no control characters, no NUL, no lone surrogates)."""
+    if not isinstance(value, str) or not value or len(value) > max_length or not value.isprintable():
+        raise InvalidIdentifier(f"{field} must be 1-{max_length} printable characters, got {_show(value)}",
+                                field=field, max_length=max_length)
+    return value
+
+
+def tenant(value) -> str:
+    return identifier("tenant", value, max_length=TENANT_MAX)
+
+
+def actor(value, field: str = "actor") -> str:
+    return identifier(field, value, max_length=ACTOR_MAX)
+
+
+def agent_name(value) -> str:
+    return identifier("agent", value, max_length=AGENT_MAX)
+
+
+def idempotency_key(value) -> str | None:
+    return None if value is None else identifier("idempotency_key", value, max_length=KEY_MAX)
+
+
+def pool_name(value, field: str = "pool") -> str:
+    """A pool name is a slug of at most 100 characters: `bad pool!` is refused."""
+    if not isinstance(value, str) or len(value) > POOL_MAX or not _SLUG.match(value):
+        raise InvalidIdentifier(f"{field} must be a slug of 1-{POOL_MAX} letters, digits, '-' or '_', "
+                                f"got {_show(value)}", field=field, max_length=POOL_MAX)
+    return value
+
+
+def text(field: str, value, *, max_length: int = NOTE_MAX) -> str:
+    """Free text (a note, a reason): newlines are fine, NUL and lone surrogates are not."""
+    if not isinstance(value, str) or len(value) > max_length:
+        raise InvalidString(f"{field} must be text of at most {max_length} characters", field=field,
+                            max_length=max_length)
+    if _UNSTORABLE.search(value):
+        raise InvalidString(f"{field} holds \\u0000 or a lone surrogate, which cannot be stored", field=field)
+    return value
+
+
+def bounded(field: str, value, *, minimum: float, maximum: float, integer: bool = True):
+    """A count (integer) or a duration (finite float) within [minimum, maximum]."""
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or (
+            isinstance(value, float) and not math.isfinite(value)) or not minimum <= value <= maximum:
+        raise ArgumentOutOfRange(f"{field} must be {'an integer' if integer else 'a number'} from {minimum:g} "
+                                 f"to {maximum:g}, got {_show(value)}", field=field, min=minimum, max=maximum)
+    return value
+
+
+def task_id(value) -> uuid.UUID:
+    """A task id is a UUID; anything else names no task."""
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        if not isinstance(value, str) or len(value) > 36:
+            raise ValueError
+        return uuid.UUID(value)
+    except ValueError:
+        raise TaskNotFound(f"no task {_show(value)}", task=_show(value)) from None
+
+
+def effect_id(value) -> int:
+    """An effect id is a positive bigint; anything else names no effect."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= EFFECT_ID_MAX:
+        raise EffectNotFound(f"no effect #{_show(value)}", effect=_show(value))
+    return value
+
+
+def _show(value, width: int = 40) -> str:
+    """A short, escaped rendering of what was given, safe for a terminal."""
+    if isinstance(value, str):
+        shown = repr(value[: width + 1])
+    elif isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        shown = f"an integer of {value.bit_length()} bits"  # repr() refuses past 4,300 digits
+    else:
+        shown = repr(value)[: width + 10]
+    shown = shown.encode("ascii", "backslashreplace").decode()
+    return shown if len(shown) <= width else shown[: width - 3] + "..."
