@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from django.db import transaction
 
 from runtime import agents, db, effects, encoding, faults, journal, pools, states
-from runtime.errors import (InfrastructureError, NondeterminismError, NotJournalable, OutputTooLarge, StepFailed,
+from runtime.errors import (InfrastructureError, NondeterminismError, NotJournalable, StepFailed,
                             StewardError, Suspend)
 from runtime.journal import Recorded
 from runtime.submission import insert_task, validate_input
@@ -238,8 +238,8 @@ class Context:
             journal.write(self.lease, seq=seq, name=name, kind=kind, error=error, started=started)
             raise StepFailed(name, error["type"], error["message"]) from exc
         try:
-            text = encoding.encode(value, what=f"output of step {name!r}")
-        except (TypeError, ValueError, RecursionError, OutputTooLarge) as exc:
+            text = encoding.encode(value, what="its output")
+        except NotJournalable as exc:
             raise NotJournalable(f"step {name!r} returned a value the journal cannot store: {exc}") from None
         faults.reach(faults.BEFORE_STEP_JOURNAL, task_id=self.task_id, step=name, epoch=self.epoch)
         journal.write(self.lease, seq=seq, name=name, kind=kind, output=text, started=started)

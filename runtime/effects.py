@@ -108,7 +108,7 @@ def _send(call: _Call, row: Effect):
     faults.reach(faults.AFTER_EFFECT_BEFORE_RECEIPT, task_id=ctx.task_id, step=call.name, epoch=ctx.epoch)
     try:
         text = encoding.encode(receipt, what=f"receipt of effect {call.name!r}")
-    except (TypeError, ValueError):
+    except NotJournalable:
         # The action happened; keep what we can show rather than lose the receipt.
         text = json.dumps({"unserializable_receipt": repr(receipt)[:2000]})
     receipt = json.loads(text)

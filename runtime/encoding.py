@@ -13,7 +13,7 @@ from itertools import accumulate
 
 from runtime import config
 from runtime.errors import (InputTooDeep, InputTooLarge, InvalidEncoding, InvalidInput, InvalidString,
-                            NumberOutOfRange, OutputTooLarge)
+                            NotJournalable, NumberOutOfRange, StewardError)
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _canonical = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), sort_keys=True)
@@ -43,16 +43,22 @@ _BRACKETS = re.compile(r"[\[\]{}]")
 _NESTING = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
-def encode(value, *, what: str = "output", limit: int | None = None) -> str:
-    """JSON text of a value the journal will replay. Raises TypeError/ValueError for
-    values JSON cannot carry (sets, objects, NaN), and OutputTooLarge past `limit`
-    bytes (MAX_OUTPUT_BYTES unless given)."""
-    text = _encoder.encode(value)
-    limit = config.max_output_bytes() if limit is None else limit
-    # A character is at most 4 bytes: only count bytes when the cheap bound is not enough.
-    if len(text) * 4 > limit and len(text.encode()) > limit:
-        raise OutputTooLarge(f"{what} is {len(text.encode())} bytes; the limit is {limit}")
-    return text
+def encode(value, *, what: str = "output") -> str:
+    """JSON text of a value the journal or the ledger will keep: a step's output, an
+    agent's return value, a service's receipt. The same check as callers' JSON (plain()),
+    against MAX_OUTPUT_BYTES: a value PostgreSQL would refuse (\\u0000), or a replay
+    could not decode (nested past MAX_DEPTH), is refused before it is written, never
+    by the database in the middle of an attempt.
+
+    Raises NotJournalable, which agent code cannot catch: the call already took its seq.
+    """
+    try:
+        # Keys JSON turns into strings (1 -> "1") are fine here: the agent gets the same
+        # round trip on the first run and on every replay.
+        return plain(value, what=what, limit=config.max_output_bytes(), setting="STEWARD_MAX_OUTPUT_BYTES",
+                     string_keys=False)
+    except StewardError as exc:
+        raise NotJournalable(f"{exc.message} [{exc.code}]") from None
 
 
 def decode(text):
@@ -67,7 +73,7 @@ def digest(value) -> str:
 # --- JSON from callers ----------------------------------------------------------------
 
 
-def plain(value, *, what: str, limit: int, setting: str = "") -> str:
+def plain(value, *, what: str, limit: int, setting: str = "", string_keys: bool = True) -> str:
     """The JSON text of `value`, or the StewardError that says why it cannot be stored:
 
     1. walk it without recursion: only dicts with string keys, lists, strings, finite
@@ -77,7 +83,7 @@ def plain(value, *, what: str, limit: int, setting: str = "") -> str:
     3. check the text once for \\u0000 and lone surrogates, in keys and values alike
        (INVALID_STRING), and its size in UTF-8 bytes against `limit` (INPUT_TOO_LARGE).
     """
-    _walk(value, what, limit)
+    _walk(value, what, limit, string_keys)
     try:
         text = _encoder.encode(value)
     except (TypeError, ValueError) as exc:  # a type the walk left to the encoder
@@ -116,7 +122,7 @@ def parse(raw: str | bytes, *, what: str, limit: int, setting: str = ""):
         raise NumberOutOfRange(f"{what} holds a number outside the 64-bit range: {str(exc)[:80]}") from None
 
 
-def _walk(value, what: str, limit: int) -> None:
+def _walk(value, what: str, limit: int, string_keys: bool = True) -> None:
     """Structure, depth and number checks, iteratively. Every element costs at least one
     byte of JSON text, so a walk never visits more than `limit` of them."""
     if not isinstance(value, (dict, list, tuple)):
@@ -131,14 +137,12 @@ def _walk(value, what: str, limit: int) -> None:
         budget -= len(container)
         if budget < 0:
             raise InputTooLarge(f"{what} has more elements than its {limit}-byte limit can hold", limit=limit)
-        if isinstance(container, dict):
+        if isinstance(container, dict) and string_keys:
             for key in container:
                 if type(key) is not str and not isinstance(key, str):
                     raise InvalidInput(f"{what} is not plain JSON: object keys must be strings, "
                                        f"not {type(key).__name__}")
-            items = container.values()
-        else:
-            items = container
+        items = container.values() if isinstance(container, dict) else container
         for item in items:
             kind = type(item)
             # The common cases first, by exact type: this loop is on the submit path.
@@ -192,9 +196,18 @@ def _too_large(what: str, limit: int, setting: str) -> InputTooLarge:
 
 def error_record(exc: BaseException) -> dict:
     """What the journal keeps of an exception: enough to re-raise it by type name and
-    message on replay, and a short traceback for the operator."""
+    message on replay, and a short traceback for the operator. Exception text is
+    anybody's (a service's error body), so it is made storable: \\u0000 and lone
+    surrogates would make PostgreSQL refuse the whole journal row."""
     return {
         "type": type(exc).__name__,
-        "message": str(exc)[:2000],
-        "traceback": "".join(traceback.format_exception(exc, limit=8))[-4000:],
+        "message": storable_text(str(exc)[:2000]),
+        "traceback": storable_text("".join(traceback.format_exception(exc, limit=8))[-4000:]),
     }
+
+
+def storable_text(text: str) -> str:
+    """`text` with what jsonb cannot hold replaced by U+FFFD."""
+    if text.isascii():
+        return text.replace("\x00", "\ufffd")
+    return _SURROGATE.sub("\ufffd", text).replace("\x00", "\ufffd")

@@ -186,10 +186,6 @@ class EffectNotApplied(Exception):
     """
 
 
-class OutputTooLarge(Exception):
-    code = "OUTPUT_TOO_LARGE"
-
-
 class Fenced(BaseException):
     """A newer attempt owns the task (or it was stopped): this attempt may write nothing.
 

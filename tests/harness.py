@@ -129,7 +129,7 @@ class Worker(Process):
 
         from console.celery import app as ours
 
-        apps = [Celery(broker=broker_url) if broker_url else ours]
+        apps = [Celery(broker=broker_url, set_as_current=False) if broker_url else ours]
 
         def answered():
             if not self.alive():
@@ -138,7 +138,7 @@ class Worker(Process):
                 return apps[-1].control.ping(destination=[self.node], timeout=0.3)
             except (OSError, redis.RedisError, kombu.exceptions.OperationalError):
                 # The broker restarted under a pooled connection: ping through a new app.
-                apps.append(Celery(broker=broker_url or ours.conf.broker_url))
+                apps.append(Celery(broker=broker_url or ours.conf.broker_url, set_as_current=False))
                 return False
 
         wait_until(answered, timeout=timeout, interval=0.05, message=f"worker {self.name} to answer a ping")

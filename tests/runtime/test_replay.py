@@ -8,6 +8,7 @@ durably between its calls, so its second attempt replays the first one's journal
 from __future__ import annotations
 
 import collections
+import functools
 import math
 import threading
 from datetime import timedelta
@@ -98,8 +99,12 @@ def clock_agent(ctx, input):
 UNSTORABLE = {
     "set": (lambda: {1, 2}, "not JSON serializable"),
     "object": (object, "not JSON serializable"),
-    "nan": (lambda: math.nan, "not JSON compliant"),
-    "too_large": (lambda: "x" * (config.max_output_bytes() + 1), "the limit is"),
+    "nan": (lambda: math.nan, "NUMBER_OUT_OF_RANGE"),
+    "too_large": (lambda: "x" * (config.max_output_bytes() + 1), "INPUT_TOO_LARGE"),
+    # PostgreSQL's jsonb refuses \u0000: refused before the write, not by the database.
+    "nul": (lambda: "a\x00b", "INVALID_STRING"),
+    # A replay could not decode it (a worker's stack is deep already).
+    "too_deep": (lambda: functools.reduce(lambda inner, _: [inner], range(200), []), "INPUT_TOO_DEEP"),
 }
 
 
