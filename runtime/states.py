@@ -30,7 +30,7 @@ TASK_TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
     "sleep": (frozenset({RUNNING}), SLEEPING),            # ctx.sleep() with time left
     "wait": (frozenset({RUNNING}), WAITING),              # ctx.wait() with children pending
     "block": (frozenset({RUNNING}), BLOCKED),             # an effect became `unknown`
-    "yield": (frozenset({RUNNING}), QUEUED),              # infrastructure error: retry later
+    "yield": (frozenset({RUNNING}), QUEUED),              # database error: retry (dead-letter past MAX_CRASHES)
     "recover": (frozenset({RUNNING}), QUEUED),            # lease expired: supervisor re-queues
     "dead_letter": (frozenset({RUNNING}), DEAD),          # lease expired MAX_CRASHES times
     "wake": (frozenset({SLEEPING, WAITING}), QUEUED),     # timer due / children finished
