@@ -99,7 +99,7 @@ def connection_bounds(lease_seconds: float) -> dict:
     a session once it has been idle in its transaction for a third of the lease, and
     cancels any statement running longer than that, so everything a stale owner holds
     is gone before its lease lapses and the supervisor takes over within the lease plus
-    one sweep (docs/adr/0010-bounded-stale-owners.md). TCP keepalives on both ends
+    one sweep (docs/adr/0012-bounded-stale-owners.md). TCP keepalives on both ends
     find a vanished peer; tcp_user_timeout ends a connection whose sent data goes
     unacknowledged for a lease. The application name lets an operator (and the fault
     tests) find a process's backends in pg_stat_activity.

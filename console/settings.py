@@ -13,7 +13,7 @@ BASE_DIR = env.BASE_DIR
 
 DEBUG = env.get_bool("STEWARD_DEBUG", True)
 # How long an attempt owns its task without a heartbeat; the database timeouts below
-# are derived from it (docs/adr/0010-bounded-stale-owners.md).
+# are derived from it (docs/adr/0012-bounded-stale-owners.md).
 _LEASE_SECONDS = env.get_number("STEWARD_LEASE_SECONDS", 30.0, minimum=0.2)
 SECRET_KEY = env.get("STEWARD_SECRET_KEY") or (
     "insecure-dev-key-set-STEWARD_SECRET_KEY-in-production" if DEBUG else None

@@ -20,7 +20,7 @@ from django.db import connection
 # What a lost or refused database connection raises: Django's wrappers for the ORM's
 # statements, psycopg's own for the runtime's (cursor() below bypasses Django's error
 # wrapping). This covers a terminated backend (AdminShutdown), a restart, a dropped
-# socket, and the server-side timeouts of docs/adr/0010-bounded-stale-owners.md
+# socket, and the server-side timeouts of docs/adr/0012-bounded-stale-owners.md
 # (QueryCanceled, IdleInTransactionSessionTimeout). None of them is an agent's error.
 CONNECTION_ERRORS = (django.db.OperationalError, django.db.InterfaceError,
                      psycopg.OperationalError, psycopg.InterfaceError)

@@ -1,7 +1,7 @@
 """A worker cut off from PostgreSQL, or frozen, in the middle of its work, for longer
 than its lease. Nothing the stale owner holds may delay recovery past its lease: the
 server ends a session left idle in its transaction after a third of the lease
-(docs/adr/0010-bounded-stale-owners.md), so the row lock that recovery's SKIP LOCKED
+(docs/adr/0012-bounded-stale-owners.md), so the row lock that recovery's SKIP LOCKED
 would skip is gone before the lease lapses. A replacement takes over within the lease
 plus one sweep, wherever the cut falls, and once the cut heals (or the worker thaws)
 every write of the old epoch is refused.
