@@ -38,6 +38,33 @@ class Pool(models.Model):
         return f"{self.name} (running≤{self.max_running}, queued≤{self.max_queued})"
 
 
+class PoolCount(models.Model):
+    """A pool's admitted tasks (queued + running), kept instead of counted.
+
+    Triggers on steward_task (migration 0004) add +1 or -1 whenever a row enters or
+    leaves {queued, running}, to the row of the backend that made the change
+    (shard = pg_backend_pid()): no two open transactions ever write the same row, so
+    workers ending attempts never wait on each other or deadlock here. The supervisor
+    folds the rows of backends that have gone into shard 0. steward_submit() sums a
+    pool's rows under the pool's row lock (docs/adr/0010-kept-admission-counts.md).
+    """
+
+    pk = models.CompositePrimaryKey("pool", "shard")
+    # No database constraint: the trigger's rare INSERT would take a KEY SHARE lock on
+    # the pool row and queue behind every submit holding it FOR UPDATE. A pool's tasks
+    # already guarantee it exists; deleting a pool through the ORM deletes its rows.
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, db_column="pool", related_name="counts",
+                             db_constraint=False, db_index=False)
+    shard = models.IntegerField(help_text="The backend pid that wrote it; 0 for folded rows.")
+    admitted = models.BigIntegerField(default=0, help_text="Its share of the pool's queued + running tasks.")
+
+    class Meta:
+        db_table = "steward_pool_count"
+
+    def __str__(self):
+        return f"{self.pool_id}#{self.shard}: {self.admitted:+d}"
+
+
 class Task(models.Model):
     """The durable logical unit of work. Its id is minted before the first step runs and
     outlives every worker that touches it."""
@@ -96,16 +123,15 @@ class Task(models.Model):
             ),
         ]
         indexes = [
-            # Claim order within a pool, and the admission count.
+            # Claim order within a pool, and each pool's oldest queued task for the sweep.
             models.Index(
                 fields=["pool", "queued_at", "id"],  # the claim order, read straight off the index
                 condition=Q(status=states.QUEUED),
                 name="task_claim_order",
             ),
-            # With task_claim_order, the admission count (runtime/sql/submit_function.sql).
-            # Deliberately not one index over both statuses: the planner would pick it for
-            # the claim too, and sort the pool's whole queue on every claim.
-            models.Index(fields=["pool"], condition=Q(status=states.RUNNING), name="task_running_by_pool"),
+            # No index of running tasks by pool: admission reads kept counts (PoolCount),
+            # and a running task always holds a slot, so `pools` counts them through
+            # steward_slot. Dropping it saved an index entry on every claim.
             models.Index(fields=["wake_at"], condition=Q(status=states.SLEEPING), name="task_sleeping_due"),
             models.Index(fields=["status", "created_at"], name="task_status_created"),
             models.Index(fields=["tenant", "created_at"], name="task_tenant_created"),

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Q
-
-from runtime import states
+from runtime import db
 from runtime.audit import chain_for
 from runtime.errors import TaskNotFound
 from runtime.models import Attempt, AuditEvent, Effect, Pool, Step, Task
@@ -76,13 +74,12 @@ class PoolUsage:
     slots_held: int
 
 
-def pool_usage() -> list[PoolUsage]:
-    pools = Pool.objects.annotate(
-        running=Count("tasks", filter=Q(tasks__status=states.RUNNING)),
-        queued=Count("tasks", filter=Q(tasks__status=states.QUEUED)),
-    ).order_by("name")
-    held = dict(
-        Pool.objects.annotate(n=Count("slots", filter=Q(slots__task__isnull=False))).values_list("name", "n")
-    )
-    return [PoolUsage(p, p.running, p.queued, held.get(p.name, 0)) for p in pools]
-
+def pool_usage(*, after: str = "", limit: int = 1000) -> list[PoolUsage]:
+    """Pools by name with their usage, read from kept counts and held slots
+    (runtime/sql/pool_usage.sql): the cost follows the number of pools, not tasks."""
+    usage = []
+    for name, max_running, max_queued, created_at, admitted, running, held in db.fetchall(
+            "pool_usage", {"after": after, "limit": limit}):
+        pool = Pool(name=name, max_running=max_running, max_queued=max_queued, created_at=created_at)
+        usage.append(PoolUsage(pool, running, admitted - running, held))
+    return usage
