@@ -1,6 +1,6 @@
 """`manage.py steward <command>`: operate Steward from a terminal.
 
-    submit AGENT --input JSON     tasks      show TASK      effects
+    submit AGENT --input JSON     tasks      show TASK      effects     (lists page: --after)
     resolve-effect ID --as ...    resume     cancel         audit verify
     supervise                     pools      pool NAME      agents      seed-demo
 """
@@ -43,7 +43,10 @@ class Command(BaseCommand):
         p.add_argument("--agent")
         p.add_argument("--tenant")
         p.add_argument("--pool")
+        p.add_argument("--parent", help="the children of this task")
+        p.add_argument("--root", help="the tasks below this root task")
         p.add_argument("--limit", type=int, default=30)
+        p.add_argument("--after", metavar="CURSOR", help="the page after the one that printed CURSOR")
 
         p = sub.add_parser("show", help="a task's attempts, journal, effects, children and audit")
         p.add_argument("task")
@@ -51,7 +54,9 @@ class Command(BaseCommand):
         p = sub.add_parser("effects", help="list the effect ledger")
         p.add_argument("--task")
         p.add_argument("--state", choices=states.EFFECT_STATES)
+        p.add_argument("--class", dest="effect_class", choices=states.EFFECT_CLASSES)
         p.add_argument("--limit", type=int, default=30)
+        p.add_argument("--after", metavar="CURSOR", help="the page after the one that printed CURSOR")
 
         p = sub.add_parser("resolve-effect", help="settle an `unknown` effect and unblock its task")
         p.add_argument("effect", type=int)
@@ -74,7 +79,8 @@ class Command(BaseCommand):
         p.add_argument("--once", action="store_true")
         p.add_argument("--interval", type=float, help="seconds between sweeps (default SWEEP_SECONDS)")
 
-        sub.add_parser("pools", help="pools, limits and usage")
+        p = sub.add_parser("pools", help="pools, limits and usage")
+        p.add_argument("--after", metavar="CURSOR", help="the page after the one that printed CURSOR")
         p = sub.add_parser("pool", help="create a pool or change its limits")
         p.add_argument("name")
         p.add_argument("--max-running", type=int)
@@ -108,10 +114,13 @@ class Command(BaseCommand):
         if wait:
             self.stdout.write(f"still {selectors.task_get(sub.task_id).status} after {wait:g}s")
 
-    def do_tasks(self, *, status, agent, tenant, pool, limit, **_):
+    def do_tasks(self, *, status, agent, tenant, pool, parent, root, limit, after, **_):
+        page = selectors.task_page(status=status, agent=agent, tenant=tenant, pool=pool, parent=parent, root=root,
+                                   limit=limit, after=after)
         rows = [[t.id, t.agent, t.status, t.epoch, t.pool_id, when(t.updated_at), short(t.status_note, 40)]
-                for t in selectors.task_list(status=status, agent=agent, tenant=tenant, pool=pool, limit=limit)]
+                for t in page]
         self.stdout.write(table(["task", "agent", "status", "epoch", "pool", "updated", "note"], rows))
+        self._next(page)
 
     def do_show(self, *, task, **_):
         d = selectors.task_detail(task)
@@ -134,10 +143,11 @@ class Command(BaseCommand):
         self._section("audit", ["id", "at", "kind", "actor", "data"],
                       [[a.id, when(a.at), a.kind, a.actor, short(a.data, 60)] for a in d.audit])
 
-    def do_effects(self, *, task, state, limit, **_):
-        rows = [[e.id, e.task_id, e.name, e.effect_class, e.state, e.sends, when(e.created_at)]
-                for e in selectors.effect_list(task_id=task, state=state, limit=limit)]
+    def do_effects(self, *, task, state, effect_class, limit, after, **_):
+        page = selectors.effect_page(task=task, state=state, effect_class=effect_class, limit=limit, after=after)
+        rows = [[e.id, e.task_id, e.name, e.effect_class, e.state, e.sends, when(e.created_at)] for e in page]
         self.stdout.write(table(["id", "task", "name", "class", "state", "sends", "created"], rows))
+        self._next(page)
 
     def do_resolve_effect(self, *, actor, effect, outcome, receipt, note, **_):
         parsed = _json_arg(receipt, "--receipt") if receipt else None
@@ -172,10 +182,12 @@ class Command(BaseCommand):
                 return
             time.sleep(pause)
 
-    def do_pools(self, **_):
+    def do_pools(self, *, after, **_):
+        page = selectors.pool_usage(after=after)
         rows = [[u.pool.name, u.pool.max_running, u.pool.max_queued, u.running, u.queued, u.slots_held]
-                for u in selectors.pool_usage()]
+                for u in page]
         self.stdout.write(table(["pool", "max_running", "max_queued", "running", "queued", "slots_held"], rows))
+        self._next(page)
 
     def do_pool(self, *, actor, name, max_running, max_queued, **_):
         pool = pool_set_limits(name=name, actor=actor, max_running=max_running, max_queued=max_queued)
@@ -190,6 +202,12 @@ class Command(BaseCommand):
 
         for line in seed_demo(actor=actor):
             self.stdout.write(line)
+
+    def _next(self, page) -> None:
+        """The cursor of the next page, if there is one: pass it back with --after. A page
+        filtered on more than its index covers may be short, or empty, and still have one."""
+        if page.next is not None:
+            self.stdout.write(f"next: {page.next}")
 
     def _section(self, title, headers, rows):
         self.stdout.write(f"\n{title}\n" + table(headers, rows))
