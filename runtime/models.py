@@ -276,8 +276,8 @@ class Slot(models.Model):
 
 
 class AuditEvent(models.Model):
-    """Append-only and hash-chained. A trigger (migration 0002) fills chain_seq,
-    prev_hash and hash on INSERT and refuses every UPDATE and DELETE.
+    """Append-only and hash-chained. Triggers (migrations 0002, 0006) fill chain_seq,
+    prev_hash and hash on INSERT and refuse every UPDATE and DELETE.
 
     Each task has its own chain ("task:<id>"); events about no task chain per tenant.
     Per-chain hashing keeps the chain lock as narrow as the task row lock that every
@@ -292,8 +292,9 @@ class AuditEvent(models.Model):
     task_id = models.UUIDField(null=True, blank=True)
     kind = models.CharField(max_length=64)
     data = models.JSONField(default=dict)
-    prev_hash = models.CharField(max_length=64, db_default="")
-    hash = models.CharField(max_length=64, db_default="")
+    # sha256 as 32 raw bytes (migration 0006); the hash input carries prev_hash as hex.
+    prev_hash = models.BinaryField(db_default=b"")
+    hash = models.BinaryField(db_default=b"")
 
     class Meta:
         db_table = "steward_audit"

@@ -62,7 +62,8 @@ def end_attempt(lease: Lease, event: str, *, output: str | None = None, error: d
         "end_reason": event,
         "actor": lease.actor,
         "kind": f"task.{target}",
-        "data": json.dumps({"epoch": lease.epoch, "event": event, **(audit or {})}, default=str),
+        # The event is not repeated: each ends in its own target, which the kind names.
+        "data": json.dumps({"epoch": lease.epoch, **(audit or {})}, default=str),
     }
     wakes_parent = target in states.TERMINAL and lease.parent_id is not None
     if not wakes_parent:
