@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from runtime.errors import InvalidInput
 
@@ -92,13 +92,17 @@ def decode_cursor(keyset: Keyset, filters: dict, cursor: str) -> tuple:
         raise InvalidInput(f"not a cursor of this list with these filters ({exc})", field="after") from None
 
 
+OPERATORS = {"exact": "=", "gte": ">=", "lt": "<"}
+
+
 def keyset_page(driving: QuerySet, *, keyset: Keyset, filters: dict, after: str | None, limit: int,
-                residual: Q | None = None, past: Callable[[QuerySet, tuple], QuerySet] | None = None) -> Page:
+                residual: dict | None = None, past: Callable[[QuerySet, tuple], QuerySet] | None = None) -> Page:
     """One page of `driving` (a queryset its index serves in keyset order), newest first.
 
     `past(qs, key)` narrows a queryset to rows after `key` in that order; the default
-    handles a one-field key (`field < value`). With `residual`, the page is the rows of
-    the next SCAN_BUDGET entries that also match it.
+    handles a one-field key (`field < value`). With `residual` ({"field": value,
+    "field__gte": value, "field__lt": value}), the page is the rows among the next
+    SCAN_BUDGET entries that also match it.
     """
     check_limit(limit)
     order = [f"-{f}" for f in keyset.fields]
@@ -110,18 +114,34 @@ def keyset_page(driving: QuerySet, *, keyset: Keyset, filters: dict, after: str 
     def key_of(row) -> tuple:
         return tuple(getattr(row, f) for f in keyset.fields)
 
-    if residual is None:
+    if not residual:
         rows = list(walk[: limit + 1])
         more = len(rows) > limit
         rows = rows[:limit]
         return Page(rows, encode_cursor(keyset, filters, key_of(rows[-1])) if more else None)
 
-    window = walk.values("pk")[:SCAN_BUDGET]
-    rows = list(driving.model.objects.filter(pk__in=window).filter(residual).order_by(*order)[: limit + 1])
+    rows = _within_window(walk, keyset, residual, limit + 1)
     if len(rows) > limit:
         rows = rows[:limit]
         return Page(rows, encode_cursor(keyset, filters, key_of(rows[-1])))
     # Fewer matches than asked for: go on from the window's end, if the window was full.
-    last = walk.values_list(*keyset.fields)[SCAN_BUDGET - 1: SCAN_BUDGET]
-    last = list(last)
+    last = list(walk.values_list(*keyset.fields)[SCAN_BUDGET - 1: SCAN_BUDGET])
     return Page(rows, encode_cursor(keyset, filters, tuple(last[0])) if last else None)
+
+
+def _within_window(walk: QuerySet, keyset: Keyset, residual: dict, n: int) -> list:
+    """The first `n` rows of the window (the walk's next SCAN_BUDGET rows) that match
+    `residual`. The window is a derived table with its own LIMIT, which PostgreSQL cannot
+    flatten: it is read off the driving index and then filtered. (Written as `pk IN
+    (window)`, the planner was free to, and did, hash-join the window against a scan
+    of the whole table.)"""
+    model = walk.model
+    inner, params = walk[:SCAN_BUDGET].query.sql_with_params()
+    where, values = [], []
+    for lookup, value in residual.items():
+        name, _, op = lookup.partition("__")
+        where.append(f'w."{model._meta.get_field(name).column}" {OPERATORS[op or "exact"]} %s')
+        values.append(value)
+    direction = ", ".join(f'w."{model._meta.get_field(f).column}" DESC' for f in keyset.fields)
+    sql = f"SELECT * FROM ({inner}) AS w WHERE {' AND '.join(where)} ORDER BY {direction} LIMIT %s"
+    return list(model.objects.raw(sql, [*params, *values, n]))

@@ -79,11 +79,8 @@ def task_page(*, tenant: str | None = None, status: str | None = None, agent: st
     equal = {"tenant": tenant, "status": status, "agent": agent, "pool_id": pool,
              "parent_id": _uuid(parent, "parent"), "root_id": _uuid(root, "root")}
     equal = {k: v for k, v in equal.items() if v is not None}
-    created = Q()
-    if created_after is not None:
-        created &= Q(created_at__gte=created_after)
-    if created_before is not None:
-        created &= Q(created_at__lt=created_before)
+    created = {k: v for k, v in (("created_at__gte", created_after), ("created_at__lt", created_before))
+               if v is not None}
 
     if "parent_id" in equal:
         driving_on, keyset = ("parent_id",), TASKS_BY_SPAWN
@@ -95,11 +92,10 @@ def task_page(*, tenant: str | None = None, status: str | None = None, agent: st
     if "root_id" in driving_on:
         driving = driving.filter(parent__isnull=False)  # the partial index's predicate
     if keyset is TASKS_BY_ID:
-        driving = driving.filter(created & _id_range(created_after, created_before))
-        created = Q()
-    residual = Q(**equal) & created
+        driving = driving.filter(_id_range(created_after, created_before), **created)
+        created = {}
     return keyset_page(driving, keyset=keyset, filters=filters, after=after, limit=limit,
-                       residual=residual if residual else None)
+                       residual={**equal, **created})
 
 
 def _id_range(created_after: datetime | None, created_before: datetime | None) -> Q:
@@ -136,16 +132,15 @@ def effect_page(*, task=None, state: str | None = None, effect_class: str | None
         if value is not None and value not in allowed:
             raise InvalidInput(f"{field} must be one of {', '.join(allowed)}", field=field)
     filters = {"task": task, "state": state, "effect_class": effect_class}
-    residual = Q(effect_class=effect_class) if effect_class else Q()
+    residual = {"effect_class": effect_class} if effect_class else {}
     if task is not None:
         driving, keyset = Effect.objects.filter(task_id=task_get(task).id), EFFECTS_BY_STEP
         if state:
-            residual &= Q(state=state)
+            residual["state"] = state
     else:
         driving = Effect.objects.filter(state=state) if state else Effect.objects.all()
         keyset = EFFECTS_BY_ID
-    return keyset_page(driving, keyset=keyset, filters=filters, after=after, limit=limit,
-                       residual=residual if residual else None)
+    return keyset_page(driving, keyset=keyset, filters=filters, after=after, limit=limit, residual=residual)
 
 
 AUDIT_BY_TIME = Keyset("audit", ("at", "id"), lambda key: [_micros(key[0]), key[1]],
@@ -163,24 +158,16 @@ def audit_page(*, tenant: str, task=None, actor: str | None = None, kind: str | 
     if not isinstance(tenant, str) or not tenant:
         raise InvalidInput("tenant is required", field="tenant")
     filters = {"tenant": tenant, "task": task, "actor": actor, "kind": kind, "since": since, "until": until}
-    residual = Q()
-    if actor:
-        residual &= Q(actor=actor)
-    if kind:
-        residual &= Q(kind=kind)
-    timed = Q()
-    if since is not None:
-        timed &= Q(at__gte=since)
-    if until is not None:
-        timed &= Q(at__lt=until)
+    residual = {k: v for k, v in (("actor", actor), ("kind", kind)) if v}
+    timed = {k: v for k, v in (("at__gte", since), ("at__lt", until)) if v is not None}
     if task is not None:
         chain = chain_for(task_id=_uuid(task, "task"), tenant=tenant)
         driving = AuditEvent.objects.filter(chain=chain, tenant=tenant)
         return keyset_page(driving, keyset=AUDIT_BY_CHAIN, filters=filters, after=after, limit=limit,
-                           residual=(residual & timed) or None)
-    driving = AuditEvent.objects.filter(Q(tenant=tenant) & timed)
+                           residual={**residual, **timed})
+    driving = AuditEvent.objects.filter(tenant=tenant, **timed)
     return keyset_page(driving, keyset=AUDIT_BY_TIME, filters=filters, after=after, limit=limit,
-                       residual=residual or None, past=_before_in_time)
+                       residual=residual, past=_before_in_time)
 
 
 def _before_in_time(qs, key):
