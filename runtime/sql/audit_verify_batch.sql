@@ -18,28 +18,25 @@
 -- either in a later batch or not at all.
 SELECT id, chain, chain_seq, hash, problem, last, n
 FROM (
+    -- One WindowAgg for every window function; the CASEs are evaluated above it.
     SELECT id, chain, chain_seq, hash,
            CASE WHEN hash <> steward_audit_hash(prev_hash, chain, chain_seq, at, actor, tenant, task_id,
                                                 kind, data) THEN 'hash'
-                WHEN chain_seq <> coalesce(before_seq, 0) + 1 THEN 'gap'
-                WHEN prev_hash <> coalesce(before_hash, ''::bytea) THEN 'link'
+                WHEN chain_seq <> coalesce(CASE WHEN lag(chain) OVER w = chain THEN lag(chain_seq) OVER w
+                                                WHEN lag(chain) OVER w IS NULL AND chain = %(chain)s
+                                                THEN %(seq)s::integer END, 0) + 1 THEN 'gap'
+                WHEN prev_hash <> coalesce(CASE WHEN lag(chain) OVER w = chain THEN lag(hash) OVER w
+                                                WHEN lag(chain) OVER w IS NULL AND chain = %(chain)s
+                                                THEN %(hash)s::bytea END, ''::bytea) THEN 'link'
            END AS problem,
            lead(id) OVER w IS NULL AS last,
            row_number() OVER w AS n
     FROM (
-        SELECT a.*,
-               CASE WHEN lag(a.chain) OVER w = a.chain THEN lag(a.chain_seq) OVER w
-                    WHEN lag(a.chain) OVER w IS NULL AND a.chain = %(chain)s THEN %(seq)s::integer END AS before_seq,
-               CASE WHEN lag(a.chain) OVER w = a.chain THEN lag(a.hash) OVER w
-                    WHEN lag(a.chain) OVER w IS NULL AND a.chain = %(chain)s THEN %(hash)s::bytea END AS before_hash
-        FROM (
-            SELECT * FROM steward_audit
-            WHERE (chain, chain_seq) > (%(chain)s::text, %(seq)s::integer) AND chain <= %(last_chain)s::text
-            ORDER BY chain, chain_seq
-            LIMIT %(limit)s
-        ) a
-        WINDOW w AS (ORDER BY a.chain, a.chain_seq)
-    ) linked
+        SELECT * FROM steward_audit
+        WHERE (chain, chain_seq) > (%(chain)s::text, %(seq)s::integer) AND chain <= %(last_chain)s::text
+        ORDER BY chain, chain_seq
+        LIMIT %(limit)s
+    ) batch
     WINDOW w AS (ORDER BY chain, chain_seq)
 ) checked
 WHERE problem IS NOT NULL OR last

@@ -13,6 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from runtime import audit as audit_module
 from runtime.audit import Tampered, audit_problems, audit_verify
 from runtime.db import sql
 from runtime.models import AuditEvent
@@ -126,7 +127,7 @@ def test_verify_from_a_known_head_reads_only_the_rows_after_it_and_links_the_fir
 
 def test_progress_is_reported_after_each_batch(trail):
     heard = []
-    audit_verify(batch=4, progress=heard.append)
+    audit_verify(batch=4, progress=heard.append, streams=1)
 
     assert [p.rows for p in heard] == [4, 8, 12, 15]
     assert all(p.seconds >= 0 and p.rows_per_second >= 0 for p in heard)
@@ -163,3 +164,25 @@ def test_rows_written_before_the_bytea_migration_verify_unchanged(live):
                                       'x', NULL, 'k', '{}'::jsonb)""")
         old_hex, new_bytes = cur.fetchone()
     assert bytes(new_bytes).hex() == old_hex
+
+
+def test_chain_ranges_verified_at_once_find_tampering_on_either_side_of_each_cut(trail, monkeypatch):
+    """Three streams cut between chains (the sample that picks real cuts is patched to
+    name them): the last row before a cut and the first after it are both checked."""
+    _, rows = trail
+    chains = sorted({r.chain for r in rows})
+    real = audit_module.db.fetchone
+    monkeypatch.setattr(audit_module.db, "fetchone", lambda name, params=(): (
+        [[chains[1], chains[3]]] if name == "audit_chain_cuts" else real(name, params)))
+    assert [(a, b) for a, _, _, b in audit_module._chain_ranges(3)] == [
+        ("", chains[1]), (chains[1], chains[3]), (chains[3], chains[4])]
+    last_before = max((r for r in rows if r.chain == chains[1]), key=lambda r: r.chain_seq)
+    first_after = min((r for r in rows if r.chain == chains[2]), key=lambda r: r.chain_seq)
+    bypassing_the_triggers("UPDATE steward_audit SET actor = 'user:mallory' WHERE id IN (%s, %s)",
+                           [last_before.id, first_after.id])
+
+    heard = []
+    found = audit_problems(streams=3, batch=2, progress=heard.append)
+
+    assert {bad.id for bad in found} == {last_before.id, first_after.id}
+    assert heard[-1].rows == 15  # every row, once, across the three streams
