@@ -16,7 +16,7 @@ define pytest
 $(SERVICES) sh -c '$(PY) manage.py migrate --noinput && $(PY) -m pytest -m "$(1)" $(PYTEST_ARGS)'
 endef
 
-.PHONY: venv run test test-integration stress bench lint-imports clean
+.PHONY: venv run test test-integration stress bench bench-scale lint-imports clean
 
 venv: $(VENV)/.installed
 
@@ -39,6 +39,11 @@ stress: venv
 
 bench: venv
 	$(SERVICES) $(PY) -m tests.bench
+
+# A million finished tasks beside an empty database (tests/bench_scale.py). The first run
+# loads for several minutes and about 8 GB; later runs reuse the load.
+bench-scale: venv
+	$(SERVICES) $(PY) -m tests.bench_scale
 
 lint-imports: venv
 	$(VENV)/bin/lint-imports

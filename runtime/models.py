@@ -7,14 +7,13 @@ Table names are explicit because the hot paths use hand-written SQL (runtime/sql
 
 from __future__ import annotations
 
-import uuid
-
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
 from runtime import states
+from runtime.ids import uuid7
 
 
 def _choices(values):
@@ -26,6 +25,7 @@ class Pool(models.Model):
     allowed concurrent attempt) so that claiming is a SKIP LOCKED row grab, not a count.
     """
 
+    # One index: migration 0005 dropped the varchar_pattern_ops twin Django adds.
     name = models.SlugField(primary_key=True, max_length=100)
     max_running = models.PositiveIntegerField()
     max_queued = models.PositiveIntegerField()
@@ -38,11 +38,40 @@ class Pool(models.Model):
         return f"{self.name} (running≤{self.max_running}, queued≤{self.max_queued})"
 
 
+class PoolCount(models.Model):
+    """A pool's admitted tasks (queued + running), kept instead of counted.
+
+    Triggers on steward_task (migration 0004) add +1 or -1 whenever a row enters or
+    leaves {queued, running}, to the row of the backend that made the change
+    (shard = pg_backend_pid()): no two open transactions ever write the same row, so
+    workers ending attempts never wait on each other or deadlock here. The supervisor
+    folds the rows of backends that have gone into shard 0. steward_submit() sums a
+    pool's rows under the pool's row lock (docs/adr/0010-kept-admission-counts.md).
+    """
+
+    pk = models.CompositePrimaryKey("pool", "shard")
+    # No database constraint: the trigger's rare INSERT would take a KEY SHARE lock on
+    # the pool row and queue behind every submit holding it FOR UPDATE. A pool's tasks
+    # already guarantee it exists; deleting a pool through the ORM deletes its rows.
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, db_column="pool", related_name="counts",
+                             db_constraint=False, db_index=False)
+    shard = models.IntegerField(help_text="The backend pid that wrote it; 0 for folded rows.")
+    admitted = models.BigIntegerField(default=0, help_text="Its share of the pool's queued + running tasks.")
+
+    class Meta:
+        db_table = "steward_pool_count"
+
+    def __str__(self):
+        return f"{self.pool_id}#{self.shard}: {self.admitted:+d}"
+
+
 class Task(models.Model):
     """The durable logical unit of work. Its id is minted before the first step runs and
     outlives every worker that touches it."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Time-ordered (UUIDv7): steward_submit() mints it from the transaction's clock, so
+    # the primary key orders tasks by creation (runtime/ids.py).
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     agent = models.CharField(max_length=200)
     input = models.JSONField()
     input_digest = models.CharField(max_length=64)
@@ -96,19 +125,26 @@ class Task(models.Model):
             ),
         ]
         indexes = [
-            # Claim order within a pool, and the admission count.
+            # Claim order within a pool, and each pool's oldest queued task for the sweep.
             models.Index(
                 fields=["pool", "queued_at", "id"],  # the claim order, read straight off the index
                 condition=Q(status=states.QUEUED),
                 name="task_claim_order",
             ),
-            # With task_claim_order, the admission count (runtime/sql/submit_function.sql).
-            # Deliberately not one index over both statuses: the planner would pick it for
-            # the claim too, and sort the pool's whole queue on every claim.
-            models.Index(fields=["pool"], condition=Q(status=states.RUNNING), name="task_running_by_pool"),
+            # No index of running tasks by pool: admission reads kept counts (PoolCount),
+            # and a running task always holds a slot, so `pools` counts them through
+            # steward_slot. Dropping it saved an index entry on every claim.
             models.Index(fields=["wake_at"], condition=Q(status=states.SLEEPING), name="task_sleeping_due"),
-            models.Index(fields=["status", "created_at"], name="task_status_created"),
-            models.Index(fields=["tenant", "created_at"], name="task_tenant_created"),
+            # The list pages (runtime/selectors.py task_page), newest first by id (ids are
+            # time-ordered). Each full index here costs about 8 µs on every write of a
+            # task row (status changes are never HOT), some 25 µs per task, about 1% of
+            # a task's database time in `make bench`: each one earns it for a listing
+            # that would otherwise read the table. The primary key serves all tasks.
+            models.Index(fields=["tenant", "id"], name="task_tenant_id"),             # a tenant's tasks
+            models.Index(fields=["tenant", "status", "id"], name="task_tenant_status_id"),  # ... by status
+            models.Index(fields=["status", "id"], name="task_status_id"),             # every tenant's, by status
+            # A tree below its root. Partial: top-level tasks (most) never write it.
+            models.Index(fields=["root", "id"], condition=Q(parent__isnull=False), name="task_tree"),
         ]
 
     def __str__(self):
@@ -187,7 +223,7 @@ class Effect(models.Model):
     request_digest = models.CharField(max_length=64)
     receipt = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
-    attempt = models.ForeignKey(Attempt, on_delete=models.PROTECT, related_name="effects")
+    attempt = models.ForeignKey(Attempt, on_delete=models.PROTECT, related_name="effects", db_index=False)
     epoch = models.IntegerField(help_text="Epoch of the attempt that last sent it.")
     sends = models.IntegerField(default=0, help_text="Times it was handed to the service.")
     resend_approved = models.BooleanField(default=False, help_text="An operator chose to send it again.")
@@ -203,7 +239,12 @@ class Effect(models.Model):
             models.CheckConstraint(condition=Q(effect_class__in=states.EFFECT_CLASSES), name="effect_class_known"),
             models.UniqueConstraint(fields=["task", "step_seq"], name="effect_one_per_step"),
         ]
-        indexes = [models.Index(fields=["state", "created_at"], name="effect_state_created")]
+        # The ledger's pages (runtime/selectors.py effect_page): by state newest first;
+        # a task's effects come from effect_one_per_step. The key's unique index is its
+        # only one (migration 0005 dropped Django's varchar_pattern_ops twin: nothing
+        # matches keys by prefix), and `attempt` has none (nothing looks effects up by
+        # attempt, and attempts are never deleted): two fewer index writes per change.
+        indexes = [models.Index(fields=["state", "id"], name="effect_state_id")]
 
     def __str__(self):
         return f"{self.name} [{self.state}] {self.key}"
@@ -235,8 +276,8 @@ class Slot(models.Model):
 
 
 class AuditEvent(models.Model):
-    """Append-only and hash-chained. A trigger (migration 0002) fills chain_seq,
-    prev_hash and hash on INSERT and refuses every UPDATE and DELETE.
+    """Append-only and hash-chained. Triggers (migrations 0002, 0006) fill chain_seq,
+    prev_hash and hash on INSERT and refuse every UPDATE and DELETE.
 
     Each task has its own chain ("task:<id>"); events about no task chain per tenant.
     Per-chain hashing keeps the chain lock as narrow as the task row lock that every
@@ -251,14 +292,17 @@ class AuditEvent(models.Model):
     task_id = models.UUIDField(null=True, blank=True)
     kind = models.CharField(max_length=64)
     data = models.JSONField(default=dict)
-    prev_hash = models.CharField(max_length=64, db_default="")
-    hash = models.CharField(max_length=64, db_default="")
+    # sha256 as 32 raw bytes (migration 0006); the hash input carries prev_hash as hex.
+    prev_hash = models.BinaryField(db_default=b"")
+    hash = models.BinaryField(db_default=b"")
 
     class Meta:
         db_table = "steward_audit"
         constraints = [models.UniqueConstraint(fields=["chain", "chain_seq"], name="audit_chain_seq")]
-        # A task's events are its chain ("task:<id>"), found through audit_chain_seq.
-        indexes = [models.Index(fields=["tenant", "id"], name="audit_by_tenant")]
+        # A tenant's trail newest first, and a time range of it, off one index
+        # (runtime/selectors.py audit_page); a task's events are its chain, found
+        # through audit_chain_seq.
+        indexes = [models.Index(fields=["tenant", "at", "id"], name="audit_tenant_at")]
 
     def __str__(self):
         return f"#{self.id} {self.kind} by {self.actor}"

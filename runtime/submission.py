@@ -53,13 +53,16 @@ def insert_task(*, agent: str, input_text: str, digest: str, tenant: str, owner:
                 actor: str, key: str | None = None, parent_id=None, root_id=None,
                 spawn_seq: int | None = None) -> Submission:
     """Run steward_submit on the caller's transaction (or autocommit) and map its outcome."""
-    task_id = uuid.uuid4()
     params = {
-        "id": task_id, "agent": agent, "input": input_text, "digest": digest, "tenant": tenant,
+        # None: steward_submit mints a time-ordered id from its own clock (runtime/ids.py).
+        "id": None, "agent": agent, "input": input_text, "digest": digest, "tenant": tenant,
         "owner": owner, "pool": pool, "key": key, "actor": actor, "parent": parent_id,
         "root": root_id, "spawn_seq": spawn_seq,
-        "audit": json.dumps({"agent": agent, "pool": pool, "owner": owner, "key": key,
-                             "parent": str(parent_id) if parent_id else None}),
+        # What was asked for, as evidence (the task row is not hashed); absent, not null,
+        # when there is no caller key or no parent.
+        "audit": json.dumps({"agent": agent, "pool": pool, "owner": owner,
+                             **({"key": key} if key is not None else {}),
+                             **({"parent": str(parent_id)} if parent_id else {})}),
     }
     outcome, found_id, status, admitted, max_running, max_queued, wake = db.fetchone("submit", params)
     if outcome == "no_pool":

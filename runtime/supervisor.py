@@ -68,6 +68,7 @@ def sweep(*, supervisor_id: str) -> SweepReport:
     _recover_expired(report, actor)
     _release_abandoned(report, actor)
     _retire_slots()
+    _fold_counts()
     _wake(report, actor)
     _redispatch(report)
     return report
@@ -100,6 +101,12 @@ def _retire_slots() -> None:
     """2b. Slots numbered past a shrunken max_running, once their attempt has ended
     (runtime/pools.py pool_set_limits). claim.sql never hands them out meanwhile."""
     db.execute("retire_slots", {})
+
+
+def _fold_counts() -> None:
+    """2c. Fold the kept admission counts of disconnected backends into one row per
+    pool (runtime/sql/pool_count_fold.sql), so admission sums a handful of rows."""
+    db.execute("pool_count_fold", {})
 
 
 def _wake(report: SweepReport, actor: str) -> None:

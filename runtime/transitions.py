@@ -63,7 +63,9 @@ def end_attempt(lease: Lease, event: str, *, output: str | None = None, error: d
         "event": event,
         "max_crashes": config.max_crashes(),
         "actor": lease.actor,
-        "data": json.dumps({"epoch": lease.epoch, "event": event, **(audit or {})}, default=str),
+        # The event is not repeated: each ends in its own target, which the kind names
+        # (a yield past MAX_CRASHES ends in task.dead, the only attempt end that does).
+        "data": json.dumps({"epoch": lease.epoch, **(audit or {})}, default=str),
     }
     wakes_parent = target in states.TERMINAL and lease.parent_id is not None
     if not wakes_parent:

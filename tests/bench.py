@@ -9,6 +9,10 @@ processes. Progress and details go to stderr; stdout carries only the JSON.
     fleet_tasks_per_s      500 tasks of 5 steps, submitted one by one, on 2 worker processes
     dispatch_ms_p50/p99    submit() call to the first step's start, on an idle fleet
     worker_rss_growth_pct  a worker's RSS after 10,000 more steps, against after warm-up
+    submit_backlog_ratio   submits/s into a pool holding 50,000 queued tasks over submits/s
+                           into an empty pool, alternating, in the same run (no workers)
+
+STEWARD_BENCH_DB names the database (default steward_bench); it is dropped and made anew.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import sys
 import time
 from urllib.parse import urlsplit, urlunsplit
 
-BENCH_DB = "steward_bench"
+BENCH_DB = os.environ.get("STEWARD_BENCH_DB", "steward_bench")
 POOL = "bench"
 
 
@@ -146,6 +150,67 @@ def rss_growth_pct(worker, steps: int = 10_000) -> float:
     return (after - before) / before * 100
 
 
+def load_backlog(pool: str, n: int) -> None:
+    """`n` queued tasks in `pool`, written set-wise in one transaction rather than by n
+    submits. One INSERT of n rows would fire the admission-count trigger n times on one
+    counter row (each update walking the row's growing chain of versions in that
+    transaction), so the trigger is off for the load and the count is written once."""
+    from django.db import connection, transaction
+
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute("SELECT to_regclass('steward_pool_count') IS NOT NULL")
+        (kept,) = cur.fetchone()
+        if kept:
+            cur.execute("ALTER TABLE steward_task DISABLE TRIGGER steward_pool_count_insert")
+        cur.execute("""
+            INSERT INTO steward_task (id, agent, input, input_digest, tenant, owner, pool, status, epoch,
+                                      next_reason, crash_count, status_note, created_at, updated_at, queued_at)
+            SELECT gen_random_uuid(), 't.steps', '{"n": 1}', md5(g::text), 'bench', 'bench', %s, 'queued', 0,
+                   'first', 0, '', now(), now(), now()
+            FROM generate_series(1, %s) g""", [pool, n])
+        # Run the deferred foreign-key checks now: ALTER TABLE refuses pending trigger events.
+        cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        if kept:
+            cur.execute("ALTER TABLE steward_task ENABLE TRIGGER steward_pool_count_insert")
+            cur.execute("INSERT INTO steward_pool_count (pool, shard, admitted) VALUES (%s, 0, %s)", [pool, n])
+    # Vacuum now, or autovacuum would wake up for the new rows in the middle of the measurement.
+    with connection.cursor() as cur:
+        cur.execute("VACUUM (ANALYZE) steward_task")
+
+
+def submit_backlog_ratio(backlog: int = 50_000, n: int = 100, rounds: int = 10) -> float:
+    """Submits/s into a pool holding `backlog` queued tasks over submits/s into an empty
+    one. Blocks of `n` one-by-one submits alternate between the two pools (ABBA), after a
+    warm-up block each; the figure is the median of the `rounds` paired ratios, so a
+    drift in the machine's speed (it is shared) cancels within each pair. Run with no
+    workers, so only the submits compete for the CPU."""
+    from runtime.pools import pool_set_limits
+    from runtime.submission import task_submit
+
+    pools = ("bench-empty", "bench-backlog")
+    for pool in pools:
+        pool_set_limits(name=pool, actor="bench", max_running=8, max_queued=backlog + n * (rounds + 1) + 100)
+    load_backlog("bench-backlog", backlog)
+
+    def rate(pool: str) -> float:
+        started = time.perf_counter()
+        for _ in range(n):
+            task_submit(agent="t.steps", input={"n": 1}, tenant="bench", owner="bench", actor="bench", pool=pool)
+        return n / (time.perf_counter() - started)
+
+    for pool in pools:
+        rate(pool)  # warm-up: connection, prepared statements, compiled functions
+    pairs = []
+    for i in range(rounds):  # ABBA order: neither pool always goes first
+        if i % 2:
+            backlogged, empty = rate("bench-backlog"), rate("bench-empty")
+        else:
+            empty, backlogged = rate("bench-empty"), rate("bench-backlog")
+        pairs.append((empty, backlogged))
+    log(f"submits/s, empty vs {backlog} queued: {[(round(a), round(b)) for a, b in pairs]}")
+    return statistics.median(b / a for a, b in pairs)
+
+
 def main() -> None:
     bench_url = use_bench_database()
     import django
@@ -183,6 +248,8 @@ def main() -> None:
         fleet_rate = fleet_tasks_per_s()
     finally:
         fleet.stop_all()
+    log("submit backlog")
+    backlog_ratio = submit_backlog_ratio()
     result = {
         "raw_insert_per_s": round(raw),
         "steps_per_s": round(steps),
@@ -190,6 +257,7 @@ def main() -> None:
         "dispatch_ms_p50": round(p50, 2),
         "dispatch_ms_p99": round(p99, 2),
         "worker_rss_growth_pct": round(rss, 2),
+        "submit_backlog_ratio": round(backlog_ratio, 2),
     }
     log(f"steps/raw = {steps / raw:.2f}")
     print(json.dumps(result))

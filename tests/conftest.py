@@ -18,6 +18,7 @@ from django.db import connection
 import tests.agents  # noqa: F401 - registers the test agents in this process
 from runtime.demo.fake_service import FakeService
 from runtime.leases import keeper
+from tests.counts import count_drift
 from tests.harness import Fleet
 
 TIMING = {
@@ -104,5 +105,10 @@ def fake():
 
 @pytest.fixture
 def live(transactional_db):
-    """Committed data, visible to other processes (workers, supervisors)."""
-    return transactional_db
+    """Committed data, visible to other processes (workers, supervisors).
+
+    Afterwards, whatever the test did (workers killed mid-attempt included), every
+    pool's kept admission count must equal a recount of its queued and running tasks."""
+    yield transactional_db
+    drift = count_drift()
+    assert not drift, f"kept admission counts drifted from a recount (kept, recounted): {drift}"

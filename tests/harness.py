@@ -51,12 +51,22 @@ def race(n: int, fn) -> list:
         finally:
             connection.close()
 
+    # Room in this process's connection pool for every thread at once, or the last ones
+    # would wait for a connection instead of racing (and the Barrier would time out).
+    pool = getattr(connection, "pool", None)
+    sizes = (pool.min_size, pool.max_size) if pool is not None else None
+    if sizes and sizes[1] < n + 2:
+        pool.resize(sizes[0], n + 2)
     threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-        assert not thread.is_alive(), "a racing thread hung"
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+            assert not thread.is_alive(), "a racing thread hung"
+    finally:
+        if sizes and sizes[1] < n + 2:
+            pool.resize(*sizes)
     return results
 
 

@@ -1,3 +1,5 @@
+-- As migration 0002 ran it. Migration 0006_audit_bytea_hashes redefines the hash and the link
+-- trigger for 32-byte hashes (inline); the append-only trigger here is unchanged.
 -- The audit trail's guarantees live in PostgreSQL, not in application code:
 --  1. steward_audit_hash() is the one definition of a row's hash. It covers every
 --     column, the previous row's hash in the same chain, and the time as integer

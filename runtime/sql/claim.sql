@@ -44,8 +44,8 @@ WITH next AS (
     INSERT INTO steward_audit (chain, chain_seq, actor, tenant, task_id, kind, data, prev_hash, hash)
     SELECT 'task:' || claimed.id, 0, 'worker:' || %(worker)s, claimed.tenant, claimed.id,
            'attempt.started',
-           jsonb_build_object('epoch', claimed.epoch, 'reason', claimed.next_reason,
-                              'worker', %(worker)s::text),
+           -- The worker is the row's actor: not repeated here (issue 5, item 10).
+           jsonb_build_object('epoch', claimed.epoch, 'reason', claimed.next_reason),
            '', ''
     FROM claimed
 )

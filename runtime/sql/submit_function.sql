@@ -1,3 +1,4 @@
+-- As migration 0003 ran it. The current definition is inline in migration 0004_pool_counts.
 -- steward_submit(): create a task (or find the caller key's task) in one round trip.
 --
 -- Why a function: admission must count the pool's tasks *after* taking the pool's row

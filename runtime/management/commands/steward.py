@@ -1,6 +1,6 @@
 """`manage.py steward <command>`: operate Steward from a terminal.
 
-    submit AGENT --input JSON     tasks      show TASK      effects
+    submit AGENT --input JSON     tasks      show TASK      effects     (lists page: --after)
     resolve-effect ID --as ...    resume     cancel         audit verify
     supervise                     pools      pool NAME      pool-create NAME   pool-remove NAME
     agents                        seed-demo
@@ -60,7 +60,10 @@ class Command(BaseCommand):
         p.add_argument("--agent")
         p.add_argument("--tenant")
         p.add_argument("--pool")
+        p.add_argument("--parent", help="the children of this task")
+        p.add_argument("--root", help="the tasks below this root task")
         p.add_argument("--limit", type=int, default=30)
+        p.add_argument("--after", metavar="CURSOR", help="the page after the one that printed CURSOR")
 
         p = sub.add_parser("show", help="a task's attempts, journal, effects, children and audit")
         p.add_argument("task")
@@ -68,7 +71,9 @@ class Command(BaseCommand):
         p = sub.add_parser("effects", help="list the effect ledger")
         p.add_argument("--task")
         p.add_argument("--state", choices=states.EFFECT_STATES)
+        p.add_argument("--class", dest="effect_class", choices=states.EFFECT_CLASSES)
         p.add_argument("--limit", type=int, default=30)
+        p.add_argument("--after", metavar="CURSOR", help="the page after the one that printed CURSOR")
 
         p = sub.add_parser("resolve-effect", help="settle an `unknown` effect and unblock its task")
         p.add_argument("effect", type=int)
@@ -86,12 +91,15 @@ class Command(BaseCommand):
 
         p = sub.add_parser("audit", help="audit trail")
         p.add_argument("action", choices=["verify"])
+        p.add_argument("--after", type=int, metavar="AUDIT_ID",
+                       help="verify only the rows after this audit id (each linked to the row before it)")
 
         p = sub.add_parser("supervise", help="run the supervisor sweep")
         p.add_argument("--once", action="store_true")
         p.add_argument("--interval", type=float, help="seconds between sweeps (default SWEEP_SECONDS)")
 
-        sub.add_parser("pools", help="pools, limits and usage")
+        p = sub.add_parser("pools", help="pools, limits and usage")
+        p.add_argument("--after", metavar="CURSOR", help="the page after the one that printed CURSOR")
         p = sub.add_parser("pool", help="change a pool's limits")
         p.add_argument("name")
         p.add_argument("--max-running", type=int)
@@ -139,10 +147,13 @@ class Command(BaseCommand):
         if wait:
             self.stdout.write(f"still {selectors.task_get(sub.task_id).status} after {wait:g}s")
 
-    def do_tasks(self, *, status, agent, tenant, pool, limit, **_):
+    def do_tasks(self, *, status, agent, tenant, pool, parent, root, limit, after, **_):
+        page = selectors.task_page(status=status, agent=agent, tenant=tenant, pool=pool, parent=parent, root=root,
+                                   limit=limit, after=after)
         rows = [[t.id, t.agent, t.status, t.epoch, t.pool_id, when(t.updated_at), short(t.status_note, 40)]
-                for t in selectors.task_list(status=status, agent=agent, tenant=tenant, pool=pool, limit=limit)]
+                for t in page]
         self.stdout.write(table(["task", "agent", "status", "epoch", "pool", "updated", "note"], rows))
+        self._next(page)
 
     def do_show(self, *, task, **_):
         d = selectors.task_detail(task)
@@ -165,10 +176,11 @@ class Command(BaseCommand):
         self._section("audit", ["id", "at", "kind", "actor", "data"],
                       [[a.id, when(a.at), a.kind, a.actor, short(a.data, 60)] for a in d.audit])
 
-    def do_effects(self, *, task, state, limit, **_):
-        rows = [[e.id, e.task_id, e.name, e.effect_class, e.state, e.sends, when(e.created_at)]
-                for e in selectors.effect_list(task_id=task, state=state, limit=limit)]
+    def do_effects(self, *, task, state, effect_class, limit, after, **_):
+        page = selectors.effect_page(task=task, state=state, effect_class=effect_class, limit=limit, after=after)
+        rows = [[e.id, e.task_id, e.name, e.effect_class, e.state, e.sends, when(e.created_at)] for e in page]
         self.stdout.write(table(["id", "task", "name", "class", "state", "sends", "created"], rows))
+        self._next(page)
 
     def do_resolve_effect(self, *, actor, effect, outcome, receipt, note, **_):
         parsed = None
@@ -186,11 +198,25 @@ class Command(BaseCommand):
         ids = task_cancel(task_id=task, actor=actor, reason=reason)
         self.stdout.write(f"cancelled {len(ids)} task(s): " + ", ".join(map(str, ids)))
 
-    def do_audit(self, *, action, **_):
-        bad = audit_verify()
+    def do_audit(self, *, action, after, **_):
+        last_report = [0.0]
+
+        def progress(p):  # on stderr, about once a second, so stdout carries only the verdict
+            if p.seconds - last_report[0] >= 1.0:
+                last_report[0] = p.seconds
+                self.stderr.write(f"checked {p.rows:,} rows ({p.rows_per_second:,.0f} rows/s)")
+                self.stderr.flush()
+
+        checked = []
+        bad = audit_verify(after_id=after, progress=lambda p: (checked.append(p), progress(p)))
+        if checked:
+            done = checked[-1]
+            self.stderr.write(f"checked {done.rows:,} rows in {done.seconds:.1f} s "
+                              f"({done.rows_per_second:,.0f} rows/s)")
         if bad is not None:
             raise CommandError(f"TAMPERED: {bad}", returncode=3)
-        self.stdout.write("audit trail verified: every chain is intact")
+        scope = "every chain is intact" if after is None else f"every row after #{after} is intact"
+        self.stdout.write(f"audit trail verified: {scope}")
 
     def do_supervise(self, *, once, interval, **_):
         from runtime import executor, supervisor  # noqa: PLC0415 - only this command needs them
@@ -202,10 +228,12 @@ class Command(BaseCommand):
 
         supervisor.supervise(supervisor_id=executor.worker_id(), interval=interval, once=once, on_report=report)
 
-    def do_pools(self, **_):
+    def do_pools(self, *, after, **_):
+        page = selectors.pool_usage(after=after)
         rows = [[u.pool.name, u.pool.max_running, u.pool.max_queued, u.running, u.queued, u.slots_held]
-                for u in selectors.pool_usage()]
+                for u in page]
         self.stdout.write(table(["pool", "max_running", "max_queued", "running", "queued", "slots_held"], rows))
+        self._next(page)
 
     def do_pool(self, *, actor, name, max_running, max_queued, **_):
         pool = pool_set_limits(name=name, actor=actor, max_running=max_running, max_queued=max_queued)
@@ -229,6 +257,12 @@ class Command(BaseCommand):
         for line in seed_demo(actor=actor):
             self.stdout.write(line)
 
+    def _next(self, page) -> None:
+        """The cursor of the next page, if there is one: pass it back with --after. A page
+        filtered on more than its index covers may be short, or empty, and still have one."""
+        if page.next is not None:
+            self.stdout.write(f"next: {page.next}")
+
     def _section(self, title, headers, rows):
         self.stdout.write(f"\n{title}\n" + table(headers, rows))
 
@@ -244,6 +278,8 @@ class _Parser(CommandParser):
         raise CommandError(f"{InvalidArgument.code}: {message}", returncode=2)
 
 
+CURSOR_MAX = 500
+
 # Checks by option name, run before any command touches the database. The services check
 # the same things again (they are the API's entry points too); checking here first means
 # the list commands refuse a bad filter instead of running a query with it.
@@ -256,7 +292,12 @@ _CHECKS = {
     "pool": arguments.pool_name,
     "name": arguments.pool_name,
     "task": arguments.task_id,
+    "parent": arguments.task_id,
+    "root": arguments.task_id,
     "effect": arguments.effect_id,
+    # A cursor is opaque (runtime/paging.py decodes and checks it); an audit id is a count.
+    "after": lambda value: (arguments.text("--after", value, max_length=CURSOR_MAX) if isinstance(value, str)
+                            else arguments.bounded("--after", value, minimum=0, maximum=2**63 - 1)),
     "note": lambda value: arguments.text("--note", value),
     "reason": lambda value: arguments.text("--reason", value),
     "limit": lambda value: arguments.bounded("--limit", value, minimum=1, maximum=arguments.PAGE_MAX),
