@@ -184,12 +184,12 @@ def submit_backlog_ratio(backlog: int = 50_000, n: int = 100, rounds: int = 10) 
     warm-up block each; the figure is the median of the `rounds` paired ratios, so a
     drift in the machine's speed (it is shared) cancels within each pair. Run with no
     workers, so only the submits compete for the CPU."""
-    from runtime.pools import pool_set_limits
+    from tests.pools import pool_with
     from runtime.submission import task_submit
 
     pools = ("bench-empty", "bench-backlog")
     for pool in pools:
-        pool_set_limits(name=pool, actor="bench", max_running=8, max_queued=backlog + n * (rounds + 1) + 100)
+        pool_with(pool, actor="bench", max_running=8, max_queued=backlog + n * (rounds + 1) + 100)
     load_backlog("bench-backlog", backlog)
 
     def rate(pool: str) -> float:

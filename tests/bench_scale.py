@@ -275,14 +275,14 @@ def measure(db: str, *, loaded: bool) -> dict:
 
     from runtime import db as rdb
     from runtime import paging
-    from runtime.pools import pool_set_limits
+    from tests.pools import pool_with
     from runtime.selectors import (AUDIT_BY_TIME, EFFECTS_BY_ID, TASKS_BY_ID, audit_page, effect_page, pool_usage,
                                    task_page)
     from runtime.submission import task_submit
     from runtime.supervisor import sweep
 
     for pool in ("default", "research", "bench", "bench-claim"):
-        pool_set_limits(name=pool, actor="bench", max_running=8, max_queued=100_000)
+        pool_with(pool, actor="bench", max_running=8, max_queued=100_000)
     figures: dict = {}
 
     submits = []

@@ -25,11 +25,12 @@ from tests.runtime.test_audit import bypassing_the_triggers
 @pytest.fixture
 def trail(live):
     """Four completed tasks (three rows each) and one sleeping (three more), their rows
-    interleaved by id: 15 rows in five chains."""
+    interleaved by id: 15 rows in five chains, and the default pool's creation on first use
+    (pool.created, in the system chain): 16 rows in six."""
     ids = [submit("t.steps", {"n": 1}) for _ in range(4)] + [submit("t.sleeper", {"seconds": 3600})]
     run()
     rows = list(AuditEvent.objects.order_by("chain", "chain_seq"))
-    assert len(rows) == 15 and len({r.chain for r in rows}) == 5
+    assert len(rows) == 16 and len({r.chain for r in rows}) == 6
     assert audit_verify() is None
     return ids, rows
 
@@ -129,7 +130,7 @@ def test_progress_is_reported_after_each_batch(trail):
     heard = []
     audit_verify(batch=4, progress=heard.append, streams=1)
 
-    assert [p.rows for p in heard] == [4, 8, 12, 15]
+    assert [p.rows for p in heard] == [4, 8, 12, 16]
     assert all(p.seconds >= 0 and p.rows_per_second >= 0 for p in heard)
 
 
@@ -138,7 +139,7 @@ def test_the_cli_verifies_after_an_id_and_reports_progress_on_stderr(trail):
     out, err = io.StringIO(), io.StringIO()
     call_command("steward", "audit", "verify", stdout=out, stderr=err)
     assert out.getvalue() == "audit trail verified: every chain is intact\n"
-    assert "checked 15 rows" in err.getvalue()
+    assert "checked 16 rows" in err.getvalue()
 
     last = max(r.id for r in rows)
     out = io.StringIO()
@@ -175,7 +176,7 @@ def test_chain_ranges_verified_at_once_find_tampering_on_either_side_of_each_cut
     monkeypatch.setattr(audit_module.db, "fetchone", lambda name, params=(): (
         [[chains[1], chains[3]]] if name == "audit_chain_cuts" else real(name, params)))
     assert [(a, b) for a, _, _, b in audit_module._chain_ranges(3)] == [
-        ("", chains[1]), (chains[1], chains[3]), (chains[3], chains[4])]
+        ("", chains[1]), (chains[1], chains[3]), (chains[3], chains[-1])]
     last_before = max((r for r in rows if r.chain == chains[1]), key=lambda r: r.chain_seq)
     first_after = min((r for r in rows if r.chain == chains[2]), key=lambda r: r.chain_seq)
     bypassing_the_triggers("UPDATE steward_audit SET actor = 'user:mallory' WHERE id IN (%s, %s)",
@@ -185,4 +186,4 @@ def test_chain_ranges_verified_at_once_find_tampering_on_either_side_of_each_cut
     found = audit_problems(streams=3, batch=2, progress=heard.append)
 
     assert {bad.id for bad in found} == {last_before.id, first_after.id}
-    assert heard[-1].rows == 15  # every row, once, across the three streams
+    assert heard[-1].rows == 16  # every row, once, across the three streams

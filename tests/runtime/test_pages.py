@@ -20,8 +20,8 @@ from runtime import paging, states
 from runtime.errors import InvalidInput, TaskNotFound
 from runtime.ids import epoch_ms
 from runtime.interventions import task_cancel
-from runtime.models import AuditEvent, Effect, Task
-from runtime.pools import pool_ensure, pool_set_limits
+from runtime.models import AuditEvent, Effect, Pool, Task
+from tests.pools import pool_with
 from runtime.selectors import audit_page, effect_page, pool_usage, task_page
 from runtime.submission import task_submit
 from tests.plans import explain, rows_read
@@ -52,7 +52,8 @@ def load_tasks(n: int, *, tenants=("acme",), statuses=("completed",), agent: str
     """`n` tasks written set-wise, created evenly over `spread` up to now, with ids minted
     the way steward_submit mints them; consecutive tasks cycle through the tenants and
     the statuses, so each combination is spread over the whole table."""
-    pool_ensure(pool)
+    if not Pool.objects.filter(name=pool).exists():
+        pool_with(pool, max_running=50, max_queued=10_000)
     with connection.cursor() as cur:
         cur.execute("""
             INSERT INTO steward_task (id, agent, input, input_digest, tenant, owner, pool, status, epoch,
@@ -108,7 +109,7 @@ def test_a_walk_over_the_pages_returns_every_task_once_newest_first_while_new_ta
 
 
 def test_each_task_filter_returns_exactly_its_tasks(db):
-    pool_set_limits(actor="user:alice", name="batch", max_running=1, max_queued=100)
+    pool_with("batch", max_running=1, max_queued=100)
     plain = [submit(i=i) for i in range(4)]
     other_agent = [submit("t.child", value=i) for i in range(3)]
     in_batch = [task_submit(agent="t.steps", input={"b": i}, pool="batch", **ALICE).task_id for i in range(2)]
@@ -340,7 +341,7 @@ def test_audit_pages_filter_by_task_actor_kind_and_time(live):  # each act its o
 
 def test_pools_page_by_name(db):
     for name in ("a-pool", "b-pool", "c-pool"):
-        pool_set_limits(actor="user:alice", name=name, max_running=1, max_queued=1)
+        pool_with(name, max_running=1, max_queued=1)
 
     names = [u.pool.name for u in walk(pool_usage, limit=1)]
 

@@ -24,7 +24,8 @@ from runtime.executor import run_attempt
 from runtime.interventions import effect_resolve, task_cancel, task_resume
 from runtime.leases import claim_next
 from runtime.models import Attempt, Effect, PoolCount, Task
-from runtime.pools import default_pool_name, pool_set_limits
+from runtime.pools import default_pool_name
+from tests.pools import pool_with
 from runtime.selectors import pool_usage
 from runtime.submission import Submission, task_submit
 from runtime.supervisor import sweep
@@ -129,7 +130,7 @@ def recover_to_dead(task_id) -> None:
 
 
 def test_pools_reports_running_and_queued_from_the_kept_counts_and_held_slots(live):
-    pool_set_limits(actor="user:alice", name="batch", max_running=2, max_queued=5)
+    pool_with("batch", max_running=2, max_queued=5)
     for _ in range(3):
         task_submit(agent="t.steps", input={}, pool="batch", **ALICE)
     claim_next(pool="batch", worker="test")
@@ -149,7 +150,7 @@ def test_racing_submits_on_many_connections_never_admit_past_the_limit(live):
     outcomes = Counter()
     for trial in range(RACE_TRIALS):
         pool = f"tight-{trial}"
-        pool_set_limits(actor="user:alice", name=pool, max_running=1, max_queued=2)
+        pool_with(pool, max_running=1, max_queued=2)
 
         results = race(8, lambda i: task_submit(agent="t.steps", input={"i": i}, pool=pool, **ALICE))
 
@@ -168,7 +169,7 @@ def test_racing_submits_and_cancels_keep_the_bound_and_the_count(live):
     admitted_total = 0
     for trial in range(RACE_TRIALS):
         pool = f"churn-{trial}"
-        pool_set_limits(actor="user:alice", name=pool, max_running=1, max_queued=3)
+        pool_with(pool, max_running=1, max_queued=3)
         victims = [task_submit(agent="t.steps", input={"v": i}, pool=pool, **ALICE).task_id for i in range(4)]
 
         def act(i):
@@ -197,7 +198,7 @@ def test_racing_submits_and_cancels_keep_the_bound_and_the_count(live):
 
 
 def test_the_sweep_folds_the_rows_of_departed_backends_and_changes_no_sum(live):
-    pool_set_limits(actor="user:alice", name="folded", max_running=1, max_queued=50)
+    pool_with("folded", max_running=1, max_queued=50)
     task_submit(agent="t.steps", input={}, pool="folded", **ALICE)  # this test's own backend
     with connection.cursor() as cur:
         cur.execute("SELECT pg_backend_pid()")

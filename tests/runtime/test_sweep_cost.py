@@ -9,7 +9,7 @@ from django.db import connection
 
 from runtime.db import fetchall, sql
 from runtime.models import Slot, Task
-from runtime.pools import pool_set_limits
+from tests.pools import pool_with
 from runtime.submission import task_submit
 from tests.plans import explain, rows_read
 
@@ -32,7 +32,7 @@ def stale() -> set[str]:
 
 def test_it_names_pools_whose_oldest_queued_task_waited_too_long_with_a_slot_free(db):
     for pool in ("waited", "full", "fresh", "idle"):
-        pool_set_limits(actor="user:alice", name=pool, max_running=1, max_queued=10)
+        pool_with(pool, max_running=1, max_queued=10)
     queue("waited", 3, waited=AGE * 2)
     queue("full", 3, waited=AGE * 2)
     queue("fresh", 3, waited=AGE / 2)
@@ -44,8 +44,8 @@ def test_it_names_pools_whose_oldest_queued_task_waited_too_long_with_a_slot_fre
 
 
 def test_its_cost_follows_the_pools_not_the_backlog(db):
-    pool_set_limits(actor="user:alice", name="deep", max_running=2, max_queued=5000)
-    pool_set_limits(actor="user:alice", name="shallow", max_running=2, max_queued=5000)
+    pool_with("deep", max_running=2, max_queued=5000)
+    pool_with("shallow", max_running=2, max_queued=5000)
     with connection.cursor() as cur:  # a deep backlog, written set-wise
         cur.execute("""
             INSERT INTO steward_task (id, agent, input, input_digest, tenant, owner, pool, status, epoch,
