@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 SERVICES := $(PY) -m console.dev.services run --
+# Debug (the dev secret key, demo logins) only for what the Makefile runs: a deploy
+# that sets nothing runs with STEWARD_DEBUG off and refuses to start without a key.
+DEV := STEWARD_DEBUG=1 STEWARD_AGENT_MODULES=$${STEWARD_AGENT_MODULES-console.dev.demo.agents}
 
 # `make test` skips the many-trial fault runs; `make stress` runs only those.
 TEST_MARKERS ?= not stress
@@ -13,7 +16,7 @@ PYTEST_ARGS ?=
 # The README promises that `make test` migrates the database it uses; pytest-django then
 # builds its own test database next to it.
 define pytest
-$(SERVICES) sh -c '$(PY) manage.py migrate --noinput && $(PY) -m pytest -m "$(1)" $(PYTEST_ARGS)'
+$(DEV) $(SERVICES) sh -c '$(PY) manage.py migrate --noinput && $(PY) -m pytest -m "$(1)" $(PYTEST_ARGS)'
 endef
 
 .PHONY: venv run test test-integration stress bench bench-scale lint-imports clean
@@ -26,7 +29,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 run: venv
-	$(SERVICES) $(PY) -m console.dev.run
+	$(DEV) $(SERVICES) $(PY) -m console.dev.run
 
 test: venv
 	$(call pytest,$(TEST_MARKERS))
@@ -38,12 +41,12 @@ stress: venv
 	$(call pytest,stress)
 
 bench: venv
-	$(SERVICES) $(PY) -m tests.bench
+	$(DEV) $(SERVICES) $(PY) -m tests.bench
 
 # A million finished tasks beside an empty database (tests/bench_scale.py). The first run
 # loads for several minutes and about 8 GB; later runs reuse the load.
 bench-scale: venv
-	$(SERVICES) $(PY) -m tests.bench_scale
+	$(DEV) $(SERVICES) $(PY) -m tests.bench_scale
 
 lint-imports: venv
 	$(VENV)/bin/lint-imports

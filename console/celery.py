@@ -8,4 +8,4 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 app = Celery("steward")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["runtime"], related_name="celery_tasks")
+app.autodiscover_tasks(["runtime.worker"], related_name="celery_tasks")

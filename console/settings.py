@@ -11,7 +11,9 @@ from console import env
 
 BASE_DIR = env.BASE_DIR
 
-DEBUG = env.get_bool("STEWARD_DEBUG", True)
+# Off unless asked for: `make run`, `make test` and the tests set STEWARD_DEBUG=1
+# (Makefile, pyproject's pytest env). Off, a missing STEWARD_SECRET_KEY stops start-up.
+DEBUG = env.get_bool("STEWARD_DEBUG", False)
 # How long an attempt owns its task without a heartbeat; the database timeouts below
 # are derived from it (docs/adr/0012-bounded-stale-owners.md).
 _LEASE_SECONDS = env.get_number("STEWARD_LEASE_SECONDS", 30.0, minimum=0.2)
@@ -156,9 +158,9 @@ STEWARD = {
     "MAX_INPUT_BYTES": env.get_number("STEWARD_MAX_INPUT_BYTES", 64 * 1024, minimum=2, integer=True),
     # Largest recorded step output or receipt, in bytes of JSON.
     "MAX_OUTPUT_BYTES": env.get_number("STEWARD_MAX_OUTPUT_BYTES", 1024 * 1024, minimum=2, integer=True),
-    # Modules whose import registers agents.
-    # Set it empty to register none.
-    "AGENT_MODULES": [m.strip() for m in env.get("STEWARD_AGENT_MODULES", "runtime.demo.agents").split(",") if m.strip()],
+    # Modules whose import registers agents. None by default: the demo's agents are
+    # examples, registered only where asked for (`make run` and the tests name them).
+    "AGENT_MODULES": [m.strip() for m in (env.get("STEWARD_AGENT_MODULES") or "").split(",") if m.strip()],
     # Pool created on first use (audited) for tasks that name none.
     "DEFAULT_POOL": {"name": "default", "max_running": 50, "max_queued": 10000},
     # Largest pool limits an operator may set (docs/limits.md). Each running place is a

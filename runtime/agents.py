@@ -1,5 +1,5 @@
 """Registering agents. An agent is a plain Python function `fn(ctx, input) -> output`,
-registered by name; `ctx` (runtime.context.Context) is its only way to do
+registered by name; `ctx` (runtime.worker.context.Context) is its only way to do
 nondeterministic or outside work.
 
     from runtime.agents import agent

@@ -13,10 +13,16 @@ import math
 import re
 import uuid
 
-from runtime.errors import (ArgumentOutOfRange, EffectNotFound, InvalidIdentifier, InvalidString,
-                            TaskNotFound)
+from runtime.errors import (
+    ArgumentOutOfRange,
+    EffectNotFound,
+    InvalidIdentifier,
+    InvalidInput,
+    InvalidString,
+    TaskNotFound,
+)
 
-# Column lengths (runtime/models.py).
+# Column lengths (runtime/models/).
 TENANT_MAX = 100   # steward_task.tenant, steward_audit.tenant
 ACTOR_MAX = 200    # steward_task.owner, steward_audit.actor, steward_effect.resolved_by
 KEY_MAX = 200      # steward_task.idempotency_key
@@ -98,6 +104,17 @@ def task_id(value) -> uuid.UUID:
         return uuid.UUID(value)
     except ValueError:
         raise TaskNotFound(f"no task {_show(value)}", task=_show(value)) from None
+
+
+def task_filter(value, field: str) -> uuid.UUID | None:
+    """A task id given as a filter (parent=, root=, task=): malformed, it is bad input
+    (INVALID_INPUT), not a task that was looked for and not found."""
+    if value is None:
+        return None
+    try:
+        return task_id(value)
+    except TaskNotFound:
+        raise InvalidInput(f"{field} must be a task id, got {_show(value)}", field=field) from None
 
 
 def effect_id(value) -> int:

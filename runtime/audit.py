@@ -1,7 +1,8 @@
-"""The append-only, hash-chained audit trail.
+"""Writing the append-only, hash-chained audit trail (verifying and reading it is
+runtime/trail/).
 
-Rows are linked and hashed by a PostgreSQL trigger (runtime/sql/audit_schema.sql), so
-this module only says what happened. Callers write their audit row inside the same
+Rows are linked and hashed by a PostgreSQL trigger (migration 0006 holds its current
+definition), so this module only says what happened. Callers write their audit row inside the same
 transaction as the change it describes; many hot transitions do so inside their own
 SQL statement (runtime/sql/*.sql) for the same reason.
 """
@@ -9,13 +10,6 @@ SQL statement (runtime/sql/*.sql) for the same reason.
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-
-from django.db import connection
 
 from runtime import db
 
@@ -38,151 +32,3 @@ def audit_append(*, actor: str, tenant: str, kind: str, task_id=None, data: dict
         },
     )
     return row[0]
-
-
-@dataclass(frozen=True)
-class Tampered:
-    id: int
-    chain: str
-    chain_seq: int
-    problem: str  # "hash": the row's content changed; "link": a row before it changed
-    #                or vanished; "gap": chain_seq skips (a row was removed)
-
-    def __str__(self):
-        reasons = {
-            "hash": "its content no longer matches its hash",
-            "link": "its prev_hash does not match the row before it in the chain",
-            "gap": "the chain skips a sequence number (a row was removed)",
-        }
-        return f"audit row {self.id} ({self.chain} #{self.chain_seq}): {reasons[self.problem]}"
-
-
-@dataclass(frozen=True)
-class Progress:
-    rows: int        # rows checked so far
-    seconds: float   # since the verification began
-
-    @property
-    def rows_per_second(self) -> float:
-        return self.rows / self.seconds if self.seconds > 0 else 0.0
-
-
-BATCH_ROWS = 20_000
-STREAMS = 2  # chain ranges verified at once, each on its own connection
-LAST_SEQ = 2**31 - 1  # after (chain, LAST_SEQ) comes the next chain's first row
-
-
-def audit_verify(*, after_id: int | None = None, starts: Mapping[str, tuple[int, bytes]] | None = None,
-                 progress: Callable[[Progress], None] | None = None, batch: int = BATCH_ROWS,
-                 streams: int = STREAMS) -> Tampered | None:
-    """Recompute the trail's hashes and links; return the first bad row by id, or None.
-
-    What is checked (see audit_problems): every chain from its first row (the default);
-    or only the rows after audit id `after_id`, each linked to its predecessor; or only
-    the chains in `starts`, each from a known-good (chain_seq, hash) on: a sealed head.
-    """
-    problems = audit_problems(after_id=after_id, starts=starts, progress=progress, batch=batch, streams=streams)
-    return min(problems, key=lambda bad: bad.id) if problems else None
-
-
-def audit_problems(*, after_id: int | None = None, starts: Mapping[str, tuple[int, bytes]] | None = None,
-                   progress: Callable[[Progress], None] | None = None, batch: int = BATCH_ROWS,
-                   streams: int = STREAMS) -> list[Tampered]:
-    """Every bad row, found in batches of `batch` rows with no sort and no row held
-    between batches; `progress` hears after each batch.
-
-    1. By default, stream every chain in (chain, chain_seq) order off audit_chain_seq
-       (runtime/sql/audit_verify_batch.sql), carrying each batch's last row into the
-       next, so a chain that spans a boundary is linked across it. The chains are cut
-       into `streams` ranges at sampled chain names, verified at once on their own
-       connections: the hashing is PostgreSQL's CPU, one core per stream.
-    2. With `starts`, stream each chain given from its (chain_seq, hash) on, the same way.
-    3. With `after_id`, read the rows after it in id order and link each to its
-       predecessor by index (runtime/sql/audit_verify_after.sql).
-    """
-    if after_id is not None and starts is not None:
-        raise ValueError("verify either after an id or from known chain heads, not both")
-    began = time.monotonic()
-    checked, problems, lock = 0, [], threading.Lock()
-
-    def tick(rows: int) -> None:
-        nonlocal checked
-        with lock:
-            checked += rows
-            if progress is not None:
-                progress(Progress(checked, time.monotonic() - began))
-
-    if after_id is not None:
-        last_id = after_id
-        while True:
-            rows = _batch("audit_verify_after", {"after": last_id, "limit": batch})
-            problems += [Tampered(i, chain, seq, problem) for i, chain, seq, problem, _, _ in rows if problem]
-            ends = [(i, n) for i, _, _, _, last, n in rows if last]
-            if not ends:
-                return problems
-            last_id, n = ends[0]
-            tick(n)
-            if n < batch:
-                return problems
-
-    if starts is None:
-        spans = _chain_ranges(streams)
-    else:
-        spans = [(chain, seq, bytes(head), chain) for chain, (seq, head) in sorted(starts.items())]
-
-    def stream(span) -> list[Tampered]:
-        chain, seq, head, last_chain = span
-        found = []
-        while True:
-            rows = _batch("audit_verify_batch", {"chain": chain, "seq": seq, "hash": head,
-                                                 "last_chain": last_chain, "limit": batch})
-            found += [Tampered(i, c, s, problem) for i, c, s, _, problem, _, _ in rows if problem]
-            ends = [(c, s, bytes(h), n) for _, c, s, h, _, last, n in rows if last]
-            if not ends:
-                return found
-            chain, seq, head, n = ends[0]
-            tick(n)
-            if n < batch:
-                return found
-
-    if len(spans) < 2 or streams < 2:
-        for span in spans:
-            problems += stream(span)
-        return problems
-    with ThreadPoolExecutor(max_workers=streams, thread_name_prefix="audit-verify") as pool:
-        for found in pool.map(_on_own_connection(stream), spans):
-            problems += found
-    return problems
-
-
-def _chain_ranges(streams: int) -> list[tuple[str, int, bytes, str]]:
-    """(after chain, after seq, that row's hash, last chain) for each stream: from the
-    first chain to the last, cut at chain names sampled from the table. Ranges whose
-    cuts coincide merge; an empty trail has none."""
-    top = db.fetchone("audit_last_chain", {})[0]
-    if top is None:
-        return []
-    cuts = []
-    if streams > 1:
-        fractions = [i / streams for i in range(1, streams)]
-        sampled = db.fetchone("audit_chain_cuts", {"fractions": fractions})[0] or []
-        cuts = sorted({cut for cut in sampled if cut is not None and cut < top})
-    bounds = ["", *cuts]
-    return [(after, 0 if i == 0 else LAST_SEQ, b"", last) for i, (after, last) in
-            enumerate(zip(bounds, [*cuts, top]))]
-
-
-def _on_own_connection(fn):
-    def run(*args):
-        try:
-            return fn(*args)
-        finally:
-            connection.close()  # this thread's; back to the pool
-    return run
-
-
-def _batch(name: str, params: dict) -> list:
-    # Not a prepared statement: a generic plan cannot see the LIMIT, and on a large
-    # trail it could choose to sort the whole table for every batch. Planning each
-    # batch for its own parameters costs well under a millisecond.
-    return db.execute(name, params, prepare=False).fetchall()

@@ -12,8 +12,16 @@ import traceback
 from itertools import accumulate
 
 from runtime import config
-from runtime.errors import (InputTooDeep, InputTooLarge, InvalidEncoding, InvalidInput, InvalidString,
-                            NotJournalable, NumberOutOfRange, StewardError)
+from runtime.errors import (
+    InputTooDeep,
+    InputTooLarge,
+    InvalidEncoding,
+    InvalidInput,
+    InvalidString,
+    NotJournalable,
+    NumberOutOfRange,
+    StewardError,
+)
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _canonical = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), sort_keys=True)

@@ -1,6 +1,6 @@
 """Time-ordered task ids (UUID version 7, RFC 9562): 48 bits of Unix milliseconds, then
 random bits. Ordered by id, tasks are ordered by creation, so the primary key alone
-serves "newest first" and a created-at range is an id range (runtime/selectors.py).
+serves "newest first" and a created-at range is an id range (runtime/tasks/selectors.py).
 
 steward_submit() mints them in SQL from the transaction's now(), the same clock and
 instant as the task's created_at (migration 0005); `uuid7()` here is the Python twin for

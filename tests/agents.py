@@ -7,8 +7,8 @@ import os
 import signal
 import time
 
+from console.dev.demo.fake_service import ServiceRejected, call
 from runtime.agents import agent
-from runtime.demo.fake_service import ServiceRejected, call
 from runtime.errors import EffectNotApplied
 
 

@@ -65,7 +65,7 @@ def _psycopg_url() -> str:
 
 
 def submit(agent: str, payload: dict):
-    from runtime.submission import task_submit
+    from runtime.tasks.services import task_submit
 
     return task_submit(agent=agent, input=payload, tenant="bench", owner="bench", actor="bench",
                        pool=POOL).task_id
@@ -184,8 +184,8 @@ def submit_backlog_ratio(backlog: int = 50_000, n: int = 100, rounds: int = 10) 
     warm-up block each; the figure is the median of the `rounds` paired ratios, so a
     drift in the machine's speed (it is shared) cancels within each pair. Run with no
     workers, so only the submits compete for the CPU."""
+    from runtime.tasks.services import task_submit
     from tests.pools import pool_with
-    from runtime.submission import task_submit
 
     pools = ("bench-empty", "bench-backlog")
     for pool in pools:
@@ -222,7 +222,7 @@ def main() -> None:
     from django.core.management import call_command
 
     import tests.agents  # noqa: F401 - the bench runs the test agents
-    from runtime.pools import pool_create
+    from runtime.limits.services import pool_create
     from tests.harness import Fleet
 
     call_command("migrate", verbosity=0)
@@ -230,7 +230,7 @@ def main() -> None:
     queue = f"steward-bench-{os.getpid()}"
     settings.CELERY_TASK_DEFAULT_QUEUE = queue
     env = dict(os.environ, DATABASE_URL=bench_url, STEWARD_QUEUE=queue,
-               STEWARD_AGENT_MODULES="runtime.demo.agents,tests.agents", STEWARD_LOG_LEVEL="WARNING")
+               STEWARD_AGENT_MODULES="console.dev.demo.agents,tests.agents", STEWARD_LOG_LEVEL="WARNING")
     fleet = Fleet(env)
     try:
         log("raw inserts")

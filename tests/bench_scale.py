@@ -275,11 +275,13 @@ def measure(db: str, *, loaded: bool) -> dict:
 
     from runtime import db as rdb
     from runtime import paging
+    from runtime.effects.selectors import effect_page
+    from runtime.limits.selectors import pool_usage
+    from runtime.tasks.selectors import AUDIT_BY_TIME, EFFECTS_BY_ID, TASKS_BY_ID, task_page
+    from runtime.tasks.services import task_submit
+    from runtime.trail.selectors import audit_page
+    from runtime.worker.supervisor import sweep
     from tests.pools import pool_with
-    from runtime.selectors import (AUDIT_BY_TIME, EFFECTS_BY_ID, TASKS_BY_ID, audit_page, effect_page, pool_usage,
-                                   task_page)
-    from runtime.submission import task_submit
-    from runtime.supervisor import sweep
 
     for pool in ("default", "research", "bench", "bench-claim"):
         pool_with(pool, actor="bench", max_running=8, max_queued=100_000)
@@ -403,7 +405,7 @@ def stale_probe_ms(backlog: int = 50_000) -> dict:
 
 
 def verify_rate() -> tuple[float, int]:
-    from runtime.audit import audit_verify
+    from runtime.trail.services import audit_verify
 
     heard = []
     started = time.monotonic()
@@ -417,7 +419,7 @@ def verify_rate() -> tuple[float, int]:
 
 def dispatch_p50(fleet_env: dict, n: int = 40) -> float:
     from runtime.models import Step, Task
-    from runtime.submission import task_submit
+    from runtime.tasks.services import task_submit
     from tests.harness import Fleet
 
     fleet = Fleet(fleet_env)
@@ -440,7 +442,7 @@ def dispatch_p50(fleet_env: dict, n: int = 40) -> float:
 
 
 BEFORE = {
-    # The statements items 7-10 replaced, on the same data (runtime/selectors.py before).
+    # The statements items 7-10 replaced, on the same data (runtime/tasks/selectors.py before).
     "tasks_list_ms": "SELECT * FROM steward_task ORDER BY created_at DESC LIMIT 30",
     "effects_list_ms": "SELECT * FROM steward_effect ORDER BY created_at DESC LIMIT 30",
     "pools_ms": """SELECT p.name, count(t.id) FILTER (WHERE t.status = 'running'),
@@ -553,7 +555,7 @@ def measure_main(db: str, label: str) -> None:
     queue = f"steward-bench-scale-{os.getpid()}"
     settings.CELERY_TASK_DEFAULT_QUEUE = queue
     figures = measure(db, loaded=label == "loaded")
-    env = dict(os.environ, STEWARD_QUEUE=queue, STEWARD_AGENT_MODULES="runtime.demo.agents,tests.agents",
+    env = dict(os.environ, STEWARD_QUEUE=queue, STEWARD_AGENT_MODULES="console.dev.demo.agents,tests.agents",
                STEWARD_LOG_LEVEL="WARNING")
     figures["dispatch_ms_p50"] = dispatch_p50(env)
     log(f"verify on {label}")

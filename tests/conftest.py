@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db import connection
 
 import tests.agents  # noqa: F401 - registers the test agents in this process
-from runtime.demo.fake_service import FakeService
-from runtime.leases import keeper
+from console.dev.demo.fake_service import FakeService
+from runtime.attempts.lease import keeper
 from tests.counts import count_drift
 from tests.harness import Fleet
 
@@ -80,7 +80,7 @@ def child_env(django_db_setup, django_db_blocker) -> dict:
         DATABASE_URL=database_url(connection.settings_dict),
         REDIS_URL=settings.REDIS_URL,
         STEWARD_QUEUE=QUEUE,
-        STEWARD_AGENT_MODULES="runtime.demo.agents,tests.agents",
+        STEWARD_AGENT_MODULES="console.dev.demo.agents,tests.agents",
         STEWARD_DB_POOL_MIN="1",
         STEWARD_DB_POOL_MAX="4",
         PYTHONPATH=os.pathsep.join(filter(None, [str(settings.BASE_DIR), env.get("PYTHONPATH")])),

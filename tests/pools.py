@@ -1,11 +1,11 @@
 """Giving a test the pool it needs: created if missing (pools are never created
-implicitly, runtime/pools.py), its limits set if it exists. Both are audited, as any
+implicitly, runtime/limits/services.py), its limits set if it exists. Both are audited, as any
 operator's would be."""
 
 from __future__ import annotations
 
+from runtime.limits.services import pool_create, pool_set_limits
 from runtime.models import Pool
-from runtime.pools import pool_create, pool_set_limits
 
 
 def pool_with(name: str, *, max_running: int, max_queued: int, actor: str = "user:alice") -> Pool:

@@ -32,11 +32,11 @@ output_lock = threading.Lock()
 def setup_commands() -> dict[str, list[str]]:
     return {
         "migrate": [PYTHON, "manage.py", "migrate", "--noinput"],
-        "seed-demo": [PYTHON, "manage.py", "steward", "seed-demo"],
+        "seed-demo": [PYTHON, "manage.py", "seed_demo"],
     }
 
 
-# The demo agents read the same variables (runtime/demo/agents.py).
+# The demo agents read the same variables (console/dev/demo/agents.py).
 DEMO_RESULTS_URL = os.environ.setdefault("STEWARD_DEMO_RESULTS_URL", "http://127.0.0.1:8765")
 DEMO_NOTIFY_URL = os.environ.setdefault("STEWARD_DEMO_NOTIFY_URL", "http://127.0.0.1:8766")
 
@@ -56,8 +56,8 @@ def service_commands() -> dict[str, list[str]]:
         "worker2": [*worker, "-n", "worker2@%h"],
         "beat": [*celery, "beat", "-l", "warning", "-s", ".steward/celerybeat-schedule"],
         # The demo's outside services: results deduplicate by key, notifications do not.
-        "results": [PYTHON, "-m", "runtime.demo.fake_service", "--port", _port(DEMO_RESULTS_URL), "--mode", "keyed"],
-        "notify": [PYTHON, "-m", "runtime.demo.fake_service", "--port", _port(DEMO_NOTIFY_URL), "--mode", "unkeyed"],
+        "results": [PYTHON, "-m", "console.dev.demo.fake_service", "--port", _port(DEMO_RESULTS_URL), "--mode", "keyed"],
+        "notify": [PYTHON, "-m", "console.dev.demo.fake_service", "--port", _port(DEMO_NOTIFY_URL), "--mode", "unkeyed"],
     }
 
 

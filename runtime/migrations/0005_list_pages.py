@@ -1,5 +1,5 @@
 """List pages from indexes (issue 5, item 9): time-ordered task ids, and the indexes the
-keyset pages walk (runtime/selectors.py), in place of ones no query used as well.
+keyset pages walk (runtime/tasks/selectors.py), in place of ones no query used as well.
 
 The SQL is inline, as it ran.
 
@@ -11,8 +11,9 @@ time-ordered one. Nothing else depends on the order of ids.
 from importlib import import_module
 
 import django.db.models.deletion
-import runtime.ids
 from django.db import migrations, models
+
+import runtime.ids
 
 # A version-7 UUID (RFC 9562) for the instant `at`: its 48 first bits are the
 # milliseconds since the epoch, rounded down, and the rest are gen_random_uuid()'s random
@@ -28,7 +29,7 @@ $$;
 
 # steward_submit() as in 0004, but minting the task's id when the caller passes none:
 # from now(), the instant that is also the task's created_at, so a created-at range is
-# exactly an id range (runtime/selectors.py). A caller that passes an id keeps it.
+# exactly an id range (runtime/tasks/selectors.py). A caller that passes an id keeps it.
 SUBMIT_FUNCTION = """
 CREATE OR REPLACE FUNCTION steward_submit(
     p_id uuid, p_agent text, p_input jsonb, p_digest text, p_tenant text, p_owner text,

@@ -4,7 +4,7 @@
 -- Races: several workers run this at once for the same pool. SKIP LOCKED sends each to
 -- a different task and a different slot instead of queueing them behind one another.
 -- If no slot is free, `next` still locked a task row but nothing else happens and the
--- task stays queued; whoever frees a slot next claims it (runtime/executor.py).
+-- task stays queued; whoever frees a slot next claims it (runtime/worker/executor.py).
 WITH next AS (
     SELECT t.id
     FROM steward_task t

@@ -1,6 +1,6 @@
 -- Pools whose oldest queued task has waited longer than %(age)s seconds while one of
 -- the pool's slots is free. One wake-up per pool is enough: the worker that takes it
--- drains the pool and passes the wake-up on if work remains (runtime/executor.py).
+-- drains the pool and passes the wake-up on if work remains (runtime/worker/executor.py).
 --
 -- Cost: for each pool, one probe of task_claim_order (its first entry for the pool is
 -- the pool's oldest queued task: the index is the claim order) and one of

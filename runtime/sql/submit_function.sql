@@ -11,7 +11,7 @@
 -- digest) | queue_full | no_pool. `wake` says whether a worker needs a wake-up: not
 -- when the pool already has at least max_running tasks queued or running, because
 -- then every free slot is already spoken for and a worker that finishes claims the
--- next queued task itself (runtime/executor.py drains the pool).
+-- next queued task itself (runtime/worker/executor.py drains the pool).
 CREATE OR REPLACE FUNCTION steward_submit(
     p_id uuid, p_agent text, p_input jsonb, p_digest text, p_tenant text, p_owner text,
     p_pool text, p_key text, p_actor text, p_audit jsonb,

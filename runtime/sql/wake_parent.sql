@@ -1,6 +1,6 @@
 -- A child reached a terminal status: wake its parent if the parent is waiting and every
 -- child it waits for is now terminal. The caller locked the parent row first (see
--- runtime/transitions.py), so this statement's snapshot already includes every sibling
+-- runtime/attempts/transitions.py), so this statement's snapshot already includes every sibling
 -- that finished before us: two last children cannot both miss the wake-up.
 WITH woken AS (
     UPDATE steward_task p

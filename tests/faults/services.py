@@ -25,7 +25,6 @@ import psycopg
 
 from tests.harness import REPO, wait_until
 
-
 # --- a process's backends on the session's database -----------------------------------
 
 

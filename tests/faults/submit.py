@@ -15,7 +15,7 @@ def main(agent: str, count: int, payload: str) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
     django.setup()
     import tests.agents  # noqa: F401 - the agents the tests run
-    from runtime.submission import task_submit
+    from runtime.tasks.services import task_submit
 
     ids = [str(task_submit(agent=agent, input=json.loads(payload), tenant="acme", owner="user:alice",
                            actor="user:alice").task_id) for _ in range(count)]

@@ -10,9 +10,9 @@ import signal
 import socket
 from pathlib import Path
 
-from runtime import selectors
+from runtime.limits.selectors import pool_usage
 from runtime.models import Attempt, Slot
-from runtime.submission import task_submit
+from runtime.tasks.services import task_submit
 from tests.harness import Fleet, Process, Worker, wait_until
 
 TENANT, OWNER = "acme", "user:alice"
@@ -99,7 +99,7 @@ def held_slots() -> list:
 
 def admitted_in(pool: str) -> int:
     """Tasks the pool counts against its bound (queued + running)."""
-    usage = {u.pool.name: u for u in selectors.pool_usage()}[pool]
+    usage = {u.pool.name: u for u in pool_usage()}[pool]
     return usage.queued + usage.running
 
 

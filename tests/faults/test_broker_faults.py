@@ -13,7 +13,6 @@ import time
 
 import pytest
 
-
 from runtime import states
 from runtime.models import AuditEvent, Task
 from tests.conftest import TIMING
@@ -31,7 +30,7 @@ STRESS_ROUNDS = 20
 @pytest.fixture
 def broker(tmp_path, settings):
     redis = PrivateRedis(tmp_path).start()
-    # This process's wake-ups go to the private broker too (runtime/dispatch.py).
+    # This process's wake-ups go to the private broker too (runtime/attempts/dispatch.py).
     settings.CELERY_BROKER_URL = redis.url
     yield redis
     redis.stop()

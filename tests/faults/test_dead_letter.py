@@ -5,8 +5,8 @@ resumes it (a deliberate, audited new attempt)."""
 import pytest
 
 from runtime import states
-from runtime.interventions import task_resume
 from runtime.models import AuditEvent, Task
+from runtime.tasks.services import task_resume
 from tests.faults.support import attempts_of, held_slots, submit, wait_nothing_held
 from tests.harness import wait_until
 

@@ -17,8 +17,17 @@ import pytest
 
 from runtime import states
 from runtime.models import Attempt, AuditEvent, Effect, Step, Task
-from tests.faults.support import (admitted_in, armed, attempts_of, held_slots, release, submit, wait_marker,
-                                  wait_nothing_held, worker_name)
+from tests.faults.support import (
+    admitted_in,
+    armed,
+    attempts_of,
+    held_slots,
+    release,
+    submit,
+    wait_marker,
+    wait_nothing_held,
+    worker_name,
+)
 from tests.harness import wait_until
 
 pytestmark = [pytest.mark.integration]

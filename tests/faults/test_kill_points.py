@@ -19,8 +19,18 @@ import pytest
 
 from runtime import states
 from runtime.models import Effect, Task
-from tests.faults.support import (admitted_in, armed, attempts_of, held_slots, markers, sigkill, start_workers,
-                                  submit, wait_nothing_held, worker_name)
+from tests.faults.support import (
+    admitted_in,
+    armed,
+    attempts_of,
+    held_slots,
+    markers,
+    sigkill,
+    start_workers,
+    submit,
+    wait_nothing_held,
+    worker_name,
+)
 from tests.harness import wait_until
 
 pytestmark = [pytest.mark.integration]

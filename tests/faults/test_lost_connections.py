@@ -18,8 +18,16 @@ import pytest
 from runtime import states
 from runtime.models import AuditEvent, Effect, Task
 from tests.faults.services import terminate_backends
-from tests.faults.support import (admitted_in, armed, attempts_of, held_slots, release, submit, wait_marker,
-                                  wait_nothing_held)
+from tests.faults.support import (
+    admitted_in,
+    armed,
+    attempts_of,
+    held_slots,
+    release,
+    submit,
+    wait_marker,
+    wait_nothing_held,
+)
 from tests.harness import wait_until
 
 pytestmark = [pytest.mark.integration]

@@ -1,7 +1,7 @@
 """A task whose stored input cannot be decoded fails alone, with its own code, while its
 neighbours complete. Submission refuses such input; this one is written behind the
 API's back, as a bad migration or a hand-edited row would. The worker claims the poison
-task in the same transaction that ends the task before it (runtime/executor.py), so a
+task in the same transaction that ends the task before it (runtime/worker/executor.py), so a
 decode inside that transaction would roll back an innocent task's completion."""
 
 from __future__ import annotations

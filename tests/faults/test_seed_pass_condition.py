@@ -15,12 +15,11 @@ from __future__ import annotations
 import pytest
 
 from runtime import states
+from runtime.effects.services import effect_resolve
 from runtime.errors import QueueFull
-from runtime.interventions import effect_resolve
+from runtime.limits.services import pool_create
 from runtime.models import Attempt, AuditEvent, Effect, Step, Task
-from runtime.pools import pool_create
-from tests.faults.support import (admitted_in, attempts_of, held_slots, sigkill, submit, wait_nothing_held,
-                                  worker_name)
+from tests.faults.support import admitted_in, attempts_of, held_slots, sigkill, submit, wait_nothing_held, worker_name
 from tests.harness import wait_until
 
 pytestmark = [pytest.mark.integration]

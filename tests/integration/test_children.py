@@ -3,7 +3,7 @@ cancellable) and ctx.wait() waits for them durably, holding no worker and no slo
 
 The wake-up race: a parent waits for two children that finish at the same moment. Each
 child, on reaching a terminal status, locks the parent row and wakes it if no other
-awaited child is still live (runtime/transitions.py). Without that lock both children
+awaited child is still live (runtime/attempts/transitions.py). Without that lock both children
 could see the other as still running and neither would wake the parent. The race runs
 without a supervisor, because the supervisor's sweep also wakes waiting parents and
 would hide a lost wake-up.
@@ -14,11 +14,10 @@ from collections import Counter
 import pytest
 
 from runtime import states
-from runtime.interventions import task_cancel
+from runtime.limits.services import pool_create
 from runtime.models import Attempt, AuditEvent, Slot, Step, Task
-from runtime.pools import pool_create
-from runtime.selectors import task_detail
-from runtime.submission import task_submit
+from runtime.tasks.selectors import task_detail
+from runtime.tasks.services import task_cancel, task_submit
 from tests.harness import wait_until
 
 pytestmark = [pytest.mark.integration]

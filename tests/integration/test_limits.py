@@ -16,12 +16,12 @@ from collections import Counter
 import pytest
 from django.db import connection
 
-from runtime import dispatch, states
+from runtime import states
+from runtime.attempts import dispatch
 from runtime.errors import QueueFull
-from runtime.interventions import task_cancel
+from runtime.limits.services import pool_create
 from runtime.models import Attempt, AuditEvent, Slot, Step, Task
-from runtime.pools import pool_create
-from runtime.submission import Submission, task_submit
+from runtime.tasks.services import Submission, task_cancel, task_submit
 from tests.harness import race, wait_until
 
 pytestmark = [pytest.mark.integration]
@@ -68,7 +68,7 @@ class Sampler:
     the `with` block ends: (held slots, running tasks, live attempts, fake.active).
 
     With `pressure=True` it also sends a wake-up for the pool every fifth sample.
-    Wake-ups are hints and a duplicate is harmless by design (runtime/dispatch.py), but
+    Wake-ups are hints and a duplicate is harmless by design (runtime/attempts/dispatch.py), but
     without them a worker that found no free slot goes idle and the limit would hold
     only because fewer workers were trying: with them, every worker keeps claiming.
     """

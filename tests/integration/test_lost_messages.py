@@ -10,7 +10,7 @@ from django.conf import settings
 
 from runtime import config, states
 from runtime.models import Task
-from runtime.submission import task_submit
+from runtime.tasks.services import task_submit
 from tests.harness import wait_until
 
 pytestmark = [pytest.mark.integration]

@@ -7,9 +7,9 @@ import signal
 import pytest
 
 from runtime import states
+from runtime.limits.services import pool_create
 from runtime.models import Task
-from runtime.pools import pool_create
-from runtime.submission import task_submit
+from runtime.tasks.services import task_submit
 from tests.harness import wait_until
 
 pytestmark = [pytest.mark.integration]

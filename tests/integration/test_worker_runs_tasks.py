@@ -4,7 +4,7 @@ import pytest
 
 from runtime import states
 from runtime.models import Attempt, AuditEvent, Slot, Task
-from runtime.submission import task_submit
+from runtime.tasks.services import task_submit
 from tests.harness import wait_until
 
 pytestmark = [pytest.mark.integration]

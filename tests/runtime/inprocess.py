@@ -9,11 +9,12 @@ from datetime import timedelta
 
 from django.utils import timezone as djtz
 
-from runtime import pools, states
-from runtime.executor import run_pool
+from runtime import states
+from runtime.limits import services as pools
 from runtime.models import Attempt, Task
-from runtime.submission import task_submit
-from runtime.supervisor import sweep
+from runtime.tasks.services import task_submit
+from runtime.worker.executor import run_pool
+from runtime.worker.supervisor import sweep
 from tests.harness import wait_until
 
 NAP = 0.05  # the durable sleep between attempts: long enough to end the attempt

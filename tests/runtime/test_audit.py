@@ -17,9 +17,9 @@ from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
 
 from runtime import states
-from runtime.audit import Tampered, audit_problems, audit_verify
-from runtime.interventions import task_cancel, task_resume
 from runtime.models import AuditEvent, Task
+from runtime.tasks.services import task_cancel, task_resume
+from runtime.trail.services import Tampered, audit_problems, audit_verify
 from tests.runtime.inprocess import NAP, run, submit, wake
 
 

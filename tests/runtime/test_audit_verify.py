@@ -13,10 +13,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from runtime import audit as audit_module
-from runtime.audit import Tampered, audit_problems, audit_verify
 from runtime.db import sql
 from runtime.models import AuditEvent
+from runtime.trail import services as audit_module
+from runtime.trail.services import Tampered, audit_problems, audit_verify
 from tests.plans import explain, node_types, rows_read
 from tests.runtime.inprocess import run, submit
 from tests.runtime.test_audit import bypassing_the_triggers

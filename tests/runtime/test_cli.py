@@ -15,10 +15,9 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from runtime import states
-from runtime.interventions import task_cancel
+from runtime.limits.services import pool_create
 from runtime.models import Attempt, AuditEvent, Effect, Pool, Task
-from runtime.pools import pool_create
-from runtime.submission import task_submit
+from runtime.tasks.services import task_cancel, task_submit
 from tests.harness import REPO
 
 ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}

@@ -24,9 +24,9 @@ from django.conf import settings
 from django.core.management import execute_from_command_line
 from django.db import connections
 
+from runtime.limits.services import pool_create
 from runtime.models import Task
-from runtime.pools import pool_create
-from runtime.submission import task_submit
+from runtime.tasks.services import task_submit
 from tests.harness import REPO
 from tests.runtime.test_cli import ALICE, blocked_task_with_unknown_effect
 from tests.snapshot import snapshot
@@ -97,7 +97,6 @@ COMMANDS = {
     "pool-create": ["pool-create", "newpool", "--max-running", "1", "--max-queued", "1"],
     "pool-remove": ["pool-remove", "empty"],
     "agents": ["agents"],
-    "seed-demo": ["seed-demo"],
 }
 BAD_ACTORS = {"over-long": "u" * 201, "nul": "user:\x00alice", "newline": "user:alice\nuser:root",
               "not-utf8": NOT_UTF8, "empty": ""}
@@ -216,10 +215,9 @@ ROWS = [
     ("supervise-interval-inf", ["supervise", "--once", "--interval", "inf"], "ARGUMENT_OUT_OF_RANGE"),
     ("supervise-interval-huge", ["supervise", "--once", "--interval", "1e12"], "ARGUMENT_OUT_OF_RANGE"),
     ("supervise-interval-wrong-type", ["supervise", "--once", "--interval", "often"], "INVALID_ARGUMENT"),
-    # pools, agents, seed-demo take nothing
+    # pools and agents take nothing
     ("pools-extra", ["pools", "batch"], "INVALID_ARGUMENT"),
     ("agents-extra", ["agents", "--all"], "INVALID_ARGUMENT"),
-    ("seed-demo-extra", ["seed-demo", "again"], "INVALID_ARGUMENT"),
     # pool
     ("pool-unknown", ["pool", "nosuch", "--max-running", "3"], "UNKNOWN_POOL"),
     ("pool-bad-name", ["pool", "bad pool!", "--max-running", "3"], "INVALID_IDENTIFIER"),
@@ -284,8 +282,8 @@ def test_a_hostile_argument_exits_2_with_its_code_and_changes_nothing(world, arg
 def test_each_command_that_is_refused_above_works_with_good_arguments(world):
     """The rows above fail for their bad argument, not because the command is broken."""
     for command, argv in COMMANDS.items():
-        if command in ("supervise", "seed-demo"):
-            continue  # sweeps and seeding write as they should; covered elsewhere
+        if command == "supervise":
+            continue  # a sweep writes as it should; covered elsewhere
         ran = manage("--actor", "user:alice", *filled(argv, world))
         assert ran.code == 0, (command, ran.err[-2000:])
 

@@ -1,5 +1,5 @@
 """Wake-ups are written straight to Redis in Celery's message protocol
-(runtime/dispatch.py). These tests hold that envelope to the one Celery itself builds,
+(runtime/attempts/dispatch.py). These tests hold that envelope to the one Celery itself builds,
 so a Celery upgrade that changes the protocol fails here instead of in production, and
 show that a real `celery worker` runs it."""
 
@@ -11,9 +11,10 @@ import redis
 from celery import current_app
 from django.conf import settings
 
-from runtime import dispatch, states
+from runtime import states
+from runtime.attempts import dispatch
 from runtime.models import Task
-from runtime.submission import task_submit
+from runtime.tasks.services import task_submit
 from tests.harness import wait_until
 
 QUEUE = "steward-envelope-check"

@@ -15,10 +15,10 @@ from django.db import connection
 
 from runtime import faults, states
 from runtime.agents import agent
+from runtime.effects.services import effect_resolve
 from runtime.errors import EffectFailed, InvalidTransition
-from runtime.interventions import effect_resolve
 from runtime.models import Attempt, AuditEvent, Effect, Slot, Step, Task
-from runtime.supervisor import sweep
+from runtime.worker.supervisor import sweep
 from tests.agents import submit as submit_to_service
 from tests.conftest import database_url
 from tests.runtime.inprocess import NAP, recover, run, submit, wake

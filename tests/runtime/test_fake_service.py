@@ -8,7 +8,7 @@ import urllib.parse
 
 import pytest
 
-from runtime.demo.fake_service import FakeService, ServiceRejected, call, http_json
+from console.dev.demo.fake_service import FakeService, ServiceRejected, call, http_json
 
 JOIN = 10.0  # generous upper bound for a thread that should finish promptly
 

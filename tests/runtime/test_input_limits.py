@@ -14,10 +14,10 @@ import pytest
 from django.conf import settings
 
 from runtime import encoding
+from runtime.effects.services import effect_resolve
 from runtime.errors import InvalidInput, StewardError
-from runtime.interventions import effect_resolve, task_cancel
 from runtime.models import Effect, Task
-from runtime.submission import task_submit
+from runtime.tasks.services import task_cancel, task_submit
 from tests.runtime.test_cli import ALICE, blocked_task_with_unknown_effect
 from tests.snapshot import snapshot
 

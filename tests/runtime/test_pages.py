@@ -1,4 +1,4 @@
-"""List pages (runtime/paging.py, runtime/selectors.py): newest first from an index, with
+"""List pages (runtime/paging.py, runtime/tasks/selectors.py): newest first from an index, with
 an opaque cursor. A walk over the pages returns every row once, in order, while new rows
 arrive; each filter returns what it says; a page reads about `limit` rows from its
 index however large the table; and a cursor only works where it came from.
@@ -17,14 +17,16 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runtime import paging, states
+from runtime.effects.selectors import effect_page
 from runtime.errors import InvalidInput, TaskNotFound
 from runtime.ids import epoch_ms
-from runtime.interventions import task_cancel
+from runtime.limits.selectors import pool_usage
 from runtime.models import AuditEvent, Effect, Pool, Task
-from tests.pools import pool_with
-from runtime.selectors import audit_page, effect_page, pool_usage, task_page
-from runtime.submission import task_submit
+from runtime.tasks.selectors import task_page
+from runtime.tasks.services import task_cancel, task_submit
+from runtime.trail.selectors import audit_page
 from tests.plans import explain, rows_read
+from tests.pools import pool_with
 
 ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
 CAROL = {"tenant": "globex", "owner": "user:carol", "actor": "user:carol"}

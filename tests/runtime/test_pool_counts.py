@@ -19,19 +19,19 @@ from django.db import connection
 from django.utils import timezone
 
 from runtime import states
+from runtime.attempts.lease import claim_next
+from runtime.effects.services import effect_resolve
 from runtime.errors import QueueFull
-from runtime.executor import run_attempt
-from runtime.interventions import effect_resolve, task_cancel, task_resume
-from runtime.leases import claim_next
+from runtime.limits.selectors import pool_usage
+from runtime.limits.services import default_pool_name
 from runtime.models import Attempt, Effect, PoolCount, Task
-from runtime.pools import default_pool_name
-from tests.pools import pool_with
-from runtime.selectors import pool_usage
-from runtime.submission import Submission, task_submit
-from runtime.supervisor import sweep
+from runtime.tasks.services import Submission, task_cancel, task_resume, task_submit
+from runtime.worker.executor import run_attempt
+from runtime.worker.supervisor import sweep
 from tests.conftest import database_url
 from tests.counts import count_drift, kept_counts
 from tests.harness import race, wait_until
+from tests.pools import pool_with
 from tests.runtime.inprocess import NAP, recover, run, submit, wake
 
 ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}

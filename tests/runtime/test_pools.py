@@ -11,15 +11,13 @@ from collections import Counter
 import pytest
 from django.conf import settings
 
-from runtime.demo.seed import POOLS, seed_demo
+from console.dev.demo.seed import POOLS, seed_demo
 from runtime.errors import StewardError
-from runtime.interventions import task_cancel
+from runtime.limits.services import pool_create, pool_remove, pool_set_limits
 from runtime.models import AuditEvent, Pool, Slot, Task
-from runtime.pools import pool_create, pool_remove, pool_set_limits
-from runtime.submission import Submission, task_submit
+from runtime.tasks.services import Submission, task_cancel, task_submit
 from tests.harness import race
 from tests.runtime.test_cli import ALICE
-from tests.runtime.test_submission import connections_for_racers  # noqa: F401 - a fixture
 from tests.snapshot import snapshot
 
 
@@ -57,7 +55,7 @@ def test_creating_a_pool_that_exists_is_refused_with_pool_exists(db):
     assert Pool.objects.get(name="batch").max_running == 3
 
 
-def test_racing_creators_of_one_pool_make_it_once(connections_for_racers):
+def test_racing_creators_of_one_pool_make_it_once(live):
     outcomes = Counter()
     for trial in range(10):
         name = f"raced-{trial}"
@@ -159,7 +157,7 @@ def test_an_agents_declared_pool_is_created_on_its_first_use_and_audited(db):
     assert event.data["why"] == "first use of the pool declared by agent research.batch"
 
 
-def test_racing_first_submits_create_the_default_pool_once(connections_for_racers):
+def test_racing_first_submits_create_the_default_pool_once(live):
     results = race(10, lambda i: task_submit(agent="t.steps", input={"i": i}, **ALICE))
     assert all(isinstance(r, Submission) and r.created for r in results), results
     assert len(pool_events("pool.created")) == 1

@@ -19,10 +19,9 @@ from django.db import connection
 from runtime import config, states
 from runtime.agents import agent
 from runtime.errors import StepFailed
-from runtime.interventions import task_cancel
 from runtime.models import Attempt, AuditEvent, Effect, Slot, Step, Task
+from runtime.tasks.services import task_cancel
 from tests.runtime.inprocess import NAP, recover, run, submit, wake
-
 
 calls = collections.Counter()  # how often each step function really ran
 seen: list = []                # what agent code observed, attempt by attempt

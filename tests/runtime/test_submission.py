@@ -9,16 +9,21 @@ from collections import Counter
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from runtime import states
-from runtime.errors import (IdempotencyConflict, InputTooLarge, InvalidIdentifier, InvalidInput, QueueFull,
-                            TaskNotFound, UnknownAgent)
-from runtime.interventions import task_cancel, task_resume
+from runtime.errors import (
+    IdempotencyConflict,
+    InputTooLarge,
+    InvalidIdentifier,
+    InvalidInput,
+    QueueFull,
+    TaskNotFound,
+    UnknownAgent,
+)
+from runtime.limits.services import pool_create
 from runtime.models import AuditEvent, Pool, Task
-from runtime.pools import pool_create
-from runtime.selectors import task_detail
-from runtime.submission import Submission, task_submit
+from runtime.tasks.selectors import task_detail
+from runtime.tasks.services import Submission, task_cancel, task_resume, task_submit
 from tests.harness import race
 
 ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
@@ -219,18 +224,7 @@ def test_a_known_key_returns_its_task_even_when_the_pool_is_full(db):
 # --- the race ----------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def connections_for_racers(live):
-    """Room in this process's connection pool for every racing thread at once, so the
-    Barrier releases them into PostgreSQL together rather than queued for a connection."""
-    pool = connection.pool
-    min_size, max_size = pool.min_size, pool.max_size
-    pool.resize(min_size, max(max_size, RACERS + 4))
-    yield
-    pool.resize(min_size, max_size)
-
-
-def test_concurrent_submits_with_one_key_make_exactly_one_task(connections_for_racers):
+def test_concurrent_submits_with_one_key_make_exactly_one_task(live):
     """Ten threads submit the same key at once, twenty times. Even trials go through one
     pool; odd trials split the racers over two pools, so the pool lock cannot serialise
     them and only the unique key decides."""

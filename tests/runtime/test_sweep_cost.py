@@ -9,9 +9,9 @@ from django.db import connection
 
 from runtime.db import fetchall, sql
 from runtime.models import Slot, Task
-from tests.pools import pool_with
-from runtime.submission import task_submit
+from runtime.tasks.services import task_submit
 from tests.plans import explain, rows_read
+from tests.pools import pool_with
 
 ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
 AGE = 60.0

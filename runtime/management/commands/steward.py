@@ -3,7 +3,7 @@
     submit AGENT --input JSON     tasks      show TASK      effects     (lists page: --after)
     resolve-effect ID --as ...    resume     cancel         audit verify
     supervise                     pools      pool NAME      pool-create NAME   pool-remove NAME
-    agents                        seed-demo
+    agents
 
 Every refusal prints `CODE: message` on stderr and exits 2, whether the parser or a
 service refused (docs/limits.md lists the codes); nothing is written before a refusal.
@@ -20,13 +20,16 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime import agents, arguments, config, encoding, selectors, states
-from runtime.audit import audit_verify
-from runtime.cli_format import block, short, table, when
+from runtime import agents, arguments, config, encoding, states
+from runtime.effects.selectors import effect_page
+from runtime.effects.services import RESOLUTIONS, effect_resolve
 from runtime.errors import InvalidArgument, InvalidEncoding, InvalidInput, StewardError
-from runtime.interventions import RESOLUTIONS, effect_resolve, task_cancel, task_resume
-from runtime.pools import pool_create, pool_remove, pool_set_limits
-from runtime.submission import task_submit
+from runtime.limits.selectors import pool_usage
+from runtime.limits.services import pool_create, pool_remove, pool_set_limits
+from runtime.management.format import block, short, table, when
+from runtime.tasks.selectors import task_detail, task_get, task_page
+from runtime.tasks.services import task_cancel, task_resume, task_submit
+from runtime.trail.services import audit_verify
 
 # Bounds of the CLI's own numbers (docs/limits.md). A list shows one page; the API's
 # pages will share arguments.PAGE_MAX.
@@ -116,7 +119,6 @@ class Command(BaseCommand):
         p.add_argument("--note", default="")
 
         sub.add_parser("agents", help="registered agents")
-        sub.add_parser("seed-demo", help="create the demo pools and tasks (idempotent)")
 
     def handle(self, *args, command, actor, **options):
         handler = getattr(self, "do_" + command.replace("-", "_"))
@@ -139,16 +141,16 @@ class Command(BaseCommand):
         self.stdout.write(f"{sub.task_id}  {verb}  [{sub.status}]")
         deadline = time.monotonic() + wait
         while wait and time.monotonic() < deadline:
-            task = selectors.task_get(sub.task_id)
+            task = task_get(sub.task_id)
             if task.status in states.TERMINAL:
                 self.stdout.write(f"{task.status}: {short(task.output if task.output is not None else task.error, 200)}")
                 return
             time.sleep(0.2)
         if wait:
-            self.stdout.write(f"still {selectors.task_get(sub.task_id).status} after {wait:g}s")
+            self.stdout.write(f"still {task_get(sub.task_id).status} after {wait:g}s")
 
     def do_tasks(self, *, status, agent, tenant, pool, parent, root, limit, after, **_):
-        page = selectors.task_page(status=status, agent=agent, tenant=tenant, pool=pool, parent=parent, root=root,
+        page = task_page(status=status, agent=agent, tenant=tenant, pool=pool, parent=parent, root=root,
                                    limit=limit, after=after)
         rows = [[t.id, t.agent, t.status, t.epoch, t.pool_id, when(t.updated_at), short(t.status_note, 40)]
                 for t in page]
@@ -156,7 +158,7 @@ class Command(BaseCommand):
         self._next(page)
 
     def do_show(self, *, task, **_):
-        d = selectors.task_detail(task)
+        d = task_detail(task)
         t = d.task
         self.stdout.write(block([
             ("task", t.id), ("agent", t.agent), ("status", t.status + (f" ({t.status_note})" if t.status_note else "")),
@@ -177,7 +179,7 @@ class Command(BaseCommand):
                       [[a.id, when(a.at), a.kind, a.actor, short(a.data, 60)] for a in d.audit])
 
     def do_effects(self, *, task, state, effect_class, limit, after, **_):
-        page = selectors.effect_page(task=task, state=state, effect_class=effect_class, limit=limit, after=after)
+        page = effect_page(task=task, state=state, effect_class=effect_class, limit=limit, after=after)
         rows = [[e.id, e.task_id, e.name, e.effect_class, e.state, e.sends, when(e.created_at)] for e in page]
         self.stdout.write(table(["id", "task", "name", "class", "state", "sends", "created"], rows))
         self._next(page)
@@ -219,7 +221,7 @@ class Command(BaseCommand):
         self.stdout.write(f"audit trail verified: {scope}")
 
     def do_supervise(self, *, once, interval, **_):
-        from runtime import executor, supervisor  # noqa: PLC0415 - only this command needs them
+        from runtime.worker import executor, supervisor  # noqa: PLC0415 - only this command needs them
 
         def report(sweep):
             if any(sweep.as_dict().values()):
@@ -229,7 +231,7 @@ class Command(BaseCommand):
         supervisor.supervise(supervisor_id=executor.worker_id(), interval=interval, once=once, on_report=report)
 
     def do_pools(self, *, after, **_):
-        page = selectors.pool_usage(after=after)
+        page = pool_usage(after=after)
         rows = [[u.pool.name, u.pool.max_running, u.pool.max_queued, u.running, u.queued, u.slots_held]
                 for u in page]
         self.stdout.write(table(["pool", "max_running", "max_queued", "running", "queued", "slots_held"], rows))
@@ -250,12 +252,6 @@ class Command(BaseCommand):
     def do_agents(self, **_):
         rows = [[a.name, a.pool or "default", short(a.description, 70)] for a in agents.registered()]
         self.stdout.write(table(["agent", "pool", "description"], rows))
-
-    def do_seed_demo(self, *, actor, **_):
-        from runtime.demo.seed import seed_demo  # noqa: PLC0415 - demo code stays out of the core path
-
-        for line in seed_demo(actor=actor):
-            self.stdout.write(line)
 
     def _next(self, page) -> None:
         """The cursor of the next page, if there is one: pass it back with --after. A page

@@ -38,7 +38,7 @@ def load(task_id) -> list[Recorded]:
 
 def write(lease, *, seq: int, name: str, kind: str, output: str | None = None, error: dict | None = None,
           started: float | None = None) -> None:
-    """Write one journal row for the attempt `lease` (runtime.transitions.Lease): the
+    """Write one journal row for the attempt `lease` (runtime.attempts.transitions.Lease): the
     output as JSON text, or the error record. Raise Fenced if the attempt no longer owns
     the task."""
     cur = db.execute(

@@ -4,7 +4,8 @@ late message is harmless because PostgreSQL decides what runs."""
 from celery import shared_task
 from celery.signals import worker_shutting_down
 
-from runtime import db, executor, outages, supervisor
+from runtime import db, outages
+from runtime.worker import executor, supervisor
 
 
 @worker_shutting_down.connect

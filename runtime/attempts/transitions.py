@@ -14,30 +14,14 @@ wake-up cannot be lost between the two (tests/runtime/test_children.py races the
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
 
-from runtime import config, db, dispatch, states
+from runtime import config, db, states
+from runtime.attempts import dispatch
+from runtime.attempts.lease import Lease
 from runtime.errors import Fenced
-
-
-@dataclass(frozen=True)
-class Lease:
-    """What an attempt knows about itself; every write it makes is fenced on it."""
-
-    task_id: object
-    epoch: int
-    tenant: str
-    pool: str
-    parent_id: object | None
-    worker: str
-    attempt_id: int
-
-    @property
-    def actor(self) -> str:
-        return f"worker:{self.worker}"
 
 
 def end_attempt(lease: Lease, event: str, *, output: str | None = None, error: dict | None = None,

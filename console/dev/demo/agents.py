@@ -6,7 +6,7 @@
 * notify.send: sends a notification through a service that does NOT deduplicate, so
   an interrupted send is marked `unknown` for an operator instead of being re-sent.
 
-The outside services are the fake service (runtime/demo/fake_service.py), reached over
+The outside services are the fake service (console/dev/demo/fake_service.py), reached over
 real HTTP; STEWARD_DEMO_RESULTS_URL / STEWARD_DEMO_NOTIFY_URL or the input choose them.
 """
 
@@ -17,8 +17,8 @@ import os
 
 from pydantic import BaseModel, Field
 
+from console.dev.demo import fake_service
 from runtime.agents import agent
-from runtime.demo import fake_service
 from runtime.errors import EffectNotApplied
 
 RESULTS_URL = os.environ.get("STEWARD_DEMO_RESULTS_URL", "http://127.0.0.1:8765")

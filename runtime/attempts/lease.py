@@ -3,7 +3,7 @@
 An attempt owns its task while its lease is unexpired. The worker renews it from a
 background thread (one per process), so a long model call does not lose the task, and
 a frozen or killed process stops renewing it: the supervisor then re-queues the task
-with a new attempt (runtime/supervisor.py), and the old attempt's epoch fences every
+with a new attempt (runtime/worker/supervisor.py), and the old attempt's epoch fences every
 write it tries later.
 """
 
@@ -16,9 +16,25 @@ from dataclasses import dataclass
 from django.db import connection
 
 from runtime import config, db, faults, outages
-from runtime.transitions import Lease
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What an attempt knows about itself; every write it makes is fenced on it."""
+
+    task_id: object
+    epoch: int
+    tenant: str
+    pool: str
+    parent_id: object | None
+    worker: str
+    attempt_id: int
+
+    @property
+    def actor(self) -> str:
+        return f"worker:{self.worker}"
 
 
 @dataclass(frozen=True)
@@ -28,7 +44,7 @@ class Claim:
     agent: str
     # The stored input as JSON text, decoded by the executor only after the claim has
     # committed: a claim can share a transaction with the end of the worker's previous
-    # attempt (runtime/executor.py), and an input that fails to decode must fail its
+    # attempt (runtime/worker/executor.py), and an input that fails to decode must fail its
     # own task, never roll back another task's end.
     input_text: str
     owner: str

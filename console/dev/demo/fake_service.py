@@ -4,7 +4,7 @@ It is a real HTTP server (stdlib only, no Django) so that workers talk to it exa
 they would to a results-submission or notification service, including real sockets,
 timeouts and lost connections. Run it standalone with
 
-    python -m runtime.demo.fake_service --port 8765 [--host 127.0.0.1] [--mode keyed|unkeyed]
+    python -m console.dev.demo.fake_service --port 8765 [--host 127.0.0.1] [--mode keyed|unkeyed]
 
 or in-process with ``FakeService`` (binds port 0 and serves on a daemon thread).
 

@@ -18,18 +18,21 @@ from datetime import datetime, timezone
 
 from django.db import transaction
 
-from runtime import agents, db, effects, encoding, faults, journal, pools, states
-from runtime.errors import (InfrastructureError, NondeterminismError, NotJournalable, StepFailed,
-                            StewardError, Suspend)
-from runtime.journal import Recorded
-from runtime.submission import insert_task, validate_input
-from runtime.transitions import Lease, end_attempt, fence
+from runtime import agents, db, encoding, faults, states
+from runtime.attempts import journal
+from runtime.attempts.journal import Recorded
+from runtime.attempts.lease import Lease
+from runtime.attempts.transitions import end_attempt, fence
+from runtime.effects import ledger
+from runtime.errors import InfrastructureError, NondeterminismError, NotJournalable, StepFailed, StewardError, Suspend
+from runtime.limits.services import default_pool_name
+from runtime.tasks.services import insert_task, validate_input
 
 
 def _not_the_agents_error(method):
     """A lost database connection inside a ctx call becomes InfrastructureError, which
     agent code cannot catch with `except Exception`: the executor yields the attempt
-    instead of failing the task (runtime/executor.py)."""
+    instead of failing the task (runtime/worker/executor.py)."""
 
     @functools.wraps(method)
     def guarded(self, *args, **kwargs):
@@ -102,7 +105,7 @@ class Context:
     @_not_the_agents_error
     def effect(self, name: str, fn, *args, effect_class: str, key: str | None = None,
                keyed: bool = False, **kwargs):
-        """An action on the outside world, through the effect ledger (runtime/effects.py).
+        """An action on the outside world, through the effect ledger (runtime/effects/ledger.py).
 
         fn is called as fn(*args, idempotency_key=key, **kwargs) and should pass the key
         to the service. `keyed=True` declares that the service deduplicates by that key,
@@ -113,8 +116,8 @@ class Context:
             raise ValueError(f"effect_class must be one of {states.EFFECT_CLASSES}")
         seq, recorded = self._next(name, "effect")
         if recorded is not None:
-            return effects.replayed(recorded)
-        return effects.perform(self, seq, name, fn, args, kwargs, effect_class=effect_class, key=key, keyed=keyed)
+            return ledger.replayed(recorded)
+        return ledger.perform(self, seq, name, fn, args, kwargs, effect_class=effect_class, key=key, keyed=keyed)
 
     # --- durable timers ----------------------------------------------------------------
 
@@ -168,7 +171,7 @@ class Context:
                 fence(self.lease, "child")
                 child = insert_task(
                     agent=agent, input_text=input_text, digest=digest, tenant=self.tenant, owner=self.owner,
-                    pool=spec.pool or pools.default_pool_name(), actor=f"task:{self.task_id}",
+                    pool=spec.pool or default_pool_name(), actor=f"task:{self.task_id}",
                     parent_id=self.task_id, root_id=self.root_id, spawn_seq=seq,
                 ).task_id
                 journal.write(self.lease, seq=seq, name=name, kind="spawn",
@@ -189,7 +192,7 @@ class Context:
             return [ChildResult(**item) for item in recorded.output]
         with transaction.atomic(durable=True):
             # Exclusive: a finishing child locks this row before it looks at us, so it
-            # either sees us waiting or we see it finished (runtime/transitions.py).
+            # either sees us waiting or we see it finished (runtime/attempts/transitions.py).
             fence(self.lease, "status", exclusive=True)
             found = {
                 child_id: (status, encoding.decode(output), encoding.decode(error))

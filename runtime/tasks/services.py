@@ -1,4 +1,5 @@
-"""Submitting tasks: validation, idempotent create and pool admission."""
+"""Tasks: submitting them (validation, idempotent create, pool admission), and what an
+operator does to one (cancel, resume)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,17 @@ import json
 import uuid
 from dataclasses import dataclass
 
-from runtime import agents, arguments, config, db, dispatch, encoding
-from runtime.errors import IdempotencyConflict, InvalidInput, QueueFull
-from runtime.pools import default_pool_name, first_use_reason, pool_create_on_first_use, unknown_pool
+from django.db import transaction
+from django.utils import timezone
+
+from runtime import agents, arguments, config, db, encoding, states
+from runtime.attempts import dispatch
+from runtime.attempts.transitions import wake_parent
+from runtime.audit import audit_append
+from runtime.errors import IdempotencyConflict, InvalidInput, InvalidTransition, QueueFull
+from runtime.limits.services import default_pool_name, first_use_reason, pool_create_on_first_use, unknown_pool
+from runtime.models import Task
+from runtime.tasks.selectors import task_get
 
 
 @dataclass(frozen=True)
@@ -103,3 +112,60 @@ def validate_input(spec: agents.AgentSpec, value) -> tuple[str, str]:
             raise InvalidInput(f"input does not match {spec.name}'s schema",
                                errors=json.loads(json.dumps(errors, default=str))) from None
     return text, digest
+
+
+# --- what an operator does to a task: each a durable transaction that takes actor=, makes
+# conditional writes and audits them in the same transaction; not callable from agent code.
+
+
+def task_cancel(*, task_id, actor: str, reason: str = "") -> list:
+    """Cancel a task and every live descendant; return the ids cancelled.
+
+    1. Lock the task's parent (if any), then the subtree top-down: the same order in
+       which finishing children lock their parents, so the two cannot deadlock.
+    2. Move each live task to cancelled with one conditional UPDATE. Running attempts
+       keep their lease and slot until their worker notices at its next fenced write
+       (or the supervisor finds it gone): a slot is free only when the work stopped.
+    3. Audit each, and wake the parent if it was waiting for this task.
+    """
+    arguments.actor(actor)
+    arguments.text("reason", reason)
+    with transaction.atomic(durable=True):
+        task = task_get(arguments.task_id(task_id))
+        if task.parent_id:
+            db.execute("lock_task", {"task": task.parent_id})
+        cancelled = [row[0] for row in db.fetchall("cancel_tree", {"task": task.id})]
+        if not cancelled and task.status != states.CANCELLED:
+            raise InvalidTransition(f"task {task.id} is {task.status}; only live tasks can be cancelled",
+                                    status=task.status)
+        for cancelled_id in cancelled:
+            audit_append(actor=actor, tenant=task.tenant, task_id=cancelled_id, kind="task.cancelled",
+                         data={"reason": reason, "requested_on": str(task.id)})
+        if task.parent_id and task.id in cancelled:
+            wake_parent(parent_id=task.parent_id, child_id=task.id, actor=actor)
+        return cancelled
+
+
+def task_resume(*, task_id, actor: str, note: str = "") -> None:
+    """Queue a dead, failed or cancelled task for a new attempt (reason `resume`).
+
+    The deliberate way out of a terminal status: audited, and refused while the old
+    attempt has not yet stopped (its worker has not acknowledged).
+    """
+    arguments.actor(actor)
+    arguments.text("note", note)
+    with transaction.atomic(durable=True):
+        task = task_get(arguments.task_id(task_id))
+        if task.attempts.filter(ended_at__isnull=True).exists():
+            raise InvalidTransition(f"task {task.id} still has a running attempt; wait for it to stop",
+                                    status=task.status)
+        won = Task.objects.filter(id=task.id, status__in=states.sources("resume")).update(
+            status=states.QUEUED, next_reason=states.RESUME, crash_count=0, queued_at=timezone.now(),
+            finished_at=None, status_note=f"resumed by {actor}", updated_at=timezone.now(),
+        )
+        if not won:
+            raise InvalidTransition(f"task {task.id} is {task.status}; resume starts from "
+                                    f"{', '.join(states.sources('resume'))}", status=task.status)
+        audit_append(actor=actor, tenant=task.tenant, task_id=task.id, kind="task.resumed",
+                     data={"from": task.status, "note": note})
+        dispatch.pool_has_work(task.pool_id)

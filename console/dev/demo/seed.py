@@ -1,4 +1,4 @@
-"""`manage.py steward seed-demo`: the demo's pools and tasks. Idempotent: a pool that
+"""`manage.py seed_demo`: the demo's pools and tasks. Idempotent: a pool that
 exists keeps the limits it has (an operator may have changed them, and `make run`
 seeds on every start), and the tasks carry caller keys, so running it again returns
 the same tasks instead of new ones."""
@@ -9,9 +9,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from runtime.errors import PoolExists
+from runtime.limits.services import pool_create
 from runtime.models import Pool
-from runtime.pools import pool_create
-from runtime.submission import task_submit
+from runtime.tasks.services import task_submit
 
 DEMO_TENANT = "demo"
 

@@ -1,5 +1,5 @@
 """Running attempts: claim, replay, run, end. Called by the thin Celery task
-(runtime/celery_tasks.py); nothing here depends on how the call arrived.
+(runtime/worker/celery_tasks.py); nothing here depends on how the call arrived.
 
 A worker that receives a wake-up for a pool claims the pool's oldest queued task and
 runs it, then keeps claiming from the same pool until it is empty, it holds no free
@@ -23,13 +23,22 @@ import time
 
 from django.db import transaction
 
-from runtime import agents, config, db, dispatch, encoding, faults, journal, outages
+from runtime import agents, config, db, encoding, faults, outages
+from runtime.attempts import dispatch, journal
+from runtime.attempts.lease import Claim, claim_next, keeper
+from runtime.attempts.transitions import end_attempt, release_stopped
 from runtime.audit import audit_append
-from runtime.context import Context
-from runtime.errors import (Fenced, InfrastructureError, InputUndecodable, NondeterminismError, NotJournalable,
-                            StepFailed, StewardError, Suspend)
-from runtime.leases import Claim, claim_next, keeper
-from runtime.transitions import end_attempt, release_stopped
+from runtime.errors import (
+    Fenced,
+    InfrastructureError,
+    InputUndecodable,
+    NondeterminismError,
+    NotJournalable,
+    StepFailed,
+    StewardError,
+    Suspend,
+)
+from runtime.worker.context import Context
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +46,7 @@ DRAIN_MAX_TASKS = 100
 DRAIN_MAX_SECONDS = 5.0
 
 # Set when the worker process begins a warm shutdown: finish the attempt in hand, but
-# claim nothing more, so SIGTERM is not held up by a drain (runtime/celery_tasks.py).
+# claim nothing more, so SIGTERM is not held up by a drain (runtime/worker/celery_tasks.py).
 _stopping = threading.Event()
 
 

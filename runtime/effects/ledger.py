@@ -21,12 +21,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from runtime import encoding, faults, journal, states
+from runtime import encoding, faults, states
+from runtime.attempts import journal
+from runtime.attempts.journal import Recorded
+from runtime.attempts.transitions import end_attempt, fence
 from runtime.audit import audit_append
 from runtime.errors import EffectFailed, EffectNotApplied, Fenced, NondeterminismError, NotJournalable, Suspend
-from runtime.journal import Recorded
 from runtime.models import Effect
-from runtime.transitions import end_attempt, fence
 
 # In-attempt re-sends of a resendable effect whose call raised, before it is doubted.
 RESEND_DELAYS = (0.2, 1.0)
@@ -76,7 +77,7 @@ def perform(ctx, seq: int, name: str, fn, args, kwargs, *, effect_class: str, ke
 
 @dataclass(slots=True)
 class _Call:
-    ctx: object  # runtime.context.Context
+    ctx: object  # runtime.worker.context.Context
     seq: int
     name: str
     fn: object

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass
 
 from django.db import transaction
 
-from runtime import config, db, dispatch, outages
+from runtime import config, db, outages
+from runtime.attempts import dispatch
 
 
 @dataclass
@@ -99,7 +100,7 @@ def _release_abandoned(report: SweepReport, actor: str) -> None:
 
 def _retire_slots() -> None:
     """2b. Slots numbered past a shrunken max_running, once their attempt has ended
-    (runtime/pools.py pool_set_limits). claim.sql never hands them out meanwhile."""
+    (runtime/limits/services.py pool_set_limits). claim.sql never hands them out meanwhile."""
     db.execute("retire_slots", {})
 
 

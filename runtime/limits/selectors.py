@@ -1,0 +1,37 @@
+"""Reads of pools for the CLI, the API and the console."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runtime import db
+from runtime.models import Pool
+from runtime.paging import Keyset, Page, check_limit, decode_cursor, encode_cursor
+
+# By name (pools are few, and found by name), not newest first.
+POOLS_BY_NAME = Keyset("pools", ("name",), list, tuple)
+MAX_POOLS = 500
+
+
+@dataclass
+class PoolUsage:
+    pool: Pool
+    running: int
+    queued: int
+    slots_held: int
+
+
+def pool_usage(*, after: str | None = None, limit: int = MAX_POOLS) -> Page[PoolUsage]:
+    """Pools by name with their usage, read from kept counts and held slots
+    (runtime/sql/pool_usage.sql): the cost follows the number of pools, not tasks."""
+    check_limit(limit)
+    filters: dict = {}
+    start = decode_cursor(POOLS_BY_NAME, filters, after)[0] if after is not None else ""
+    usage = []
+    for name, max_running, max_queued, created_at, admitted, running, held in db.fetchall(
+            "pool_usage", {"after": start, "limit": limit + 1}):
+        pool = Pool(name=name, max_running=max_running, max_queued=max_queued, created_at=created_at)
+        usage.append(PoolUsage(pool, running, admitted - running, held))
+    more = len(usage) > limit
+    usage = usage[:limit]
+    return Page(usage, encode_cursor(POOLS_BY_NAME, filters, (usage[-1].pool.name,)) if more else None)

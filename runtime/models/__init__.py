@@ -1,0 +1,16 @@
+"""Durable records. Models stay thin: fields, constraints, __str__ and small pure
+properties. Writes happen in the services (submission, transitions, effects, ...), each
+a conditional UPDATE or a fenced INSERT that reports whether it won.
+
+Table names are explicit because the hot paths use hand-written SQL (runtime/sql/).
+"""
+
+from runtime.models.attempt import Attempt
+from runtime.models.audit import AuditEvent
+from runtime.models.effect import Effect
+from runtime.models.pool import Pool, PoolCount
+from runtime.models.slot import Slot
+from runtime.models.step import Step
+from runtime.models.task import Task
+
+__all__ = ["Attempt", "AuditEvent", "Effect", "Pool", "PoolCount", "Slot", "Step", "Task"]

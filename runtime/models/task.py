@@ -1,0 +1,97 @@
+"""Task: see runtime/models/__init__.py for what the models share."""
+
+from __future__ import annotations
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+
+from runtime import states
+from runtime.ids import uuid7
+from runtime.models.choices import choices as _choices
+
+
+class Task(models.Model):
+    """The durable logical unit of work. Its id is minted before the first step runs and
+    outlives every worker that touches it."""
+
+    # Time-ordered (UUIDv7): steward_submit() mints it from the transaction's clock, so
+    # the primary key orders tasks by creation (runtime/ids.py).
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    agent = models.CharField(max_length=200)
+    input = models.JSONField()
+    input_digest = models.CharField(max_length=64)
+    tenant = models.CharField(max_length=100)
+    owner = models.CharField(max_length=200, help_text="Actor on whose authority the task runs.")
+    # No plain indexes on pool, parent or root: every status change rewrites each index
+    # of this hot row, and the partial indexes below already lead with these columns.
+    pool = models.ForeignKey("runtime.Pool", on_delete=models.PROTECT, db_column="pool", related_name="tasks",
+                             db_index=False)
+    status = models.CharField(max_length=16, choices=_choices(states.TASK_STATUSES), default=states.QUEUED)
+    # The epoch of the latest attempt; 0 before the first claim. Every write by an
+    # attempt is fenced on (id, epoch, status='running').
+    epoch = models.IntegerField(default=0)
+    next_reason = models.CharField(max_length=16, choices=_choices(states.ATTEMPT_REASONS), default=states.FIRST)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children",
+                               db_index=False)
+    root = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="descendants",
+                             db_index=False)
+    spawn_seq = models.IntegerField(null=True, blank=True, help_text="The parent's step seq that spawned it.")
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    crash_count = models.IntegerField(default=0, help_text="Lease expiries in a row.")
+    wake_at = models.DateTimeField(null=True, blank=True)
+    waiting_on = ArrayField(models.UUIDField(), null=True, blank=True, help_text="Child task ids a wait needs.")
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    status_note = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "steward_task"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="task_one_per_caller_key",
+            ),
+            models.UniqueConstraint(
+                fields=["parent", "spawn_seq"],
+                condition=Q(parent__isnull=False),
+                name="task_one_child_per_spawn_step",
+            ),
+            models.CheckConstraint(condition=Q(status__in=states.TASK_STATUSES), name="task_status_known"),
+            models.CheckConstraint(condition=Q(epoch__gte=0), name="task_epoch_non_negative"),
+            models.CheckConstraint(
+                condition=~Q(status=states.SLEEPING) | Q(wake_at__isnull=False),
+                name="task_sleeping_has_wake_at",
+            ),
+        ]
+        indexes = [
+            # Claim order within a pool, and each pool's oldest queued task for the sweep.
+            models.Index(
+                fields=["pool", "queued_at", "id"],  # the claim order, read straight off the index
+                condition=Q(status=states.QUEUED),
+                name="task_claim_order",
+            ),
+            # No index of running tasks by pool: admission reads kept counts (PoolCount),
+            # and a running task always holds a slot, so `pools` counts them through
+            # steward_slot. Dropping it saved an index entry on every claim.
+            models.Index(fields=["wake_at"], condition=Q(status=states.SLEEPING), name="task_sleeping_due"),
+            # The list pages (runtime/tasks/selectors.py task_page), newest first by id (ids are
+            # time-ordered). Each full index here costs about 8 µs on every write of a
+            # task row (status changes are never HOT), some 25 µs per task, about 1% of
+            # a task's database time in `make bench`: each one earns it for a listing
+            # that would otherwise read the table. The primary key serves all tasks.
+            models.Index(fields=["tenant", "id"], name="task_tenant_id"),             # a tenant's tasks
+            models.Index(fields=["tenant", "status", "id"], name="task_tenant_status_id"),  # ... by status
+            models.Index(fields=["status", "id"], name="task_status_id"),             # every tenant's, by status
+            # A tree below its root. Partial: top-level tasks (most) never write it.
+            models.Index(fields=["root", "id"], condition=Q(parent__isnull=False), name="task_tree"),
+        ]
+
+    def __str__(self):
+        return f"{self.agent} {self.id} [{self.status}]"

@@ -1,0 +1,108 @@
+"""Reads of tasks for the CLI, the API and the console: one task, its detail, pages of
+tasks. Nothing here writes."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Q
+
+from runtime import arguments, states
+from runtime.audit import chain_for
+from runtime.errors import InvalidInput, TaskNotFound
+from runtime.ids import epoch_ms, uuid7_floor
+from runtime.models import Attempt, AuditEvent, Effect, Step, Task
+from runtime.paging import Keyset, Page, keyset_page
+
+
+@dataclass
+class TaskDetail:
+    task: Task
+    attempts: list[Attempt]
+    steps: list[Step]
+    effects: list[Effect]
+    children: list[Task]
+    audit: list[AuditEvent]
+
+
+def task_get(task_id) -> Task:
+    try:
+        task = Task.objects.filter(id=task_id).first()
+    except Exception:  # noqa: BLE001 - a malformed UUID is not found, not a crash
+        task = None
+    if task is None:
+        raise TaskNotFound(f"no task {task_id}", task=str(task_id))
+    return task
+
+
+def task_detail(task_id, *, step_limit: int = 200, audit_limit: int = 200, child_limit: int = 200) -> TaskDetail:
+    """A task with the latest of its journal, its audit chain and its first children,
+    each read in its own index's order (a long-lived task's history is only paged)."""
+    task = task_get(task_id)
+    return TaskDetail(
+        task=task,
+        attempts=list(task.attempts.order_by("epoch")),
+        steps=list(task.steps.order_by("-seq")[:step_limit])[::-1],
+        effects=list(task.effects.order_by("step_seq")),
+        children=list(task.children.order_by("spawn_seq")[:child_limit]),
+        audit=list(AuditEvent.objects.filter(chain=chain_for(task_id=task.id, tenant=task.tenant))
+                   .order_by("-chain_seq")[:audit_limit])[::-1],
+    )
+
+
+# --- pages (runtime/paging.py): newest first, from an index, with an opaque cursor ------------
+
+TASKS_BY_ID = Keyset("tasks", ("id",), lambda key: [str(key[0])], lambda raw: (uuid.UUID(raw[0]),))
+TASKS_BY_SPAWN = Keyset("tasks.children", ("spawn_seq",), list, lambda raw: (int(raw[0]),))
+
+
+def task_page(*, tenant: str | None = None, status: str | None = None, agent: str | None = None,
+              pool: str | None = None, parent=None, root=None, created_after: datetime | None = None,
+              created_before: datetime | None = None, after: str | None = None, limit: int = 50) -> Page[Task]:
+    """Tasks newest first (by id: ids are time-ordered, runtime/ids.py).
+
+    The driving index, by the filters given: `parent` walks the parent's children by
+    spawn order (task_one_child_per_spawn_step); `root` walks the tree below the root
+    (task_tree; the root itself is not in the page); else tenant and status
+    (task_tenant_status_id), tenant (task_tenant_id), status (task_status_id) or the
+    primary key. A created range narrows the id range of whichever index drives (ids
+    carry their creation millisecond), so it is never residual there. Every other
+    filter is residual (runtime/paging.py).
+    """
+    filters = {"tenant": tenant, "status": status, "agent": agent, "pool": pool, "parent": parent,
+               "root": root, "created_after": created_after, "created_before": created_before}
+    if status is not None and status not in states.TASK_STATUSES:
+        raise InvalidInput(f"status must be one of {', '.join(states.TASK_STATUSES)}", field="status")
+    equal = {"tenant": tenant, "status": status, "agent": agent, "pool_id": pool,
+             "parent_id": arguments.task_filter(parent, "parent"), "root_id": arguments.task_filter(root, "root")}
+    equal = {k: v for k, v in equal.items() if v is not None}
+    created = {k: v for k, v in (("created_at__gte", created_after), ("created_at__lt", created_before))
+               if v is not None}
+
+    if "parent_id" in equal:
+        driving_on, keyset = ("parent_id",), TASKS_BY_SPAWN
+    elif "root_id" in equal:
+        driving_on, keyset = ("root_id",), TASKS_BY_ID
+    else:
+        driving_on, keyset = tuple(k for k in ("tenant", "status") if k in equal), TASKS_BY_ID
+    driving = Task.objects.filter(**{k: equal.pop(k) for k in driving_on})
+    if "root_id" in driving_on:
+        driving = driving.filter(parent__isnull=False)  # the partial index's predicate
+    if keyset is TASKS_BY_ID:
+        driving = driving.filter(_id_range(created_after, created_before), **created)
+        created = {}
+    return keyset_page(driving, keyset=keyset, filters=filters, after=after, limit=limit,
+                       residual={**equal, **created})
+
+
+def _id_range(created_after: datetime | None, created_before: datetime | None) -> Q:
+    """created_at >= a and created_at < b, as bounds on the time-ordered id. A task's id
+    carries the millisecond of its created_at, rounded down (migration 0005)."""
+    bounds = Q()
+    if created_after is not None:
+        bounds &= Q(id__gte=uuid7_floor(epoch_ms(created_after)))
+    if created_before is not None:
+        bounds &= Q(id__lt=uuid7_floor(epoch_ms(created_before) + 1))
+    return bounds

@@ -1,0 +1,54 @@
+"""Reads of the audit trail for the CLI, the API and the console: a tenant's events,
+newest first, or one task's chain."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from runtime import arguments
+from runtime.audit import chain_for
+from runtime.errors import InvalidInput
+from runtime.models import AuditEvent
+from runtime.paging import Keyset, Page, keyset_page
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+AUDIT_BY_TIME = Keyset("audit", ("at", "id"), lambda key: [_micros(key[0]), key[1]],
+                       lambda raw: (_from_micros(int(raw[0])), int(raw[1])))
+AUDIT_BY_CHAIN = Keyset("audit.task", ("chain_seq",), list, lambda raw: (int(raw[0]),))
+
+
+def audit_page(*, tenant: str, task=None, actor: str | None = None, kind: str | None = None,
+               since: datetime | None = None, until: datetime | None = None, after: str | None = None,
+               limit: int = 50) -> Page[AuditEvent]:
+    """A tenant's audit trail newest first: by time (audit_tenant_at: tenant, at, id),
+    with `since` (inclusive) and `until` (exclusive) as bounds on the same index; or, with
+    `task`, that task's chain by sequence (audit_chain_seq). Actor and kind are residual.
+    """
+    if not isinstance(tenant, str) or not tenant:
+        raise InvalidInput("tenant is required", field="tenant")
+    filters = {"tenant": tenant, "task": task, "actor": actor, "kind": kind, "since": since, "until": until}
+    residual = {k: v for k, v in (("actor", actor), ("kind", kind)) if v}
+    timed = {k: v for k, v in (("at__gte", since), ("at__lt", until)) if v is not None}
+    if task is not None:
+        chain = chain_for(task_id=arguments.task_filter(task, "task"), tenant=tenant)
+        driving = AuditEvent.objects.filter(chain=chain, tenant=tenant)
+        return keyset_page(driving, keyset=AUDIT_BY_CHAIN, filters=filters, after=after, limit=limit,
+                           residual={**residual, **timed})
+    driving = AuditEvent.objects.filter(tenant=tenant, **timed)
+    return keyset_page(driving, keyset=AUDIT_BY_TIME, filters=filters, after=after, limit=limit,
+                       residual=residual, past=_before_in_time)
+
+
+def _before_in_time(qs, key):
+    # A row comparison, so the index serves it as one range: (at, id) < (cursor's at, id).
+    return qs.extra(where=['("steward_audit"."at", "steward_audit"."id") < (%s, %s)'], params=list(key))
+
+
+def _micros(when: datetime) -> int:
+    return (when - _EPOCH) // timedelta(microseconds=1)
+
+
+def _from_micros(micros: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=micros)
