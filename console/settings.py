@@ -123,7 +123,7 @@ LOGGING = {
     },
 }
 
-# --- Celery: transport only. PostgreSQL decides what runs (docs/adr/0002). ---
+# --- Celery: transport only. PostgreSQL decides what runs (docs/adr/0002-postgres-decides.md). ---
 REDIS_URL = env.get("REDIS_URL")
 if not REDIS_URL:
     raise ImproperlyConfigured(

@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import json
 
+from django.db.models import CharField, Func, UUIDField, Value
+
 from runtime import db
 
 
-def chain_for(*, task_id=None, tenant: str) -> str:
-    return f"task:{task_id}" if task_id else f"tenant:{tenant}"
+def chain_of(*, task_id=None, tenant: str) -> Func:
+    """The chain a task's events (or, with no task, a tenant's) are in, as an expression
+    for a query: steward_audit_chain() in the database is the one definition of a chain
+    name (migration 0007), and the link trigger uses it to file every row."""
+    return Func(Value(task_id, output_field=UUIDField()), Value(tenant), function="steward_audit_chain",
+                output_field=CharField())
 
 
 def audit_append(*, actor: str, tenant: str, kind: str, task_id=None, data: dict | None = None) -> int:
@@ -23,7 +29,6 @@ def audit_append(*, actor: str, tenant: str, kind: str, task_id=None, data: dict
     row = db.fetchone(
         "audit_insert",
         {
-            "chain": chain_for(task_id=task_id, tenant=tenant),
             "actor": actor,
             "tenant": tenant,
             "task": task_id,

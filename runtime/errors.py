@@ -174,6 +174,12 @@ class StepFailed(Exception):
         self.message = message
 
 
+class SpawnRefused(StepFailed):
+    """ctx.spawn() could not create the child (QUEUE_FULL, unknown agent, bad input)."""
+
+    code = "SPAWN_REFUSED"
+
+
 class EffectFailed(StepFailed):
     """The service refused the effect, or an operator recorded that it did not happen."""
 

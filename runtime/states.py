@@ -84,7 +84,7 @@ def may_resend_with_same_key(effect_class: str, keyed: bool) -> bool:
 
     Reads and idempotent actions are safe to repeat. A reversible action is safe to
     repeat only when the service deduplicates by our key. An irreversible action is
-    never re-sent automatically, keyed or not: a person decides (CONTRACTS.md §1).
+    never re-sent automatically, keyed or not: a person decides (docs/contracts.md §1).
     """
     if effect_class in (READ, IDEMPOTENT):
         return True

@@ -1,4 +1,8 @@
-"""runtime/ never imports the web side: the import-linter contract in pyproject.toml."""
+"""The dependency rule (docs/architecture.md): the import-linter contracts in pyproject.toml.
+
+runtime never imports the web side; inside runtime each layer imports only those below
+it; the web side reaches runtime only through services and selectors.
+"""
 
 import subprocess
 import sys
@@ -6,9 +10,16 @@ from pathlib import Path
 
 from tests.harness import REPO
 
+CONTRACTS = [
+    "runtime never imports the web side KEPT",
+    "runtime layers: the CLI and worker over the idea packages over attempts over the\nroot modules KEPT",
+    "the web side calls runtime services and selectors, never its internals KEPT",
+]
 
-def test_runtime_never_imports_the_web_side():
+
+def test_every_dependency_contract_is_kept():
     lint_imports = Path(sys.executable).parent / "lint-imports"
     result = subprocess.run([str(lint_imports)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "runtime never imports the web side KEPT" in result.stdout
+    for contract in CONTRACTS:
+        assert contract in result.stdout, contract

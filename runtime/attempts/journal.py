@@ -38,9 +38,10 @@ def load(task_id) -> list[Recorded]:
 
 def write(lease, *, seq: int, name: str, kind: str, output: str | None = None, error: dict | None = None,
           started: float | None = None) -> None:
-    """Write one journal row for the attempt `lease` (runtime.attempts.transitions.Lease): the
-    output as JSON text, or the error record. Raise Fenced if the attempt no longer owns
-    the task."""
+    """Write one journal row for the attempt `lease` (runtime.attempts.lease.Lease): the
+    output as JSON text, or the error record. `started` is time.monotonic() when the
+    step began (the row's times come from the database's clock). Raise Fenced if the
+    attempt no longer owns the task."""
     cur = db.execute(
         "step_insert",
         {
@@ -51,7 +52,7 @@ def write(lease, *, seq: int, name: str, kind: str, output: str | None = None, e
             "kind": kind,
             "output": output,
             "error": json.dumps(error) if error is not None else None,
-            "started": time.time() if started is None else started,
+            "took": 0.0 if started is None else max(0.0, time.monotonic() - started),
         },
     )
     if cur.rowcount != 1:

@@ -8,7 +8,7 @@ and writes nothing else.
 Lock order, everywhere: a parent's row before its child's. A child that reaches a
 terminal status locks its parent first and then wakes it if it was the last child the
 parent waits for; ctx.wait() checks its children while holding its own row lock. So a
-wake-up cannot be lost between the two (tests/runtime/test_children.py races them).
+wake-up cannot be lost between the two (tests/integration/test_children.py races them).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from runtime import encoding, faults, states
 from runtime.attempts import journal
@@ -156,7 +156,7 @@ def _settle(call: _Call, row: Effect, state: str, *, receipt=None, error=None, a
     with transaction.atomic(durable=True):
         fence(lease, "effect")
         won = Effect.objects.filter(id=row.id, state=states.INTENT, epoch=lease.epoch).update(
-            state=state, receipt=receipt, error=error, settled_at=timezone.now()
+            state=state, receipt=receipt, error=error, settled_at=Now()
         )
         if not won:  # a newer attempt took the row over while we were calling
             raise Fenced(lease.task_id, lease.epoch, "effect")

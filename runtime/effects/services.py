@@ -7,7 +7,7 @@ rows in the same transaction. Not callable from agent code: agents only get a Co
 from __future__ import annotations
 
 from django.db import transaction
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from runtime import arguments, config, db, encoding, states
 from runtime.attempts import dispatch
@@ -41,7 +41,7 @@ def effect_resolve(*, effect_id: int, outcome: str, actor: str, receipt=None, no
     if effect is None:
         raise EffectNotFound(f"no effect #{effect_id}", effect=effect_id)
     event = RESOLUTIONS[outcome]
-    now = timezone.now()
+    now = Now()  # the database's clock, as every stored time (runtime/models/__init__.py)
     changes = {"state": states.target(event, states.EFFECT_TRANSITIONS), "resolved_by": actor,
                "resolution_note": note}
     if outcome == "committed":

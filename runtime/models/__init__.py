@@ -3,6 +3,10 @@ properties. Writes happen in the services (submission, transitions, effects, ...
 a conditional UPDATE or a fenced INSERT that reports whether it won.
 
 Table names are explicit because the hot paths use hand-written SQL (runtime/sql/).
+
+Every stored time is the database's clock (now(), Now(), clock_timestamp()), never a
+worker's: the claim order compares times written by different hosts, and a skewed
+clock there would reorder the queue.
 """
 
 from runtime.models.attempt import Attempt

@@ -31,7 +31,7 @@ class AuditEvent(models.Model):
         db_table = "steward_audit"
         constraints = [models.UniqueConstraint(fields=["chain", "chain_seq"], name="audit_chain_seq")]
         # A tenant's trail newest first, and a time range of it, off one index
-        # (runtime/selectors.py audit_page); a task's events are its chain, found
+        # (runtime/trail/selectors.py audit_page); a task's events are its chain, found
         # through audit_chain_seq.
         indexes = [models.Index(fields=["tenant", "at", "id"], name="audit_tenant_at")]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Now
 
 from runtime import states
 from runtime.models.choices import choices as _choices
@@ -26,7 +27,7 @@ class Effect(models.Model):
     epoch = models.IntegerField(help_text="Epoch of the attempt that last sent it.")
     sends = models.IntegerField(default=0, help_text="Times it was handed to the service.")
     resend_approved = models.BooleanField(default=False, help_text="An operator chose to send it again.")
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(db_default=Now())
     settled_at = models.DateTimeField(null=True, blank=True)
     resolved_by = models.CharField(max_length=200, blank=True, default="")
     resolution_note = models.TextField(blank=True, default="")
@@ -38,7 +39,7 @@ class Effect(models.Model):
             models.CheckConstraint(condition=Q(effect_class__in=states.EFFECT_CLASSES), name="effect_class_known"),
             models.UniqueConstraint(fields=["task", "step_seq"], name="effect_one_per_step"),
         ]
-        # The ledger's pages (runtime/selectors.py effect_page): by state newest first;
+        # The ledger's pages (runtime/effects/selectors.py effect_page): by state newest first;
         # a task's effects come from effect_one_per_step. The key's unique index is its
         # only one (migration 0005 dropped Django's varchar_pattern_ops twin: nothing
         # matches keys by prefix), and `attempt` has none (nothing looks effects up by

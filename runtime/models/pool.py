@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.models.functions import Now
 
 
 class Pool(models.Model):
@@ -14,7 +15,7 @@ class Pool(models.Model):
     name = models.SlugField(primary_key=True, max_length=100)
     max_running = models.PositiveIntegerField()
     max_queued = models.PositiveIntegerField()
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(db_default=Now())
 
     class Meta:
         db_table = "steward_pool"

@@ -36,9 +36,9 @@ WITH moved AS (
     FROM moved
     WHERE s.task_id = moved.id
 ), audited AS (
-    INSERT INTO steward_audit (chain, chain_seq, actor, tenant, task_id, kind, data, prev_hash, hash)
-    SELECT 'task:' || moved.id, 0, %(actor)s, moved.tenant, moved.id, 'task.' || moved.status,
-           %(data)s::jsonb, '', ''
+    INSERT INTO steward_audit (actor, tenant, task_id, kind, data)
+    SELECT %(actor)s, moved.tenant, moved.id, 'task.' || moved.status,
+           %(data)s::jsonb
     FROM moved
 )
 SELECT moved.pool, moved.status FROM moved

@@ -14,8 +14,8 @@ WITH ended AS (
     WHERE s.task_id = ended.task_id AND s.epoch = %(epoch)s
     RETURNING s.pool
 ), audited AS (
-    INSERT INTO steward_audit (chain, actor, tenant, task_id, kind, data)
-    SELECT 'task:' || ended.task_id, %(actor)s, ended.tenant, ended.task_id, 'attempt.stopped',
+    INSERT INTO steward_audit (actor, tenant, task_id, kind, data)
+    SELECT %(actor)s, ended.tenant, ended.task_id, 'attempt.stopped',
            jsonb_build_object('epoch', %(epoch)s::integer, 'end_reason', %(end_reason)s::text,
                               'slot_freed', EXISTS (SELECT 1 FROM freed))
     FROM ended

@@ -41,12 +41,11 @@ WITH next AS (
     FROM claimed
     RETURNING id
 ), audited AS (
-    INSERT INTO steward_audit (chain, chain_seq, actor, tenant, task_id, kind, data, prev_hash, hash)
-    SELECT 'task:' || claimed.id, 0, 'worker:' || %(worker)s, claimed.tenant, claimed.id,
+    INSERT INTO steward_audit (actor, tenant, task_id, kind, data)
+    SELECT 'worker:' || %(worker)s, claimed.tenant, claimed.id,
            'attempt.started',
            -- The worker is the row's actor: not repeated here (issue 5, item 10).
-           jsonb_build_object('epoch', claimed.epoch, 'reason', claimed.next_reason),
-           '', ''
+           jsonb_build_object('epoch', claimed.epoch, 'reason', claimed.next_reason)
     FROM claimed
 )
 SELECT claimed.id, claimed.epoch, claimed.next_reason, claimed.agent, claimed.input,

@@ -34,8 +34,8 @@ WITH expired AS (
     UPDATE steward_slot s SET task_id = NULL, epoch = NULL, taken_at = NULL
     FROM moved WHERE s.task_id = moved.id
 ), audited AS (
-    INSERT INTO steward_audit (chain, actor, tenant, task_id, kind, data)
-    SELECT 'task:' || moved.id, %(actor)s, moved.tenant, moved.id,
+    INSERT INTO steward_audit (actor, tenant, task_id, kind, data)
+    SELECT %(actor)s, moved.tenant, moved.id,
            CASE WHEN moved.status = 'dead' THEN 'task.dead' ELSE 'task.recovered' END,
            jsonb_build_object('epoch', moved.epoch, 'worker', moved.worker,
                               'crash_count', moved.crash_count)

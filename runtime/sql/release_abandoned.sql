@@ -12,8 +12,8 @@ WITH ended AS (
     FROM ended WHERE s.task_id = ended.task_id AND s.epoch = ended.epoch
     RETURNING s.pool, s.task_id
 ), audited AS (
-    INSERT INTO steward_audit (chain, actor, tenant, task_id, kind, data)
-    SELECT 'task:' || ended.task_id, %(actor)s, ended.tenant, ended.task_id, 'attempt.abandoned',
+    INSERT INTO steward_audit (actor, tenant, task_id, kind, data)
+    SELECT %(actor)s, ended.tenant, ended.task_id, 'attempt.abandoned',
            jsonb_build_object('epoch', ended.epoch, 'worker', ended.worker,
                               'slot_freed', freed.pool IS NOT NULL)
     FROM ended LEFT JOIN freed ON freed.task_id = ended.task_id

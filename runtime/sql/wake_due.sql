@@ -19,8 +19,8 @@ WITH due AS (
     WHERE t.id = due.id AND t.status IN ('sleeping', 'waiting')
     RETURNING t.id, t.tenant, t.pool, due.by
 ), audited AS (
-    INSERT INTO steward_audit (chain, actor, tenant, task_id, kind, data)
-    SELECT 'task:' || woken.id, %(actor)s, woken.tenant, woken.id, 'task.woken',
+    INSERT INTO steward_audit (actor, tenant, task_id, kind, data)
+    SELECT %(actor)s, woken.tenant, woken.id, 'task.woken',
            jsonb_build_object('by', woken.by)
     FROM woken
 )

@@ -13,8 +13,8 @@ WITH woken AS (
             AND c.status NOT IN ('completed', 'failed', 'cancelled'))
     RETURNING p.id, p.tenant, p.pool
 ), audited AS (
-    INSERT INTO steward_audit (chain, actor, tenant, task_id, kind, data)
-    SELECT 'task:' || woken.id, %(actor)s, woken.tenant, woken.id, 'task.woken',
+    INSERT INTO steward_audit (actor, tenant, task_id, kind, data)
+    SELECT %(actor)s, woken.tenant, woken.id, 'task.woken',
            jsonb_build_object('by', 'children', 'last_child', %(child)s::text)
     FROM woken
 )

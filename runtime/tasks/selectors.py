@@ -10,7 +10,7 @@ from datetime import datetime
 from django.db.models import Q
 
 from runtime import arguments, states
-from runtime.audit import chain_for
+from runtime.audit import chain_of
 from runtime.errors import InvalidInput, TaskNotFound
 from runtime.ids import epoch_ms, uuid7_floor
 from runtime.models import Attempt, AuditEvent, Effect, Step, Task
@@ -47,7 +47,7 @@ def task_detail(task_id, *, step_limit: int = 200, audit_limit: int = 200, child
         steps=list(task.steps.order_by("-seq")[:step_limit])[::-1],
         effects=list(task.effects.order_by("step_seq")),
         children=list(task.children.order_by("spawn_seq")[:child_limit]),
-        audit=list(AuditEvent.objects.filter(chain=chain_for(task_id=task.id, tenant=task.tenant))
+        audit=list(AuditEvent.objects.filter(chain=chain_of(task_id=task.id, tenant=task.tenant))
                    .order_by("-chain_seq")[:audit_limit])[::-1],
     )
 

@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from runtime import agents, arguments, config, db, encoding, states
 from runtime.attempts import dispatch
@@ -34,7 +34,7 @@ def task_submit(*, agent: str, input, tenant: str, owner: str, actor: str,
     1. Check the identifiers against their columns (INVALID_IDENTIFIER), the agent name
        against the registry, and the input (a JSON object within the limits of
        docs/limits.md, and the agent's input_schema if it has one).
-    2. In one statement (steward_submit, runtime/sql/submit_function.sql): lock the
+    2. In one statement (steward_submit(), defined by migration 0007): lock the
        pool row, look up the caller key, check admission, insert the task and its
        audit row. Same key with the same agent and input returns the existing task
        whatever its status (a cancelled task stays cancelled); a different one raises
@@ -160,8 +160,8 @@ def task_resume(*, task_id, actor: str, note: str = "") -> None:
             raise InvalidTransition(f"task {task.id} still has a running attempt; wait for it to stop",
                                     status=task.status)
         won = Task.objects.filter(id=task.id, status__in=states.sources("resume")).update(
-            status=states.QUEUED, next_reason=states.RESUME, crash_count=0, queued_at=timezone.now(),
-            finished_at=None, status_note=f"resumed by {actor}", updated_at=timezone.now(),
+            status=states.QUEUED, next_reason=states.RESUME, crash_count=0, queued_at=Now(),
+            finished_at=None, status_note=f"resumed by {actor}", updated_at=Now(),
         )
         if not won:
             raise InvalidTransition(f"task {task.id} is {task.status}; resume starts from "

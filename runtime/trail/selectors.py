@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from runtime import arguments
-from runtime.audit import chain_for
+from runtime.audit import chain_of
 from runtime.errors import InvalidInput
 from runtime.models import AuditEvent
 from runtime.paging import Keyset, Page, keyset_page
@@ -32,7 +32,7 @@ def audit_page(*, tenant: str, task=None, actor: str | None = None, kind: str | 
     residual = {k: v for k, v in (("actor", actor), ("kind", kind)) if v}
     timed = {k: v for k, v in (("at__gte", since), ("at__lt", until)) if v is not None}
     if task is not None:
-        chain = chain_for(task_id=arguments.task_filter(task, "task"), tenant=tenant)
+        chain = chain_of(task_id=arguments.task_filter(task, "task"), tenant=tenant)
         driving = AuditEvent.objects.filter(chain=chain, tenant=tenant)
         return keyset_page(driving, keyset=AUDIT_BY_CHAIN, filters=filters, after=after, limit=limit,
                            residual={**residual, **timed})

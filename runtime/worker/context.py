@@ -13,20 +13,16 @@ import json
 import random
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from django.db import transaction
-
-from runtime import agents, db, encoding, faults, states
-from runtime.attempts import journal
+from runtime import db, encoding, faults, states
+from runtime.attempts import journal, timers
 from runtime.attempts.journal import Recorded
 from runtime.attempts.lease import Lease
-from runtime.attempts.transitions import end_attempt, fence
 from runtime.effects import ledger
-from runtime.errors import InfrastructureError, NondeterminismError, NotJournalable, StepFailed, StewardError, Suspend
-from runtime.limits.services import default_pool_name
-from runtime.tasks.services import insert_task, validate_input
+from runtime.errors import InfrastructureError, NondeterminismError, NotJournalable, StepFailed
+from runtime.tasks import children
+from runtime.tasks.children import ChildResult
 
 
 def _not_the_agents_error(method):
@@ -42,24 +38,6 @@ def _not_the_agents_error(method):
             raise InfrastructureError(exc) from exc
 
     return guarded
-
-
-class SpawnRefused(StepFailed):
-    """ctx.spawn() could not create the child (QUEUE_FULL, unknown agent, bad input)."""
-
-    code = "SPAWN_REFUSED"
-
-
-@dataclass(frozen=True)
-class ChildResult:
-    task_id: str
-    status: str
-    output: object
-    error: dict | None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == states.COMPLETED
 
 
 class Context:
@@ -89,9 +67,11 @@ class Context:
 
     @_not_the_agents_error
     def now(self) -> datetime:
-        """The time, journaled: a replay sees the same clock reading."""
+        """The time, journaled: a replay sees the same clock reading. It is the database's
+        clock, which timers and every stored time read too (a deadline computed from
+        ctx.now() and passed to sleep_until() means what it says on any worker)."""
         seq, recorded = self._next("now", "now")
-        value = _replay(recorded) if recorded is not None else self._run(seq, "now", "now", time.time, (), {})
+        value = _replay(recorded) if recorded is not None else self._run(seq, "now", "now", _database_now, (), {})
         return _utc(value)
 
     @_not_the_agents_error
@@ -119,101 +99,37 @@ class Context:
             return ledger.replayed(recorded)
         return ledger.perform(self, seq, name, fn, args, kwargs, effect_class=effect_class, key=key, keyed=keyed)
 
-    # --- durable timers ----------------------------------------------------------------
+    # --- durable timers (runtime/attempts/timers.py) -----------------------------------
 
     @_not_the_agents_error
     def sleep(self, seconds: float) -> None:
         """Sleep durably: the attempt ends and holds no worker and no slot until then."""
-        self._sleep(lambda: time.time() + float(seconds))
+        seq, recorded = self._next("sleep", "sleep")
+        timers.sleep(self.lease, seq, recorded, seconds=float(seconds))
 
     @_not_the_agents_error
     def sleep_until(self, when: datetime) -> None:
         if when.tzinfo is None:
             raise ValueError("sleep_until needs an aware datetime")
-        self._sleep(when.timestamp)
-
-    def _sleep(self, wake_at_fn) -> None:
         seq, recorded = self._next("sleep", "sleep")
-        if recorded is not None:
-            wake_at = recorded.output["wake_at"]
-            if time.time() >= wake_at:
-                return
-            # Woken before its time (an operator resumed it): sleep the rest.
-            end_attempt(self.lease, "sleep", wake_at=_utc(wake_at), note=_until(wake_at))
-            raise Suspend("sleep")
-        wake_at = wake_at_fn()
-        with transaction.atomic(durable=True):
-            journal.write(self.lease, seq=seq, name="sleep", kind="sleep", output=json.dumps({"wake_at": wake_at}))
-            if wake_at > time.time():
-                end_attempt(self.lease, "sleep", wake_at=_utc(wake_at), note=_until(wake_at))
-            else:
-                return
-        raise Suspend("sleep")
+        timers.sleep(self.lease, seq, recorded, until=when)
 
-    # --- children ----------------------------------------------------------------------
+    # --- children (runtime/tasks/children.py) -------------------------------------------
 
     @_not_the_agents_error
     def spawn(self, agent: str, input: dict) -> uuid.UUID:
         """Create a child task (same tenant and owner) and return its id. Children are
         tasks in their own right: addressable, cancellable and audited on their own."""
-        name = f"spawn:{agent}"
-        seq, recorded = self._next(name, "spawn")
-        if recorded is not None:
-            if recorded.error:
-                raise SpawnRefused(name, recorded.error["type"], recorded.error["message"])
-            return uuid.UUID(recorded.output["task_id"])
-        faults.reach(faults.BEFORE_SPAWN, task_id=self.task_id, step=name, epoch=self.epoch)
-        started = time.time()
-        try:
-            spec = agents.get(agent)
-            input_text, digest = validate_input(spec, input)
-            with transaction.atomic(durable=True):
-                fence(self.lease, "child")
-                child = insert_task(
-                    agent=agent, input_text=input_text, digest=digest, tenant=self.tenant, owner=self.owner,
-                    pool=spec.pool or default_pool_name(), actor=f"task:{self.task_id}",
-                    parent_id=self.task_id, root_id=self.root_id, spawn_seq=seq,
-                ).task_id
-                journal.write(self.lease, seq=seq, name=name, kind="spawn",
-                              output=json.dumps({"task_id": str(child)}), started=started)
-            return child
-        except StewardError as exc:
-            journal.write(self.lease, seq=seq, name=name, kind="spawn",
-                          error={"type": exc.code, "message": exc.message}, started=started)
-            raise SpawnRefused(name, exc.code, exc.message) from exc
+        seq, recorded = self._next(f"spawn:{agent}", "spawn")
+        return children.spawn(self.lease, seq, recorded, agent=agent, input=input, owner=self.owner,
+                              root_id=self.root_id)
 
     @_not_the_agents_error
-    def wait(self, children) -> list[ChildResult]:
+    def wait(self, tasks) -> list[ChildResult]:
         """Wait durably until every child is terminal; results follow the given order.
         While any is still live the attempt ends and holds no worker and no slot."""
-        ids = [uuid.UUID(str(child)) for child in children]
         seq, recorded = self._next("wait", "wait")
-        if recorded is not None:
-            return [ChildResult(**item) for item in recorded.output]
-        with transaction.atomic(durable=True):
-            # Exclusive: a finishing child locks this row before it looks at us, so it
-            # either sees us waiting or we see it finished (runtime/attempts/transitions.py).
-            fence(self.lease, "status", exclusive=True)
-            found = {
-                child_id: (status, encoding.decode(output), encoding.decode(error))
-                for child_id, status, output, error in db.cursor().execute(
-                    "SELECT id, status, output, error FROM steward_task WHERE id = ANY(%s) AND parent_id = %s",
-                    (ids, self.task_id),
-                )
-            }
-            strangers = [str(i) for i in ids if i not in found]
-            if strangers:  # NotJournalable: agent code must not carry on past a used seq
-                raise NotJournalable(f"ctx.wait() takes this task's children only; not children: {strangers}")
-            pending = [i for i in dict.fromkeys(ids) if found[i][0] not in states.TERMINAL]
-            if pending:
-                end_attempt(self.lease, "wait", waiting_on=pending,
-                            note=f"waiting for {len(pending)} of {len(ids)} children")
-            else:
-                results = [ChildResult(str(i), *found[i]) for i in ids]
-                journal.write(self.lease, seq=seq, name="wait", kind="wait",
-                              output=json.dumps([r.__dict__ for r in results]))
-                return results
-        raise Suspend("wait")
+        return children.wait(self.lease, seq, recorded, tasks)
 
     # --- internals -------------------------------------------------------------------------
 
@@ -233,7 +149,7 @@ class Context:
         return seq, recorded
 
     def _run(self, seq: int, name: str, kind: str, fn, args, kwargs):
-        started = time.time()
+        started = time.monotonic()
         try:
             value = fn(*args, **kwargs)
         except Exception as exc:
@@ -257,9 +173,10 @@ def _replay(recorded: Recorded):
     return recorded.output
 
 
+
 def _utc(timestamp: float) -> datetime:
     return datetime.fromtimestamp(timestamp, tz=timezone.utc)
 
 
-def _until(timestamp: float) -> str:
-    return f"sleeping until {_utc(timestamp).isoformat(timespec='seconds')}"
+def _database_now() -> float:
+    return db.fetchone("clock", {"seconds": 0})[0]

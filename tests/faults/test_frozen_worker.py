@@ -1,4 +1,4 @@
-"""A frozen worker that thaws writes nothing (CONTRACTS.md §1, Ownership).
+"""A frozen worker that thaws writes nothing (docs/contracts.md §1, Ownership).
 
 The first worker runs t.all_writes (a journaled step, a child, an effect, then its
 status) and holds still just before one of those writes; the test freezes it with

@@ -1,4 +1,4 @@
-"""CONTRACTS.md §1, the pass condition: complete an action, kill the worker before it
+"""docs/contracts.md §1, the pass condition: complete an action, kill the worker before it
 saves the result, let two supervisors race to recover. The fake service must see
 exactly one committed effect per key, no concurrency slot is lost, the queue bound
 holds, and the count of active requests across the old and new workers is recorded.

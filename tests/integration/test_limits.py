@@ -1,4 +1,4 @@
-"""Fleet-wide concurrency limits (CONTRACTS.md §1): a pool's running limit holds across
+"""Fleet-wide concurrency limits (docs/contracts.md §1): a pool's running limit holds across
 worker processes, its waiting queue is bounded and rejects with QUEUE_FULL, and a slot
 comes back on completion, failure, cancellation and worker death.
 

@@ -1,4 +1,4 @@
-"""The audit trail (CONTRACTS.md "Audit"): PostgreSQL itself refuses UPDATE and DELETE,
+"""The audit trail (docs/contracts.md "Audit"): PostgreSQL itself refuses UPDATE and DELETE,
 every transition writes its row in the same transaction, and the per-task hash chains
 let `verify` name the first row that was tampered with.
 

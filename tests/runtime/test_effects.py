@@ -1,5 +1,5 @@
-"""The effect ledger protocol (CONTRACTS.md §1 "External effects", CONVENTIONS.md
-example 10): commit the intent, call with the key, commit the receipt; on recovery
+"""The effect ledger protocol (docs/contracts.md §1 "External effects";
+docs/adr/0006-effect-recovery.md): commit the intent, call with the key, commit the receipt; on recovery
 re-send under the same key or mark the effect `unknown` for an operator.
 
 In-process against the real HTTP fake service. A worker death is simulated by raising

@@ -1,4 +1,4 @@
-"""The step replay protocol (CONTRACTS.md §1, CONVENTIONS.md example 9).
+"""The step replay protocol (docs/contracts.md §1; docs/architecture.md, "The life of a step").
 
 The test plays worker and supervisor in-process: run_pool() claims and runs whatever is
 queued, sweep() wakes due timers and recovers expired leases. Each agent here sleeps

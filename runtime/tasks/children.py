@@ -1,0 +1,96 @@
+"""Children: ctx.spawn() and ctx.wait() (runtime/worker/context.py).
+
+A child is a task in its own right (same tenant and owner, its own id, attempts and
+audit chain), linked to its parent by parent_id, root_id and the parent's spawn seq.
+Lock order, as everywhere: a parent's row before its child's (runtime/attempts/transitions.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from runtime import agents, db, encoding, faults, states
+from runtime.attempts import journal
+from runtime.attempts.journal import Recorded
+from runtime.attempts.lease import Lease
+from runtime.attempts.transitions import end_attempt, fence
+from runtime.errors import NotJournalable, SpawnRefused, StewardError, Suspend
+from runtime.limits.services import default_pool_name
+from runtime.tasks.services import insert_task, validate_input
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    task_id: str
+    status: str
+    output: object
+    error: dict | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == states.COMPLETED
+
+
+def spawn(lease: Lease, seq: int, recorded: Recorded | None, *, agent: str, input: dict, owner: str,
+          root_id) -> uuid.UUID:
+    """Create the child and journal its id in one fenced transaction, or journal why it
+    was refused (SpawnRefused, replayed the same way)."""
+    name = f"spawn:{agent}"
+    if recorded is not None:
+        if recorded.error:
+            raise SpawnRefused(name, recorded.error["type"], recorded.error["message"])
+        return uuid.UUID(recorded.output["task_id"])
+    faults.reach(faults.BEFORE_SPAWN, task_id=lease.task_id, step=name, epoch=lease.epoch)
+    started = time.monotonic()
+    try:
+        spec = agents.get(agent)
+        input_text, digest = validate_input(spec, input)
+        with transaction.atomic(durable=True):
+            fence(lease, "child")
+            child = insert_task(
+                agent=agent, input_text=input_text, digest=digest, tenant=lease.tenant, owner=owner,
+                pool=spec.pool or default_pool_name(), actor=f"task:{lease.task_id}",
+                parent_id=lease.task_id, root_id=root_id, spawn_seq=seq,
+            ).task_id
+            journal.write(lease, seq=seq, name=name, kind="spawn", output=json.dumps({"task_id": str(child)}),
+                          started=started)
+        return child
+    except StewardError as exc:
+        journal.write(lease, seq=seq, name=name, kind="spawn", error={"type": exc.code, "message": exc.message},
+                      started=started)
+        raise SpawnRefused(name, exc.code, exc.message) from exc
+
+
+def wait(lease: Lease, seq: int, recorded: Recorded | None, children) -> list[ChildResult]:
+    """Every child's result once all are terminal, in the order given; until then the
+    attempt ends `waiting` (Suspend) and holds no worker and no slot."""
+    ids = [uuid.UUID(str(child)) for child in children]
+    if recorded is not None:
+        return [ChildResult(**item) for item in recorded.output]
+    with transaction.atomic(durable=True):
+        # Exclusive: a finishing child locks this row before it looks at us, so it
+        # either sees us waiting or we see it finished (runtime/attempts/transitions.py).
+        fence(lease, "status", exclusive=True)
+        found = {
+            child_id: (status, encoding.decode(output), encoding.decode(error))
+            for child_id, status, output, error in db.cursor().execute(
+                "SELECT id, status, output, error FROM steward_task WHERE id = ANY(%s) AND parent_id = %s",
+                (ids, lease.task_id),
+            )
+        }
+        strangers = [str(i) for i in ids if i not in found]
+        if strangers:  # NotJournalable: agent code must not carry on past a used seq
+            raise NotJournalable(f"ctx.wait() takes this task's children only; not children: {strangers}")
+        pending = [i for i in dict.fromkeys(ids) if found[i][0] not in states.TERMINAL]
+        if pending:
+            end_attempt(lease, "wait", waiting_on=pending, note=f"waiting for {len(pending)} of {len(ids)} children")
+        else:
+            results = [ChildResult(str(i), *found[i]) for i in ids]
+            journal.write(lease, seq=seq, name="wait", kind="wait", output=json.dumps([r.__dict__ for r in results]))
+            return results
+    raise Suspend("wait")

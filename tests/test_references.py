@@ -1,0 +1,58 @@
+"""Every repository path that the docs, docstrings and comments name exists.
+
+A comment that sends a reader to `runtime/sql/claim.sql` or an ADR is only
+useful while that file is there; a rename that forgets one leaves a lie. Markdown links
+are checked relative to the page they are on; other paths relative to the repository.
+"""
+# (For instance docs/adr/0002-postgres-decides.md: this very docstring is checked too.)
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TOP = ("runtime", "console", "tests", "docs", "templates", "static", ".ci")
+# A path into one of the top-level folders, as prose writes it: `runtime/sql/claim.sql`,
+# docs/adr/, tests/faults/test_partitions.py. Globs and placeholders are not paths.
+PATH = re.compile(r"(?<![\w./-])(?:%s)/[\w./-]*[\w/]" % "|".join(re.escape(t) for t in TOP))
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+# Bare names of files the project used to have, or keeps outside the repository.
+BARE = re.compile(r"\b(CONTRACTS|CONVENTIONS|ENVIRONMENT|CONSOLE)\.md\b")
+SKIP = ("runtime/migrations/",)  # frozen history: what a migration said when it ran
+
+
+def tracked() -> list[Path]:
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "*.py", "*.md", "*.sql", "*.html",
+                          "Makefile", ".ci/run", "pyproject.toml"], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout.split()
+    return [REPO / name for name in out if not name.startswith(SKIP) and (REPO / name).exists()]
+
+
+def named_paths(path: Path) -> list[str]:
+    text = path.read_text(errors="replace")
+    found = [p.rstrip(".") for p in PATH.findall(text)]
+    found = [p for p in found if not any(mark in p for mark in ("<", "*", "{", "..."))]
+    return found
+
+
+@pytest.mark.parametrize("path", tracked(), ids=lambda p: str(p.relative_to(REPO)))
+def test_every_path_a_file_names_exists(path):
+    missing = [p for p in named_paths(path) if not (REPO / p).exists()]
+    assert missing == []
+
+
+@pytest.mark.parametrize("path", [p for p in tracked() if p.suffix == ".md"], ids=lambda p: str(p.relative_to(REPO)))
+def test_every_link_on_a_page_leads_somewhere(path):
+    links = [link for link in LINK.findall(path.read_text()) if "://" not in link and not link.startswith("mailto:")]
+    missing = [link for link in links if not (path.parent / link).exists()]
+    assert missing == []
+
+
+@pytest.mark.parametrize("path", tracked(), ids=lambda p: str(p.relative_to(REPO)))
+def test_no_file_names_a_document_outside_the_repository(path):
+    # docs/contracts.md is the repository's copy of the contracts; name it.
+    assert BARE.findall(path.read_text(errors="replace")) == []
