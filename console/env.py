@@ -6,6 +6,8 @@ start-up, not silently run with a default that changes how recovery behaves.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
@@ -89,6 +91,19 @@ def database_from_url(url: str) -> dict:
         "PORT": str(parsed.port or ""),
         "OPTIONS": query,
     }
+
+
+def audit_seal_keys(secret_key: str) -> list[bytes]:
+    """STEWARD_AUDIT_SEAL_KEY, then each of STEWARD_AUDIT_SEAL_OLD_KEYS (comma-separated);
+    without the first, one derived from the secret key. A key shorter than 32 bytes is
+    refused: it would be the weak point of every seal."""
+    given = get("STEWARD_AUDIT_SEAL_KEY")
+    keys = [given] if given else [hmac.new(secret_key.encode(), b"steward audit seal", hashlib.sha256).hexdigest()]
+    keys += [k.strip() for k in (get("STEWARD_AUDIT_SEAL_OLD_KEYS") or "").split(",") if k.strip()]
+    for key in keys:
+        if len(key.encode()) < 32:
+            raise ImproperlyConfigured("STEWARD_AUDIT_SEAL_KEY (and each old key) must be at least 32 bytes")
+    return [key.encode() for key in keys]
 
 
 def connection_bounds(lease_seconds: float) -> dict:

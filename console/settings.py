@@ -163,6 +163,12 @@ STEWARD = {
     "AGENT_MODULES": [m.strip() for m in (env.get("STEWARD_AGENT_MODULES") or "").split(",") if m.strip()],
     # Pool created on first use (audited) for tasks that name none.
     "DEFAULT_POOL": {"name": "default", "max_running": 50, "max_queued": 10000},
+    # Seal every audit chain head that moved this often (runtime/trail/seals.py).
+    "AUDIT_SEAL_SECONDS": env.get_number("STEWARD_AUDIT_SEAL_SECONDS", 60.0, minimum=0.1),
+    # The HMAC keys of the seals, kept outside the database: the first seals, the rest
+    # (STEWARD_AUDIT_SEAL_OLD_KEYS, after a rotation) only check older seals. Unset, a key
+    # is derived from the secret key, which is also kept outside the database.
+    "AUDIT_SEAL_KEYS": env.audit_seal_keys(SECRET_KEY),
     # Largest pool limits an operator may set (docs/limits.md). Each running place is a
     # slot row, hence a bound well below the column's; running + queued must fit the
     # integer arithmetic of admission (steward_submit), hence the queued bound's maximum.

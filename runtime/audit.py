@@ -9,7 +9,9 @@ SQL statement (runtime/sql/*.sql) for the same reason.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from contextvars import ContextVar
 
 from django.db.models import CharField, Func, UUIDField, Value
 
@@ -24,6 +26,28 @@ def chain_of(*, task_id=None, tenant: str) -> Func:
                 output_field=CharField())
 
 
+# How the action being audited reached Steward, for every event written while it runs:
+# {"channel": "api" | "console" | "cli", "credential": "token:<prefix>" | "session:<id>"}.
+# Set once per request by the web side (trail.services.acting_through), so an event a
+# service writes deep inside a cascade still says which token or session carried it.
+_via: ContextVar[dict | None] = ContextVar("steward_audit_via", default=None)
+
+
+@contextlib.contextmanager
+def acting_through(*, channel: str, credential: str = ""):
+    token = _via.set({"channel": channel, **({"credential": credential} if credential else {})})
+    try:
+        yield
+    finally:
+        _via.reset(token)
+
+
+def with_via(data: dict | None) -> dict:
+    """`data` with the current channel and credential, if an action set them."""
+    via = _via.get()
+    return {**(data or {}), "via": via} if via else dict(data or {})
+
+
 def audit_append(*, actor: str, tenant: str, kind: str, task_id=None, data: dict | None = None) -> int:
     """Append one event and return its id. Runs on the caller's transaction."""
     row = db.fetchone(
@@ -33,7 +57,7 @@ def audit_append(*, actor: str, tenant: str, kind: str, task_id=None, data: dict
             "tenant": tenant,
             "task": task_id,
             "kind": kind,
-            "data": json.dumps(data or {}, default=str),
+            "data": json.dumps(with_via(data), default=str),
         },
     )
     return row[0]

@@ -3,6 +3,8 @@ by console/settings.py). The runtime reads only django.conf.settings, never cons
 
 from __future__ import annotations
 
+import hashlib
+
 from django.conf import settings
 
 
@@ -53,6 +55,15 @@ def pool_max_running() -> int:
 
 def pool_max_queued() -> int:
     return int(_get("POOL_MAX_QUEUED"))
+
+
+def audit_seal_seconds() -> float:
+    return float(_get("AUDIT_SEAL_SECONDS"))
+
+
+def audit_seal_keys() -> list[tuple[str, bytes]]:
+    """(key id, key) for sealing (the first) and for checking older seals (all)."""
+    return [(hashlib.sha256(key).hexdigest()[:12], key) for key in _get("AUDIT_SEAL_KEYS")]
 
 
 def queue_name() -> str:

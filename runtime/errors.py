@@ -130,6 +130,36 @@ class PoolInUse(StewardError):
     status = 409
 
 
+class Unauthenticated(StewardError):
+    """No credential, or one that is unknown, revoked or expired (the web side's access module)."""
+
+    code = "AUTH_REQUIRED"
+    status = 401
+
+
+class Forbidden(StewardError):
+    """A known person without the right for this action (a viewer acting, a read token
+    operating). Never for another tenant's object: that one is not found (404)."""
+
+    code = "FORBIDDEN"
+    status = 403
+
+
+class TokenNotFound(StewardError):
+    code = "TOKEN_NOT_FOUND"
+    status = 404
+
+
+class TenantNotFound(StewardError):
+    code = "TENANT_NOT_FOUND"
+    status = 404
+
+
+class PersonNotFound(StewardError):
+    code = "PERSON_NOT_FOUND"
+    status = 404
+
+
 class InvalidTransition(StewardError):
     """The object is not in a status this action starts from (someone else moved it)."""
 

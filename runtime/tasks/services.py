@@ -13,7 +13,7 @@ from django.db.models.functions import Now
 from runtime import agents, arguments, config, db, encoding, states
 from runtime.attempts import dispatch
 from runtime.attempts.transitions import wake_parent
-from runtime.audit import audit_append
+from runtime.audit import audit_append, with_via
 from runtime.errors import IdempotencyConflict, InvalidInput, InvalidTransition, QueueFull
 from runtime.limits.services import default_pool_name, first_use_reason, pool_create_on_first_use, unknown_pool
 from runtime.models import Task
@@ -69,9 +69,9 @@ def insert_task(*, agent: str, input_text: str, digest: str, tenant: str, owner:
         "root": root_id, "spawn_seq": spawn_seq,
         # What was asked for, as evidence (the task row is not hashed); absent, not null,
         # when there is no caller key or no parent.
-        "audit": json.dumps({"agent": agent, "pool": pool, "owner": owner,
-                             **({"key": key} if key is not None else {}),
-                             **({"parent": str(parent_id)} if parent_id else {})}),
+        "audit": json.dumps(with_via({"agent": agent, "pool": pool, "owner": owner,
+                                      **({"key": key} if key is not None else {}),
+                                      **({"parent": str(parent_id)} if parent_id else {})})),
     }
     outcome, found_id, status, admitted, max_running, max_queued, wake = db.fetchone("submit", params)
     if outcome == "no_pool":

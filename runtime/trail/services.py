@@ -10,9 +10,22 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import connection, transaction
 
-from runtime import db
+from runtime import arguments, db
+from runtime.audit import acting_through, audit_append
+
+__all__ = ["acting_through", "audit_record", "audit_verify", "audit_problems", "Tampered", "Progress"]
+
+
+def audit_record(*, actor: str, tenant: str, kind: str, data: dict | None = None, task_id=None) -> int:
+    """Record an action that is not a runtime transition (an API token made or revoked,
+    a person's role changed): on the caller's transaction when there is one, so the
+    change and its event commit together, else in a transaction of its own."""
+    arguments.actor(actor)
+    arguments.tenant(tenant)
+    with transaction.atomic():
+        return audit_append(actor=actor, tenant=tenant, kind=kind, task_id=task_id, data=data)
 
 
 @dataclass(frozen=True)

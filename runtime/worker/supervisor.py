@@ -10,6 +10,7 @@ never act on the same row twice: one wins, the other skips it.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -17,6 +18,7 @@ from django.db import transaction
 
 from runtime import config, db, outages
 from runtime.attempts import dispatch
+from runtime.trail.seals import audit_seal
 
 
 @dataclass
@@ -26,6 +28,7 @@ class SweepReport:
     released: int = 0       # stopped attempts whose worker vanished: slot freed
     woken: int = 0          # sleeping tasks whose timer is due, and waiting parents
     redispatched: int = 0   # wake-ups re-sent for queued work nobody picked up
+    sealed: int = 0         # tenants whose moved audit chain heads were sealed
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -72,7 +75,23 @@ def sweep(*, supervisor_id: str) -> SweepReport:
     _fold_counts()
     _wake(report, actor)
     _redispatch(report)
+    _seal(report)
     return report
+
+
+# When this process last looked for tenants to seal: sealing is every AUDIT_SEAL_SECONDS,
+# far less often than a sweep, so most sweeps skip even asking the database.
+_last_seal_look = [float("-inf")]
+
+
+def _seal(report: SweepReport) -> None:
+    """6. Seal the audit chain heads that moved (runtime/trail/seals.py), per tenant,
+    once AUDIT_SEAL_SECONDS have passed since its last seal."""
+    every = config.audit_seal_seconds()
+    if time.monotonic() - _last_seal_look[0] < min(every, 5.0):
+        return
+    _last_seal_look[0] = time.monotonic()
+    report.sealed += len(audit_seal(every=every))
 
 
 def _recover_expired(report: SweepReport, actor: str) -> None:

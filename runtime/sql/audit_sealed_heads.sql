@@ -1,0 +1,5 @@
+-- Each chain's latest sealed head (chain_seq, hash), for verifying only what came after.
+SELECT DISTINCT ON (h.key) h.key, (h.value ->> 0)::integer, decode(h.value ->> 1, 'hex')
+FROM steward_audit_seal s CROSS JOIN LATERAL jsonb_each(s.heads) h
+WHERE s.tenant = ANY(%(tenants)s)
+ORDER BY h.key, s.seq DESC
