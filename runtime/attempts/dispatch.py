@@ -59,6 +59,20 @@ def send(pool: str, count: int = 1) -> None:
         outages.broker.recovered()
 
 
+def broker_ping() -> bool:
+    """Whether the broker answers (for health): a PING on the wake-up client, or a
+    connection through Celery when the broker is not Redis."""
+    try:
+        client = _redis()
+        if client is not None:
+            return bool(client.ping())
+        with current_app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1)
+        return True
+    except Exception:  # noqa: BLE001 - any failure to answer is "not answering"
+        return False
+
+
 def wake_up_message(pool: str, queue: str) -> str:
     """One `runtime.run_pool(pool)` task message, as kombu's Redis transport stores it."""
     task_id = str(uuid.uuid4())

@@ -13,9 +13,10 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import connection, transaction
 
 from runtime import config, db, faults, outages
+from runtime.meter import meter
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,9 @@ def claim_next(*, pool: str, worker: str) -> Claim | None:
     row = db.fetchone("claim", {"pool": pool, "worker": worker, "lease": config.lease_seconds()})
     if row is None:
         return None
-    task_id, epoch, reason, agent, input, tenant, owner, parent_id, root_id, pool, attempt_id = row
+    task_id, epoch, reason, agent, input, tenant, owner, parent_id, root_id, pool, attempt_id, waited = row
+    # Counted once the claim commits: it may share a transaction with an attempt's end.
+    transaction.on_commit(lambda: meter.waited(waited))
     lease = Lease(task_id, epoch, tenant, pool, parent_id, worker, attempt_id)
     return Claim(lease, reason, agent, input, owner, root_id)
 

@@ -22,6 +22,7 @@ from runtime import config, db, states
 from runtime.attempts import dispatch
 from runtime.attempts.lease import Lease
 from runtime.errors import Fenced
+from runtime.meter import meter
 
 
 def end_attempt(lease: Lease, event: str, *, output: str | None = None, error: dict | None = None,
@@ -68,6 +69,9 @@ def _end(params: dict, lease: Lease) -> None:
     pool, status = row
     if status == states.QUEUED:
         dispatch.pool_has_work(pool)
+    if params["end_reason"] in ("complete", "fail"):
+        counted = "completed" if params["end_reason"] == "complete" else "failed"
+        transaction.on_commit(lambda: meter.count(counted))
 
 
 def wake_parent(*, parent_id, child_id, actor: str) -> None:

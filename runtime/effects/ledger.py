@@ -27,6 +27,7 @@ from runtime.attempts.journal import Recorded
 from runtime.attempts.transitions import end_attempt, fence
 from runtime.audit import audit_append
 from runtime.errors import EffectFailed, EffectNotApplied, Fenced, NondeterminismError, NotJournalable, Suspend
+from runtime.meter import meter
 from runtime.models import Effect
 
 # In-attempt re-sends of a resendable effect whose call raised, before it is doubted.
@@ -114,6 +115,7 @@ def _send(call: _Call, row: Effect):
         text = json.dumps({"unserializable_receipt": repr(receipt)[:2000]})
     receipt = json.loads(text)
     _settle(call, row, states.COMMITTED, receipt=receipt, audit_kind="effect.committed")
+    meter.count("effects_committed")  # _settle committed it
     faults.reach(faults.AFTER_RECEIPT_BEFORE_JOURNAL, task_id=ctx.task_id, step=call.name, epoch=ctx.epoch)
     return _journal_receipt(call, receipt, text)
 

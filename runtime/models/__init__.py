@@ -13,9 +13,10 @@ from runtime.models.attempt import Attempt
 from runtime.models.audit import AuditEvent
 from runtime.models.effect import Effect
 from runtime.models.pool import Pool, PoolCount
+from runtime.models.process import Process, ProcessMinute
 from runtime.models.seal import AuditSeal
 from runtime.models.slot import Slot
 from runtime.models.step import Step
 from runtime.models.task import Task
 
-__all__ = ["Attempt", "AuditEvent", "AuditSeal", "Effect", "Pool", "PoolCount", "Slot", "Step", "Task"]
+__all__ = ["Attempt", "AuditEvent", "AuditSeal", "Effect", "Pool", "PoolCount", "Process", "ProcessMinute", "Slot", "Step", "Task"]

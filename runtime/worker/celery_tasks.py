@@ -2,15 +2,33 @@
 late message is harmless because PostgreSQL decides what runs."""
 
 from celery import shared_task
-from celery.signals import worker_shutting_down
+from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
 
-from runtime import db, outages
+from runtime import config, db, outages
 from runtime.worker import executor, supervisor
+from runtime.worker.heartbeat import Heartbeat
+
+# The worker process's heartbeat (runtime/worker/heartbeat.py), once Celery is ready.
+_heartbeat: list[Heartbeat] = []
+
+
+@worker_ready.connect
+def _start_heartbeat(**_):
+    beat = Heartbeat("worker", queue=config.queue_name())
+    beat.start()
+    _heartbeat.append(beat)
 
 
 @worker_shutting_down.connect
 def _stop_draining(**_):
     executor.stop_draining()
+
+
+@worker_shutdown.connect
+def _stop_heartbeat(**_):
+    # After the attempt in hand has ended: until then the worker is still working.
+    for beat in _heartbeat:
+        beat.stop()
 
 
 @shared_task(name="runtime.run_pool", ignore_result=True)

@@ -18,7 +18,9 @@ from django.db import transaction
 
 from runtime import config, db, outages
 from runtime.attempts import dispatch
+from runtime.meter import meter
 from runtime.trail.seals import audit_seal
+from runtime.worker.heartbeat import Heartbeat
 
 
 @dataclass
@@ -47,6 +49,7 @@ def supervise(*, supervisor_id: str, interval: float | None = None, once: bool =
     """
     pause = config.sweep_seconds() if interval is None else interval
     stop = stop or threading.Event()
+    heartbeat, last_beat = Heartbeat("supervisor"), float("-inf")
     delays = None
     while not stop.is_set():
         try:
@@ -59,6 +62,9 @@ def supervise(*, supervisor_id: str, interval: float | None = None, once: bool =
             continue
         delays = None
         outages.database.recovered()
+        if time.monotonic() - last_beat >= config.heartbeat_seconds():
+            heartbeat.beat(swept=True)  # alive, and what it swept (runtime/fleet/)
+            last_beat = time.monotonic()
         if on_report is not None:
             on_report(report)
         if once:
@@ -76,6 +82,10 @@ def sweep(*, supervisor_id: str) -> SweepReport:
     _wake(report, actor)
     _redispatch(report)
     _seal(report)
+    for name, value in report.as_dict().items():
+        if value:
+            meter.count(name, value)
+    meter.count("sweeps")
     return report
 
 

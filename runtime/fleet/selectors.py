@@ -1,0 +1,109 @@
+"""Reads of the fleet for the dashboard, health and /metrics (runtime/fleet/services.py)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from runtime import config, db
+from runtime.attempts import dispatch
+from runtime.meter import WAIT_BOUNDS
+from runtime.models import Attempt, Process
+
+
+@dataclass
+class LiveProcess:
+    process: Process
+    alive: bool
+    attempts: list[Attempt] = field(default_factory=list)  # the live attempts it holds (workers)
+
+
+def fleet(*, kind: str | None = None) -> list[LiveProcess]:
+    """Every process seen within a lease (alive) or stopped within a day, newest first;
+    each worker with the live attempts it holds and their lease expiry."""
+    lease = timedelta(seconds=config.lease_seconds())
+    rows = Process.objects.filter(Q(seen_at__gte=Now() - timedelta(days=1)))
+    if kind:
+        rows = rows.filter(kind=kind)
+    rows = list(rows.order_by("kind", "-seen_at")[:200])
+    now = _database_now()
+    live = [LiveProcess(p, p.stopped_at is None and now - p.seen_at <= lease) for p in rows]
+    by_worker = {p.process.name.split(":", 1)[1]: p for p in live if p.process.kind == "worker"}
+    for attempt in Attempt.objects.filter(ended_at__isnull=True, worker__in=list(by_worker)).order_by("started_at"):
+        by_worker[attempt.worker].attempts.append(attempt)
+    return live
+
+
+@dataclass(frozen=True)
+class Minute:
+    minute: datetime
+    finished: int
+    failed: int
+    steps: int
+    waits: list[int]
+
+    def wait_quantile(self, q: float) -> float | None:
+        """The bucket bound below which a fraction `q` of this minute's claims waited."""
+        total = sum(self.waits)
+        if not total:
+            return None
+        seen = 0
+        for bound, count in zip(WAIT_BOUNDS, self.waits):
+            seen += count
+            if seen >= q * total:
+                return bound
+        return WAIT_BOUNDS[-1]
+
+
+def throughput(*, minutes: int = 60) -> list[Minute]:
+    """The fleet's last `minutes` minutes, one per minute (empty minutes included)."""
+    rows = db.fetchall("fleet_minutes", {"minutes": minutes})
+    return [Minute(m, f, x, s, list(w or [0] * len(WAIT_BOUNDS))) for m, f, x, s, w in rows]
+
+
+@dataclass(frozen=True)
+class Health:
+    database_ms: float | None
+    broker_ms: float | None
+    last_sweep_at: datetime | None
+    sweep_age_seconds: float | None
+    live_workers: int
+    live_supervisors: int
+
+    @property
+    def ok(self) -> bool:
+        sweeping = self.sweep_age_seconds is not None and self.sweep_age_seconds <= max(
+            5 * config.sweep_seconds(), config.lease_seconds())
+        return self.database_ms is not None and self.broker_ms is not None and sweeping and self.live_workers > 0
+
+
+def health() -> Health:
+    """Is each part answering: the database, the broker, a supervisor sweeping lately,
+    some live worker. Each is timed; a part that does not answer is None."""
+    started = time.perf_counter()
+    try:
+        now = _database_now()
+        database_ms = (time.perf_counter() - started) * 1000
+    except db.CONNECTION_ERRORS:
+        return Health(None, _broker_ms(), None, None, 0, 0)
+    processes = fleet()
+    swept = max((p.process.last_sweep_at for p in processes if p.process.last_sweep_at), default=None)
+    return Health(
+        database_ms=round(database_ms, 2), broker_ms=_broker_ms(), last_sweep_at=swept,
+        sweep_age_seconds=(now - swept).total_seconds() if swept else None,
+        live_workers=sum(1 for p in processes if p.alive and p.process.kind == "worker"),
+        live_supervisors=sum(1 for p in processes if p.alive and p.process.kind == "supervisor"),
+    )
+
+
+def _broker_ms() -> float | None:
+    started = time.perf_counter()
+    return round((time.perf_counter() - started) * 1000, 2) if dispatch.broker_ping() else None
+
+
+def _database_now() -> datetime:
+    return datetime.fromtimestamp(db.fetchone("clock", {"seconds": 0})[0], tz=timezone.utc)

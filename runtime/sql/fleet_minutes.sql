@@ -1,0 +1,18 @@
+-- The fleet's last %(minutes)s minutes, summed over processes, one row per minute
+-- (generate_series: a quiet minute is a zero, not a gap in a chart).
+WITH span AS (
+    SELECT generate_series(date_trunc('minute', now()) - make_interval(mins => %(minutes)s - 1),
+                           date_trunc('minute', now()), interval '1 minute') AS minute
+), summed AS (
+    SELECT m.minute, sum(m.finished) AS finished, sum(m.failed) AS failed, sum(m.steps) AS steps,
+           (SELECT array_agg(total ORDER BY i) FROM (
+                SELECT i, sum(w) AS total FROM steward_process_minute m2, unnest(m2.waits) WITH ORDINALITY AS t(w, i)
+                WHERE m2.minute = m.minute GROUP BY i) per_bucket) AS waits
+    FROM steward_process_minute m
+    WHERE m.minute >= date_trunc('minute', now()) - make_interval(mins => %(minutes)s - 1)
+    GROUP BY m.minute
+)
+SELECT span.minute, coalesce(finished, 0)::integer, coalesce(failed, 0)::integer, coalesce(steps, 0)::integer,
+       waits::integer[]
+FROM span LEFT JOIN summed USING (minute)
+ORDER BY span.minute

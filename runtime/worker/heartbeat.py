@@ -1,0 +1,73 @@
+"""A process's heartbeat: every HEARTBEAT_SECONDS it tells PostgreSQL it is alive and
+what it did since the last beat (runtime/meter.py, runtime/fleet/services.py).
+
+Workers beat from a daemon thread of their own (started when the Celery worker is
+ready, so an idle worker is seen too, not only one holding a lease); a supervisor beats
+after each sweep. A beat that fails during a database outage is skipped, and what it
+would have reported is carried into the next beat.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.db import connection
+
+from runtime import config, db, outages
+from runtime.fleet.services import process_beat, process_stopped
+from runtime.meter import meter
+
+log = logging.getLogger(__name__)
+
+
+class Heartbeat:
+    def __init__(self, kind: str, *, queue: str = ""):
+        self.kind = kind
+        self.queue = queue
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._carried: tuple[dict, list[int]] | None = None  # what a failed beat could not write
+
+    def beat(self, *, swept: bool = False) -> None:
+        totals, fresh, waits = meter.take()
+        if self._carried is not None:
+            old_fresh, old_waits = self._carried
+            fresh = {k: fresh.get(k, 0) + old_fresh.get(k, 0) for k in {*fresh, *old_fresh}}
+            waits = [a + b for a, b in zip(waits, old_waits)]
+            self._carried = None
+        try:
+            process_beat(kind=self.kind, totals=totals, fresh=fresh, waits=waits, queue=self.queue,
+                         swept=swept or bool(fresh.get("sweeps")))
+        except db.CONNECTION_ERRORS as exc:
+            self._carried = (fresh, waits)
+            outages.database.failed(exc)
+            db.discard_connection()
+
+    def start(self) -> None:
+        """Beat from a daemon thread until stop()."""
+        self._thread = threading.Thread(target=self._run, name=f"steward-{self.kind}-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        try:
+            self.beat()
+            process_stopped(kind=self.kind)
+        except db.CONNECTION_ERRORS:
+            pass  # the row ages out instead
+        finally:
+            connection.close()
+
+    def _run(self) -> None:
+        try:
+            self.beat()
+            while not self._stop.wait(config.heartbeat_seconds()):
+                self.beat()
+                connection.close()  # back to the pool between beats (see the lease keeper)
+        except Exception:  # noqa: BLE001 - a heartbeat must never take the worker down
+            log.exception("the %s heartbeat stopped", self.kind)
+        finally:
+            connection.close()
