@@ -55,9 +55,12 @@ def service_commands() -> dict[str, list[str]]:
         "worker1": [*worker, "-n", "worker1@%h"],
         "worker2": [*worker, "-n", "worker2@%h"],
         "beat": [*celery, "beat", "-l", "warning", "-s", ".steward/celerybeat-schedule"],
-        # The demo's outside services: results deduplicate by key, notifications do not.
+        # The demo's outside services: results deduplicate by key, notifications do not,
+        # and drop the connection on sends 1, 4, 7, ... after acting, so the seeded
+        # notify.send meets an `unknown` effect for an operator to resolve.
         "results": [PYTHON, "-m", "console.dev.demo.fake_service", "--port", _port(DEMO_RESULTS_URL), "--mode", "keyed"],
-        "notify": [PYTHON, "-m", "console.dev.demo.fake_service", "--port", _port(DEMO_NOTIFY_URL), "--mode", "unkeyed"],
+        "notify": [PYTHON, "-m", "console.dev.demo.fake_service", "--port", _port(DEMO_NOTIFY_URL), "--mode", "unkeyed",
+                   "--drop-every", "3"],
     }
 
 
