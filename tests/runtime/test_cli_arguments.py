@@ -78,7 +78,10 @@ def world(db, tmp_path):
     }
     for name, content in files.items():
         (tmp_path / name).write_bytes(content)
-    return {"task": str(queued), "blocked": str(blocked.id), "effect": str(effect.id), "tmp": str(tmp_path)}
+    # Tasks submitted together share the start of their (time-ordered) ids.
+    shared = os.path.commonprefix([str(queued), str(blocked.id)])
+    return {"task": str(queued), "blocked": str(blocked.id), "effect": str(effect.id), "tmp": str(tmp_path),
+            "shared": shared}
 
 
 # A valid call of every command, to which the bad --actor rows are added.
@@ -170,6 +173,24 @@ ROWS = [
     ("show-nul", ["show", "\x00"], "TASK_NOT_FOUND"),
     ("show-not-utf8", ["show", NOT_UTF8], "INVALID_ENCODING"),
     ("show-missing", ["show"], "INVALID_ARGUMENT"),
+    # a task id prefix (every command that takes a task: runtime/tasks/selectors.py task_id_from_prefix)
+    ("show-prefix-ambiguous", ["show", "{shared}"], "AMBIGUOUS_TASK_ID"),
+    ("show-prefix-empty", ["show", ""], "TASK_NOT_FOUND"),
+    ("show-prefix-not-hex", ["show", "01a2zz"], "TASK_NOT_FOUND"),
+    ("show-prefix-too-long", ["show", "0" * 33], "TASK_NOT_FOUND"),
+    ("show-prefix-canonical-too-long", ["show", "{task}0"], "TASK_NOT_FOUND"),
+    ("show-prefix-hyphen-misplaced", ["show", "01a2-30af"], "TASK_NOT_FOUND"),
+    ("show-prefix-matches-none", ["show", "0000"], "TASK_NOT_FOUND"),
+    ("cancel-prefix-ambiguous", ["cancel", "{shared}"], "AMBIGUOUS_TASK_ID"),
+    ("cancel-prefix-empty", ["cancel", ""], "TASK_NOT_FOUND"),
+    ("resume-prefix-ambiguous", ["resume", "{shared}"], "AMBIGUOUS_TASK_ID"),
+    ("resume-prefix-not-hex", ["resume", "xyz"], "TASK_NOT_FOUND"),
+    ("effects-task-prefix-ambiguous", ["effects", "--task", "{shared}"], "AMBIGUOUS_TASK_ID"),
+    ("effects-task-prefix-too-long", ["effects", "--task", "f" * 100_000], "TASK_NOT_FOUND"),
+    ("tasks-parent-prefix-ambiguous", ["tasks", "--parent", "{shared}"], "AMBIGUOUS_TASK_ID"),
+    ("tasks-parent-prefix-not-hex", ["tasks", "--parent", "parent"], "TASK_NOT_FOUND"),
+    ("tasks-root-prefix-empty", ["tasks", "--root", ""], "TASK_NOT_FOUND"),
+    ("tasks-root-prefix-not-utf8", ["tasks", "--root", NOT_UTF8], "INVALID_ENCODING"),
     ("show-extra", ["show", "{task}", "{task}"], "INVALID_ARGUMENT"),
     # effects
     ("effects-task-malformed", ["effects", "--task", "nope"], "TASK_NOT_FOUND"),

@@ -5,6 +5,9 @@
     supervise                     pools      pool NAME      pool-create NAME   pool-remove NAME
     agents
 
+A TASK may be given whole or as a unique prefix of its id (`steward show 01a230af-d9`);
+a prefix that begins several ids is refused with AMBIGUOUS_TASK_ID, naming them.
+
 Every refusal prints `CODE: message` on stderr and exits 2, whether the parser or a
 service refused (docs/limits.md lists the codes); nothing is written before a refusal.
 """
@@ -27,7 +30,7 @@ from runtime.errors import InvalidArgument, InvalidEncoding, InvalidInput, Stewa
 from runtime.limits.selectors import pool_usage
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
 from runtime.management.format import block, short, table, when
-from runtime.tasks.selectors import task_detail, task_get, task_page
+from runtime.tasks.selectors import task_detail, task_get, task_id_from_prefix, task_page
 from runtime.tasks.services import task_cancel, task_resume, task_submit
 from runtime.trail.services import audit_verify
 
@@ -35,6 +38,7 @@ from runtime.trail.services import audit_verify
 # pages will share arguments.PAGE_MAX.
 WAIT_MAX_SECONDS = 86_400.0
 INTERVAL_MIN_SECONDS, INTERVAL_MAX_SECONDS = 0.05, 3_600.0
+TASK_HELP = "a task id, or enough of its start to name one task"
 
 
 class Command(BaseCommand):
@@ -63,16 +67,16 @@ class Command(BaseCommand):
         p.add_argument("--agent")
         p.add_argument("--tenant")
         p.add_argument("--pool")
-        p.add_argument("--parent", help="the children of this task")
-        p.add_argument("--root", help="the tasks below this root task")
+        p.add_argument("--parent", metavar="TASK", help="the children of this task (an id or a unique prefix)")
+        p.add_argument("--root", metavar="TASK", help="the tasks below this root task (an id or a unique prefix)")
         p.add_argument("--limit", type=int, default=30)
         p.add_argument("--after", metavar="CURSOR", help="the page after the one that printed CURSOR")
 
         p = sub.add_parser("show", help="a task's attempts, journal, effects, children and audit")
-        p.add_argument("task")
+        p.add_argument("task", help=TASK_HELP)
 
         p = sub.add_parser("effects", help="list the effect ledger")
-        p.add_argument("--task")
+        p.add_argument("--task", metavar="TASK", help="this task's effects (an id or a unique prefix)")
         p.add_argument("--state", choices=states.EFFECT_STATES)
         p.add_argument("--class", dest="effect_class", choices=states.EFFECT_CLASSES)
         p.add_argument("--limit", type=int, default=30)
@@ -85,11 +89,11 @@ class Command(BaseCommand):
         p.add_argument("--note", default="")
 
         p = sub.add_parser("resume", help="queue a dead, failed or cancelled task again")
-        p.add_argument("task")
+        p.add_argument("task", help=TASK_HELP)
         p.add_argument("--note", default="")
 
         p = sub.add_parser("cancel", help="cancel a task and its live descendants")
-        p.add_argument("task")
+        p.add_argument("task", help=TASK_HELP)
         p.add_argument("--reason", default="")
 
         p = sub.add_parser("audit", help="audit trail")
@@ -150,15 +154,15 @@ class Command(BaseCommand):
             self.stdout.write(f"still {task_get(sub.task_id).status} after {wait:g}s")
 
     def do_tasks(self, *, status, agent, tenant, pool, parent, root, limit, after, **_):
-        page = task_page(status=status, agent=agent, tenant=tenant, pool=pool, parent=parent, root=root,
-                                   limit=limit, after=after)
+        page = task_page(status=status, agent=agent, tenant=tenant, pool=pool, parent=_task(parent),
+                         root=_task(root), limit=limit, after=after)
         rows = [[t.id, t.agent, t.status, t.epoch, t.pool_id, when(t.updated_at), short(t.status_note, 40)]
                 for t in page]
         self.stdout.write(table(["task", "agent", "status", "epoch", "pool", "updated", "note"], rows))
         self._next(page)
 
     def do_show(self, *, task, **_):
-        d = task_detail(task)
+        d = task_detail(_task(task))
         t = d.task
         self.stdout.write(block([
             ("task", t.id), ("agent", t.agent), ("status", t.status + (f" ({t.status_note})" if t.status_note else "")),
@@ -179,7 +183,7 @@ class Command(BaseCommand):
                       [[a.id, when(a.at), a.kind, a.actor, short(a.data, 60)] for a in d.audit])
 
     def do_effects(self, *, task, state, effect_class, limit, after, **_):
-        page = effect_page(task=task, state=state, effect_class=effect_class, limit=limit, after=after)
+        page = effect_page(task=_task(task), state=state, effect_class=effect_class, limit=limit, after=after)
         rows = [[e.id, e.task_id, e.name, e.effect_class, e.state, e.sends, when(e.created_at)] for e in page]
         self.stdout.write(table(["id", "task", "name", "class", "state", "sends", "created"], rows))
         self._next(page)
@@ -193,11 +197,12 @@ class Command(BaseCommand):
         self.stdout.write(f"effect #{row.id} is now {row.state}; task {row.task_id} re-queued if it was blocked")
 
     def do_resume(self, *, actor, task, note, **_):
+        task = _task(task)
         task_resume(task_id=task, actor=actor, note=note)
         self.stdout.write(f"{task} queued for a new attempt (reason: resume)")
 
     def do_cancel(self, *, actor, task, reason, **_):
-        ids = task_cancel(task_id=task, actor=actor, reason=reason)
+        ids = task_cancel(task_id=_task(task), actor=actor, reason=reason)
         self.stdout.write(f"cancelled {len(ids)} task(s): " + ", ".join(map(str, ids)))
 
     def do_audit(self, *, action, after, **_):
@@ -287,9 +292,9 @@ _CHECKS = {
     "key": arguments.idempotency_key,
     "pool": arguments.pool_name,
     "name": arguments.pool_name,
-    "task": arguments.task_id,
-    "parent": arguments.task_id,
-    "root": arguments.task_id,
+    "task": arguments.task_id_prefix,
+    "parent": arguments.task_id_prefix,
+    "root": arguments.task_id_prefix,
     "effect": arguments.effect_id,
     # A cursor is opaque (runtime/paging.py decodes and checks it); an audit id is a count.
     "after": lambda value: (arguments.text("--after", value, max_length=CURSOR_MAX) if isinstance(value, str)
@@ -313,6 +318,11 @@ def _check_arguments(**options) -> None:
         check = _CHECKS.get(name)
         if check is not None and value is not None:
             check(value)
+
+
+def _task(value):
+    """A TASK argument, whole or a unique prefix, as the id of the task it names."""
+    return None if value is None else task_id_from_prefix(value)
 
 
 def _json_arg(raw: str, flag: str, *, limit: int, setting: str):
