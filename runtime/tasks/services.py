@@ -126,6 +126,9 @@ def task_cancel(*, task_id, actor: str, reason: str = "") -> list:
     2. Move each live task to cancelled with one conditional UPDATE. Running attempts
        keep their lease and slot until their worker notices at its next fenced write
        (or the supervisor finds it gone): a slot is free only when the work stopped.
+       If nothing was live, refuse (INVALID_TRANSITION): the task has finished, and
+       whether it completed, failed or was cancelled before, cancelling it now is the
+       same mistake.
     3. Audit each, and wake the parent if it was waiting for this task.
     """
     arguments.actor(actor)
@@ -135,9 +138,12 @@ def task_cancel(*, task_id, actor: str, reason: str = "") -> list:
         if task.parent_id:
             db.execute("lock_task", {"task": task.parent_id})
         cancelled = [row[0] for row in db.fetchall("cancel_tree", {"task": task.id})]
-        if not cancelled and task.status != states.CANCELLED:
-            raise InvalidTransition(f"task {task.id} is {task.status}; only live tasks can be cancelled",
-                                    status=task.status)
+        if not cancelled:
+            # Read again under cancel_tree's lock: the status read above may be older
+            # than a finish that committed since (a worker completing it, another cancel).
+            status = Task.objects.filter(id=task.id).values_list("status", flat=True).get()
+            raise InvalidTransition(f"task {task.id} has already finished ({status}); "
+                                    f"only a live task can be cancelled", status=status)
         for cancelled_id in cancelled:
             audit_append(actor=actor, tenant=task.tenant, task_id=cancelled_id, kind="task.cancelled",
                          data={"reason": reason, "requested_on": str(task.id)})

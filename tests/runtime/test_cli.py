@@ -216,6 +216,34 @@ def test_resuming_a_task_that_is_not_dead_failed_or_cancelled_is_an_invalid_tran
     assert AuditEvent.objects.count() == audit_rows
 
 
+@pytest.mark.parametrize("ended_by", [states.COMPLETED, states.FAILED, states.CANCELLED])
+def test_cancelling_a_finished_task_is_an_invalid_transition_however_it_finished(db, ended_by):
+    """A second cancel is refused like a cancel of a completed task: both are too late."""
+    task_id = task_submit(agent="t.steps", input={}, **ALICE).task_id
+    if ended_by == states.CANCELLED:
+        steward("cancel", str(task_id))
+    else:
+        Task.objects.filter(id=task_id).update(status=ended_by)
+    audit_rows = AuditEvent.objects.count()
+
+    message = refused("cancel", str(task_id))
+
+    assert message == (f"INVALID_TRANSITION: task {task_id} has already finished ({ended_by}); "
+                       f"only a live task can be cancelled")
+    assert Task.objects.get(id=task_id).status == ended_by
+    assert AuditEvent.objects.count() == audit_rows
+
+
+def test_cancelling_a_finished_task_still_cancels_its_live_children(db):
+    parent = task_submit(agent="t.steps", input={}, **ALICE).task_id
+    child = Task.objects.get(id=task_submit(agent="t.steps", input={}, **ALICE).task_id)
+    Task.objects.filter(id=child.id).update(parent_id=parent, root_id=parent, spawn_seq=1)
+    Task.objects.filter(id=parent).update(status=states.COMPLETED)
+
+    assert steward("cancel", str(parent)) == f"cancelled 1 task(s): {child.id}\n"
+    assert Task.objects.get(id=child.id).status == states.CANCELLED
+
+
 # --- a real process --------------------------------------------------------------------------
 
 

@@ -26,7 +26,7 @@ from django.db import connections
 
 from runtime.limits.services import pool_create
 from runtime.models import Task
-from runtime.tasks.services import task_submit
+from runtime.tasks.services import task_cancel, task_submit
 from tests.harness import REPO
 from tests.runtime.test_cli import ALICE, blocked_task_with_unknown_effect
 from tests.snapshot import snapshot
@@ -69,6 +69,10 @@ def world(db, tmp_path):
     pool_create(name="empty", max_running=1, max_queued=1, actor="user:alice")
     queued = task_submit(agent="t.steps", input={"n": 1}, pool="batch", **ALICE).task_id
     blocked, effect = blocked_task_with_unknown_effect()
+    cancelled = task_submit(agent="t.steps", input={"n": 2}, pool="batch", **ALICE).task_id
+    task_cancel(task_id=cancelled, actor="user:alice")
+    completed = task_submit(agent="t.steps", input={"n": 3}, pool="batch", **ALICE).task_id
+    Task.objects.filter(id=completed).update(status="completed")
     files = {
         "latin1.json": b'{"city": "caf\xe9"}',
         "utf16.json": '{"n": 1}'.encode("utf-16"),
@@ -81,7 +85,7 @@ def world(db, tmp_path):
     # Tasks submitted together share the start of their (time-ordered) ids.
     shared = os.path.commonprefix([str(queued), str(blocked.id)])
     return {"task": str(queued), "blocked": str(blocked.id), "effect": str(effect.id), "tmp": str(tmp_path),
-            "shared": shared}
+            "shared": shared, "cancelled": str(cancelled), "completed": str(completed)}
 
 
 # A valid call of every command, to which the bad --actor rows are added.
@@ -223,6 +227,8 @@ ROWS = [
     ("resume-note-over-long", ["resume", "{blocked}", "--note", "n" * 2001], "INVALID_STRING"),
     ("resume-note-not-utf8", ["resume", "{blocked}", "--note", NOT_UTF8], "INVALID_ENCODING"),
     ("cancel-malformed", ["cancel", "nope"], "TASK_NOT_FOUND"),
+    ("cancel-already-cancelled", ["cancel", "{cancelled}"], "INVALID_TRANSITION"),
+    ("cancel-completed", ["cancel", "{completed}"], "INVALID_TRANSITION"),
     ("cancel-reason-nul", ["cancel", "{task}", "--reason", "oops\x00"], "INVALID_STRING"),
     ("cancel-reason-surrogate", ["cancel", "{task}", "--reason", "\ud800"], "INVALID_ENCODING"),
     ("cancel-reason-over-long", ["cancel", "{task}", "--reason", "r" * 100_000], "INVALID_STRING"),
