@@ -216,6 +216,28 @@ def test_resuming_a_task_that_is_not_dead_failed_or_cancelled_is_an_invalid_tran
     assert AuditEvent.objects.count() == audit_rows
 
 
+@pytest.mark.parametrize("state", [states.COMMITTED, states.EFFECT_FAILED, states.INTENT])
+def test_resolving_an_effect_that_is_not_unknown_names_its_state(db, state):
+    task, effect = blocked_task_with_unknown_effect()
+    Effect.objects.filter(id=effect.id).update(state=state)
+    audit_rows = AuditEvent.objects.count()
+
+    message = refused("resolve-effect", str(effect.id), "--as", "committed")
+
+    assert message == (f"INVALID_TRANSITION: effect #{effect.id} is {state}, not unknown: "
+                       f"only an unknown effect is resolved")
+    assert (Effect.objects.get(id=effect.id).state, AuditEvent.objects.count()) == (state, audit_rows)
+
+
+def test_resolving_an_effect_a_second_time_says_how_the_first_resolved_it(db):
+    task, effect = blocked_task_with_unknown_effect()
+    steward("resolve-effect", str(effect.id), "--as", "failed")
+
+    message = refused("resolve-effect", str(effect.id), "--as", "committed")
+
+    assert message.startswith(f"INVALID_TRANSITION: effect #{effect.id} is failed, not unknown")
+
+
 @pytest.mark.parametrize("ended_by", [states.COMPLETED, states.FAILED, states.CANCELLED])
 def test_cancelling_a_finished_task_is_an_invalid_transition_however_it_finished(db, ended_by):
     """A second cancel is refused like a cancel of a completed task: both are too late."""

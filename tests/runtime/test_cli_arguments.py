@@ -25,7 +25,7 @@ from django.core.management import execute_from_command_line
 from django.db import connections
 
 from runtime.limits.services import pool_create
-from runtime.models import Task
+from runtime.models import Effect, Task
 from runtime.tasks.services import task_cancel, task_submit
 from tests.harness import REPO
 from tests.runtime.test_cli import ALICE, blocked_task_with_unknown_effect
@@ -73,6 +73,8 @@ def world(db, tmp_path):
     task_cancel(task_id=cancelled, actor="user:alice")
     completed = task_submit(agent="t.steps", input={"n": 3}, pool="batch", **ALICE).task_id
     Task.objects.filter(id=completed).update(status="completed")
+    _, settled = blocked_task_with_unknown_effect()
+    Effect.objects.filter(id=settled.id).update(state="committed")
     files = {
         "latin1.json": b'{"city": "caf\xe9"}',
         "utf16.json": '{"n": 1}'.encode("utf-16"),
@@ -85,7 +87,7 @@ def world(db, tmp_path):
     # Tasks submitted together share the start of their (time-ordered) ids.
     shared = os.path.commonprefix([str(queued), str(blocked.id)])
     return {"task": str(queued), "blocked": str(blocked.id), "effect": str(effect.id), "tmp": str(tmp_path),
-            "shared": shared, "cancelled": str(cancelled), "completed": str(completed)}
+            "shared": shared, "cancelled": str(cancelled), "completed": str(completed), "settled": str(settled.id)}
 
 
 # A valid call of every command, to which the bad --actor rows are added.
@@ -208,6 +210,7 @@ ROWS = [
     ("resolve-id-zero", ["resolve-effect", "0", "--as", "failed"], "EFFECT_NOT_FOUND"),
     ("resolve-id-past-bigint", ["resolve-effect", str(2**63), "--as", "failed"], "EFFECT_NOT_FOUND"),
     ("resolve-as-unknown", ["resolve-effect", "{effect}", "--as", "maybe"], "INVALID_ARGUMENT"),
+    ("resolve-not-unknown", ["resolve-effect", "{settled}", "--as", "committed"], "INVALID_TRANSITION"),
     ("resolve-as-missing", ["resolve-effect", "{effect}"], "INVALID_ARGUMENT"),
     ("resolve-receipt-deep", ["resolve-effect", "{effect}", "--as", "committed", "--receipt", DEEP_980],
      "INPUT_TOO_DEEP"),
