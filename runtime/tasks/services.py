@@ -109,9 +109,31 @@ def validate_input(spec: agents.AgentSpec, value) -> tuple[str, str]:
             spec.input_schema.model_validate(value)
         except Exception as exc:  # pydantic.ValidationError; runtime does not import pydantic
             errors = exc.errors(include_url=False) if hasattr(exc, "errors") else str(exc)
-            raise InvalidInput(f"input does not match {spec.name}'s schema",
+            raise InvalidInput(f"input does not match {spec.name}'s schema: {_schema_problems(errors)}",
                                errors=json.loads(json.dumps(errors, default=str))) from None
     return text, digest
+
+
+SCHEMA_PROBLEMS_SHOWN = 10
+
+
+def _schema_problems(errors) -> str:
+    """`question: String should have at least 1 character; experiments: ...`: each failing
+    field and why, so that the caller need not read `details`. A field's name comes from
+    the input (an unexpected key, say), so it is cut short and escaped for a terminal."""
+    if isinstance(errors, str):
+        return _printable(errors, 200)
+    shown = []
+    for error in errors[:SCHEMA_PROBLEMS_SHOWN]:
+        where = ".".join(str(part) for part in error.get("loc", ())) or "input"
+        why = str(error.get("msg", "invalid"))  # an agent's own validator may quote the input
+        shown.append(f"{_printable(where, 60)}: {_printable(why, 200)}")
+    more = len(errors) - SCHEMA_PROBLEMS_SHOWN
+    return "; ".join(shown) + (f"; and {more} more (details.errors)" if more > 0 else "")
+
+
+def _printable(text: str, width: int) -> str:
+    return text if len(text) <= width and text.isprintable() else repr(text[:width])
 
 
 # --- what an operator does to a task: each a durable transaction that takes actor=, makes

@@ -128,6 +128,7 @@ ROWS = [
     ("submit-input-malformed", ["submit", "t.steps", "--input", "{not json"], "INVALID_INPUT"),
     ("submit-input-empty", ["submit", "t.steps", "--input", ""], "INVALID_INPUT"),
     ("submit-input-array", ["submit", "t.steps", "--input", "[1, 2]"], "INVALID_INPUT"),
+    ("submit-input-schema", ["submit", "research.batch", "--input", '{"experiments": 0}'], "INVALID_INPUT"),
     ("submit-input-nan", ["submit", "t.steps", "--input", '{"x": NaN}'], "NUMBER_OUT_OF_RANGE"),
     ("submit-input-1e400", ["submit", "t.steps", "--input", '{"x": 1e400}'], "NUMBER_OUT_OF_RANGE"),
     ("submit-input-2-63", ["submit", "t.steps", "--input", '{"n": 9223372036854775808}'], "NUMBER_OUT_OF_RANGE"),
