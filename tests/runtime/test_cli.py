@@ -156,9 +156,19 @@ def test_cancel_and_resume_print_what_they_did(db):
     assert AuditEvent.objects.get(task_id=task_id, kind="task.resumed").actor == "user:alice"
 
 
-def test_audit_verify_prints_verified(db):
+def test_audit_verify_prints_verified_and_how_many_rows_it_checked(live):
+    # live, not db: verify reads chain ranges on connections of its own, which see only
+    # committed rows.
+    assert re.fullmatch(r"audit trail verified: every chain is intact \(0 rows in \d+\.\d s\)\n",
+                        steward("audit", "verify"))
     task_submit(agent="t.steps", input={}, **ALICE)
-    assert steward("audit", "verify") == "audit trail verified: every chain is intact\n"
+
+    out = steward("audit", "verify")
+
+    checked = re.fullmatch(r"audit trail verified: every chain is intact \((\d+) rows in \d+\.\d s, "
+                           r"[\d,]+ rows/s\)\n", out)
+    assert checked, out
+    assert int(checked.group(1)) == AuditEvent.objects.count() == 2  # the default pool's creation, the submit
 
 
 # --- refusals: exit code 2 and the stable code ---------------------------------------------------

@@ -206,24 +206,25 @@ class Command(BaseCommand):
         self.stdout.write(f"cancelled {len(ids)} task(s): " + ", ".join(map(str, ids)))
 
     def do_audit(self, *, action, after, **_):
-        last_report = [0.0]
+        """The verdict on stdout says how many rows it covers; progress goes to stderr."""
+        began, rows, last_report = time.monotonic(), [0], [0.0]
 
-        def progress(p):  # on stderr, about once a second, so stdout carries only the verdict
-            if p.seconds - last_report[0] >= 1.0:
+        def progress(p):  # reported in order under a lock: the last report counts every row
+            rows[0] = p.rows
+            if p.seconds - last_report[0] >= 1.0:  # about once a second
                 last_report[0] = p.seconds
                 self.stderr.write(f"checked {p.rows:,} rows ({p.rows_per_second:,.0f} rows/s)")
                 self.stderr.flush()
 
-        checked = []
-        bad = audit_verify(after_id=after, progress=lambda p: (checked.append(p), progress(p)))
-        if checked:
-            done = checked[-1]
-            self.stderr.write(f"checked {done.rows:,} rows in {done.seconds:.1f} s "
-                              f"({done.rows_per_second:,.0f} rows/s)")
+        bad = audit_verify(after_id=after, progress=progress)
+        seconds, (count,) = time.monotonic() - began, rows
+        checked = f"{count:,} row{'' if count == 1 else 's'} in {seconds:.1f} s"
+        if count and seconds > 0:
+            checked += f", {count / seconds:,.0f} rows/s"
         if bad is not None:
-            raise CommandError(f"TAMPERED: {bad}", returncode=3)
+            raise CommandError(f"TAMPERED: {bad} (checked {checked})", returncode=3)
         scope = "every chain is intact" if after is None else f"every row after #{after} is intact"
-        self.stdout.write(f"audit trail verified: {scope}")
+        self.stdout.write(f"audit trail verified: {scope} ({checked})")
 
     def do_supervise(self, *, once, interval, **_):
         from runtime.worker import executor, supervisor  # noqa: PLC0415 - only this command needs them
