@@ -4,6 +4,7 @@ did; refusals exit with code 2 and print the stable error code (runtime/errors.p
 from __future__ import annotations
 
 import io
+import json
 import re
 import subprocess
 import sys
@@ -97,6 +98,37 @@ def test_show_prints_a_tasks_record_attempts_journal_effects_children_and_audit(
     assert re.search(r"^1 +first +w:1 .* block$", out, re.M)
     assert re.search(rf"^{effect.id} +submit +irreversible +False +unknown +1 +{re.escape(effect.key)}$", out, re.M)
     assert "task.submitted" in out
+
+
+def test_show_cuts_long_values_and_says_so_and_full_prints_them_whole(db):
+    long = {"text": "x" * 500 + " the end"}
+    task_id = task_submit(agent="t.steps", input=long, **ALICE).task_id
+    whole = json.dumps(long)
+
+    cut = steward("show", str(task_id))
+    assert whole not in cut and re.search(r"^\s+input  \{\"text\": \"x+…$", cut, re.M)
+    assert cut.endswith("(long values are cut to fit: --full prints them whole, --json as JSON)\n")
+
+    full = steward("show", str(task_id), "--full")
+    assert re.search(rf"^\s+input  {re.escape(whole)}$", full, re.M)
+    assert "long values are cut" not in full
+
+
+def test_show_json_prints_the_whole_detail_as_one_json_object(db):
+    task, effect = blocked_task_with_unknown_effect()
+    Task.objects.filter(id=task.id).update(output={"blob": "y" * 5000})
+
+    detail = json.loads(steward("show", str(task.id)[:30], "--json"))
+
+    assert set(detail) == {"task", "attempts", "journal", "effects", "children", "audit"}
+    assert detail["task"]["id"] == str(task.id) and detail["task"]["status"] == states.BLOCKED
+    assert detail["task"]["output"] == {"blob": "y" * 5000}
+    assert detail["task"]["pool_id"] == "default"
+    assert [(a["epoch"], a["end_reason"]) for a in detail["attempts"]] == [(1, "block")]
+    assert [(e["id"], e["state"], e["key"]) for e in detail["effects"]] == [(effect.id, "unknown", effect.key)]
+    audit = AuditEvent.objects.filter(task_id=task.id).order_by("chain_seq")
+    assert [(a["kind"], a["hash"]) for a in detail["audit"]] == [(a.kind, bytes(a.hash).hex()) for a in audit]
+    assert detail["children"] == [] and detail["journal"] == []
 
 
 def test_effects_lists_the_ledger_and_resolve_effect_settles_one_and_unblocks_its_task(db):

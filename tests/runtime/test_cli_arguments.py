@@ -199,6 +199,10 @@ ROWS = [
     ("tasks-root-prefix-empty", ["tasks", "--root", ""], "TASK_NOT_FOUND"),
     ("tasks-root-prefix-not-utf8", ["tasks", "--root", NOT_UTF8], "INVALID_ENCODING"),
     ("show-extra", ["show", "{task}", "{task}"], "INVALID_ARGUMENT"),
+    ("show-full-and-json", ["show", "{task}", "--full", "--json"], "INVALID_ARGUMENT"),
+    ("show-json-with-value", ["show", "{task}", "--json=yes"], "INVALID_ARGUMENT"),
+    ("show-full-unknown-task", ["show", str(uuid.UUID(int=1)), "--full"], "TASK_NOT_FOUND"),
+    ("show-json-ambiguous", ["show", "{shared}", "--json"], "AMBIGUOUS_TASK_ID"),
     # effects
     ("effects-task-malformed", ["effects", "--task", "nope"], "TASK_NOT_FOUND"),
     ("effects-limit-negative", ["effects", "--limit", "-1"], "ARGUMENT_OUT_OF_RANGE"),

@@ -1,6 +1,6 @@
 """`manage.py steward <command>`: operate Steward from a terminal.
 
-    submit AGENT --input JSON     tasks      show TASK      effects     (lists page: --after)
+    submit AGENT --input JSON     tasks      show TASK [--full|--json]   effects   (lists page: --after)
     resolve-effect ID --as ...    resume     cancel         audit verify
     supervise                     pools      pool NAME      pool-create NAME   pool-remove NAME
     agents
@@ -29,7 +29,7 @@ from runtime.effects.services import RESOLUTIONS, effect_resolve
 from runtime.errors import InvalidArgument, InvalidEncoding, InvalidInput, StewardError
 from runtime.limits.selectors import pool_usage
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
-from runtime.management.format import block, short, table, when
+from runtime.management.format import block, json_text, record, short, table, when
 from runtime.tasks.selectors import task_detail, task_get, task_id_from_prefix, task_page
 from runtime.tasks.services import task_cancel, task_resume, task_submit
 from runtime.trail.services import audit_verify
@@ -39,6 +39,7 @@ from runtime.trail.services import audit_verify
 WAIT_MAX_SECONDS = 86_400.0
 INTERVAL_MIN_SECONDS, INTERVAL_MAX_SECONDS = 0.05, 3_600.0
 TASK_HELP = "a task id, or enough of its start to name one task"
+DETAIL_ROWS = 200  # `show`: how many steps, children and audit rows (task_detail's limits)
 
 
 class Command(BaseCommand):
@@ -72,8 +73,17 @@ class Command(BaseCommand):
         p.add_argument("--limit", type=int, default=30)
         p.add_argument("--after", metavar="CURSOR", help="the page after the one that printed CURSOR")
 
-        p = sub.add_parser("show", help="a task's attempts, journal, effects, children and audit")
+        p = sub.add_parser("show", help="a task's attempts, journal, effects, children and audit",
+                           description="A task's record, attempts, journal, effects, children and audit "
+                                       f"(at most {DETAIL_ROWS} each of its latest steps, its first children "
+                                       "and its latest audit rows). Long "
+                                       "values are cut to fit a line: --full prints them whole, --json "
+                                       "prints everything as one JSON object.")
         p.add_argument("task", help=TASK_HELP)
+        whole = p.add_mutually_exclusive_group()
+        whole.add_argument("--full", action="store_true", help="print every value whole, not cut to fit a line")
+        whole.add_argument("--json", dest="as_json", action="store_true",
+                           help="print the detail as one JSON object (values whole)")
 
         p = sub.add_parser("effects", help="list the effect ledger")
         p.add_argument("--task", metavar="TASK", help="this task's effects (an id or a unique prefix)")
@@ -161,26 +171,44 @@ class Command(BaseCommand):
         self.stdout.write(table(["task", "agent", "status", "epoch", "pool", "updated", "note"], rows))
         self._next(page)
 
-    def do_show(self, *, task, **_):
-        d = task_detail(_task(task))
+    def do_show(self, *, task, full, as_json, **_):
+        d = task_detail(_task(task), step_limit=DETAIL_ROWS, audit_limit=DETAIL_ROWS, child_limit=DETAIL_ROWS)
+        if as_json:
+            self.stdout.write(json_text({
+                "task": record(d.task), "attempts": [record(a) for a in d.attempts],
+                "journal": [record(s) for s in d.steps], "effects": [record(e) for e in d.effects],
+                "children": [record(c, ["id", "agent", "status", "created_at", "finished_at"]) for c in d.children],
+                "audit": [record(a) for a in d.audit],
+            }))
+            return
+        was_cut = False
+
+        def cut(value, width: int) -> str:
+            nonlocal was_cut
+            text = short(value, None if full else width)
+            was_cut = was_cut or text != short(value, None)
+            return text
+
         t = d.task
         self.stdout.write(block([
             ("task", t.id), ("agent", t.agent), ("status", t.status + (f" ({t.status_note})" if t.status_note else "")),
             ("tenant/owner", f"{t.tenant} / {t.owner}"), ("pool", t.pool_id), ("epoch", t.epoch),
             ("parent", t.parent_id or "-"), ("root", t.root_id), ("key", t.idempotency_key or "-"),
             ("created", when(t.created_at)), ("finished", when(t.finished_at)),
-            ("input", short(t.input, 100)), ("output", short(t.output, 100)), ("error", short(t.error, 100)),
+            ("input", cut(t.input, 100)), ("output", cut(t.output, 100)), ("error", cut(t.error, 100)),
         ]))
         self._section("attempts", ["epoch", "reason", "worker", "started", "ended", "end"],
                       [[a.epoch, a.reason, a.worker, when(a.started_at), when(a.ended_at), a.end_reason or "live"]
                        for a in d.attempts])
         self._section("journal", ["seq", "kind", "name", "epoch", "result"],
-                      [[s.seq, s.kind, s.name, s.epoch, short(s.error or s.output, 60)] for s in d.steps])
+                      [[s.seq, s.kind, s.name, s.epoch, cut(s.error or s.output, 60)] for s in d.steps])
         self._section("effects", ["id", "name", "class", "keyed", "state", "sends", "key"],
                       [[e.id, e.name, e.effect_class, e.keyed, e.state, e.sends, e.key] for e in d.effects])
         self._section("children", ["task", "agent", "status"], [[c.id, c.agent, c.status] for c in d.children])
         self._section("audit", ["id", "at", "kind", "actor", "data"],
-                      [[a.id, when(a.at), a.kind, a.actor, short(a.data, 60)] for a in d.audit])
+                      [[a.id, when(a.at), a.kind, a.actor, cut(a.data, 60)] for a in d.audit])
+        if was_cut:
+            self.stdout.write("\n(long values are cut to fit: --full prints them whole, --json as JSON)")
 
     def do_effects(self, *, task, state, effect_class, limit, after, **_):
         page = effect_page(task=_task(task), state=state, effect_class=effect_class, limit=limit, after=after)
