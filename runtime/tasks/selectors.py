@@ -37,6 +37,18 @@ def task_get(task_id) -> Task:
     return task
 
 
+def task_for_key(*, tenant: str, key: str) -> Task:
+    """The task a caller's idempotency key made in `tenant` (task_one_per_caller_key).
+    Submitting again with the key returns it as well, but creates it when it is missing;
+    this only reads."""
+    arguments.tenant(tenant)
+    arguments.idempotency_key(key)
+    task = Task.objects.filter(tenant=tenant, idempotency_key=key).first()
+    if task is None:
+        raise TaskNotFound(f"no task has key {key!r} in tenant {tenant!r}", tenant=tenant, key=key)
+    return task
+
+
 AMBIGUOUS_SHOWN = 5  # matches an ambiguous prefix lists, so the operator can pick one
 
 

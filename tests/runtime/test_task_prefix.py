@@ -1,6 +1,7 @@
 """A task named by a unique prefix of its id (runtime/tasks/selectors.py task_id_from_prefix),
 as every CLI command that takes a task accepts it: one range of the primary key, refused
-when it begins several ids (AMBIGUOUS_TASK_ID) or none (TASK_NOT_FOUND)."""
+when it begins several ids (AMBIGUOUS_TASK_ID) or none (TASK_NOT_FOUND). And a task named
+by its caller key (task_for_key)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.db import connection
 
 from runtime.errors import AmbiguousTaskId, TaskNotFound
 from runtime.models import Task
-from runtime.tasks.selectors import AMBIGUOUS_SHOWN, task_id_from_prefix
+from runtime.tasks.selectors import AMBIGUOUS_SHOWN, task_for_key, task_id_from_prefix
 from runtime.tasks.services import task_submit
 from tests.plans import explain, rows_read
 from tests.runtime.test_cli import ALICE, refused, steward
@@ -131,3 +132,17 @@ def test_every_command_that_takes_a_task_refuses_an_ambiguous_prefix_and_writes_
 
     assert message.startswith(f"AMBIGUOUS_TASK_ID: {shared_start(ids)} begins 2 task ids: ")
     assert snapshot() == before
+
+
+# --- by caller key (the demo watcher finds the seeded tasks so) ----------------------------------
+
+
+def test_a_caller_key_names_the_task_it_made_in_its_own_tenant_only(db):
+    task_id = task_submit(agent="t.steps", input={}, idempotency_key="k-1", **ALICE).task_id
+    before = snapshot()
+
+    assert task_for_key(tenant="acme", key="k-1").id == task_id
+    for tenant, key in (("globex", "k-1"), ("acme", "k-2")):
+        with pytest.raises(TaskNotFound):
+            task_for_key(tenant=tenant, key=key)
+    assert snapshot() == before  # it only reads, unlike a second submit with the key
