@@ -104,7 +104,7 @@ def summary(port: int) -> list[str]:
     width = max(len(name) for name, _ in rows)
     return ["", f"Steward is running on port {port} (STEWARD_PORT chooses it):",
             *(f"  {name:<{width}}  {value}" for name, value in rows),
-            "The demo's tasks are under way: a line below says when each finishes or needs you."]
+            "A `demo` line below says when each demo task finishes or needs you."]
 
 
 def say(name: str, line: str) -> None:
