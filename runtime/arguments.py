@@ -106,6 +106,28 @@ def task_id(value) -> uuid.UUID:
         raise TaskNotFound(f"no task {_show(value)}", task=_show(value)) from None
 
 
+# A task id in its canonical form: 8-4-4-4-12 hex digits. `h` is a hex digit's place.
+_CANONICAL = "hhhhhhhh-hhhh-hhhh-hhhh-hhhhhhhhhhhh"
+_HEX = frozenset("0123456789abcdef")
+
+
+def task_id_prefix(value) -> str:
+    """The hex digits (1 to 32, lower case) of a task id or of its start, as an operator
+    types it: the canonical form cut anywhere (`01a230af-d9`), or hex digits without
+    hyphens. Anything else (empty, too long, not hex, a hyphen out of place) names no task.
+    """
+    if isinstance(value, uuid.UUID):
+        return value.hex
+    text = value.lower() if isinstance(value, str) else ""
+    if "-" not in text and 0 < len(text) <= 32 and set(text) <= _HEX:
+        return text
+    if "-" in text and len(text) <= len(_CANONICAL) and all(
+            (c in _HEX) if place == "h" else c == "-" for c, place in zip(text, _CANONICAL)):
+        return text.replace("-", "")
+    raise TaskNotFound(f"no task {_show(value)}: a task id is hex digits, whole or a unique prefix",
+                       task=_show(value))
+
+
 def task_filter(value, field: str) -> uuid.UUID | None:
     """A task id given as a filter (parent=, root=, task=): malformed, it is bad input
     (INVALID_INPUT), not a task that was looked for and not found."""

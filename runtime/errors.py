@@ -99,6 +99,12 @@ class TaskNotFound(StewardError):
     status = 404
 
 
+class AmbiguousTaskId(StewardError):
+    """A task id prefix (the CLI accepts one) that begins more than one task's id."""
+
+    code = "AMBIGUOUS_TASK_ID"
+
+
 class EffectNotFound(StewardError):
     code = "EFFECT_NOT_FOUND"
     status = 404

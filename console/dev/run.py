@@ -1,25 +1,31 @@
 """`make run`: migrate, seed the demo, then start and supervise every Steward process.
 
 Meant to run inside `python -m console.dev.services run --`, which provides DATABASE_URL and
-REDIS_URL. Children: the web server, two Celery workers, Celery beat and the demo's fake
-external service. Each child's output is prefixed with its name. Each child gets its own
-process group, so a terminal Ctrl-C reaches only this supervisor, which then stops them
-in order: SIGTERM to each group, SIGKILL to whatever is left after a grace period. If a
-child dies on its own, the others are stopped and we exit non-zero naming it.
+REDIS_URL. Children: the web server (on STEWARD_PORT, default 8000), two Celery workers,
+Celery beat and the demo's fake external services; once the web server accepts
+connections, a summary (URLs, the demo login, how to stop) is printed last, and then the
+demo watcher (`manage.py watch_demo`) says as each demo task finishes or needs an
+operator. Each child's output is prefixed with its name; Celery's banners and the dev
+server's production warning are turned off, so the summary stays in view. Each child gets
+its own process group, so a terminal Ctrl-C reaches only this supervisor, which then stops
+them in order: SIGTERM to each group, SIGKILL to whatever is left after a grace period. If
+a child dies on its own (other than the watcher finishing its work), the others are
+stopped and we exit non-zero naming it.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
+
+from console.dev.demo.logins import DEMO_OPERATOR
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -45,23 +51,60 @@ def _port(url: str) -> str:
     return str(urllib.parse.urlsplit(url).port)
 
 
-def service_commands() -> dict[str, list[str]]:
-    port = os.environ.get("STEWARD_PORT", "8000")
+def service_commands(port: int) -> dict[str, list[str]]:
     queue = os.environ.get("STEWARD_QUEUE", "steward")
-    celery = [PYTHON, "-m", "celery", "-A", "console"]
+    # --quiet: no banner (the queue, the broker URL, ASCII art) to push the summary away.
+    celery = [PYTHON, "-m", "celery", "-A", "console", "--quiet"]
     worker = [*celery, "worker", "--pool=solo", "-Q", queue, "--without-gossip", "--without-mingle", "-l", "warning"]
     return {
         "web": [PYTHON, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
         "worker1": [*worker, "-n", "worker1@%h"],
         "worker2": [*worker, "-n", "worker2@%h"],
         "beat": [*celery, "beat", "-l", "warning", "-s", ".steward/celerybeat-schedule"],
-        # The demo's outside services: results deduplicate by key, notifications do not.
+        # The demo's outside services: results deduplicate by key, notifications do not,
+        # and drop the connection on sends 1, 4, 7, ... after acting, so the seeded
+        # notify.send meets an `unknown` effect for an operator to resolve.
         "results": [PYTHON, "-m", "console.dev.demo.fake_service", "--port", _port(DEMO_RESULTS_URL), "--mode", "keyed"],
-        "notify": [PYTHON, "-m", "console.dev.demo.fake_service", "--port", _port(DEMO_NOTIFY_URL), "--mode", "unkeyed"],
+        "notify": [PYTHON, "-m", "console.dev.demo.fake_service", "--port", _port(DEMO_NOTIFY_URL), "--mode", "unkeyed",
+                   "--drop-every", "3"],
     }
 
 
-WIDTH = max(map(len, [*setup_commands(), *service_commands()]))
+def after_summary_commands() -> dict[str, list[str]]:
+    """Started once the summary is out; `demo` exits 0 when every demo task has finished."""
+    return {"demo": [PYTHON, "manage.py", "watch_demo"]}
+
+
+MAY_FINISH = {"demo"}
+# Paragraphs that would push the summary out of view, about things a dev launcher means
+# to do: the dev server's "not for production" warning, and Celery's warning about a
+# worker run as root (a container or a fresh VM often is; a deploy must not be).
+QUIET = {"DJANGO_RUNSERVER_HIDE_WARNING": "true",
+         "PYTHONWARNINGS": "ignore:You're running the worker with superuser privileges"}
+WIDTH = max(map(len, [*setup_commands(), *service_commands(0), *after_summary_commands()]))
+# The summary's pages: the API's docs join them when the API lands (its issue).
+PAGES = {"console": "/", "admin": "/admin/"}
+
+
+def port_setting() -> int:
+    """STEWARD_PORT, the web server's port: fail loudly on anything but a port number."""
+    raw = os.environ.get("STEWARD_PORT", "8000")
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+        raise SystemExit(f"steward: STEWARD_PORT must be a port number from 1 to 65535, got {raw[:20]!r}")
+    return int(raw)
+
+
+def summary(port: int) -> list[str]:
+    base = f"http://127.0.0.1:{port}"
+    username, password = DEMO_OPERATOR
+    rows = [*((name, base + path) for name, path in PAGES.items()),
+            ("login", f"{username} / {password}  (the demo operator)"),
+            ("CLI", ".venv/bin/python manage.py steward tasks  (in a second terminal)"),
+            ("stop", "Ctrl-C stops every process; the data stays for the next `make run`")]
+    width = max(len(name) for name, _ in rows)
+    return ["", f"Steward is running on port {port} (STEWARD_PORT chooses it):",
+            *(f"  {name:<{width}}  {value}" for name, value in rows),
+            "A `demo` line below says when each demo task finishes or needs you."]
 
 
 def say(name: str, line: str) -> None:
@@ -74,7 +117,7 @@ def start(name: str, argv: list[str]) -> subprocess.Popen:
     process = subprocess.Popen(
         argv,
         cwd=REPO,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        env=dict(os.environ, PYTHONUNBUFFERED="1", **QUIET),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -113,17 +156,18 @@ def signal_group(process: subprocess.Popen, signum: int) -> None:
         pass
 
 
-def web_answers(url: str) -> bool:
+def accepts(port: int) -> bool:
+    """The dev server listens only once its checks have passed, so a connection that is
+    accepted means it is serving (and a bare connect leaves no line in its request log)."""
     try:
-        urllib.request.urlopen(url, timeout=1).close()
-    except urllib.error.HTTPError:
-        return True  # any HTTP answer (a redirect to login, a 404) means it is serving
-    except (OSError, ValueError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
         return False
     return True
 
 
 def main() -> int:
+    port = port_setting()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda signum, frame: stopping.set())
     (REPO / ".steward").mkdir(exist_ok=True)
@@ -140,17 +184,24 @@ def main() -> int:
             say("steward", f"{name} (`{' '.join(argv[1:])}`) failed with exit code {process.returncode}")
             return 1
 
-    children = {name: start(name, argv) for name, argv in service_commands().items()}
-    url = f"http://127.0.0.1:{os.environ.get('STEWARD_PORT', '8000')}/"
+    children = {name: start(name, argv) for name, argv in service_commands(port).items()}
     announced = False
     while not stopping.is_set():
-        for name, process in children.items():
-            if process.poll() is not None:
-                say("steward", f"{name} exited unexpectedly (exit code {process.returncode}); stopping the others")
-                stop(children)
-                return 1
-        if not announced and web_answers(url):
-            say("steward", f"Steward console: {url}  (Ctrl-C stops everything)")
+        for name, process in list(children.items()):
+            if process.poll() is None:
+                continue
+            if name in MAY_FINISH and process.returncode == 0:
+                process.pump.join(timeout=1)
+                del children[name]
+                continue
+            hint = f"; if port {port} is taken, choose another with STEWARD_PORT" if name == "web" else ""
+            say("steward", f"{name} exited unexpectedly (exit code {process.returncode}){hint}; stopping the others")
+            stop(children)
+            return 1
+        if not announced and accepts(port):
+            for line in summary(port):
+                say("steward", line)
+            children.update({name: start(name, argv) for name, argv in after_summary_commands().items()})
             announced = True
         stopping.wait(0.25)
     say("steward", "stopping all processes")

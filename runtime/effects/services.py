@@ -57,7 +57,11 @@ def effect_resolve(*, effect_id: int, outcome: str, actor: str, receipt=None, no
         db.execute("lock_task", {"task": effect.task_id})
         won = Effect.objects.filter(id=effect.id, state__in=sources).update(**changes)
         if not won:
-            raise InvalidTransition(f"effect #{effect.id} is no longer unknown", state=effect.state)
+            # Read again under the task's lock, which every resolver takes first: the
+            # state read above may predate another operator's resolution.
+            state = Effect.objects.filter(id=effect.id).values_list("state", flat=True).get()
+            raise InvalidTransition(f"effect #{effect.id} is {state}, not unknown: only an unknown effect is "
+                                    f"resolved", state=state)
         task = Task.objects.get(id=effect.task_id)
         audit_append(actor=actor, tenant=task.tenant, task_id=task.id, kind="effect.resolved",
                      data={"effect": effect.id, "key": effect.key, "outcome": outcome, "note": note})

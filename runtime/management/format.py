@@ -1,8 +1,10 @@
-"""Plain-text rendering for `manage.py steward`: short tables and key/value blocks."""
+"""Plain-text rendering for `manage.py steward`: short tables and key/value blocks, and
+rows as JSON (`show --json`)."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import datetime
 
 
@@ -10,10 +12,11 @@ def when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
 
 
-def short(value, width: int = 60) -> str:
+def short(value, width: int | None = 60) -> str:
+    """One line of at most `width` characters (None: all of it, as `show --full` prints)."""
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     text = text.replace("\n", " ")
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
 def table(headers: list[str], rows: list[list]) -> str:
@@ -30,3 +33,24 @@ def table(headers: list[str], rows: list[list]) -> str:
 def block(pairs: list[tuple[str, object]]) -> str:
     width = max(len(k) for k, _ in pairs)
     return "\n".join(f"{k.rjust(width)}  {v}" for k, v in pairs)
+
+
+def record(row, fields: list[str] | None = None) -> dict:
+    """A model row as a dict of its columns (foreign keys as their ids: `pool_id`)."""
+    names = fields or [f.attname for f in row._meta.concrete_fields]
+    return {name: getattr(row, name) for name in names}
+
+
+def json_text(value) -> str:
+    """Whole, indented JSON: ids and times as text, hashes as hex."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=_plain)
+
+
+def _plain(value):
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (bytes, memoryview)):
+        return bytes(value).hex()
+    raise TypeError(f"{type(value).__name__} is not JSON")

@@ -11,7 +11,7 @@ from django.db.models import Q
 
 from runtime import arguments, states
 from runtime.audit import chain_of
-from runtime.errors import InvalidInput, TaskNotFound
+from runtime.errors import AmbiguousTaskId, InvalidInput, TaskNotFound
 from runtime.ids import epoch_ms, uuid7_floor
 from runtime.models import Attempt, AuditEvent, Effect, Step, Task
 from runtime.paging import Keyset, Page, keyset_page
@@ -35,6 +35,47 @@ def task_get(task_id) -> Task:
     if task is None:
         raise TaskNotFound(f"no task {task_id}", task=str(task_id))
     return task
+
+
+def task_for_key(*, tenant: str, key: str) -> Task:
+    """The task a caller's idempotency key made in `tenant` (task_one_per_caller_key).
+    Submitting again with the key returns it as well, but creates it when it is missing;
+    this only reads."""
+    arguments.tenant(tenant)
+    arguments.idempotency_key(key)
+    task = Task.objects.filter(tenant=tenant, idempotency_key=key).first()
+    if task is None:
+        raise TaskNotFound(f"no task has key {key!r} in tenant {tenant!r}", tenant=tenant, key=key)
+    return task
+
+
+AMBIGUOUS_SHOWN = 5  # matches an ambiguous prefix lists, so the operator can pick one
+
+
+def task_id_from_prefix(value) -> uuid.UUID:
+    """The id of the one task whose id is `value` or starts with it (arguments.task_id_prefix
+    says what may be typed), for the CLI, where nobody types 36 characters.
+
+    A prefix stands for a range of the primary key, from the prefix padded with 0s to the
+    prefix padded with fs: one index range read of at most AMBIGUOUS_SHOWN + 1 rows,
+    however many tasks there are (never `id::text LIKE`, which reads them all). Ids are
+    time-ordered (runtime/ids.py), so tasks created close together share a long prefix;
+    an ambiguous prefix is refused (AMBIGUOUS_TASK_ID) naming the ids it matches.
+    """
+    digits = arguments.task_id_prefix(value)
+    low, high = uuid.UUID(digits.ljust(32, "0")), uuid.UUID(digits.ljust(32, "f"))
+    found = list(Task.objects.filter(id__gte=low, id__lte=high).order_by("id")
+                 .values_list("id", "agent", "status")[:AMBIGUOUS_SHOWN + 1])
+    if not found:
+        raise TaskNotFound(f"no task {value}" if len(digits) == 32 else f"no task id starts with {value}",
+                           task=str(value))
+    if len(found) > 1:
+        more = "more than " if len(found) > AMBIGUOUS_SHOWN else ""
+        shown = ", ".join(f"{task_id} ({agent}, {status})" for task_id, agent, status in found[:AMBIGUOUS_SHOWN])
+        raise AmbiguousTaskId(f"{value} begins {more}{min(len(found), AMBIGUOUS_SHOWN)} task ids: {shown}"
+                              f"{', ...' if more else ''}; give more of the id",
+                              prefix=str(value), matches=[str(row[0]) for row in found[:AMBIGUOUS_SHOWN]])
+    return found[0][0]
 
 
 def task_detail(task_id, *, step_limit: int = 200, audit_limit: int = 200, child_limit: int = 200) -> TaskDetail:

@@ -109,9 +109,31 @@ def validate_input(spec: agents.AgentSpec, value) -> tuple[str, str]:
             spec.input_schema.model_validate(value)
         except Exception as exc:  # pydantic.ValidationError; runtime does not import pydantic
             errors = exc.errors(include_url=False) if hasattr(exc, "errors") else str(exc)
-            raise InvalidInput(f"input does not match {spec.name}'s schema",
+            raise InvalidInput(f"input does not match {spec.name}'s schema: {_schema_problems(errors)}",
                                errors=json.loads(json.dumps(errors, default=str))) from None
     return text, digest
+
+
+SCHEMA_PROBLEMS_SHOWN = 10
+
+
+def _schema_problems(errors) -> str:
+    """`question: String should have at least 1 character; experiments: ...`: each failing
+    field and why, so that the caller need not read `details`. A field's name comes from
+    the input (an unexpected key, say), so it is cut short and escaped for a terminal."""
+    if isinstance(errors, str):
+        return _printable(errors, 200)
+    shown = []
+    for error in errors[:SCHEMA_PROBLEMS_SHOWN]:
+        where = ".".join(str(part) for part in error.get("loc", ())) or "input"
+        why = str(error.get("msg", "invalid"))  # an agent's own validator may quote the input
+        shown.append(f"{_printable(where, 60)}: {_printable(why, 200)}")
+    more = len(errors) - SCHEMA_PROBLEMS_SHOWN
+    return "; ".join(shown) + (f"; and {more} more (details.errors)" if more > 0 else "")
+
+
+def _printable(text: str, width: int) -> str:
+    return text if len(text) <= width and text.isprintable() else repr(text[:width])
 
 
 # --- what an operator does to a task: each a durable transaction that takes actor=, makes
@@ -126,6 +148,9 @@ def task_cancel(*, task_id, actor: str, reason: str = "") -> list:
     2. Move each live task to cancelled with one conditional UPDATE. Running attempts
        keep their lease and slot until their worker notices at its next fenced write
        (or the supervisor finds it gone): a slot is free only when the work stopped.
+       If nothing was live, refuse (INVALID_TRANSITION): the task has finished, and
+       whether it completed, failed or was cancelled before, cancelling it now is the
+       same mistake.
     3. Audit each, and wake the parent if it was waiting for this task.
     """
     arguments.actor(actor)
@@ -135,9 +160,12 @@ def task_cancel(*, task_id, actor: str, reason: str = "") -> list:
         if task.parent_id:
             db.execute("lock_task", {"task": task.parent_id})
         cancelled = [row[0] for row in db.fetchall("cancel_tree", {"task": task.id})]
-        if not cancelled and task.status != states.CANCELLED:
-            raise InvalidTransition(f"task {task.id} is {task.status}; only live tasks can be cancelled",
-                                    status=task.status)
+        if not cancelled:
+            # Read again under cancel_tree's lock: the status read above may be older
+            # than a finish that committed since (a worker completing it, another cancel).
+            status = Task.objects.filter(id=task.id).values_list("status", flat=True).get()
+            raise InvalidTransition(f"task {task.id} has already finished ({status}); "
+                                    f"only a live task can be cancelled", status=status)
         for cancelled_id in cancelled:
             audit_append(actor=actor, tenant=task.tenant, task_id=cancelled_id, kind="task.cancelled",
                          data={"reason": reason, "requested_on": str(task.id)})

@@ -138,13 +138,12 @@ def test_the_cli_verifies_after_an_id_and_reports_progress_on_stderr(trail):
     _, rows = trail
     out, err = io.StringIO(), io.StringIO()
     call_command("steward", "audit", "verify", stdout=out, stderr=err)
-    assert out.getvalue() == "audit trail verified: every chain is intact\n"
-    assert "checked 16 rows" in err.getvalue()
+    assert out.getvalue().startswith("audit trail verified: every chain is intact (16 rows in ")
 
     last = max(r.id for r in rows)
     out = io.StringIO()
     call_command("steward", "audit", "verify", "--after", str(last - 3), stdout=out, stderr=io.StringIO())
-    assert out.getvalue() == f"audit trail verified: every row after #{last - 3} is intact\n"
+    assert out.getvalue().startswith(f"audit trail verified: every row after #{last - 3} is intact (3 rows in ")
 
     bypassing_the_triggers("UPDATE steward_audit SET kind = 'forged' WHERE id = %s", [last])
     with pytest.raises(CommandError) as failed:

@@ -4,6 +4,7 @@ did; refusals exit with code 2 and print the stable error code (runtime/errors.p
 from __future__ import annotations
 
 import io
+import json
 import re
 import subprocess
 import sys
@@ -99,6 +100,37 @@ def test_show_prints_a_tasks_record_attempts_journal_effects_children_and_audit(
     assert "task.submitted" in out
 
 
+def test_show_cuts_long_values_and_says_so_and_full_prints_them_whole(db):
+    long = {"text": "x" * 500 + " the end"}
+    task_id = task_submit(agent="t.steps", input=long, **ALICE).task_id
+    whole = json.dumps(long)
+
+    cut = steward("show", str(task_id))
+    assert whole not in cut and re.search(r"^\s+input  \{\"text\": \"x+…$", cut, re.M)
+    assert cut.endswith("(long values are cut to fit: --full prints them whole, --json as JSON)\n")
+
+    full = steward("show", str(task_id), "--full")
+    assert re.search(rf"^\s+input  {re.escape(whole)}$", full, re.M)
+    assert "long values are cut" not in full
+
+
+def test_show_json_prints_the_whole_detail_as_one_json_object(db):
+    task, effect = blocked_task_with_unknown_effect()
+    Task.objects.filter(id=task.id).update(output={"blob": "y" * 5000})
+
+    detail = json.loads(steward("show", str(task.id)[:30], "--json"))
+
+    assert set(detail) == {"task", "attempts", "journal", "effects", "children", "audit"}
+    assert detail["task"]["id"] == str(task.id) and detail["task"]["status"] == states.BLOCKED
+    assert detail["task"]["output"] == {"blob": "y" * 5000}
+    assert detail["task"]["pool_id"] == "default"
+    assert [(a["epoch"], a["end_reason"]) for a in detail["attempts"]] == [(1, "block")]
+    assert [(e["id"], e["state"], e["key"]) for e in detail["effects"]] == [(effect.id, "unknown", effect.key)]
+    audit = AuditEvent.objects.filter(task_id=task.id).order_by("chain_seq")
+    assert [(a["kind"], a["hash"]) for a in detail["audit"]] == [(a.kind, bytes(a.hash).hex()) for a in audit]
+    assert detail["children"] == [] and detail["journal"] == []
+
+
 def test_effects_lists_the_ledger_and_resolve_effect_settles_one_and_unblocks_its_task(db):
     task, effect = blocked_task_with_unknown_effect()
 
@@ -156,9 +188,19 @@ def test_cancel_and_resume_print_what_they_did(db):
     assert AuditEvent.objects.get(task_id=task_id, kind="task.resumed").actor == "user:alice"
 
 
-def test_audit_verify_prints_verified(db):
+def test_audit_verify_prints_verified_and_how_many_rows_it_checked(live):
+    # live, not db: verify reads chain ranges on connections of its own, which see only
+    # committed rows.
+    assert re.fullmatch(r"audit trail verified: every chain is intact \(0 rows in \d+\.\d s\)\n",
+                        steward("audit", "verify"))
     task_submit(agent="t.steps", input={}, **ALICE)
-    assert steward("audit", "verify") == "audit trail verified: every chain is intact\n"
+
+    out = steward("audit", "verify")
+
+    checked = re.fullmatch(r"audit trail verified: every chain is intact \((\d+) rows in \d+\.\d s, "
+                           r"[\d,]+ rows/s\)\n", out)
+    assert checked, out
+    assert int(checked.group(1)) == AuditEvent.objects.count() == 2  # the default pool's creation, the submit
 
 
 # --- refusals: exit code 2 and the stable code ---------------------------------------------------
@@ -214,6 +256,56 @@ def test_resuming_a_task_that_is_not_dead_failed_or_cancelled_is_an_invalid_tran
     assert message.startswith(f"INVALID_TRANSITION: task {task_id} is {status}")
     assert Task.objects.get(id=task_id).status == status
     assert AuditEvent.objects.count() == audit_rows
+
+
+@pytest.mark.parametrize("state", [states.COMMITTED, states.EFFECT_FAILED, states.INTENT])
+def test_resolving_an_effect_that_is_not_unknown_names_its_state(db, state):
+    task, effect = blocked_task_with_unknown_effect()
+    Effect.objects.filter(id=effect.id).update(state=state)
+    audit_rows = AuditEvent.objects.count()
+
+    message = refused("resolve-effect", str(effect.id), "--as", "committed")
+
+    assert message == (f"INVALID_TRANSITION: effect #{effect.id} is {state}, not unknown: "
+                       f"only an unknown effect is resolved")
+    assert (Effect.objects.get(id=effect.id).state, AuditEvent.objects.count()) == (state, audit_rows)
+
+
+def test_resolving_an_effect_a_second_time_says_how_the_first_resolved_it(db):
+    task, effect = blocked_task_with_unknown_effect()
+    steward("resolve-effect", str(effect.id), "--as", "failed")
+
+    message = refused("resolve-effect", str(effect.id), "--as", "committed")
+
+    assert message.startswith(f"INVALID_TRANSITION: effect #{effect.id} is failed, not unknown")
+
+
+@pytest.mark.parametrize("ended_by", [states.COMPLETED, states.FAILED, states.CANCELLED])
+def test_cancelling_a_finished_task_is_an_invalid_transition_however_it_finished(db, ended_by):
+    """A second cancel is refused like a cancel of a completed task: both are too late."""
+    task_id = task_submit(agent="t.steps", input={}, **ALICE).task_id
+    if ended_by == states.CANCELLED:
+        steward("cancel", str(task_id))
+    else:
+        Task.objects.filter(id=task_id).update(status=ended_by)
+    audit_rows = AuditEvent.objects.count()
+
+    message = refused("cancel", str(task_id))
+
+    assert message == (f"INVALID_TRANSITION: task {task_id} has already finished ({ended_by}); "
+                       f"only a live task can be cancelled")
+    assert Task.objects.get(id=task_id).status == ended_by
+    assert AuditEvent.objects.count() == audit_rows
+
+
+def test_cancelling_a_finished_task_still_cancels_its_live_children(db):
+    parent = task_submit(agent="t.steps", input={}, **ALICE).task_id
+    child = Task.objects.get(id=task_submit(agent="t.steps", input={}, **ALICE).task_id)
+    Task.objects.filter(id=child.id).update(parent_id=parent, root_id=parent, spawn_seq=1)
+    Task.objects.filter(id=parent).update(status=states.COMPLETED)
+
+    assert steward("cancel", str(parent)) == f"cancelled 1 task(s): {child.id}\n"
+    assert Task.objects.get(id=child.id).status == states.CANCELLED
 
 
 # --- a real process --------------------------------------------------------------------------

@@ -25,8 +25,8 @@ from django.core.management import execute_from_command_line
 from django.db import connections
 
 from runtime.limits.services import pool_create
-from runtime.models import Task
-from runtime.tasks.services import task_submit
+from runtime.models import Effect, Task
+from runtime.tasks.services import task_cancel, task_submit
 from tests.harness import REPO
 from tests.runtime.test_cli import ALICE, blocked_task_with_unknown_effect
 from tests.snapshot import snapshot
@@ -69,6 +69,12 @@ def world(db, tmp_path):
     pool_create(name="empty", max_running=1, max_queued=1, actor="user:alice")
     queued = task_submit(agent="t.steps", input={"n": 1}, pool="batch", **ALICE).task_id
     blocked, effect = blocked_task_with_unknown_effect()
+    cancelled = task_submit(agent="t.steps", input={"n": 2}, pool="batch", **ALICE).task_id
+    task_cancel(task_id=cancelled, actor="user:alice")
+    completed = task_submit(agent="t.steps", input={"n": 3}, pool="batch", **ALICE).task_id
+    Task.objects.filter(id=completed).update(status="completed")
+    _, settled = blocked_task_with_unknown_effect()
+    Effect.objects.filter(id=settled.id).update(state="committed")
     files = {
         "latin1.json": b'{"city": "caf\xe9"}',
         "utf16.json": '{"n": 1}'.encode("utf-16"),
@@ -78,7 +84,10 @@ def world(db, tmp_path):
     }
     for name, content in files.items():
         (tmp_path / name).write_bytes(content)
-    return {"task": str(queued), "blocked": str(blocked.id), "effect": str(effect.id), "tmp": str(tmp_path)}
+    # Tasks submitted together share the start of their (time-ordered) ids.
+    shared = os.path.commonprefix([str(queued), str(blocked.id)])
+    return {"task": str(queued), "blocked": str(blocked.id), "effect": str(effect.id), "tmp": str(tmp_path),
+            "shared": shared, "cancelled": str(cancelled), "completed": str(completed), "settled": str(settled.id)}
 
 
 # A valid call of every command, to which the bad --actor rows are added.
@@ -119,6 +128,7 @@ ROWS = [
     ("submit-input-malformed", ["submit", "t.steps", "--input", "{not json"], "INVALID_INPUT"),
     ("submit-input-empty", ["submit", "t.steps", "--input", ""], "INVALID_INPUT"),
     ("submit-input-array", ["submit", "t.steps", "--input", "[1, 2]"], "INVALID_INPUT"),
+    ("submit-input-schema", ["submit", "research.batch", "--input", '{"experiments": 0}'], "INVALID_INPUT"),
     ("submit-input-nan", ["submit", "t.steps", "--input", '{"x": NaN}'], "NUMBER_OUT_OF_RANGE"),
     ("submit-input-1e400", ["submit", "t.steps", "--input", '{"x": 1e400}'], "NUMBER_OUT_OF_RANGE"),
     ("submit-input-2-63", ["submit", "t.steps", "--input", '{"n": 9223372036854775808}'], "NUMBER_OUT_OF_RANGE"),
@@ -170,7 +180,29 @@ ROWS = [
     ("show-nul", ["show", "\x00"], "TASK_NOT_FOUND"),
     ("show-not-utf8", ["show", NOT_UTF8], "INVALID_ENCODING"),
     ("show-missing", ["show"], "INVALID_ARGUMENT"),
+    # a task id prefix (every command that takes a task: runtime/tasks/selectors.py task_id_from_prefix)
+    ("show-prefix-ambiguous", ["show", "{shared}"], "AMBIGUOUS_TASK_ID"),
+    ("show-prefix-empty", ["show", ""], "TASK_NOT_FOUND"),
+    ("show-prefix-not-hex", ["show", "01a2zz"], "TASK_NOT_FOUND"),
+    ("show-prefix-too-long", ["show", "0" * 33], "TASK_NOT_FOUND"),
+    ("show-prefix-canonical-too-long", ["show", "{task}0"], "TASK_NOT_FOUND"),
+    ("show-prefix-hyphen-misplaced", ["show", "01a2-30af"], "TASK_NOT_FOUND"),
+    ("show-prefix-matches-none", ["show", "0000"], "TASK_NOT_FOUND"),
+    ("cancel-prefix-ambiguous", ["cancel", "{shared}"], "AMBIGUOUS_TASK_ID"),
+    ("cancel-prefix-empty", ["cancel", ""], "TASK_NOT_FOUND"),
+    ("resume-prefix-ambiguous", ["resume", "{shared}"], "AMBIGUOUS_TASK_ID"),
+    ("resume-prefix-not-hex", ["resume", "xyz"], "TASK_NOT_FOUND"),
+    ("effects-task-prefix-ambiguous", ["effects", "--task", "{shared}"], "AMBIGUOUS_TASK_ID"),
+    ("effects-task-prefix-too-long", ["effects", "--task", "f" * 100_000], "TASK_NOT_FOUND"),
+    ("tasks-parent-prefix-ambiguous", ["tasks", "--parent", "{shared}"], "AMBIGUOUS_TASK_ID"),
+    ("tasks-parent-prefix-not-hex", ["tasks", "--parent", "parent"], "TASK_NOT_FOUND"),
+    ("tasks-root-prefix-empty", ["tasks", "--root", ""], "TASK_NOT_FOUND"),
+    ("tasks-root-prefix-not-utf8", ["tasks", "--root", NOT_UTF8], "INVALID_ENCODING"),
     ("show-extra", ["show", "{task}", "{task}"], "INVALID_ARGUMENT"),
+    ("show-full-and-json", ["show", "{task}", "--full", "--json"], "INVALID_ARGUMENT"),
+    ("show-json-with-value", ["show", "{task}", "--json=yes"], "INVALID_ARGUMENT"),
+    ("show-full-unknown-task", ["show", str(uuid.UUID(int=1)), "--full"], "TASK_NOT_FOUND"),
+    ("show-json-ambiguous", ["show", "{shared}", "--json"], "AMBIGUOUS_TASK_ID"),
     # effects
     ("effects-task-malformed", ["effects", "--task", "nope"], "TASK_NOT_FOUND"),
     ("effects-limit-negative", ["effects", "--limit", "-1"], "ARGUMENT_OUT_OF_RANGE"),
@@ -183,6 +215,7 @@ ROWS = [
     ("resolve-id-zero", ["resolve-effect", "0", "--as", "failed"], "EFFECT_NOT_FOUND"),
     ("resolve-id-past-bigint", ["resolve-effect", str(2**63), "--as", "failed"], "EFFECT_NOT_FOUND"),
     ("resolve-as-unknown", ["resolve-effect", "{effect}", "--as", "maybe"], "INVALID_ARGUMENT"),
+    ("resolve-not-unknown", ["resolve-effect", "{settled}", "--as", "committed"], "INVALID_TRANSITION"),
     ("resolve-as-missing", ["resolve-effect", "{effect}"], "INVALID_ARGUMENT"),
     ("resolve-receipt-deep", ["resolve-effect", "{effect}", "--as", "committed", "--receipt", DEEP_980],
      "INPUT_TOO_DEEP"),
@@ -202,6 +235,8 @@ ROWS = [
     ("resume-note-over-long", ["resume", "{blocked}", "--note", "n" * 2001], "INVALID_STRING"),
     ("resume-note-not-utf8", ["resume", "{blocked}", "--note", NOT_UTF8], "INVALID_ENCODING"),
     ("cancel-malformed", ["cancel", "nope"], "TASK_NOT_FOUND"),
+    ("cancel-already-cancelled", ["cancel", "{cancelled}"], "INVALID_TRANSITION"),
+    ("cancel-completed", ["cancel", "{completed}"], "INVALID_TRANSITION"),
     ("cancel-reason-nul", ["cancel", "{task}", "--reason", "oops\x00"], "INVALID_STRING"),
     ("cancel-reason-surrogate", ["cancel", "{task}", "--reason", "\ud800"], "INVALID_ENCODING"),
     ("cancel-reason-over-long", ["cancel", "{task}", "--reason", "r" * 100_000], "INVALID_STRING"),

@@ -3,6 +3,10 @@
 Plain pytest, no database. Nothing sleeps: tests wait on the service's own conditions.
 """
 
+import re
+import signal
+import subprocess
+import sys
 import threading
 import urllib.parse
 
@@ -91,6 +95,61 @@ def test_drop_performs_but_loses_the_receipt(fake):
     assert status == 200 and op["times_performed"] == 1
     # Reconciling by retrying with the same key is safe in keyed mode.
     assert call(fake.url, {}, key="k1") == {"op_id": op["op_id"], "key": "k1", "deduplicated": True}
+
+
+def test_drop_every_n_performs_calls_1_n_plus_1_and_so_on_but_loses_their_receipts():
+    with FakeService(mode="unkeyed", drop_every=3) as service:
+        dropped = []
+        for n in range(1, 8):
+            try:
+                call(service.url, {"n": n}, key=f"k{n}")
+            except ConnectionError:
+                dropped.append(n)
+        assert dropped == [1, 4, 7]
+        assert service.performed_count() == 7  # a dropped call was performed all the same
+        assert [c["behaviour"] for c in service.calls()] == ["drop", None, None] * 2 + ["drop"]
+
+
+def test_a_queued_behaviour_takes_the_place_of_the_standing_drop():
+    with FakeService(mode="unkeyed", drop_every=1) as service:
+        service.push("fail")
+        with pytest.raises(ServiceRejected):
+            call(service.url, {}, key="k")
+        with pytest.raises(ConnectionError):
+            call(service.url, {}, key="k")
+        assert service.performed_count() == 1
+
+
+@pytest.mark.parametrize("every", [0, -1, 1.5, True])
+def test_drop_every_must_be_a_positive_integer(every):
+    with pytest.raises(ValueError):
+        FakeService(drop_every=every)
+
+
+def test_the_standalone_server_drops_what_drop_every_says():
+    """As `make run` starts the demo's notification service (console/dev/run.py)."""
+    with subprocess.Popen([sys.executable, "-m", "console.dev.demo.fake_service", "--port", "0",
+                           "--mode", "unkeyed", "--drop-every", "2"], stdout=subprocess.PIPE, text=True) as server:
+        try:
+            banner = server.stdout.readline()
+            url = re.search(r"listening on (http://\S+)", banner).group(1)
+            assert "dropping calls 1, 3, ..." in banner
+            with pytest.raises(ConnectionError):
+                call(url, {}, key="first")
+            assert call(url, {}, key="second")["deduplicated"] is False
+            with pytest.raises(ConnectionError):
+                call(url, {}, key="third")
+        finally:
+            server.send_signal(signal.SIGTERM)
+            assert server.wait(JOIN) == 0
+
+
+@pytest.mark.parametrize("every", ["0", "-2", "often"])
+def test_the_standalone_server_refuses_a_drop_every_that_is_not_positive(every):
+    ran = subprocess.run([sys.executable, "-m", "console.dev.demo.fake_service", "--drop-every", every],
+                         capture_output=True, text=True, timeout=JOIN)
+    assert ran.returncode == 2
+    assert "--drop-every: must be a positive integer" in ran.stderr
 
 
 def test_hang_performs_then_blocks_until_released(fake):

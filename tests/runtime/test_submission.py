@@ -7,10 +7,11 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
+import pydantic
 import pytest
 from django.conf import settings
 
-from runtime import states
+from runtime import agents, states
 from runtime.errors import (
     IdempotencyConflict,
     InputTooLarge,
@@ -23,7 +24,7 @@ from runtime.errors import (
 from runtime.limits.services import pool_create
 from runtime.models import AuditEvent, Pool, Task
 from runtime.tasks.selectors import task_detail
-from runtime.tasks.services import Submission, task_cancel, task_resume, task_submit
+from runtime.tasks.services import Submission, task_cancel, task_resume, task_submit, validate_input
 from tests.harness import race
 
 ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
@@ -148,6 +149,41 @@ def test_input_that_breaks_an_agents_schema_is_refused_with_the_schema_errors(no
     assert "research.batch" in refused.value.message
     problems = {tuple(e["loc"]): e["type"] for e in refused.value.details["errors"]}
     assert problems == {("question",): "string_too_short", ("experiments",): "less_than_equal"}
+
+
+def test_a_schema_refusal_names_each_failing_field_and_why(nothing_written):
+    with pytest.raises(InvalidInput) as refused:
+        task_submit(agent="research.batch", input={"question": "", "experiments": 99}, **ALICE)
+    assert refused.value.message == ("input does not match research.batch's schema: "
+                                     "question: String should have at least 1 character; "
+                                     "experiments: Input should be less than or equal to 20")
+
+    with pytest.raises(InvalidInput) as refused:
+        task_submit(agent="notify.send", input={"to": "oncall@example.com"}, **ALICE)
+    assert refused.value.message == "input does not match notify.send's schema: message: Field required"
+
+
+class Strict(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+    counts: list[int] = []
+
+
+STRICT = agents.AgentSpec(name="t.strict", fn=lambda ctx, input: None, pool=None, description="",
+                          input_schema=Strict)
+
+
+def test_a_schema_refusal_names_nested_fields_escapes_hostile_names_and_stops_at_ten():
+    with pytest.raises(InvalidInput) as refused:
+        validate_input(STRICT, {"counts": [1, "two"], "oops\x1b[2J": 1})
+    assert refused.value.message == ("input does not match t.strict's schema: "
+                                     "counts.1: Input should be a valid integer, unable to parse string as an integer; "
+                                     "'oops\\x1b[2J': Extra inputs are not permitted")
+
+    with pytest.raises(InvalidInput) as refused:
+        validate_input(STRICT, {"counts": ["x"] * 25})
+    problems = refused.value.message.split(": ", 1)[1].split("; ")
+    assert len(problems) == 11 and problems[-1] == "and 15 more (details.errors)"
+    assert len(refused.value.details["errors"]) == 25
 
 
 def test_input_that_fits_an_agents_schema_is_accepted(db):

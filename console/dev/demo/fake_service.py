@@ -5,6 +5,7 @@ they would to a results-submission or notification service, including real socke
 timeouts and lost connections. Run it standalone with
 
     python -m console.dev.demo.fake_service --port 8765 [--host 127.0.0.1] [--mode keyed|unkeyed]
+                                            [--drop-every N]
 
 or in-process with ``FakeService`` (binds port 0 and serves on a daemon thread).
 
@@ -13,7 +14,9 @@ In *keyed* mode a repeated key is deduplicated (200, same op_id); in *unkeyed* m
 performs again, which is what a careless external API does and what the runtime must survive.
 Faults (``hang``, ``hang_before``, ``fail``, ``drop``) are queued with ``POST /_control``
 ``{"next": [...]}`` (one consumed per /ops call) or forced per request with ``X-Fake-Behaviour``
-(a forced request does not consume the queue). Control: ``GET /_calls``, ``GET /_ops/<key>``,
+(a forced request does not consume the queue). ``drop_every=N`` (``--drop-every N``) drops
+calls 1, N+1, 2N+1, ... that have no other behaviour: the demo's notification service
+does this, so the demo's first notification is performed and its receipt lost. Control: ``GET /_calls``, ``GET /_ops/<key>``,
 ``POST /_control``, ``POST /_release``, ``GET /_wait?calls=N|hung=N&timeout=S``.
 """
 
@@ -110,10 +113,13 @@ class FakeService:
     so the wait_* helpers wake on events instead of polling."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, mode: str = "keyed",
-                 log: bool = False):
+                 log: bool = False, drop_every: int | None = None):
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}")
-        self.host, self.port, self.log = host, port, log
+        if drop_every is not None and (isinstance(drop_every, bool) or not isinstance(drop_every, int)
+                                       or drop_every < 1):
+            raise ValueError(f"drop_every must be a positive integer, got {drop_every!r}")
+        self.host, self.port, self.log, self.drop_every = host, port, log, drop_every
         self._cond = threading.Condition()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -225,6 +231,7 @@ class FakeService:
         with self._cond:
             return {"calls": copy.deepcopy(self._calls), "performed": self._performed,
                     "active": self._active, "peak_active": self._peak, "mode": self._mode,
+                    "drop_every": self.drop_every,
                     "hung": len(self._hung), "pending": list(self._fifo)}
 
     def wait_for_calls(self, n: int, timeout: float = 10.0) -> bool:
@@ -245,8 +252,9 @@ class FakeService:
         with self._cond:
             self._active += 1
             self._peak = max(self._peak, self._active)
-            behaviour = forced or (self._fifo.popleft() if self._fifo else None)
-            rec = {"seq": len(self._calls) + 1, "key": key, "worker": worker, "at": time.time(),
+            seq = len(self._calls) + 1
+            behaviour = forced or (self._fifo.popleft() if self._fifo else None) or self._every(seq)
+            rec = {"seq": seq, "key": key, "worker": worker, "at": time.time(),
                    "body": None if body is _BAD_JSON else body, "behaviour": behaviour,
                    "outcome": "pending", "op_id": None, "answered": False}
             self._calls.append(rec)
@@ -262,6 +270,12 @@ class FakeService:
                 self._cond.notify_all()
             rec["answered"] = status is not None
             return status, payload, dict(rec)
+
+    def _every(self, seq: int) -> str | None:
+        """The standing behaviour of call `seq` (1-based since start or reset)."""
+        if self.drop_every and (seq - 1) % self.drop_every == 0:
+            return "drop"
+        return None
 
     def _run(self, rec, key, body, behaviour):  # lock held
         if behaviour == "hang_before":
@@ -390,14 +404,27 @@ class _Handler(BaseHTTPRequestHandler):
                   f" -> {status or 'dropped'} {rec['outcome']} {rec['op_id'] or ''}", flush=True)
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--mode", choices=sorted(MODES), default="keyed")
+    parser.add_argument("--drop-every", type=_positive, metavar="N",
+                        help="perform calls 1, N+1, 2N+1, ... but drop the connection instead of answering")
     args = parser.parse_args(argv)
-    fake = FakeService(host=args.host, port=args.port, mode=args.mode, log=True).start()
-    print(f"fake service ({args.mode}) listening on {fake.url}", flush=True)
+    fake = FakeService(host=args.host, port=args.port, mode=args.mode, log=True, drop_every=args.drop_every).start()
+    dropping = f", dropping calls 1, {args.drop_every + 1}, ..." if args.drop_every else ""
+    print(f"fake service ({args.mode}{dropping}) listening on {fake.url}", flush=True)
     # The demo stops us with SIGTERM: exit through `finally` like Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
+from console.dev.demo.logins import DEMO_OPERATOR
 from runtime.errors import PoolExists
 from runtime.limits.services import pool_create
 from runtime.models import Pool
@@ -26,9 +27,6 @@ TASKS = [
     ("demo-notify-1", "notify.send",
      {"to": "oncall@example.com", "message": "The overnight research batch has started."}),
 ]
-
-
-DEMO_OPERATOR = ("alice", "steward-demo")
 
 
 def seed_demo(*, actor: str) -> list[str]:

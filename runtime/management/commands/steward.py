@@ -1,9 +1,12 @@
 """`manage.py steward <command>`: operate Steward from a terminal.
 
-    submit AGENT --input JSON     tasks      show TASK      effects     (lists page: --after)
+    submit AGENT --input JSON     tasks      show TASK [--full|--json]   effects   (lists page: --after)
     resolve-effect ID --as ...    resume     cancel         audit verify
     supervise                     pools      pool NAME      pool-create NAME   pool-remove NAME
     agents
+
+A TASK may be given whole or as a unique prefix of its id (`steward show 01a230af-d9`);
+a prefix that begins several ids is refused with AMBIGUOUS_TASK_ID, naming them.
 
 Every refusal prints `CODE: message` on stderr and exits 2, whether the parser or a
 service refused (docs/limits.md lists the codes); nothing is written before a refusal.
@@ -26,8 +29,8 @@ from runtime.effects.services import RESOLUTIONS, effect_resolve
 from runtime.errors import InvalidArgument, InvalidEncoding, InvalidInput, StewardError
 from runtime.limits.selectors import pool_usage
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
-from runtime.management.format import block, short, table, when
-from runtime.tasks.selectors import task_detail, task_get, task_page
+from runtime.management.format import block, json_text, record, short, table, when
+from runtime.tasks.selectors import task_detail, task_get, task_id_from_prefix, task_page
 from runtime.tasks.services import task_cancel, task_resume, task_submit
 from runtime.trail.services import audit_verify
 
@@ -35,6 +38,8 @@ from runtime.trail.services import audit_verify
 # pages will share arguments.PAGE_MAX.
 WAIT_MAX_SECONDS = 86_400.0
 INTERVAL_MIN_SECONDS, INTERVAL_MAX_SECONDS = 0.05, 3_600.0
+TASK_HELP = "a task id, or enough of its start to name one task"
+DETAIL_ROWS = 200  # `show`: how many steps, children and audit rows (task_detail's limits)
 
 
 class Command(BaseCommand):
@@ -63,16 +68,25 @@ class Command(BaseCommand):
         p.add_argument("--agent")
         p.add_argument("--tenant")
         p.add_argument("--pool")
-        p.add_argument("--parent", help="the children of this task")
-        p.add_argument("--root", help="the tasks below this root task")
+        p.add_argument("--parent", metavar="TASK", help="the children of this task (an id or a unique prefix)")
+        p.add_argument("--root", metavar="TASK", help="the tasks below this root task (an id or a unique prefix)")
         p.add_argument("--limit", type=int, default=30)
         p.add_argument("--after", metavar="CURSOR", help="the page after the one that printed CURSOR")
 
-        p = sub.add_parser("show", help="a task's attempts, journal, effects, children and audit")
-        p.add_argument("task")
+        p = sub.add_parser("show", help="a task's attempts, journal, effects, children and audit",
+                           description="A task's record, attempts, journal, effects, children and audit "
+                                       f"(at most {DETAIL_ROWS} each of its latest steps, its first children "
+                                       "and its latest audit rows). Long "
+                                       "values are cut to fit a line: --full prints them whole, --json "
+                                       "prints everything as one JSON object.")
+        p.add_argument("task", help=TASK_HELP)
+        whole = p.add_mutually_exclusive_group()
+        whole.add_argument("--full", action="store_true", help="print every value whole, not cut to fit a line")
+        whole.add_argument("--json", dest="as_json", action="store_true",
+                           help="print the detail as one JSON object (values whole)")
 
         p = sub.add_parser("effects", help="list the effect ledger")
-        p.add_argument("--task")
+        p.add_argument("--task", metavar="TASK", help="this task's effects (an id or a unique prefix)")
         p.add_argument("--state", choices=states.EFFECT_STATES)
         p.add_argument("--class", dest="effect_class", choices=states.EFFECT_CLASSES)
         p.add_argument("--limit", type=int, default=30)
@@ -85,11 +99,11 @@ class Command(BaseCommand):
         p.add_argument("--note", default="")
 
         p = sub.add_parser("resume", help="queue a dead, failed or cancelled task again")
-        p.add_argument("task")
+        p.add_argument("task", help=TASK_HELP)
         p.add_argument("--note", default="")
 
         p = sub.add_parser("cancel", help="cancel a task and its live descendants")
-        p.add_argument("task")
+        p.add_argument("task", help=TASK_HELP)
         p.add_argument("--reason", default="")
 
         p = sub.add_parser("audit", help="audit trail")
@@ -150,36 +164,54 @@ class Command(BaseCommand):
             self.stdout.write(f"still {task_get(sub.task_id).status} after {wait:g}s")
 
     def do_tasks(self, *, status, agent, tenant, pool, parent, root, limit, after, **_):
-        page = task_page(status=status, agent=agent, tenant=tenant, pool=pool, parent=parent, root=root,
-                                   limit=limit, after=after)
+        page = task_page(status=status, agent=agent, tenant=tenant, pool=pool, parent=_task(parent),
+                         root=_task(root), limit=limit, after=after)
         rows = [[t.id, t.agent, t.status, t.epoch, t.pool_id, when(t.updated_at), short(t.status_note, 40)]
                 for t in page]
         self.stdout.write(table(["task", "agent", "status", "epoch", "pool", "updated", "note"], rows))
         self._next(page)
 
-    def do_show(self, *, task, **_):
-        d = task_detail(task)
+    def do_show(self, *, task, full, as_json, **_):
+        d = task_detail(_task(task), step_limit=DETAIL_ROWS, audit_limit=DETAIL_ROWS, child_limit=DETAIL_ROWS)
+        if as_json:
+            self.stdout.write(json_text({
+                "task": record(d.task), "attempts": [record(a) for a in d.attempts],
+                "journal": [record(s) for s in d.steps], "effects": [record(e) for e in d.effects],
+                "children": [record(c, ["id", "agent", "status", "created_at", "finished_at"]) for c in d.children],
+                "audit": [record(a) for a in d.audit],
+            }))
+            return
+        was_cut = False
+
+        def cut(value, width: int) -> str:
+            nonlocal was_cut
+            text = short(value, None if full else width)
+            was_cut = was_cut or text != short(value, None)
+            return text
+
         t = d.task
         self.stdout.write(block([
             ("task", t.id), ("agent", t.agent), ("status", t.status + (f" ({t.status_note})" if t.status_note else "")),
             ("tenant/owner", f"{t.tenant} / {t.owner}"), ("pool", t.pool_id), ("epoch", t.epoch),
             ("parent", t.parent_id or "-"), ("root", t.root_id), ("key", t.idempotency_key or "-"),
             ("created", when(t.created_at)), ("finished", when(t.finished_at)),
-            ("input", short(t.input, 100)), ("output", short(t.output, 100)), ("error", short(t.error, 100)),
+            ("input", cut(t.input, 100)), ("output", cut(t.output, 100)), ("error", cut(t.error, 100)),
         ]))
         self._section("attempts", ["epoch", "reason", "worker", "started", "ended", "end"],
                       [[a.epoch, a.reason, a.worker, when(a.started_at), when(a.ended_at), a.end_reason or "live"]
                        for a in d.attempts])
         self._section("journal", ["seq", "kind", "name", "epoch", "result"],
-                      [[s.seq, s.kind, s.name, s.epoch, short(s.error or s.output, 60)] for s in d.steps])
+                      [[s.seq, s.kind, s.name, s.epoch, cut(s.error or s.output, 60)] for s in d.steps])
         self._section("effects", ["id", "name", "class", "keyed", "state", "sends", "key"],
                       [[e.id, e.name, e.effect_class, e.keyed, e.state, e.sends, e.key] for e in d.effects])
         self._section("children", ["task", "agent", "status"], [[c.id, c.agent, c.status] for c in d.children])
         self._section("audit", ["id", "at", "kind", "actor", "data"],
-                      [[a.id, when(a.at), a.kind, a.actor, short(a.data, 60)] for a in d.audit])
+                      [[a.id, when(a.at), a.kind, a.actor, cut(a.data, 60)] for a in d.audit])
+        if was_cut:
+            self.stdout.write("\n(long values are cut to fit: --full prints them whole, --json as JSON)")
 
     def do_effects(self, *, task, state, effect_class, limit, after, **_):
-        page = effect_page(task=task, state=state, effect_class=effect_class, limit=limit, after=after)
+        page = effect_page(task=_task(task), state=state, effect_class=effect_class, limit=limit, after=after)
         rows = [[e.id, e.task_id, e.name, e.effect_class, e.state, e.sends, when(e.created_at)] for e in page]
         self.stdout.write(table(["id", "task", "name", "class", "state", "sends", "created"], rows))
         self._next(page)
@@ -193,32 +225,34 @@ class Command(BaseCommand):
         self.stdout.write(f"effect #{row.id} is now {row.state}; task {row.task_id} re-queued if it was blocked")
 
     def do_resume(self, *, actor, task, note, **_):
+        task = _task(task)
         task_resume(task_id=task, actor=actor, note=note)
         self.stdout.write(f"{task} queued for a new attempt (reason: resume)")
 
     def do_cancel(self, *, actor, task, reason, **_):
-        ids = task_cancel(task_id=task, actor=actor, reason=reason)
+        ids = task_cancel(task_id=_task(task), actor=actor, reason=reason)
         self.stdout.write(f"cancelled {len(ids)} task(s): " + ", ".join(map(str, ids)))
 
     def do_audit(self, *, action, after, **_):
-        last_report = [0.0]
+        """The verdict on stdout says how many rows it covers; progress goes to stderr."""
+        began, rows, last_report = time.monotonic(), [0], [0.0]
 
-        def progress(p):  # on stderr, about once a second, so stdout carries only the verdict
-            if p.seconds - last_report[0] >= 1.0:
+        def progress(p):  # reported in order under a lock: the last report counts every row
+            rows[0] = p.rows
+            if p.seconds - last_report[0] >= 1.0:  # about once a second
                 last_report[0] = p.seconds
                 self.stderr.write(f"checked {p.rows:,} rows ({p.rows_per_second:,.0f} rows/s)")
                 self.stderr.flush()
 
-        checked = []
-        bad = audit_verify(after_id=after, progress=lambda p: (checked.append(p), progress(p)))
-        if checked:
-            done = checked[-1]
-            self.stderr.write(f"checked {done.rows:,} rows in {done.seconds:.1f} s "
-                              f"({done.rows_per_second:,.0f} rows/s)")
+        bad = audit_verify(after_id=after, progress=progress)
+        seconds, (count,) = time.monotonic() - began, rows
+        checked = f"{count:,} row{'' if count == 1 else 's'} in {seconds:.1f} s"
+        if count and seconds > 0:
+            checked += f", {count / seconds:,.0f} rows/s"
         if bad is not None:
-            raise CommandError(f"TAMPERED: {bad}", returncode=3)
+            raise CommandError(f"TAMPERED: {bad} (checked {checked})", returncode=3)
         scope = "every chain is intact" if after is None else f"every row after #{after} is intact"
-        self.stdout.write(f"audit trail verified: {scope}")
+        self.stdout.write(f"audit trail verified: {scope} ({checked})")
 
     def do_supervise(self, *, once, interval, **_):
         from runtime.worker import executor, supervisor  # noqa: PLC0415 - only this command needs them
@@ -287,9 +321,9 @@ _CHECKS = {
     "key": arguments.idempotency_key,
     "pool": arguments.pool_name,
     "name": arguments.pool_name,
-    "task": arguments.task_id,
-    "parent": arguments.task_id,
-    "root": arguments.task_id,
+    "task": arguments.task_id_prefix,
+    "parent": arguments.task_id_prefix,
+    "root": arguments.task_id_prefix,
     "effect": arguments.effect_id,
     # A cursor is opaque (runtime/paging.py decodes and checks it); an audit id is a count.
     "after": lambda value: (arguments.text("--after", value, max_length=CURSOR_MAX) if isinstance(value, str)
@@ -313,6 +347,11 @@ def _check_arguments(**options) -> None:
         check = _CHECKS.get(name)
         if check is not None and value is not None:
             check(value)
+
+
+def _task(value):
+    """A TASK argument, whole or a unique prefix, as the id of the task it names."""
+    return None if value is None else task_id_from_prefix(value)
 
 
 def _json_arg(raw: str, flag: str, *, limit: int, setting: str):

@@ -1,0 +1,84 @@
+"""`manage.py watch_demo` (console/dev/demo/watch.py), which `make run` starts after its
+summary: a line as each seeded demo task finishes or needs an operator, and nothing else."""
+
+from __future__ import annotations
+
+import io
+
+from django.core.management import call_command
+from django.utils import timezone
+
+from console.dev.demo.seed import DEMO_TENANT, seed_demo
+from console.dev.demo.watch import DemoWatch
+from runtime import states
+from runtime.models import Attempt, Effect, Task
+
+
+def seeded(agent: str) -> Task:
+    return Task.objects.get(tenant=DEMO_TENANT, agent=agent, parent__isnull=True)
+
+
+def blocked_on_an_unknown_send(task: Task, epoch: int) -> Effect:
+    """What a worker leaves when the notification service acted and dropped the line."""
+    now = timezone.now()
+    attempt = Attempt.objects.create(task=task, epoch=epoch, worker="w:1", reason=states.FIRST, started_at=now,
+                                     heartbeat_at=now, lease_expires_at=now, ended_at=now, end_reason="block")
+    Task.objects.filter(id=task.id).update(status=states.BLOCKED, epoch=epoch,
+                                           status_note="effect 'send' has an unknown outcome: resolve it")
+    effect, _ = Effect.objects.update_or_create(
+        key=f"{task.id}/0/send",
+        defaults=dict(task=task, step_seq=0, name="send", effect_class=states.IRREVERSIBLE, keyed=False,
+                      state=states.UNKNOWN, request_digest="0" * 64, attempt=attempt, epoch=epoch, sends=epoch))
+    return effect
+
+
+def finish(task: Task, status: str = states.COMPLETED) -> None:
+    Task.objects.filter(id=task.id).update(status=status, finished_at=timezone.now())
+
+
+def test_the_watch_says_nothing_while_the_demo_runs_and_a_line_when_a_task_needs_an_operator(db):
+    seed_demo(actor="demo-seed")
+    watch = DemoWatch()
+    assert watch.poll() == [] and not watch.done  # queued: nothing to say
+
+    notify = seeded("notify.send")
+    effect = blocked_on_an_unknown_send(notify, epoch=1)
+    (line,) = watch.poll()
+
+    assert line.startswith(f"demo task notify.send {notify.id} is blocked: effect #{effect.id} ('send')")
+    assert "steward effects --state unknown" in line
+    assert f".venv/bin/python manage.py steward resolve-effect {effect.id} --as committed|failed|retry" in line
+    assert watch.poll() == []  # said once
+
+    blocked_on_an_unknown_send(notify, epoch=2)  # resolved and blocked again between two looks
+    assert [line.split(":")[0] for line in watch.poll()] == [f"demo task notify.send {notify.id} is blocked"]
+
+
+def test_the_watch_says_when_each_task_finishes_and_when_all_have(db):
+    seed_demo(actor="demo-seed")
+    watch = DemoWatch()
+    research, notify = seeded("research.batch"), seeded("notify.send")
+
+    finish(research)
+    (line,) = watch.poll()
+    assert line.startswith(f"demo task research.batch {research.id} completed (") and not watch.done
+
+    finish(notify, states.CANCELLED)
+    assert watch.poll() == [f"demo task notify.send {notify.id} cancelled", "every demo task has finished"]
+    assert watch.done and watch.poll() == []
+
+
+def test_watch_demo_prints_those_lines_and_exits_once_every_demo_task_has_finished(db):
+    seed_demo(actor="demo-seed")
+    for agent in ("research.batch", "notify.send"):
+        finish(seeded(agent))
+    out = io.StringIO()
+
+    call_command("watch_demo", "--interval", "0.1", stdout=out)
+
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3 and lines[-1] == "every demo task has finished"
+
+
+def test_the_watch_waits_quietly_for_a_demo_that_was_not_seeded(db):
+    assert DemoWatch().poll() == []

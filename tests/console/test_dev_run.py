@@ -1,0 +1,61 @@
+"""`make run`'s launcher (console/dev/run.py): its summary, its port, and the demo's
+notification service as it starts it. (The whole launcher is tried by hand: it binds
+fixed ports and starts every process.)"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from console.dev import run
+from console.dev.demo.fake_service import call
+from console.dev.demo.logins import DEMO_OPERATOR
+from tests.harness import REPO
+
+
+def test_the_summary_names_the_pages_on_the_chosen_port_the_demo_login_and_how_to_stop():
+    text = "\n".join(run.summary(8031))
+
+    assert "http://127.0.0.1:8031/\n" in text and "http://127.0.0.1:8031/admin/\n" in text
+    assert "8000" not in text
+    assert f"{DEMO_OPERATOR[0]} / {DEMO_OPERATOR[1]}" in text
+    assert "Ctrl-C stops every process" in text
+    assert ".venv/bin/python manage.py steward tasks" in text
+
+
+@pytest.mark.parametrize(("raw", "port"), [(None, 8000), ("8031", 8031), ("1", 1), ("65535", 65535)])
+def test_steward_port_chooses_the_web_servers_port(monkeypatch, raw, port):
+    if raw is None:
+        monkeypatch.delenv("STEWARD_PORT", raising=False)
+    else:
+        monkeypatch.setenv("STEWARD_PORT", raw)
+    assert run.port_setting() == port
+    assert run.service_commands(port)["web"][-2] == f"127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("raw", ["", "0", "65536", "80a", "-1", " 8000", "8e3"])
+def test_a_steward_port_that_is_not_a_port_stops_make_run_before_it_starts_anything(raw):
+    ran = subprocess.run([sys.executable, "-m", "console.dev.run"], cwd=REPO, capture_output=True, text=True,
+                         env={**os.environ, "STEWARD_PORT": raw}, timeout=60)
+
+    assert ran.returncode == 1
+    assert "STEWARD_PORT must be a port number from 1 to 65535" in ran.stderr
+    assert ran.stdout == ""  # not even migrate ran
+
+
+def test_the_demos_notification_service_as_make_run_starts_it_drops_the_first_send():
+    argv = run.service_commands(8000)["notify"]
+    argv[argv.index("--port") + 1] = "0"  # any free port, not the demo's
+    with subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, text=True) as service:
+        try:
+            url = re.search(r"listening on (http://\S+)", service.stdout.readline()).group(1)
+            with pytest.raises(ConnectionError):  # performed, the receipt lost: `unknown`
+                call(url, {"to": "oncall@example.com"}, key="first")
+            assert call(url, {"to": "oncall@example.com"}, key="second")["op_id"] == "op-0002"
+        finally:
+            service.terminate()
+            service.wait(10)
