@@ -146,10 +146,11 @@ SELECT r.id, q, (ARRAY['fetch', 'plan', 'notify', 'sleep', 'publish'])[q + 1],
 FROM bench_scale_rank r, generate_series(0, 4) q;
 
 -- Two effects each (steps 2 and 4), committed. Ids 2k-1 and 2k, by the attempt that sent them.
-INSERT INTO steward_effect (id, key, task_id, step_seq, name, effect_class, keyed, state, request_digest,
+INSERT INTO steward_effect (id, key, task_id, tenant, step_seq, name, effect_class, keyed, state, request_digest,
                             receipt, error, attempt_id, epoch, sends, resend_approved, created_at, settled_at,
                             resolved_by, resolution_note)
 SELECT 2 * r.k - 2 + e, r.id || '/' || (e * 2) || '/' || CASE e WHEN 1 THEN 'notify' ELSE 'publish' END, r.id,
+       (SELECT t.tenant FROM steward_task t WHERE t.id = r.id),
        e * 2, CASE e WHEN 1 THEN 'notify' ELSE 'publish' END, 'reversible', true, 'committed', md5(r.k::text),
        jsonb_build_object('ref', 'r' || r.k || '-' || e), NULL, 2 * r.k - 2 + e, e, 1, false,
        r.at + (e * 40 - 10) * interval '1 ms', r.at + (e * 40 - 8) * interval '1 ms', '', ''

@@ -127,7 +127,7 @@ def _record_intent(call: _Call, *, effect_class: str, keyed: bool, digest: str) 
             fence(lease, "effect")
             faults.reach(faults.IN_EFFECT_INTENT, task_id=lease.task_id, step=call.name, epoch=lease.epoch)
             row = Effect.objects.create(
-                key=call.key, task_id=lease.task_id, step_seq=call.seq, name=call.name,
+                key=call.key, task_id=lease.task_id, tenant=lease.tenant, step_seq=call.seq, name=call.name,
                 effect_class=effect_class, keyed=keyed, state=states.INTENT, request_digest=digest,
                 attempt_id=lease.attempt_id, epoch=lease.epoch, sends=1,
             )

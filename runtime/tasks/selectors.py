@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from django.db.models import Q
+from django.db.models import Count, Q
+from django.utils import timezone
 
-from runtime import arguments, states
+from runtime import agents, arguments, states
 from runtime.audit import chain_of
 from runtime.errors import AmbiguousTaskId, InvalidInput, TaskNotFound
 from runtime.ids import epoch_ms, uuid7_floor
+from runtime.limits.services import default_pool_name
 from runtime.models import Attempt, AuditEvent, Effect, Step, Task
 from runtime.paging import Keyset, Page, keyset_page
 
@@ -27,9 +29,12 @@ class TaskDetail:
     audit: list[AuditEvent]
 
 
-def task_get(task_id) -> Task:
+def task_get(task_id, *, tenant: str | None = None) -> Task:
+    """The task, or TASK_NOT_FOUND. With `tenant`, a task of another tenant is not found
+    either: the web side never tells a stranger that an id exists."""
     try:
-        task = Task.objects.filter(id=task_id).first()
+        tasks = Task.objects.filter(id=task_id)
+        task = (tasks.filter(tenant=tenant) if tenant is not None else tasks).first()
     except Exception:  # noqa: BLE001 - a malformed UUID is not found, not a crash
         task = None
     if task is None:
@@ -147,3 +152,45 @@ def _id_range(created_after: datetime | None, created_before: datetime | None) -
     if created_before is not None:
         bounds &= Q(id__lt=uuid7_floor(epoch_ms(created_before) + 1))
     return bounds
+
+
+# --- counts and agents, for the dashboard and the agents page ---------------------------------
+
+RECENT = timedelta(hours=24)
+
+
+def task_counts(*, tenant: str) -> dict[str, int]:
+    """How many of a tenant's tasks are in each status: every live task, and the tasks
+    that finished among those created in the last 24 hours. Live statuses are few rows
+    each (task_tenant_status_id); finished ones grow without end, so they are counted
+    over a day's id range (ids carry their creation time) and the cost stays flat."""
+    counts = dict.fromkeys(states.TASK_STATUSES, 0)
+    live = Task.objects.filter(tenant=tenant, status__in=states.LIVE).values("status").annotate(n=Count("id"))
+    recent = Task.objects.filter(tenant=tenant, status__in=states.TERMINAL,
+                                 id__gte=uuid7_floor(epoch_ms(timezone.now() - RECENT)))
+    for row in [*live, *recent.values("status").annotate(n=Count("id"))]:
+        counts[row["status"]] = row["n"]
+    return counts
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    name: str
+    pool: str
+    description: str
+    input_schema: dict | None  # JSON Schema of the agent's input model, if it declares one
+
+
+def agent_list() -> list[AgentInfo]:
+    """The agents registered in this process (the web process registers the same
+    modules as the workers: STEWARD_AGENT_MODULES), by name."""
+    return [_info(spec) for spec in agents.registered()]
+
+
+def agent_get(name: str) -> AgentInfo:
+    return _info(agents.get(name))
+
+
+def _info(spec) -> AgentInfo:
+    schema = spec.input_schema.model_json_schema() if spec.input_schema is not None else None
+    return AgentInfo(spec.name, spec.pool or default_pool_name(), spec.description, schema)

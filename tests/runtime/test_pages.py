@@ -224,10 +224,10 @@ def test_a_page_thirty_pages_down_reads_as_few_rows_as_the_first(db):
             SELECT id, 1, 'w', 'first', created_at, created_at, created_at, created_at, 'complete'
             FROM steward_task""")
         cur.execute("""
-            INSERT INTO steward_effect (key, task_id, step_seq, name, effect_class, keyed, state, request_digest,
-                                        attempt_id, epoch, sends, resend_approved, created_at, resolved_by,
-                                        resolution_note)
-            SELECT t.id || '/0/send', t.id, 0, 'send', 'reversible', true,
+            INSERT INTO steward_effect (key, task_id, tenant, step_seq, name, effect_class, keyed, state,
+                                        request_digest, attempt_id, epoch, sends, resend_approved, created_at,
+                                        resolved_by, resolution_note)
+            SELECT t.id || '/0/send', t.id, t.tenant, 0, 'send', 'reversible', true,
                    CASE WHEN t.status = 'failed' THEN 'unknown' ELSE 'committed' END, 'd', a.id, 1, 1, false,
                    t.created_at, '', ''
             FROM steward_task t JOIN steward_attempt a ON a.task_id = t.id ORDER BY t.id""")
