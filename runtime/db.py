@@ -15,7 +15,7 @@ from importlib import resources
 
 import django.db
 import psycopg
-from django.db import connection
+from django.db import connection, transaction
 
 # What a lost or refused database connection raises: Django's wrappers for the ORM's
 # statements, psycopg's own for the runtime's (cursor() below bypasses Django's error
@@ -55,6 +55,20 @@ def fetchone(name: str, params: dict | tuple = ()):
 
 def fetchall(name: str, params: dict | tuple = ()):
     return execute(name, params).fetchall()
+
+
+_IDLE = psycopg.pq.TransactionStatus.IDLE.value  # compared with libpq's own int: no Python objects made
+
+
+def after_commit(cur: psycopg.Cursor, fn) -> None:
+    """Run `fn` once what `cur` just wrote is committed: at once in autocommit, else when
+    the surrounding transaction commits. For the hot paths, which have just run a
+    statement on `cur`: psycopg's own transaction status answers without the
+    thread-local lookups of Django's connection that transaction.on_commit() pays."""
+    if cur.connection.pgconn.transaction_status == _IDLE:
+        fn()
+    else:
+        transaction.on_commit(fn)
 
 
 def discard_connection() -> None:

@@ -91,7 +91,15 @@ def plain(value, *, what: str, limit: int, setting: str = "", string_keys: bool 
     3. check the text once for \\u0000 and lone surrogates, in keys and values alike
        (INVALID_STRING), and its size in UTF-8 bytes against `limit` (INPUT_TOO_LARGE).
     """
-    _walk(value, what, limit, string_keys)
+    kind = type(value)
+    if kind is int or kind is str or kind is bool or value is None:
+        # Most step outputs: nothing to walk, and an int or a bool encodes to plain ASCII.
+        if kind is int and not INT_MIN <= value <= INT_MAX:
+            raise _out_of_range(what)
+        if kind is not str:
+            return _encoder.encode(value)
+    else:
+        _walk(value, what, limit, string_keys)
     try:
         text = _encoder.encode(value)
     except (TypeError, ValueError) as exc:  # a type the walk left to the encoder

@@ -10,8 +10,6 @@ import json
 import time
 from dataclasses import dataclass
 
-from django.db import transaction
-
 from runtime import db
 from runtime.encoding import decode
 from runtime.errors import Fenced
@@ -60,7 +58,7 @@ def write(lease, *, seq: int, name: str, kind: str, output: str | None = None, e
     )
     if cur.rowcount != 1:
         raise _refusal(lease.task_id, lease.epoch, seq)
-    transaction.on_commit(lambda: meter.count("steps"))  # at once, outside a transaction
+    db.after_commit(cur, lambda: meter.count("steps"))
 
 
 def _refusal(task_id, epoch: int, seq: int) -> BaseException:

@@ -13,7 +13,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import connection
 
 from runtime import config, db, faults, outages
 from runtime.meter import meter
@@ -56,12 +56,13 @@ def claim_next(*, pool: str, worker: str) -> Claim | None:
     """Claim the oldest queued task of `pool` if a slot is free (runtime/sql/claim.sql)."""
     db.cursor()  # check the connection out first, so a fault test can cut it under us
     faults.reach(faults.BEFORE_CLAIM, task_id=pool, step="claim", epoch=0)
-    row = db.fetchone("claim", {"pool": pool, "worker": worker, "lease": config.lease_seconds()})
+    cur = db.execute("claim", {"pool": pool, "worker": worker, "lease": config.lease_seconds()})
+    row = cur.fetchone()
     if row is None:
         return None
     task_id, epoch, reason, agent, input, tenant, owner, parent_id, root_id, pool, attempt_id, waited = row
     # Counted once the claim commits: it may share a transaction with an attempt's end.
-    transaction.on_commit(lambda: meter.waited(waited))
+    db.after_commit(cur, lambda: meter.waited(waited))
     lease = Lease(task_id, epoch, tenant, pool, parent_id, worker, attempt_id)
     return Claim(lease, reason, agent, input, owner, root_id)
 

@@ -63,7 +63,8 @@ def end_attempt(lease: Lease, event: str, *, output: str | None = None, error: d
 
 
 def _end(params: dict, lease: Lease) -> None:
-    row = db.fetchone("attempt_end", params)
+    cur = db.execute("attempt_end", params)
+    row = cur.fetchone()
     if row is None:
         raise Fenced(lease.task_id, lease.epoch, "status")
     pool, status = row
@@ -71,7 +72,7 @@ def _end(params: dict, lease: Lease) -> None:
         dispatch.pool_has_work(pool)
     if params["end_reason"] in ("complete", "fail"):
         counted = "completed" if params["end_reason"] == "complete" else "failed"
-        transaction.on_commit(lambda: meter.count(counted))
+        db.after_commit(cur, lambda: meter.count(counted))
 
 
 def wake_parent(*, parent_id, child_id, actor: str) -> None:
