@@ -25,7 +25,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from console.dev.demo.logins import DEMO_OPERATOR
+from console.dev.demo.logins import DEMO_ADMIN, DEMO_PEOPLE
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -96,9 +96,10 @@ def port_setting() -> int:
 
 def summary(port: int) -> list[str]:
     base = f"http://127.0.0.1:{port}"
-    username, password = DEMO_OPERATOR
-    rows = [*((name, base + path) for name, path in PAGES.items()),
-            ("login", f"{username} / {password}  (the demo operator)"),
+    people = [(f"login {username}", f"{username} / {password}  ({role} of {tenant})")
+              for username, (tenant, role, password) in DEMO_PEOPLE.items()]
+    rows = [*((name, base + path) for name, path in PAGES.items()), *people,
+            ("admin login", f"{DEMO_ADMIN[0]} / {DEMO_ADMIN[1]}  (the Django admin)"),
             ("CLI", ".venv/bin/python manage.py steward tasks  (in a second terminal)"),
             ("stop", "Ctrl-C stops every process; the data stays for the next `make run`")]
     width = max(len(name) for name, _ in rows)

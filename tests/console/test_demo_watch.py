@@ -8,14 +8,14 @@ import io
 from django.core.management import call_command
 from django.utils import timezone
 
-from console.dev.demo.seed import DEMO_TENANT, seed_demo
+from console.dev.demo.seed import seed_demo
 from console.dev.demo.watch import DemoWatch
 from runtime import states
 from runtime.models import Attempt, Effect, Task
 
 
-def seeded(agent: str) -> Task:
-    return Task.objects.get(tenant=DEMO_TENANT, agent=agent, parent__isnull=True)
+def seeded(agent: str, tenant: str = "acme") -> Task:
+    return Task.objects.get(tenant=tenant, agent=agent, parent__isnull=True)
 
 
 def blocked_on_an_unknown_send(task: Task, epoch: int) -> Effect:
@@ -45,39 +45,44 @@ def test_the_watch_says_nothing_while_the_demo_runs_and_a_line_when_a_task_needs
     effect = blocked_on_an_unknown_send(notify, epoch=1)
     (line,) = watch.poll()
 
-    assert line.startswith(f"demo task notify.send {notify.id} is blocked: effect #{effect.id} ('send')")
+    assert line.startswith(f"demo task notify.send {notify.id} (acme) is blocked: effect #{effect.id} ('send')")
     assert "steward effects --state unknown" in line
     assert f".venv/bin/python manage.py steward resolve-effect {effect.id} --as committed|failed|retry" in line
     assert watch.poll() == []  # said once
 
     blocked_on_an_unknown_send(notify, epoch=2)  # resolved and blocked again between two looks
-    assert [line.split(":")[0] for line in watch.poll()] == [f"demo task notify.send {notify.id} is blocked"]
+    assert [line.split(":")[0] for line in watch.poll()] == [f"demo task notify.send {notify.id} (acme) is blocked"]
 
 
 def test_the_watch_says_when_each_task_finishes_and_when_all_have(db):
     seed_demo(actor="demo-seed")
     watch = DemoWatch()
     research, notify = seeded("research.batch"), seeded("notify.send")
+    other = seeded("research.batch", tenant="globex")
 
     finish(research)
     (line,) = watch.poll()
-    assert line.startswith(f"demo task research.batch {research.id} completed (") and not watch.done
+    assert line.startswith(f"demo task research.batch {research.id} (acme) completed (") and not watch.done
 
     finish(notify, states.CANCELLED)
-    assert watch.poll() == [f"demo task notify.send {notify.id} cancelled", "every demo task has finished"]
+    assert watch.poll() == [f"demo task notify.send {notify.id} (acme) cancelled"] and not watch.done
+    finish(other)
+    (line, last) = watch.poll()
+    assert line.startswith(f"demo task research.batch {other.id} (globex) completed (")
+    assert last == "every demo task has finished"
     assert watch.done and watch.poll() == []
 
 
 def test_watch_demo_prints_those_lines_and_exits_once_every_demo_task_has_finished(db):
     seed_demo(actor="demo-seed")
-    for agent in ("research.batch", "notify.send"):
-        finish(seeded(agent))
+    for tenant, agent in (("acme", "research.batch"), ("acme", "notify.send"), ("globex", "research.batch")):
+        finish(seeded(agent, tenant))
     out = io.StringIO()
 
     call_command("watch_demo", "--interval", "0.1", stdout=out)
 
     lines = out.getvalue().splitlines()
-    assert len(lines) == 3 and lines[-1] == "every demo task has finished"
+    assert len(lines) == 4 and lines[-1] == "every demo task has finished"
 
 
 def test_the_watch_waits_quietly_for_a_demo_that_was_not_seeded(db):

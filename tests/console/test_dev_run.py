@@ -13,7 +13,7 @@ import pytest
 
 from console.dev import run
 from console.dev.demo.fake_service import call
-from console.dev.demo.logins import DEMO_OPERATOR
+from console.dev.demo.logins import DEMO_ADMIN, DEMO_PEOPLE
 from tests.harness import REPO
 
 
@@ -22,7 +22,9 @@ def test_the_summary_names_the_pages_on_the_chosen_port_the_demo_login_and_how_t
 
     assert "http://127.0.0.1:8031/\n" in text and "http://127.0.0.1:8031/admin/\n" in text
     assert "8000" not in text
-    assert f"{DEMO_OPERATOR[0]} / {DEMO_OPERATOR[1]}" in text
+    for username, (tenant, role, password) in DEMO_PEOPLE.items():
+        assert f"{username} / {password}  ({role} of {tenant})" in text
+    assert f"{DEMO_ADMIN[0]} / {DEMO_ADMIN[1]}" in text
     assert "Ctrl-C stops every process" in text
     assert ".venv/bin/python manage.py steward tasks" in text
 

@@ -1,4 +1,12 @@
-"""The demo's login, in a module without Django: `make run` (console/dev/run.py) prints it
-in its summary, and console/dev/demo/seed.py creates it (debug only)."""
+"""The demo's people, in a module without Django: `make run` (console/dev/run.py) prints
+them in its summary, and console/dev/demo/seed.py creates them (debug only, never in a
+deploy). Each belongs to one tenant with one role; `admin` is a superuser for /admin/."""
 
-DEMO_OPERATOR = ("alice", "steward-demo")  # (username, password): a superuser, for the admin
+# username -> (tenant, role, password)
+DEMO_PEOPLE = {
+    "alice": ("acme", "operator", "alice-demo"),
+    "bob": ("acme", "viewer", "bob-demo"),
+    "carol": ("globex", "operator", "carol-demo"),
+}
+DEMO_TENANTS = {"acme": "Acme Research", "globex": "Globex"}
+DEMO_ADMIN = ("admin", "admin-demo")

@@ -4,7 +4,7 @@ has something to look at. It only reads (runtime/tasks/selectors.py)."""
 
 from __future__ import annotations
 
-from console.dev.demo.seed import DEMO_TENANT, TASKS
+from console.dev.demo.seed import TASKS
 from runtime import states
 from runtime.effects.selectors import effect_page
 from runtime.errors import TaskNotFound
@@ -24,7 +24,7 @@ class DemoWatch:
     two polls is on a later attempt, so it is announced again though its status is the same."""
 
     def __init__(self):
-        self.keys = [key for key, _, _ in TASKS]
+        self.keys = [(tenant, key) for tenant, key, *_ in TASKS]
         self.said: dict[str, tuple[str, int] | None] = dict.fromkeys(self.keys)  # key -> last announced
         self.finished: set[str] = set()
 
@@ -35,8 +35,9 @@ class DemoWatch:
     def poll(self) -> list[str]:
         lines = []
         for key in self.keys:
+            tenant, caller_key = key
             try:
-                task = task_for_key(tenant=DEMO_TENANT, key=key)
+                task = task_for_key(tenant=tenant, key=caller_key)
             except TaskNotFound:
                 continue  # not seeded (yet): nothing to say
             if task.status in states.TERMINAL:
@@ -50,7 +51,7 @@ class DemoWatch:
 
 
 def _line(task) -> str:
-    name = f"demo task {task.agent} {task.id}"
+    name = f"demo task {task.agent} {task.id} ({task.tenant})"
     if task.status == states.COMPLETED:
         took = (task.finished_at - task.created_at).total_seconds()
         return f"{name} completed ({took:.0f} s after it was submitted)"
