@@ -192,5 +192,5 @@ def agent_get(name: str) -> AgentInfo:
 
 
 def _info(spec) -> AgentInfo:
-    schema = spec.input_schema.model_json_schema() if spec.input_schema is not None else None
+    schema = spec.input_model.model_json_schema() if spec.input_model is not None else None
     return AgentInfo(spec.name, spec.pool or default_pool_name(), spec.description, schema)
