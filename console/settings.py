@@ -34,6 +34,9 @@ INSTALLED_APPS = [
     "guardian",
     "django_htmx",
     "template_partials",
+    # Only for its templates and static files: the API docs page then loads Swagger UI
+    # from our own static files instead of a CDN (ninja/openapi/docs.py).
+    "ninja",
     "runtime",
     "console",
 ]

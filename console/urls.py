@@ -2,7 +2,10 @@ from django.contrib import admin
 from django.urls import path
 from django.views.generic import RedirectView
 
+from console.api.api import api
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("api/v1/", api.urls),
 ]

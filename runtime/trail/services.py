@@ -14,8 +14,11 @@ from django.db import connection, transaction
 
 from runtime import arguments, db
 from runtime.audit import acting_through, audit_append
+from runtime.models import AuditEvent
+from runtime.trail.seals import seal_problems
 
-__all__ = ["acting_through", "audit_record", "audit_verify", "audit_problems", "Tampered", "Progress"]
+__all__ = ["acting_through", "audit_record", "audit_verify", "audit_problems", "audit_check", "Tampered", "Progress",
+           "TrailCheck"]
 
 
 def audit_record(*, actor: str, tenant: str, kind: str, data: dict | None = None, task_id=None) -> int:
@@ -174,3 +177,48 @@ def _batch(name: str, params: dict) -> list:
     # trail it could choose to sort the whole table for every batch. Planning each
     # batch for its own parameters costs well under a millisecond.
     return db.execute(name, params, prepare=False).fetchall()
+
+
+@dataclass(frozen=True)
+class TrailCheck:
+    """What verifying the trail found for one tenant."""
+
+    rows: int                   # rows whose hash and link were recomputed (the whole trail)
+    seconds: float
+    problems: list[Tampered]    # the tenant's tampered rows, by id
+    seal_problems: list         # seals.SealProblem: the tenant's seal chain, and sealed heads gone
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not self.seal_problems
+
+    @property
+    def first_bad(self) -> Tampered | None:
+        return self.problems[0] if self.problems else None
+
+
+def audit_check(*, tenant: str) -> TrailCheck:
+    """Verify the trail for an operator of `tenant` (the API's and the console's verify).
+
+    1. Recompute every chain's hashes and links (audit_problems): the whole trail, since
+       its fast path streams all chains in index order, and one tenant's chains (one per
+       task) would cost a query each.
+    2. Keep only the tampered rows of `tenant`: another tenant's trail is not theirs to
+       see. A row removed from the middle of a chain shows as a gap at the row after it,
+       which is still there to say whose it was.
+    3. Check the tenant's seals (runtime/trail/seals.py): the seal chain itself, and
+       every sealed chain head that is missing or changed (a chain's newest rows, or a
+       whole chain, deleted), which no link can show.
+    """
+    arguments.tenant(tenant)
+    began, rows = time.monotonic(), [0]
+
+    def progress(p: Progress) -> None:
+        rows[0] = max(rows[0], p.rows)
+
+    found = audit_problems(progress=progress)
+    theirs = set(AuditEvent.objects.filter(id__in=[bad.id for bad in found], tenant=tenant)
+                 .values_list("id", flat=True)) if found else set()
+    problems = sorted((bad for bad in found if bad.id in theirs), key=lambda bad: bad.id)
+    return TrailCheck(rows=rows[0], seconds=round(time.monotonic() - began, 3), problems=problems,
+                      seal_problems=seal_problems(tenant=tenant))
