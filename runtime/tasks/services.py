@@ -109,8 +109,12 @@ def validate_input(spec: agents.AgentSpec, value) -> tuple[str, str]:
             spec.input_model.model_validate(value)
         except Exception as exc:  # pydantic.ValidationError; runtime does not import pydantic
             errors = exc.errors(include_url=False) if hasattr(exc, "errors") else str(exc)
+            # `fields` is the same list the API's own request validation answers
+            # (each failing field's location and why); `errors` is pydantic's full account.
+            fields = [{"loc": ["input", *(str(p) for p in e.get("loc", ()))], "msg": str(e.get("msg", "invalid"))}
+                      for e in errors] if isinstance(errors, list) else [{"loc": ["input"], "msg": errors}]
             raise InvalidInput(f"input does not match {spec.name}'s schema: {_schema_problems(errors)}",
-                               errors=json.loads(json.dumps(errors, default=str))) from None
+                               errors=json.loads(json.dumps(errors, default=str)), fields=fields) from None
     return text, digest
 
 
