@@ -9,11 +9,11 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 from ninja import Path, Router, Schema
-from pydantic import AwareDatetime, Field
+from pydantic import Field
 
 from console.api.auth import operating, principal
 from console.api.errors import ERRORS
-from console.api.schemas import MAX_LIMIT, Name, Page, cursor_query, limit_query, page_of
+from console.api.schemas import MAX_LIMIT, Moment, Name, Page, cursor_query, limit_query, page_of
 from runtime.trail.selectors import audit_get, audit_page
 from runtime.trail.services import audit_check
 
@@ -74,7 +74,7 @@ def bad_out(bad) -> dict:
 
 @router.get("/audit", response={200: Page[AuditEventOut], **ERRORS}, summary="Query the audit trail, newest first")
 def list_events(request, actor: Name | None = None, task: uuid.UUID | None = None, kind: Name | None = None,
-                since: AwareDatetime | None = None, until: AwareDatetime | None = None,
+                since: Moment | None = None, until: Moment | None = None,
                 cursor: str | None = cursor_query(), limit: int = limit_query()):
     """`since` is inclusive, `until` exclusive. With `task`, that task's chain in order."""
     page = audit_page(tenant=principal(request).tenant, task=task, actor=actor, kind=kind, since=since,
@@ -86,7 +86,7 @@ def list_events(request, actor: Name | None = None, task: uuid.UUID | None = Non
             openapi_extra={"responses": {200: {"description": "one event per line, as in GET /audit",
                                                "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}}})
 def export(request, actor: Name | None = None, task: uuid.UUID | None = None, kind: Name | None = None,
-           since: AwareDatetime | None = None, until: AwareDatetime | None = None):
+           since: Moment | None = None, until: Moment | None = None):
     """Exactly the events GET /audit would page through with the same filters, newest
     first, each with its hash-chain position (chain, chain_seq, prev_hash, hash), so a
     copy kept elsewhere can be re-verified. Streamed page by page: memory stays flat

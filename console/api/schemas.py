@@ -6,10 +6,11 @@ The constraints live in the schema, so the OpenAPI document states them and a cl
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Annotated, Generic, TypeVar
 
 from ninja import Query, Schema
-from pydantic import Field, StringConstraints
+from pydantic import AfterValidator, AwareDatetime, Field, StringConstraints
 
 T = TypeVar("T")
 
@@ -19,6 +20,21 @@ T = TypeVar("T")
 PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=PRINTABLE)]
 PoolName = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[a-z0-9][a-z0-9_.-]*$")]
+
+
+
+def _in_utc(value: datetime) -> datetime:
+    # PostgreSQL compares in UTC, and an offset can carry a valid local time past
+    # datetime's range there (9999-12-31T23:59-23:59): refuse it here as a field error.
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError("this time, in UTC, is outside years 1 to 9999") from None
+
+
+# A time a filter compares with: with its offset (a naive time would mean the server's
+# zone), and within datetime's range in UTC.
+Moment = Annotated[AwareDatetime, AfterValidator(_in_utc)]
 
 MAX_LIMIT = 500  # runtime/paging.py MAX_LIMIT: the largest page any list serves
 

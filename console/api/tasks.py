@@ -8,13 +8,13 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ninja import Header, Router, Schema, Status
-from pydantic import AwareDatetime, Field
+from pydantic import Field
 
 from console.api.audit import AuditEventOut, audit_out
 from console.api.auth import operating, principal
 from console.api.effects import EffectOut, effect_out
 from console.api.errors import ERRORS
-from console.api.schemas import Name, Page, PoolName, cursor_query, limit_query, page_of
+from console.api.schemas import Moment, Name, Page, PoolName, cursor_query, limit_query, page_of
 from runtime import states
 from runtime.effects.selectors import effect_page
 from runtime.tasks.selectors import attempt_page, step_page, task_get, task_page
@@ -147,7 +147,7 @@ def submit(request, body: TaskSubmit,
 @router.get("/tasks", response={200: Page[TaskSummary], **ERRORS}, summary="List tasks, newest first")
 def list_tasks(request, status: TaskStatus | None = None, agent: Name | None = None, pool: PoolName | None = None,
                parent: uuid.UUID | None = None, root: uuid.UUID | None = None,
-               created_after: AwareDatetime | None = None, created_before: AwareDatetime | None = None,
+               created_after: Moment | None = None, created_before: Moment | None = None,
                cursor: str | None = cursor_query(), limit: int = limit_query()):
     """Keyset pages (docs/api.md): tasks submitted while a client pages never make a page
     repeat or skip a task. `created_after` is inclusive, `created_before` exclusive."""

@@ -11,12 +11,12 @@ from typing import Literal
 
 from django.contrib.auth import get_user_model
 from ninja import Path, Router, Schema, Status
-from pydantic import AwareDatetime, Field
+from pydantic import Field
 
 from console.access import token_create, token_revoke, tokens_visible_to
 from console.api.auth import operating, principal
 from console.api.errors import ERRORS
-from console.api.schemas import Name
+from console.api.schemas import Moment, Name
 from console.models import SCOPES
 from runtime.errors import TokenNotFound
 
@@ -46,7 +46,7 @@ class NewTokenOut(TokenOut):
 class TokenCreate(Schema):
     name: str = Field(min_length=1, max_length=100)
     scope: Literal[SCOPES] = "read"
-    expires_at: AwareDatetime | None = Field(None, description="refused from then on; none: until revoked")
+    expires_at: Moment | None = Field(None, description="refused from then on; none: until revoked")
     owner: Name | None = Field(None, description="another member's username (admins only)")
 
 
