@@ -8,6 +8,7 @@ from ninja import NinjaAPI
 
 from console.api import agents, audit, effects, errors, health, pools, tasks, tokens
 from console.api.auth import BearerToken
+from console.api.schemas import Renderer
 
 api = NinjaAPI(
     title="Steward API",
@@ -17,6 +18,7 @@ api = NinjaAPI(
     urls_namespace="api",
     auth=BearerToken(),
     parser=errors.JsonParser(),
+    renderer=Renderer(),
 )
 errors.install(api)
 for module in (tasks, agents, effects, pools, audit, tokens, health):

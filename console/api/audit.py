@@ -13,7 +13,7 @@ from pydantic import Field
 
 from console.api.auth import operating, principal
 from console.api.errors import ERRORS
-from console.api.schemas import MAX_LIMIT, Moment, Name, Page, cursor_query, limit_query, page_of
+from console.api.schemas import MAX_LIMIT, Encoder, Moment, Name, Page, cursor_query, limit_query, page_of
 from runtime.trail.selectors import audit_get, audit_page
 from runtime.trail.services import audit_check
 
@@ -99,7 +99,7 @@ def export(request, actor: Name | None = None, task: uuid.UUID | None = None, ki
         page = first
         while True:
             for event in page.items:
-                yield json.dumps(audit_out(event), default=str, separators=(",", ":")) + "\n"
+                yield json.dumps(audit_out(event), cls=Encoder, separators=(",", ":")) + "\n"
             if page.next is None:
                 return
             page = audit_page(**query, after=page.next, limit=MAX_LIMIT)

@@ -10,6 +10,8 @@ from datetime import datetime, timezone
 from typing import Annotated, Generic, TypeVar
 
 from ninja import Query, Schema
+from ninja.renderers import JSONRenderer
+from ninja.responses import NinjaJSONEncoder
 from pydantic import AfterValidator, AwareDatetime, Field, StringConstraints
 
 T = TypeVar("T")
@@ -58,3 +60,18 @@ class Page(Schema, Generic[T]):
 
 def page_of(page, convert) -> dict:
     return {"items": [convert(item) for item in page.items], "next_cursor": page.next}
+
+
+class Encoder(NinjaJSONEncoder):
+    """Times to the microsecond, as stored. Django's encoder cuts them to milliseconds,
+    and an audit row's `at` is part of its hash: an export must carry it exactly for a
+    copy to be re-verified, and a `since` taken from a listed time must not skip ahead."""
+
+    def default(self, o):
+        if isinstance(o, datetime):
+            return o.isoformat()
+        return super().default(o)
+
+
+class Renderer(JSONRenderer):
+    encoder_class = Encoder
