@@ -4,13 +4,49 @@ own static files, never a CDN: "ninja" is in INSTALLED_APPS). docs/api.md is the
 
 from __future__ import annotations
 
+import functools
+
+from django.http import HttpResponseNotAllowed, JsonResponse
+from django.urls import re_path
 from ninja import NinjaAPI
 
 from console.api import agents, audit, effects, errors, health, pools, tasks, tokens
 from console.api.auth import BearerToken
 from console.api.schemas import Renderer
 
-api = NinjaAPI(
+
+class StewardAPI(NinjaAPI):
+    """NinjaAPI whose every answer under /api/v1/ has the error shape: ninja answers a
+    method a path lacks with a plain-text 405, and Django a path with no route with an
+    HTML 404, both outside ninja's exception handlers."""
+
+    @property
+    def urls(self):
+        patterns, app_name, namespace = super().urls
+        for pattern in patterns:
+            pattern.callback = _json_405(pattern.callback)
+        return [*patterns, re_path(r"^.*$", _no_route)], app_name, namespace
+
+
+def _json_405(view):
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        response = view(request, *args, **kwargs)
+        if isinstance(response, HttpResponseNotAllowed):
+            allowed = response["Allow"]
+            response = JsonResponse({"code": "METHOD_NOT_ALLOWED", "message": f"{request.method} is not one of "
+                                     f"{allowed} here", "details": {"allowed": allowed.split(", ")}}, status=405)
+            response["Allow"] = allowed
+        return response
+    return wrapped
+
+
+def _no_route(request):
+    return JsonResponse({"code": errors.NOT_FOUND, "message": f"no route {request.path[:200]}", "details": {}},
+                        status=404)
+
+
+api = StewardAPI(
     title="Steward API",
     version="1",
     description="Trigger and steer durable agent tasks, reconcile effects, review and verify the audit "

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from runtime.models import Task
-from tests.api.conftest import assert_error
+from tests.api.conftest import Api, assert_error
 
 DEEP = "[" * 100_000 + "]" * 100_000  # past Python's recursion limit when parsed
 
@@ -119,6 +119,8 @@ def test_a_hostile_resolution_is_422_and_leaves_the_effect_unknown(alice, body, 
     assert effect.state == "unknown"
 
 
-def test_a_path_with_no_route_is_a_404(alice):
-    response = alice.get("no/such/route")
-    assert response.status_code == 404
+def test_a_path_with_no_route_or_a_method_it_lacks_answers_in_the_error_shape(alice):
+    assert_error(alice.get("no/such/route"), 404, "NOT_FOUND")
+    assert_error(Api(None).get("no/such/route"), 404, "NOT_FOUND")
+    refused = assert_error(alice.call("PUT", "tasks", {}), 405, "METHOD_NOT_ALLOWED")
+    assert set(refused["details"]["allowed"]) == {"GET", "POST"}
