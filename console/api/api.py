@@ -34,7 +34,7 @@ def _json_405(view):
         response = view(request, *args, **kwargs)
         if isinstance(response, HttpResponseNotAllowed):
             allowed = response["Allow"]
-            response = JsonResponse({"code": "METHOD_NOT_ALLOWED", "message": f"{request.method} is not one of "
+            response = JsonResponse({"code": errors.METHOD_NOT_ALLOWED, "message": f"{request.method} is not one of "
                                      f"{allowed} here", "details": {"allowed": allowed.split(", ")}}, status=405)
             response["Allow"] = allowed
         return response

@@ -26,10 +26,12 @@ log = logging.getLogger("console.api")
 # Codes only the HTTP layer produces (the runtime's are in runtime/errors.py).
 INVALID_REQUEST = "INVALID_REQUEST"      # 422: a path, query, header or body field does not validate
 MALFORMED_JSON = "MALFORMED_JSON"        # 400: the body is not JSON
-INVALID_ENCODING = "INVALID_ENCODING"    # 400: the body is not UTF-8 (runtime's code, same meaning)
+BODY_NOT_UTF8 = "BODY_NOT_UTF8"          # 400: the body's bytes are not UTF-8
 UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"  # 415: a body that is not application/json
 BODY_TOO_LARGE = "BODY_TOO_LARGE"        # 413: past DATA_UPLOAD_MAX_MEMORY_SIZE, before it is parsed
 NOT_FOUND = "NOT_FOUND"                  # 404: a path with no route
+METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"  # 405: a method the path does not serve
+BAD_REQUEST = "BAD_REQUEST"              # 400: any other refusal ninja raises on its own
 INTERNAL = "INTERNAL"                    # 500: a bug of ours; never bad input
 
 
@@ -68,7 +70,7 @@ class JsonParser(Parser):
         try:
             text = request.body.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise BodyError(400, INVALID_ENCODING, f"the body is not UTF-8 (byte {exc.start})") from None
+            raise BodyError(400, BODY_NOT_UTF8, f"the body is not UTF-8 (byte {exc.start})") from None
         try:
             return json.loads(text, parse_constant=_refuse_constant)
         except RecursionError:
@@ -113,8 +115,8 @@ def install(api: NinjaAPI) -> None:
             return error_response(api, request, cause.status, cause.code, cause.message)
         if isinstance(cause, RequestDataTooBig):
             return too_big(request, cause)
-        code = {400: MALFORMED_JSON if "parse" in exc.message else "BAD_REQUEST", 404: NOT_FOUND}.get(
-            exc.status_code, "HTTP_ERROR")
+        code = {400: MALFORMED_JSON if "parse" in exc.message else BAD_REQUEST, 404: NOT_FOUND}.get(
+            exc.status_code, BAD_REQUEST)
         return error_response(api, request, exc.status_code, code, exc.message)
 
     @api.exception_handler(RequestDataTooBig)

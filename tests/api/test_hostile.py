@@ -24,7 +24,7 @@ BODIES = [
     ("nan", b'{"agent": "t.steps", "input": {"x": NaN}}', "application/json", 400, "MALFORMED_JSON"),
     ("deep-nesting-unparseable", DEEP.encode(), "application/json", 400, "MALFORMED_JSON"),
     ("latin-1-bytes", '{"agent": "t.steps", "input": {"q": "café"}}'.encode("latin-1"), "application/json", 400,
-     "INVALID_ENCODING"),
+     "BODY_NOT_UTF8"),
     ("text-plain", b'{"agent": "t.steps"}', "text/plain", 415, "UNSUPPORTED_MEDIA_TYPE"),
     ("form", b"agent=t.steps", "application/x-www-form-urlencoded", 415, "UNSUPPORTED_MEDIA_TYPE"),
     ("charset-latin-1", b'{"agent": "t.steps"}', "application/json; charset=latin-1", 415, "UNSUPPORTED_MEDIA_TYPE"),
