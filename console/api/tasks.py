@@ -200,8 +200,9 @@ def audit(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limi
 
 @router.post("/tasks/{task_id}/cancel", response={200: Cancelled, **ERRORS},
              summary="Cancel a task and its live descendants")
-def cancel(request, task_id: uuid.UUID, body: Cancel):
-    """A finished task is INVALID_TRANSITION (409), whoever finished it."""
+def cancel(request, task_id: uuid.UUID, body: Cancel | None = None):
+    """A finished task is INVALID_TRANSITION (409), whoever finished it. The body is optional."""
+    body = body or Cancel()
     with operating(request) as who:
         task = task_get(task_id, tenant=who.tenant)
         return {"cancelled": task_cancel(task_id=task.id, actor=who.actor, reason=body.reason)}
@@ -209,8 +210,10 @@ def cancel(request, task_id: uuid.UUID, body: Cancel):
 
 @router.post("/tasks/{task_id}/resume", response={200: TaskOut, **ERRORS},
              summary="Queue a dead, failed or cancelled task again")
-def resume(request, task_id: uuid.UUID, body: Resume):
-    """Refused (409) while its last attempt has not stopped, or from any other status."""
+def resume(request, task_id: uuid.UUID, body: Resume | None = None):
+    """Refused (409) while its last attempt has not stopped, or from any other status.
+    The body is optional."""
+    body = body or Resume()
     with operating(request) as who:
         task = task_get(task_id, tenant=who.tenant)
         task_resume(task_id=task.id, actor=who.actor, note=body.note)

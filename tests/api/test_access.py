@@ -151,3 +151,18 @@ def test_resolving_an_effect_unblocks_its_task(alice, world):
     again = alice.post(f"effects/{world.effect.id}/resolve", {"outcome": "failed"})
     assert_error(again, 409, "INVALID_TRANSITION")
     assert Effect.objects.get(id=world.effect.id).state == "committed"
+
+
+def test_a_token_request_needs_no_csrf_token_and_a_session_cookie_alone_is_no_credential(people, tokens, world):
+    """The API authenticates by token only: Django's CSRF check (which protects cookie
+    sessions) does not stand in a token client's way, and a signed-in browser's session
+    cookie does not authenticate an API call, so a cross-site form cannot act."""
+    from django.test import Client  # noqa: PLC0415
+
+    strict = Client(enforce_csrf_checks=True)
+    made = strict.post("/api/v1/tasks", {"agent": "t.steps"}, content_type="application/json",
+                       headers={"Authorization": f"Bearer {tokens.alice}"})
+    assert made.status_code == 201, made.content[:300]
+    strict.force_login(people.alice)
+    assert_error(strict.post("/api/v1/tasks", {"agent": "t.steps"}, content_type="application/json"), 401,
+                 "AUTH_REQUIRED")

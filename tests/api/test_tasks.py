@@ -170,3 +170,9 @@ def test_cancel_stops_a_live_task_once_and_resume_queues_it_again(alice):
 def test_an_unknown_task_is_404(alice):
     assert_error(alice.get(f"tasks/{uuid.uuid4()}"), 404, "TASK_NOT_FOUND")
     assert_error(alice.post(f"tasks/{uuid.uuid4()}/cancel", {"reason": ""}), 404, "TASK_NOT_FOUND")
+
+
+def test_cancel_and_resume_take_no_body_as_well(alice):
+    task_id = submit(alice).json()["id"]
+    assert alice.call("POST", f"tasks/{task_id}/cancel").json() == {"cancelled": [task_id]}
+    assert alice.call("POST", f"tasks/{task_id}/resume").json()["status"] == "queued"
