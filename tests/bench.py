@@ -11,6 +11,8 @@ processes. Progress and details go to stderr; stdout carries only the JSON.
     worker_rss_growth_pct  a worker's RSS after 10,000 more steps, against after warm-up
     submit_backlog_ratio   submits/s into a pool holding 50,000 queued tasks over submits/s
                            into an empty pool, alternating, in the same run (no workers)
+    api_submit_ms_p50      POST /api/v1/tasks over HTTP with a token, median (tests/bench_api.py)
+    api_submit_per_s       the same submits, one caller, per second
 
 STEWARD_BENCH_DB names the database (default steward_bench); it is dropped and made anew.
 """
@@ -250,6 +252,10 @@ def main() -> None:
         fleet.stop_all()
     log("submit backlog")
     backlog_ratio = submit_backlog_ratio()
+    log("api submit")
+    from tests.bench_api import api_submit
+
+    api_p50, api_rate = api_submit()
     result = {
         "raw_insert_per_s": round(raw),
         "steps_per_s": round(steps),
@@ -258,6 +264,8 @@ def main() -> None:
         "dispatch_ms_p99": round(p99, 2),
         "worker_rss_growth_pct": round(rss, 2),
         "submit_backlog_ratio": round(backlog_ratio, 2),
+        "api_submit_ms_p50": round(api_p50, 2),
+        "api_submit_per_s": round(api_rate, 1),
     }
     log(f"steps/raw = {steps / raw:.2f}")
     print(json.dumps(result))
