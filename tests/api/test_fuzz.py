@@ -3,8 +3,8 @@ route is sent (valid, and by negative generation invalid, values), it never answ
 5xx, and every 4xx carries the error shape {code, message, details}.
 
 A bounded number of examples per route keeps the run under two minutes on a small
-machine; hypothesis's example database is off, so a run never replays an earlier run's
-failures (each run is the same size) and CI and developers run the same examples' kinds.
+machine; hypothesis's example database is off, so no run replays an earlier run's
+failures and every run has the same size.
 """
 
 from __future__ import annotations
