@@ -98,7 +98,7 @@ def install(api: NinjaAPI) -> None:
 
     @api.exception_handler(ValidationError)
     def invalid_request(request, exc: ValidationError):
-        fields = [{"loc": [str(part) for part in e.get("loc", ())], "msg": str(e.get("msg", "invalid")),
+        fields = [{"loc": _where(e.get("loc", ())), "msg": str(e.get("msg", "invalid")),
                    "type": str(e.get("type", ""))} for e in exc.errors]
         shown = "; ".join(f"{'.'.join(f['loc'])}: {f['msg']}" for f in fields[:5])
         return error_response(api, request, 422, INVALID_REQUEST, f"the request does not validate: {shown}",
@@ -131,6 +131,13 @@ def install(api: NinjaAPI) -> None:
     def internal(request, exc):
         log.exception("API %s %s failed", request.method, request.path)
         return error_response(api, request, 500, INTERNAL, "internal error; it is logged")
+
+
+def _where(loc) -> list[str]:
+    """A field's location as a client wrote it: ninja puts a body's parameter name after
+    "body" (["body", "body", "agent"]), which names our function, not the request."""
+    parts = [str(part) for part in loc]
+    return [parts[0], *parts[2:]] if parts[:1] == ["body"] and len(parts) >= 2 else parts
 
 
 def _plain(details: dict) -> dict:
