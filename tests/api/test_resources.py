@@ -96,3 +96,16 @@ def test_the_schema_and_the_docs_are_served_from_our_own_host(client):
     page = client.get("/api/v1/docs").content.decode()
     assert "/static/ninja/swagger-ui-bundle.js" in page
     assert "http://" not in page and "https://" not in page and "//cdn" not in page
+
+
+def test_the_effects_waiting_for_a_person_are_listed_and_filtered(alice):
+    from tests.api.world import blocked_task_with_unknown_effect  # noqa: PLC0415
+
+    task, effect = blocked_task_with_unknown_effect()
+    waiting = alice.get("effects", state="unknown").json()["items"]
+    assert [(e["id"], e["task"], e["key"], e["attempt_epoch"]) for e in waiting] == [
+        (effect.id, str(task.id), effect.key, 1)]
+    assert alice.get("effects", state="committed").json()["items"] == []
+    assert [e["id"] for e in alice.get("effects", effect_class="irreversible").json()["items"]] == [effect.id]
+    assert [e["id"] for e in alice.get(f"tasks/{task.id}/effects").json()["items"]] == [effect.id]
+    assert alice.get(f"effects/{effect.id}").json()["request_digest"] == effect.request_digest

@@ -176,3 +176,22 @@ def test_cancel_and_resume_take_no_body_as_well(alice):
     task_id = submit(alice).json()["id"]
     assert alice.call("POST", f"tasks/{task_id}/cancel").json() == {"cancelled": [task_id]}
     assert alice.call("POST", f"tasks/{task_id}/resume").json()["status"] == "queued"
+
+
+def test_a_tasks_children_are_paged_newest_spawn_first(alice):
+    from runtime.tasks.services import insert_task  # noqa: PLC0415 - spawning without a worker
+
+    parent = submit(alice).json()["id"]
+    for seq in range(1, 8):
+        insert_task(agent="t.steps", input_text="{}", digest=f"{seq:064d}", tenant="acme", owner="user:alice",
+                    pool="default", actor="user:alice", parent_id=parent, root_id=parent, spawn_seq=seq)
+    pages = []
+    cursor = None
+    while True:
+        body = alice.get(f"tasks/{parent}/children", limit=3, **({"cursor": cursor} if cursor else {})).json()
+        pages.append([Task.objects.get(id=c["id"]).spawn_seq for c in body["items"]])
+        assert all(c["parent"] == parent for c in body["items"])
+        if not (cursor := body["next_cursor"]):
+            break
+    assert pages == [[7, 6, 5], [4, 3, 2], [1]]
+    assert len(alice.get("tasks", root=parent).json()["items"]) == 7
