@@ -34,6 +34,9 @@ INSTALLED_APPS = [
     "guardian",
     "django_htmx",
     "template_partials",
+    # Only for its templates and static files: the API docs page then loads Swagger UI
+    # from our own static files instead of a CDN (ninja/openapi/docs.py).
+    "ninja",
     "runtime",
     "console",
 ]
@@ -112,16 +115,23 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / ".steward" / "collected-static"
 
+# STEWARD_LOG_FORMAT: "plain" (the default) or "json", one object per line (console/logs.py).
+_LOG_FORMAT = env.get("STEWARD_LOG_FORMAT") or "plain"
+if _LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"STEWARD_LOG_FORMAT must be plain or json, not {_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+                   "json": {"()": "console.logs.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": _LOG_FORMAT}},
     "loggers": {
         # Not propagated: Celery's root handler would print every line a second time.
         "runtime": {"handlers": ["console"], "level": env.get("STEWARD_LOG_LEVEL") or "INFO", "propagate": False},
     },
 }
+# /metrics (console/metrics.py) answers in debug, or to `Authorization: Bearer <this>`.
+STEWARD_METRICS_TOKEN = env.get("STEWARD_METRICS_TOKEN") or ""
 
 # --- Celery: transport only. PostgreSQL decides what runs (docs/adr/0002-postgres-decides.md). ---
 REDIS_URL = env.get("REDIS_URL")

@@ -25,26 +25,33 @@ class AgentSpec:
     fn: Callable[..., Any]
     pool: str | None
     description: str
-    # An optional pydantic model class: inputs are validated against it on submit.
-    input_schema: Any = None
+    # An optional pydantic model class (`@agent(..., input=Model)`): every submission,
+    # from the API, the console or the CLI, is validated against it (task_submit).
+    input_model: Any = None
 
 
 _registry: dict[str, AgentSpec] = {}
 
 
-def agent(name: str, *, pool: str | None = None, description: str = "", input_schema=None):
+def agent(name: str, *, pool: str | None = None, description: str = "", input=None):
     """Register `fn` as the agent `name`. Names are stable identifiers: tasks record
-    them, so renaming an agent strands its running tasks."""
+    them, so renaming an agent strands its running tasks. `input` is a pydantic model
+    class that every submitted input must fit; its JSON Schema is what the API and the
+    console show."""
     if not isinstance(name, str) or not name or len(name) > 200 or not name.isprintable():
         raise ValueError("agent names are 1-200 printable characters")
     if pool is not None:
         arguments.pool_name(pool)  # a declared pool is created on first use, so it must be a valid name
 
+    if input is not None and not hasattr(input, "model_validate"):
+        raise ValueError(f"agent {name!r}: input must be a pydantic model class, got {input!r}")
+    input_model = input
+
     def register(fn):
         existing = _registry.get(name)
         if existing is not None and existing.fn is not fn:
             raise ValueError(f"agent {name!r} is already registered by {existing.fn.__module__}")
-        _registry[name] = AgentSpec(name, fn, pool, description or (fn.__doc__ or "").strip(), input_schema)
+        _registry[name] = AgentSpec(name, fn, pool, description or (fn.__doc__ or "").strip(), input_model)
         return fn
 
     return register

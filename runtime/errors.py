@@ -22,10 +22,14 @@ class StewardError(Exception):
 
 class UnknownAgent(StewardError):
     code = "UNKNOWN_AGENT"
+    status = 422
 
 
 class InvalidInput(StewardError):
+    """Input, a filter or a cursor the request carried that cannot be used as given."""
+
     code = "INVALID_INPUT"
+    status = 422
 
 
 class InputTooLarge(StewardError):
@@ -110,11 +114,17 @@ class EffectNotFound(StewardError):
     status = 404
 
 
+class AuditEventNotFound(StewardError):
+    code = "AUDIT_EVENT_NOT_FOUND"
+    status = 404
+
+
 class UnknownPool(StewardError):
     """Pools are created explicitly (pool_create), or on first use only for the default
     pool and an agent's declared pool: a typo must not escape the limits."""
 
     code = "UNKNOWN_POOL"
+    status = 404
 
 
 class InputUndecodable(StewardError):

@@ -1,7 +1,8 @@
 """The dependency rule (docs/architecture.md): the import-linter contracts in pyproject.toml.
 
 runtime never imports the web side; inside runtime each layer imports only those below
-it; the web side reaches runtime only through services and selectors.
+it; the web side reaches runtime only through services and selectors, and its API,
+gateway and console never import each other.
 """
 
 import subprocess
@@ -14,6 +15,7 @@ CONTRACTS = [
     "runtime never imports the web side KEPT",
     "runtime layers: the CLI and worker over the idea packages over attempts over the\nroot modules KEPT",
     "the web side calls runtime services and selectors, never its internals KEPT",
+    "the API, the gateway and the console are independent of each other KEPT",
 ]
 
 

@@ -6,13 +6,14 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.db.models.functions import Now
 
-from runtime import config, db
+from runtime import config, db, states
 from runtime.attempts import dispatch
+from runtime.limits.selectors import MAX_POOLS, pool_usage
 from runtime.meter import WAIT_BOUNDS
-from runtime.models import Attempt, Process
+from runtime.models import Attempt, Effect, Process, Task
 
 
 @dataclass
@@ -107,3 +108,27 @@ def _broker_ms() -> float | None:
 
 def _database_now() -> datetime:
     return datetime.fromtimestamp(db.fetchone("clock", {"seconds": 0})[0], tz=timezone.utc)
+
+
+# --- what /metrics exports (console/metrics.py), read at scrape time --------------------------
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    live_tasks: list[tuple[str, str, int]]   # (tenant, status, count) for each live status
+    unknown_effects: list[tuple[str, int]]   # (tenant, count) of effects waiting for a person
+    processes: list[LiveProcess]             # each with its own cumulative counters
+    pools: list                              # limits.selectors.PoolUsage
+
+
+def metrics_snapshot() -> MetricsSnapshot:
+    """Everything /metrics reports, from PostgreSQL, so every web process answers the
+    same. Each count reads an index whose size follows live work, not history: live
+    tasks by status (task_status_id), unknown effects (effect_state_id); finished work
+    is the processes' own counters (runtime/meter.py), never a count of the task table."""
+    live = (Task.objects.filter(status__in=sorted(states.LIVE)).values_list("tenant", "status")
+            .annotate(n=Count("id")).order_by("tenant", "status"))
+    unknown = (Effect.objects.filter(state=states.UNKNOWN).values_list("tenant")
+               .annotate(n=Count("id")).order_by("tenant"))
+    return MetricsSnapshot(live_tasks=list(live), unknown_effects=list(unknown), processes=fleet(),
+                           pools=list(pool_usage(limit=MAX_POOLS).items))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime import db
+from runtime import arguments, db
+from runtime.errors import UnknownPool
 from runtime.models import Pool
 from runtime.paging import Keyset, Page, check_limit, decode_cursor, encode_cursor
 
@@ -35,3 +36,13 @@ def pool_usage(*, after: str | None = None, limit: int = MAX_POOLS) -> Page[Pool
     more = len(usage) > limit
     usage = usage[:limit]
     return Page(usage, encode_cursor(POOLS_BY_NAME, filters, (usage[-1].pool.name,)) if more else None)
+
+
+def pool_usage_of(name: str) -> PoolUsage:
+    """One pool's usage (runtime/sql/pool_usage_one.sql), or UNKNOWN_POOL."""
+    row = db.fetchone("pool_usage_one", {"name": arguments.pool_name(name)})
+    if row is None:
+        raise UnknownPool(f"no pool {name!r}", pool=name)
+    name, max_running, max_queued, created_at, admitted, running, held = row
+    return PoolUsage(Pool(name=name, max_running=max_running, max_queued=max_queued, created_at=created_at),
+                     running, admitted - running, held)

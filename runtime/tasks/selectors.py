@@ -192,5 +192,29 @@ def agent_get(name: str) -> AgentInfo:
 
 
 def _info(spec) -> AgentInfo:
-    schema = spec.input_schema.model_json_schema() if spec.input_schema is not None else None
+    schema = spec.input_model.model_json_schema() if spec.input_model is not None else None
     return AgentInfo(spec.name, spec.pool or default_pool_name(), spec.description, schema)
+
+
+# --- a task's journal and attempts, paged (the API's and the console's task detail) ----------
+
+STEPS_BY_SEQ = Keyset("tasks.steps", ("seq",), list, lambda raw: (int(raw[0]),))
+ATTEMPTS_BY_EPOCH = Keyset("tasks.attempts", ("epoch",), list, lambda raw: (int(raw[0]),))
+
+
+def step_page(*, task, tenant: str | None = None, after: str | None = None, limit: int = 50) -> Page[Step]:
+    """A task's journal, newest step first, off the step table's (task_id, seq) primary
+    key: a journal of thousands of steps is read a page at a time, never whole. With
+    `tenant`, another tenant's task is TASK_NOT_FOUND."""
+    found = task_get(task, tenant=tenant)
+    return keyset_page(Step.objects.filter(task_id=found.id), keyset=STEPS_BY_SEQ,
+                       filters={"task": found.id}, after=after, limit=limit)
+
+
+def attempt_page(*, task, tenant: str | None = None, after: str | None = None,
+                 limit: int = 50) -> Page[Attempt]:
+    """A task's attempts, newest epoch first, off attempt_one_per_epoch (task, epoch): a
+    task that slept or waited a thousand times has a thousand attempts."""
+    found = task_get(task, tenant=tenant)
+    return keyset_page(Attempt.objects.filter(task_id=found.id), keyset=ATTEMPTS_BY_EPOCH,
+                       filters={"task": found.id}, after=after, limit=limit)

@@ -33,7 +33,7 @@ def task_submit(*, agent: str, input, tenant: str, owner: str, actor: str,
 
     1. Check the identifiers against their columns (INVALID_IDENTIFIER), the agent name
        against the registry, and the input (a JSON object within the limits of
-       docs/limits.md, and the agent's input_schema if it has one).
+       docs/limits.md, and the agent's input model if it declares one: `@agent(..., input=Model)`).
     2. In one statement (steward_submit(), defined by migration 0007): lock the
        pool row, look up the caller key, check admission, insert the task and its
        audit row. Same key with the same agent and input returns the existing task
@@ -104,13 +104,17 @@ def validate_input(spec: agents.AgentSpec, value) -> tuple[str, str]:
     text = encoding.plain(value, what="input", limit=config.max_input_bytes(), setting="STEWARD_MAX_INPUT_BYTES")
     # plain() accepted it, so every key is a string and the canonical form can sort them.
     digest = encoding.digest({"agent": spec.name, "input": value})
-    if spec.input_schema is not None:
+    if spec.input_model is not None:
         try:
-            spec.input_schema.model_validate(value)
+            spec.input_model.model_validate(value)
         except Exception as exc:  # pydantic.ValidationError; runtime does not import pydantic
             errors = exc.errors(include_url=False) if hasattr(exc, "errors") else str(exc)
+            # `fields` is the same list the API's own request validation answers
+            # (each failing field's location and why); `errors` is pydantic's full account.
+            fields = [{"loc": ["input", *(str(p) for p in e.get("loc", ()))], "msg": str(e.get("msg", "invalid"))}
+                      for e in errors] if isinstance(errors, list) else [{"loc": ["input"], "msg": errors}]
             raise InvalidInput(f"input does not match {spec.name}'s schema: {_schema_problems(errors)}",
-                               errors=json.loads(json.dumps(errors, default=str))) from None
+                               errors=json.loads(json.dumps(errors, default=str)), fields=fields) from None
     return text, digest
 
 

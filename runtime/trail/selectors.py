@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 from runtime import arguments
 from runtime.audit import chain_of
-from runtime.errors import InvalidInput
+from runtime.errors import AuditEventNotFound, InvalidInput
 from runtime.models import AuditEvent, AuditSeal
 from runtime.paging import Keyset, Page, keyset_page
 from runtime.trail.seals import seal_export
@@ -63,3 +63,12 @@ def audit_seals(*, tenant: str | None = None):
         seals = seals.filter(tenant=arguments.tenant(tenant))
     for seal in seals.iterator(chunk_size=500):
         yield seal_export(seal)
+
+
+def audit_get(event_id, *, tenant: str) -> AuditEvent:
+    """One of a tenant's audit events, or AUDIT_EVENT_NOT_FOUND (another tenant's too)."""
+    event = AuditEvent.objects.filter(id=arguments.bounded("event", event_id, minimum=1, maximum=2**63 - 1),
+                                      tenant=tenant).first()
+    if event is None:
+        raise AuditEventNotFound(f"no audit event #{event_id}", event=event_id)
+    return event

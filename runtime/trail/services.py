@@ -221,3 +221,4 @@ def _batch(name: str, params: dict) -> list:
     # trail it could choose to sort the whole table for every batch. Planning each
     # batch for its own parameters costs well under a millisecond.
     return db.execute(name, params, prepare=False).fetchall()
+

@@ -169,7 +169,7 @@ class Strict(pydantic.BaseModel):
 
 
 STRICT = agents.AgentSpec(name="t.strict", fn=lambda ctx, input: None, pool=None, description="",
-                          input_schema=Strict)
+                          input_model=Strict)
 
 
 def test_a_schema_refusal_names_nested_fields_escapes_hostile_names_and_stops_at_ten():

@@ -53,7 +53,7 @@ def submit(url: str, body: dict, *, idempotency_key: str) -> dict:
         raise EffectNotApplied(str(exc)) from exc
 
 
-@agent("research.batch", pool="research", input_schema=ResearchInput)
+@agent("research.batch", pool="research", input=ResearchInput)
 def research_batch(ctx, input):
     """Plan experiments, run them as children, sleep overnight, submit the results."""
     params = ResearchInput.model_validate(input)
@@ -68,7 +68,7 @@ def research_batch(ctx, input):
     return {"summary": summary, "receipt": receipt}
 
 
-@agent("research.experiment", pool="research", input_schema=ExperimentInput)
+@agent("research.experiment", pool="research", input=ExperimentInput)
 def research_experiment(ctx, input):
     """One experiment: deterministic 'training' from its seed, then a cool-down."""
     params = ExperimentInput.model_validate(input)
@@ -78,7 +78,7 @@ def research_experiment(ctx, input):
     return {"index": params.index, **metrics}
 
 
-@agent("notify.send", pool="notifications", input_schema=NotifyInput)
+@agent("notify.send", pool="notifications", input=NotifyInput)
 def notify_send(ctx, input):
     """Send one notification through a service that does not deduplicate."""
     params = NotifyInput.model_validate(input)

@@ -1,0 +1,220 @@
+"""Tasks: submit, list, one task with its journal, attempts, effects, children and audit
+events, cancel and resume."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from ninja import Header, Router, Schema, Status
+from pydantic import Field
+
+from console.api.audit import AuditEventOut, audit_out
+from console.api.auth import operating, principal
+from console.api.effects import EffectOut, effect_out
+from console.api.errors import ERRORS
+from console.api.schemas import Moment, Name, Page, PoolName, cursor_query, limit_query, page_of
+from runtime import states
+from runtime.effects.selectors import effect_page
+from runtime.tasks.selectors import attempt_page, step_page, task_get, task_page
+from runtime.tasks.services import task_cancel, task_resume, task_submit
+from runtime.trail.selectors import audit_page
+
+router = Router(tags=["tasks"])
+
+TaskStatus = Literal[states.TASK_STATUSES]
+
+
+class TaskSubmit(Schema):
+    agent: Name = Field(description="a registered agent (GET /agents)")
+    input: dict[str, Any] = Field(default_factory=dict, description="a JSON object fitting the agent's input schema")
+    pool: PoolName | None = Field(None, description="the pool to admit it to; default: the agent's")
+
+
+class Submitted(Schema):
+    id: uuid.UUID
+    status: TaskStatus
+    created: bool = Field(description="false: the Idempotency-Key matched a task made earlier")
+
+
+class TaskSummary(Schema):
+    id: uuid.UUID
+    agent: str
+    status: TaskStatus
+    tenant: str
+    owner: str
+    pool: str
+    epoch: int = Field(description="the latest attempt's number; 0 before the first claim")
+    parent: uuid.UUID | None
+    root: uuid.UUID | None
+    idempotency_key: str | None
+    status_note: str
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+
+class TaskOut(TaskSummary):
+    input: Any
+    output: Any
+    error: Any
+    next_reason: str
+    crash_count: int
+    wake_at: datetime | None
+    waiting_on: list[uuid.UUID] | None
+    spawn_seq: int | None
+    queued_at: datetime | None
+    started_at: datetime | None
+
+
+class StepOut(Schema):
+    seq: int
+    name: str
+    kind: str
+    output: Any
+    error: Any
+    epoch: int = Field(description="the attempt that wrote it")
+    started_at: datetime
+    finished_at: datetime
+    duration_ms: float
+
+
+class AttemptOut(Schema):
+    epoch: int
+    worker: str
+    reason: str
+    started_at: datetime
+    heartbeat_at: datetime
+    lease_expires_at: datetime
+    ended_at: datetime | None
+    end_reason: str
+
+
+class Cancel(Schema):
+    reason: str = Field("", max_length=2000)
+
+
+class Cancelled(Schema):
+    cancelled: list[uuid.UUID] = Field(description="the task and every live descendant it stopped")
+
+
+class Resume(Schema):
+    note: str = Field("", max_length=2000)
+
+
+def summary_out(task) -> dict:
+    return {"id": task.id, "agent": task.agent, "status": task.status, "tenant": task.tenant, "owner": task.owner,
+            "pool": task.pool_id, "epoch": task.epoch, "parent": task.parent_id, "root": task.root_id,
+            "idempotency_key": task.idempotency_key, "status_note": task.status_note,
+            "created_at": task.created_at, "updated_at": task.updated_at, "finished_at": task.finished_at}
+
+
+def task_out(task) -> dict:
+    return {**summary_out(task), "input": task.input, "output": task.output, "error": task.error,
+            "next_reason": task.next_reason, "crash_count": task.crash_count, "wake_at": task.wake_at,
+            "waiting_on": task.waiting_on, "spawn_seq": task.spawn_seq, "queued_at": task.queued_at,
+            "started_at": task.started_at}
+
+
+def step_out(step) -> dict:
+    return {"seq": step.seq, "name": step.name, "kind": step.kind, "output": step.output, "error": step.error,
+            "epoch": step.epoch, "started_at": step.started_at, "finished_at": step.finished_at,
+            "duration_ms": round((step.finished_at - step.started_at).total_seconds() * 1000, 3)}
+
+
+def attempt_out(attempt) -> dict:
+    return {"epoch": attempt.epoch, "worker": attempt.worker, "reason": attempt.reason,
+            "started_at": attempt.started_at, "heartbeat_at": attempt.heartbeat_at,
+            "lease_expires_at": attempt.lease_expires_at, "ended_at": attempt.ended_at,
+            "end_reason": attempt.end_reason}
+
+
+@router.post("/tasks", response={200: Submitted, 201: Submitted, **ERRORS}, summary="Submit a task")
+def submit(request, body: TaskSubmit,
+           idempotency_key: str | None = Header(None, alias="Idempotency-Key", max_length=200,
+                                                pattern=r"^[^\x00-\x1f\x7f]+$")):
+    """Create a task owned by the token's person in its tenant. With an `Idempotency-Key`,
+    the same key and input return the task made earlier (200) whatever its status; the
+    same key with another agent or input is IDEMPOTENCY_CONFLICT (409). A new task is 201.
+    An input that does not fit the agent's schema is 422 naming each failing field."""
+    with operating(request) as who:
+        made = task_submit(agent=body.agent, input=body.input, tenant=who.tenant, owner=who.actor,
+                           actor=who.actor, idempotency_key=idempotency_key, pool=body.pool)
+    return Status(201 if made.created else 200, {"id": made.task_id, "status": made.status, "created": made.created})
+
+
+@router.get("/tasks", response={200: Page[TaskSummary], **ERRORS}, summary="List tasks, newest first")
+def list_tasks(request, status: TaskStatus | None = None, agent: Name | None = None, pool: PoolName | None = None,
+               parent: uuid.UUID | None = None, root: uuid.UUID | None = None,
+               created_after: Moment | None = None, created_before: Moment | None = None,
+               cursor: str | None = cursor_query(), limit: int = limit_query()):
+    """Keyset pages (docs/api.md): tasks submitted while a client pages never make a page
+    repeat or skip a task. `created_after` is inclusive, `created_before` exclusive."""
+    page = task_page(tenant=principal(request).tenant, status=status, agent=agent, pool=pool, parent=parent,
+                     root=root, created_after=created_after, created_before=created_before, after=cursor,
+                     limit=limit)
+    return page_of(page, summary_out)
+
+
+@router.get("/tasks/{task_id}", response={200: TaskOut, **ERRORS}, summary="One task")
+def detail(request, task_id: uuid.UUID):
+    return task_out(task_get(task_id, tenant=principal(request).tenant))
+
+
+@router.get("/tasks/{task_id}/steps", response={200: Page[StepOut], **ERRORS},
+            summary="A task's journal, newest step first")
+def steps(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limit: int = limit_query()):
+    return page_of(step_page(task=task_id, tenant=principal(request).tenant, after=cursor, limit=limit), step_out)
+
+
+@router.get("/tasks/{task_id}/attempts", response={200: Page[AttemptOut], **ERRORS},
+            summary="A task's attempts, newest first")
+def attempts(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limit: int = limit_query()):
+    return page_of(attempt_page(task=task_id, tenant=principal(request).tenant, after=cursor, limit=limit),
+                   attempt_out)
+
+
+@router.get("/tasks/{task_id}/effects", response={200: Page[EffectOut], **ERRORS},
+            summary="A task's effect ledger, by step, newest first")
+def effects(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limit: int = limit_query()):
+    return page_of(effect_page(tenant=principal(request).tenant, task=task_id, after=cursor, limit=limit),
+                   effect_out)
+
+
+@router.get("/tasks/{task_id}/children", response={200: Page[TaskSummary], **ERRORS},
+            summary="A task's children, newest spawn first")
+def children(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limit: int = limit_query()):
+    tenant = principal(request).tenant
+    task_get(task_id, tenant=tenant)  # another tenant's task is not found, not an empty page
+    return page_of(task_page(tenant=tenant, parent=task_id, after=cursor, limit=limit), summary_out)
+
+
+@router.get("/tasks/{task_id}/audit", response={200: Page[AuditEventOut], **ERRORS},
+            summary="A task's audit chain, newest first")
+def audit(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limit: int = limit_query()):
+    tenant = principal(request).tenant
+    task_get(task_id, tenant=tenant)
+    return page_of(audit_page(tenant=tenant, task=task_id, after=cursor, limit=limit), audit_out)
+
+
+@router.post("/tasks/{task_id}/cancel", response={200: Cancelled, **ERRORS},
+             summary="Cancel a task and its live descendants")
+def cancel(request, task_id: uuid.UUID, body: Cancel | None = None):
+    """A finished task is INVALID_TRANSITION (409), whoever finished it. The body is optional."""
+    body = body or Cancel()
+    with operating(request) as who:
+        task = task_get(task_id, tenant=who.tenant)
+        return {"cancelled": task_cancel(task_id=task.id, actor=who.actor, reason=body.reason)}
+
+
+@router.post("/tasks/{task_id}/resume", response={200: TaskOut, **ERRORS},
+             summary="Queue a dead, failed or cancelled task again")
+def resume(request, task_id: uuid.UUID, body: Resume | None = None):
+    """Refused (409) while its last attempt has not stopped, or from any other status.
+    The body is optional."""
+    body = body or Resume()
+    with operating(request) as who:
+        task = task_get(task_id, tenant=who.tenant)
+        task_resume(task_id=task.id, actor=who.actor, note=body.note)
+    return task_out(task_get(task.id, tenant=who.tenant))

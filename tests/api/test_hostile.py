@@ -1,0 +1,126 @@
+"""Hostile and careless requests: each is a 4xx in the error shape, never a 5xx, and
+writes nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runtime.models import Task
+from tests.api.conftest import Api, assert_error
+
+DEEP = "[" * 100_000 + "]" * 100_000  # past Python's recursion limit when parsed
+
+
+def task_body(input) -> bytes:
+    return json.dumps({"agent": "t.steps", "input": input}).encode()
+
+
+# (name, raw body, content type, status, code)
+BODIES = [
+    ("malformed-json", b'{"agent": "t.steps", "input": {', "application/json", 400, "MALFORMED_JSON"),
+    ("trailing-garbage", b'{"agent": "t.steps"} xyz', "application/json", 400, "MALFORMED_JSON"),
+    ("nan", b'{"agent": "t.steps", "input": {"x": NaN}}', "application/json", 400, "MALFORMED_JSON"),
+    ("deep-nesting-unparseable", DEEP.encode(), "application/json", 400, "MALFORMED_JSON"),
+    ("latin-1-bytes", '{"agent": "t.steps", "input": {"q": "café"}}'.encode("latin-1"), "application/json", 400,
+     "BODY_NOT_UTF8"),
+    ("text-plain", b'{"agent": "t.steps"}', "text/plain", 415, "UNSUPPORTED_MEDIA_TYPE"),
+    ("form", b"agent=t.steps", "application/x-www-form-urlencoded", 415, "UNSUPPORTED_MEDIA_TYPE"),
+    ("charset-latin-1", b'{"agent": "t.steps"}', "application/json; charset=latin-1", 415, "UNSUPPORTED_MEDIA_TYPE"),
+    ("huge-body", b'{"agent": "t.steps", "input": {"x": "' + b"a" * 3_000_000 + b'"}}', "application/json", 413,
+     "BODY_TOO_LARGE"),
+    ("input-past-its-limit", task_body({"x": "a" * 70_000}), "application/json", 413, "INPUT_TOO_LARGE"),
+    ("input-nested-past-its-limit", task_body(json.loads("[" * 70 + "]" * 70) and {"x": json.loads("[" * 70 + "]" * 70)}),
+     "application/json", 422, "INPUT_TOO_DEEP"),
+    ("nul-in-input", task_body({"x": "a\u0000b"}), "application/json", 422, "INVALID_STRING"),
+    ("lone-surrogate", b'{"agent": "t.steps", "input": {"x": "\\ud800"}}', "application/json", 422, "INVALID_STRING"),
+    ("number-too-large", b'{"agent": "t.steps", "input": {"x": 1e400}}', "application/json", 422,
+     "NUMBER_OUT_OF_RANGE"),
+    ("integer-too-large", task_body({"x": 10**30}), "application/json", 422, "NUMBER_OUT_OF_RANGE"),
+    ("nul-in-agent", b'{"agent": "t.\\u0000steps", "input": {}}', "application/json", 422, "INVALID_REQUEST"),
+    ("array-body", b"[]", "application/json", 422, "INVALID_REQUEST"),
+    ("string-body", b'"tasks"', "application/json", 422, "INVALID_REQUEST"),
+    ("empty-body", b"", "application/json", 422, "INVALID_REQUEST"),
+    ("input-not-an-object", task_body([1, 2]), "application/json", 422, "INVALID_REQUEST"),
+    ("pool-not-a-slug", b'{"agent": "t.steps", "pool": "../x"}', "application/json", 422, "INVALID_REQUEST"),
+    ("unknown-pool", b'{"agent": "t.steps", "pool": "nosuch"}', "application/json", 404, "UNKNOWN_POOL"),
+]
+
+
+@pytest.mark.parametrize("name,raw,kind,status,code", BODIES, ids=[b[0] for b in BODIES])
+def test_a_hostile_submit_body_is_refused_in_the_error_shape(alice, name, raw, kind, status, code):
+    assert_error(alice.post("tasks", raw=raw, content_type=kind), status, code)
+    assert Task.objects.count() == 0
+
+
+# (name, path, query, status, code)
+QUERIES = [
+    ("limit-zero", "tasks", {"limit": 0}, 422, "INVALID_REQUEST"),
+    ("limit-past-max", "tasks", {"limit": 501}, 422, "INVALID_REQUEST"),
+    ("limit-negative", "effects", {"limit": -1}, 422, "INVALID_REQUEST"),
+    ("limit-not-a-number", "audit", {"limit": "ten"}, 422, "INVALID_REQUEST"),
+    ("limit-huge", "tasks", {"limit": 10**30}, 422, "INVALID_REQUEST"),
+    ("cursor-bad-alphabet", "tasks", {"cursor": "!!!"}, 422, "INVALID_REQUEST"),
+    ("cursor-garbage", "tasks", {"cursor": "abcd"}, 422, "INVALID_INPUT"),
+    ("cursor-too-long", "tasks", {"cursor": "a" * 5000}, 422, "INVALID_REQUEST"),
+    ("cursor-of-json-garbage", "audit", {"cursor": "WzEsImF1ZGl0IiwiIiwieCIsInkiXQ"}, 422, "INVALID_INPUT"),
+    ("nul-in-agent-filter", "tasks", {"agent": "t\x00"}, 422, "INVALID_REQUEST"),
+    ("nul-in-actor-filter", "audit", {"actor": "user:\x00"}, 422, "INVALID_REQUEST"),
+    ("unknown-status", "tasks", {"status": "lost"}, 422, "INVALID_REQUEST"),
+    ("unknown-effect-state", "effects", {"state": "maybe"}, 422, "INVALID_REQUEST"),
+    ("naive-datetime", "tasks", {"created_after": "2026-01-01T00:00:00"}, 422, "INVALID_REQUEST"),
+    ("not-a-datetime", "audit", {"since": "yesterday"}, 422, "INVALID_REQUEST"),
+    ("year-ten-thousand", "audit", {"until": "9999-12-31T23:59:59.999999-23:59"}, 422, "INVALID_REQUEST"),
+    ("year-zero", "tasks", {"created_before": "0001-01-01T00:00:00+05:00"}, 422, "INVALID_REQUEST"),
+    ("parent-not-a-uuid", "tasks", {"parent": "x"}, 422, "INVALID_REQUEST"),
+    ("task-id-not-a-uuid", "tasks/not-a-uuid", {}, 422, "INVALID_REQUEST"),
+    ("task-id-nul", "tasks/%00", {}, 422, "INVALID_REQUEST"),
+    ("effect-id-overflow", f"effects/{2**70}", {}, 422, "INVALID_REQUEST"),
+    ("effect-id-zero", "effects/0", {}, 422, "INVALID_REQUEST"),
+    ("audit-id-not-a-number", "audit/abc", {}, 422, "INVALID_REQUEST"),
+    ("agent-unknown", "agents/no.such", {}, 422, "UNKNOWN_AGENT"),
+]
+
+
+@pytest.mark.parametrize("name,path,query,status,code", QUERIES, ids=[q[0] for q in QUERIES])
+def test_a_hostile_query_is_refused_in_the_error_shape(alice, name, path, query, status, code):
+    assert_error(alice.get(path, **query), status, code)
+
+
+@pytest.mark.parametrize("name,path,body,status,code", [
+    ("pool-limit-past-its-bound", "pools/default", {"max_running": 10**12}, 400, "ARGUMENT_OUT_OF_RANGE"),
+    ("pool-limit-zero", "pools/default", {"max_running": 0}, 422, "INVALID_REQUEST"),
+    ("pool-unknown", "pools/nosuch", {"max_queued": 5}, 404, "UNKNOWN_POOL"),
+    ("pool-name-not-a-slug", "pools/NO%20SUCH", {"max_queued": 5}, 422, "INVALID_REQUEST"),
+])
+def test_a_hostile_pool_change_is_refused(alice, name, path, body, status, code):
+    alice.post("tasks", {"agent": "t.steps"})  # the default pool exists from its first use
+    assert_error(alice.patch(path, body), status, code)
+
+
+@pytest.mark.parametrize("key", ["k\x00", "k\n", "x" * 201])
+def test_a_hostile_idempotency_key_is_422(alice, key):
+    assert_error(alice.post("tasks", {"agent": "t.steps"}, headers={"Idempotency-Key": key}), 422)
+    assert Task.objects.count() == 0
+
+
+@pytest.mark.parametrize("body,code", [
+    ({"outcome": "maybe"}, "INVALID_REQUEST"),
+    ({"outcome": "committed", "receipt": {"x": "\u0000"}}, "INVALID_STRING"),
+    ({"outcome": "failed", "note": "n" * 3000}, "INVALID_REQUEST"),
+])
+def test_a_hostile_resolution_is_422_and_leaves_the_effect_unknown(alice, body, code):
+    from tests.api.world import blocked_task_with_unknown_effect  # noqa: PLC0415
+
+    _, effect = blocked_task_with_unknown_effect()
+    assert_error(alice.post(f"effects/{effect.id}/resolve", body), 422, code)
+    effect.refresh_from_db()
+    assert effect.state == "unknown"
+
+
+def test_a_path_with_no_route_or_a_method_it_lacks_answers_in_the_error_shape(alice):
+    assert_error(alice.get("no/such/route"), 404, "NOT_FOUND")
+    assert_error(Api(None).get("no/such/route"), 404, "NOT_FOUND")
+    refused = assert_error(alice.call("PUT", "tasks", {}), 405, "METHOD_NOT_ALLOWED")
+    assert set(refused["details"]["allowed"]) == {"GET", "POST"}

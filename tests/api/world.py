@@ -1,0 +1,55 @@
+"""An acme world to aim the API at: a queued task, a task blocked on an unknown effect,
+an audit event, and alice's token. Built directly where no worker runs in these tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.utils import timezone
+
+from console.models import ApiToken
+from runtime import states
+from runtime.models import Attempt, AuditEvent, Effect, Task
+from runtime.tasks.services import task_submit
+
+ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
+
+
+@dataclass
+class World:
+    task: Task
+    blocked: Task
+    failed: Task
+    effect: Effect
+    event: AuditEvent
+    token: ApiToken
+
+    def fill(self, path: str) -> str:
+        return path.format(task=self.task.id, blocked=self.blocked.id, failed=self.failed.id, effect=self.effect.id, event=self.event.id,
+                           token=self.token.id)
+
+
+def blocked_task_with_unknown_effect(tenant: str = "acme") -> tuple[Task, Effect]:
+    """A task blocked on an effect whose outcome is unknown, as a worker that died
+    mid-call leaves it."""
+    who = {**ALICE, "tenant": tenant}
+    task = Task.objects.get(id=task_submit(agent="t.effect", input={"url": "http://127.0.0.1:9"}, **who).task_id)
+    now = timezone.now()
+    attempt = Attempt.objects.create(task=task, epoch=1, worker="w:1", reason=states.FIRST, started_at=now,
+                                     heartbeat_at=now, lease_expires_at=now, ended_at=now, end_reason="block")
+    Task.objects.filter(id=task.id).update(status=states.BLOCKED, epoch=1)
+    effect = Effect.objects.create(key=f"{task.id}/1/submit", task=task, tenant=tenant, step_seq=1, name="submit",
+                                   effect_class=states.IRREVERSIBLE, keyed=False, state=states.UNKNOWN,
+                                   request_digest="0" * 64, attempt=attempt, epoch=1, sends=1)
+    task.refresh_from_db()
+    return task, effect
+
+
+def make_world(tokens) -> World:
+    task = Task.objects.get(id=task_submit(agent="t.steps", input={"n": 1}, **ALICE).task_id)
+    blocked, effect = blocked_task_with_unknown_effect()
+    failed = Task.objects.get(id=task_submit(agent="t.steps", input={"n": 2}, **ALICE).task_id)
+    Task.objects.filter(id=failed.id).update(status=states.FAILED, finished_at=timezone.now())
+    event = AuditEvent.objects.filter(tenant="acme", task_id=task.id).order_by("id").first()
+    token = ApiToken.objects.get(prefix=tokens.alice[:12])
+    return World(task, blocked, failed, effect, event, token)
