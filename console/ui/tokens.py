@@ -4,6 +4,7 @@ name, a scope and an optional expiry, the secret shown once; and revoked at once
 from __future__ import annotations
 
 from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
 
 from console.access import OPERATE_ACTION, require, token_create, token_revoke, tokens_visible_to
 from console.models import SCOPES
@@ -21,10 +22,9 @@ def token_list(request, principal):
     return page(request, principal, "console/tokens.html", _context(principal), nav="tokens")
 
 
+@require_POST
 @screen
 def token_new(request, principal):
-    if request.method != "POST":
-        return redirect("/tokens/")
     require(principal, OPERATE_ACTION)
     typed = {k: param(request, k, request.POST) or "" for k in ("name", "scope", "expires_at")}
     try:
@@ -42,10 +42,9 @@ def token_new(request, principal):
     return response
 
 
+@require_POST
 @screen
 def token_revoke_view(request, principal, token_id):
-    if request.method != "POST":
-        return redirect("/tokens/")
     require(principal, OPERATE_ACTION)
     try:
         token_revoke(principal=principal, token_id=token_id)
