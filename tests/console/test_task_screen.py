@@ -50,7 +50,7 @@ def test_a_long_journal_shows_its_first_page_and_pages_on(world, as_person):
     assert "<details open><summary>ValueError: bad 4321" in fragment  # errors expanded
     assert '<tr id="steps-more" hx-swap-oob="true">' in fragment
     full = client.get(f"/tasks/{task.id}/steps/?cursor=4900")
-    assert b"<h1>Journal of task" in full.content and b"Check for newer steps" in full.content  # still live
+    assert b"<h1>Journal of task" in full.content and b"Newer steps appear here" in full.content  # still live
 
 
 def test_one_step_has_its_own_page(world, as_person):

@@ -76,7 +76,7 @@ def test_the_live_fragment_swaps_only_the_rows_whose_status_moved_and_counts_new
     response = client.get(url, headers={"HX-Request": "true"})
     html = response.content.decode()
     assert response.status_code == 200
-    assert f'<tr id="task-{world.blocked.id}" data-status="queued" hx-swap-oob="morph">' in html
+    assert f'<template>\n<tr id="task-{world.blocked.id}" data-status="queued" hx-swap-oob="morph">' in html
     assert f"task-{world.parent.id}" not in html  # unchanged: left alone
     assert "1 new" in html and str(made.id) not in html  # announced, not inserted
     assert 'id="task-live"' in html and "every 2s [document.visibilityState === 'visible']" in html
