@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime
+from urllib.parse import urlencode
 
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpResponse
@@ -33,7 +34,11 @@ def screen(view):
             principal = session_principal(request)
         except Unauthenticated as exc:
             if request.htmx:
-                return HttpResponse("Sign in again to go on.", status=401, content_type="text/plain")
+                # 401 (nothing is swapped), and htmx sends the whole page to sign in, back here after.
+                response = HttpResponse("Sign in again to go on.", status=401, content_type="text/plain")
+                back = request.htmx.current_url_abs_path or "/"
+                response["HX-Redirect"] = f"/login/?{urlencode({'next': back})}"
+                return response
             if request.user.is_authenticated:  # signed in, but a member of no tenant
                 return render(request, "console/error.html", {"status": 401, "message": exc.message}, status=401)
             return redirect_to_login(request.get_full_path())

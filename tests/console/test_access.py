@@ -66,8 +66,9 @@ def test_a_stranger_is_sent_to_sign_in_from_every_page_and_gets_401_from_every_f
             continue
         url = acme[route.name]
         if route.fragment:
-            response = client.get(url, headers={"HX-Request": "true"})
+            response = client.get(url, headers={"HX-Request": "true", "HX-Current-URL": "http://testserver/tasks/"})
             assert response.status_code == 401, route.name
+            assert response["HX-Redirect"] == "/login/?next=%2Ftasks%2F", route.name  # htmx goes to sign in
             continue
         response = client.post(url, POSTS.get(route.name, {})) if (route.action or route.name in POST_ONLY) \
             else client.get(url)
