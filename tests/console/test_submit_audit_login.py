@@ -41,6 +41,7 @@ def test_a_bad_input_is_refused_naming_the_field_and_keeping_what_was_typed(worl
     assert response.status_code == 400
     html = response.content.decode()
     assert "question" in html and "experiments" in html and 'value="99"' in html
+    assert '<span class="field-error" role="alert">Input should be less than or equal to 20</span>' in html
     broken = as_person(world.people.alice).post("/tasks/new/", {"agent": "t.steps", "input": "{nope"})
     assert broken.status_code == 400 and b"the input is not JSON" in broken.content and b"{nope</textarea>" in broken.content
 
