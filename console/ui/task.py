@@ -20,10 +20,38 @@ from console.access import OPERATE_ACTION, acting, require
 from console.ui.web import page, param, screen
 from runtime import states
 from runtime.errors import InvalidInput, StewardError
-from runtime.tasks.selectors import step_count, step_get, step_page, task_detail, task_get, task_subtree_live
+from runtime.tasks.selectors import (
+    step_count,
+    step_get,
+    step_page,
+    task_detail,
+    task_get,
+    task_page,
+    task_subtree_live,
+)
 from runtime.tasks.services import task_cancel, task_resume
 
 STEPS_PER_PAGE = 100
+TREE_SHOWN = 200
+
+
+def _subtree(principal, task) -> list[tuple[int, object]]:
+    """The task's descendants as (depth, task), depth first in spawn order: read from the
+    tree index of its root (the first TREE_SHOWN of the tree), each under its parent."""
+    below = task_page(tenant=principal.tenant, root=task.root_id or task.id, limit=TREE_SHOWN).items
+    children: dict = {}
+    for node in below:
+        children.setdefault(node.parent_id, []).append(node)
+    flat, stack = [], [(1, child) for child in sorted(children.get(task.id, []), key=_spawn, reverse=True)]
+    while stack:
+        depth, node = stack.pop()
+        flat.append((depth, node))
+        stack.extend((depth + 1, child) for child in sorted(children.get(node.id, []), key=_spawn, reverse=True))
+    return flat
+
+
+def _spawn(task) -> int:
+    return task.spawn_seq if task.spawn_seq is not None else -1
 
 
 def _version(task) -> str:
@@ -37,9 +65,11 @@ def _live(principal, task_id) -> dict:
     task = task_get(task_id, tenant=principal.tenant)
     detail = task_detail(task.id, step_limit=0, audit_limit=50, child_limit=200)
     attempt = detail.attempts[-1] if detail.attempts else None
+    tree = _subtree(principal, detail.task) if detail.children else []
     return {"task": detail.task, "detail": detail, "attempt": attempt,
             "live_attempt": attempt if attempt and attempt.ended_at is None else None,
             "lease_expired": bool(attempt and attempt.ended_at is None and attempt.lease_expires_at < timezone.now()),
+            "tree": tree, "tree_cut": len(tree) >= TREE_SHOWN,
             "finished": detail.task.status in states.TERMINAL, "version": _version(detail.task),
             "steps_total": step_count(task=task), "unknown_effects": [e for e in detail.effects
                                                                       if e.state == states.UNKNOWN],
