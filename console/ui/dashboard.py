@@ -10,7 +10,7 @@ from django.utils import timezone
 from console.ui.web import page, screen
 from runtime import states
 from runtime.effects.selectors import effect_page
-from runtime.fleet.selectors import fleet, throughput
+from runtime.fleet.selectors import fleet, health, throughput
 from runtime.limits.selectors import pool_usage
 from runtime.tasks.selectors import task_changes, task_counts
 
@@ -33,6 +33,7 @@ def _now(principal) -> dict:
         "stopped": sum(1 for p in processes if p.process.kind == "worker" and p.process.stopped_at is not None),
         "supervisors": [p for p in processes if p.process.kind == "supervisor"],
         "pools": pool_usage().items,
+        "health": health(),
         "unknown": effect_page(tenant=principal.tenant, state=states.UNKNOWN, limit=10),
     }
 
