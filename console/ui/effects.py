@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.shortcuts import redirect
 
 from console.access import OPERATE_ACTION, acting, require
@@ -61,6 +62,7 @@ def resolve(request, principal, effect_id):
                 raise InvalidInput(f"the receipt is not JSON: {exc}", field="receipt") from None
         with acting(principal):
             effect_resolve(effect_id=effect.id, outcome=outcome, actor=principal.actor, receipt=receipt, note=note)
+        messages.success(request, f"Recorded as {outcome}; its task goes on from there.")
         return redirect(f"/effects/{effect.id}/")
     except StewardError as exc:
         context = _form(effect, outcome=outcome, receipt=receipt_text or "", note=note, error=exc)

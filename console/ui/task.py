@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 
+from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
@@ -128,9 +129,11 @@ def _confirm(request, principal, task_id, action: str):
                 raise InvalidInput("say why: the reason is kept in the audit trail", field="reason")
             with acting(principal):
                 if action == "cancel":
-                    task_cancel(task_id=task.id, actor=principal.actor, reason=reason)
+                    done = task_cancel(task_id=task.id, actor=principal.actor, reason=reason)
+                    messages.success(request, f"Cancelled {len(done)} task{'s' if len(done) != 1 else ''}.")
                 else:
                     task_resume(task_id=task.id, actor=principal.actor, note=reason)
+                    messages.success(request, "Queued for a new attempt.")
             return redirect(f"/tasks/{task.id}/")
         except StewardError as exc:
             context["error"] = exc
