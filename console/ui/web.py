@@ -22,6 +22,8 @@ from django.utils.dateparse import parse_datetime
 from django.utils.timezone import is_naive, make_aware
 
 from console.access import OPERATE_ACTION, session_principal, tenants_of
+from runtime import states
+from runtime.effects.selectors import effect_page
 from runtime.errors import InvalidInput, StewardError, Unauthenticated
 
 __all__ = ["screen", "page", "refusal", "param", "when", "OPERATE_ACTION"]
@@ -64,6 +66,8 @@ def page(request, principal, template: str, context: dict | None = None, *, stat
     """Render a screen (or, with `#partial` in the name, one partial of it) with what the
     header needs: the person, their role and tenants, and whether to draw action buttons."""
     context = {
+        # Full pages only: the header's count of effects waiting for a person.
+        "waiting": _waiting(principal) if "#" not in template else 0,
         "principal": principal,
         "memberships": tenants_of(principal.user),
         "can_operate": principal.may(OPERATE_ACTION),
@@ -89,3 +93,11 @@ def when(value: str | None, field: str) -> datetime | None:
     if parsed is None:
         raise InvalidInput(f"{field} must be a date or a date-time like 2026-12-01T09:30", field=field)
     return make_aware(parsed) if is_naive(parsed) else parsed
+
+
+WAITING_COUNTED = 99
+
+
+def _waiting(principal) -> int:
+    """Unknown effects of the tenant (off effect_tenant_state_id; counted up to 99)."""
+    return len(effect_page(tenant=principal.tenant, state=states.UNKNOWN, limit=WAITING_COUNTED).items)
