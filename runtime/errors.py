@@ -119,6 +119,11 @@ class AuditEventNotFound(StewardError):
     status = 404
 
 
+class StepNotFound(StewardError):
+    code = "STEP_NOT_FOUND"
+    status = 404
+
+
 class UnknownPool(StewardError):
     """Pools are created explicitly (pool_create), or on first use only for the default
     pool and an agent's declared pool: a typo must not escape the limits."""
@@ -279,3 +284,4 @@ class Suspend(BaseException):
     def __init__(self, why: str):
         super().__init__(why)
         self.why = why
+

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import datetime
 from typing import Any
@@ -13,8 +12,8 @@ from pydantic import Field
 
 from console.api.auth import operating, principal
 from console.api.errors import ERRORS
-from console.api.schemas import MAX_LIMIT, Encoder, Moment, Name, Page, cursor_query, limit_query, page_of
-from runtime.trail.selectors import audit_get, audit_page
+from console.api.schemas import MAX_LIMIT, Moment, Name, Page, cursor_query, limit_query, page_of
+from runtime.trail.selectors import audit_export_line, audit_get, audit_iter, audit_page
 from runtime.trail.services import audit_check
 
 router = Router(tags=["audit"])
@@ -92,17 +91,14 @@ def export(request, actor: Name | None = None, task: uuid.UUID | None = None, ki
     copy kept elsewhere can be re-verified. Streamed page by page: memory stays flat
     however long the trail; events written after the export began are not in it."""
     tenant = principal(request).tenant
-    query = {"tenant": tenant, "task": task, "actor": actor, "kind": kind, "since": since, "until": until}
-    first = audit_page(**query, limit=MAX_LIMIT)  # read before answering: a bad filter is a 4xx, not a cut stream
+    events = audit_iter(tenant=tenant, task=task, actor=actor, kind=kind, since=since, until=until,
+                        batch=MAX_LIMIT)
+    first = next(events, None)  # read before answering: a bad filter is a 4xx, not a cut stream
 
     def lines():
-        page = first
-        while True:
-            for event in page.items:
-                yield json.dumps(audit_out(event), cls=Encoder, separators=(",", ":")) + "\n"
-            if page.next is None:
-                return
-            page = audit_page(**query, after=page.next, limit=MAX_LIMIT)
+        if first is not None:
+            yield audit_export_line(first)
+            yield from map(audit_export_line, events)
 
     response = StreamingHttpResponse(lines(), content_type="application/x-ndjson")
     response["Content-Disposition"] = f'attachment; filename="audit-{tenant}.jsonl"'

@@ -3,6 +3,7 @@ newest first, or one task's chain."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 from runtime import arguments
@@ -72,3 +73,30 @@ def audit_get(event_id, *, tenant: str) -> AuditEvent:
     if event is None:
         raise AuditEventNotFound(f"no audit event #{event_id}", event=event_id)
     return event
+
+
+def audit_iter(*, tenant: str, task=None, actor: str | None = None, kind: str | None = None,
+               since: datetime | None = None, until: datetime | None = None, batch: int = 500):
+    """Every event audit_page would show for these filters, page after page, in the same
+    order: what an export of "the current filter" streams. Nothing is held between pages."""
+    after = None
+    while True:
+        page = audit_page(tenant=tenant, task=task, actor=actor, kind=kind, since=since, until=until,
+                          after=after, limit=batch)
+        yield from page.items
+        if page.next is None:
+            return
+        after = page.next
+
+
+def audit_export_line(event: AuditEvent) -> str:
+    """One exported event: a JSON object on a line, with its place in its hash chain
+    (chain, chain_seq, prev_hash, hash) and its time to the microsecond (part of its
+    hash), so that a copy kept outside the database can be verified row by row. The
+    API's and the console's exports write exactly this."""
+    return json.dumps({
+        "id": event.id, "at": event.at.isoformat(), "tenant": event.tenant, "actor": event.actor,
+        "kind": event.kind, "task": str(event.task_id) if event.task_id else None, "data": event.data,
+        "chain": event.chain, "chain_seq": event.chain_seq,
+        "prev_hash": bytes(event.prev_hash).hex(), "hash": bytes(event.hash).hex(),
+    }, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
