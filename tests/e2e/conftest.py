@@ -15,6 +15,7 @@ import pytest
 
 from console.dev.demo.fake_service import FakeService
 from console.models import OPERATOR
+from tests.e2e.acme import acme  # noqa: F401 - a fixture: one of everything in acme
 from tests.e2e.stack import CHROMIUM, INSTALL_HINT, VIEWPORT, WebServer, login
 from tests.people import make_people
 
@@ -85,11 +86,13 @@ def person(browser, web, people):
     own cookies), at 1280x800; every context is closed when the test ends."""
     contexts = []
 
-    def open_as(username: str):
+    def open_as(username: str, *, shoot: str | None = None):
         context = browser.new_context(base_url=web.url, viewport=VIEWPORT, accept_downloads=True)
         context.set_default_timeout(30_000)
         contexts.append(context)
-        return login(context.new_page(), username)
+        page = context.new_page()
+        page.on("dialog", lambda dialog: dialog.accept())  # a confirm() before an action: yes
+        return login(page, username, shoot=shoot)
 
     yield open_as
     for context in contexts:

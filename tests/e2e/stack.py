@@ -65,12 +65,15 @@ class WebServer(Process):
         return self
 
 
-def login(page: Page, username: str) -> Page:
+def login(page: Page, username: str, *, shoot: str | None = None) -> Page:
     """Sign in through the login form, as a person would (the context's base_url is the
-    web server), and land wherever the console sends a signed-in person."""
+    web server), and land wherever the console sends a signed-in person. `shoot` names
+    the screenshot of the filled form."""
     page.goto("/login/")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", PASSWORD)
+    if shoot:
+        screenshot(page, shoot)
     with page.expect_navigation(timeout=EVENT_MS):
         page.get_by_role("button", name="Sign in").click()
     assert "/login/" not in urlparse(page.url).path, \

@@ -1,0 +1,77 @@
+"""Journey 3: alice filters the audit trail to one task, verifies the trail, and exports
+the filter: the file holds exactly the events the filter shows, in the database's words."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from django.db import connection, transaction
+from playwright.sync_api import expect
+
+from runtime.models import AuditEvent
+from runtime.tasks.services import task_cancel
+from tests.e2e.stack import EVENT_MS, screenshot
+from tests.faults.support import submit
+
+
+def test_alice_filters_verifies_and_exports_the_audit_trail_and_the_export_holds_exactly_the_filtered_events(
+        person):
+    # Two tasks, so that the filter has something to leave out; the kept one has a history.
+    kept = submit("t.steps", {"n": 2}).task_id
+    other = submit("t.steps", {"n": 2}).task_id
+    task_cancel(task_id=kept, actor="user:alice", reason="the filter's subject")
+    expected = list(AuditEvent.objects.filter(tenant="acme", task_id=kept).order_by("id").values_list("id", flat=True))
+    assert len(expected) >= 2
+    assert AuditEvent.objects.filter(tenant="acme").exclude(task_id=kept).exists()
+
+    page = person("alice")
+    page.goto("/audit/")
+    rows = page.locator("tr[id^=audit-]")
+    expect(rows.first).to_be_visible()
+    assert rows.count() > len(expected)  # unfiltered, the other task's events are there too
+
+    page.fill("[name=task]", str(kept))
+    page.locator("[name=task]").press("Enter")
+    expect(page).to_have_url(re.compile(rf"[?&]task={kept}"), timeout=EVENT_MS)  # a link a colleague can open
+    expect(rows).to_have_count(len(expected), timeout=EVENT_MS)
+    shown = sorted(int(row_id.removeprefix("audit-")) for row_id in rows.evaluate_all("rs => rs.map(r => r.id)"))
+    assert shown == expected
+    screenshot(page, "audit")
+
+    verify = page.locator("form[action$='/audit/verify/'] button, button:has-text('Verify')").first
+    verify.click()
+    verdict = page.locator("#verify-result")
+    expect(verdict).to_be_visible(timeout=EVENT_MS)
+    expect(verdict).not_to_be_empty()
+    intact = verdict.inner_text()
+    screenshot(page, "audit-verify")
+
+    with page.expect_download(timeout=EVENT_MS) as download_info:
+        page.locator("a[href*='/audit/export.jsonl']").first.click()
+    download = download_info.value
+    assert download.suggested_filename.endswith(".jsonl")
+    lines = [json.loads(line) for line in open(download.path(), encoding="utf-8").read().splitlines() if line]
+    exported = sorted(event["id"] for event in lines)
+    assert exported == expected, "the export holds other events than the filter shows"
+    by_id = {event.id: event for event in AuditEvent.objects.filter(id__in=expected)}
+    for event in lines:  # each line is that event, with its place in the hash chain
+        row = by_id[event["id"]]
+        assert (event["kind"], event["actor"], event["task_id"] if "task_id" in event else event.get("task")) == (
+            row.kind, row.actor, str(kept))
+        assert event["chain_seq"] == row.chain_seq
+    assert str(other) not in open(download.path(), encoding="utf-8").read()
+
+    # The verdict is the database's: a row altered behind the triggers' back is named.
+    tampered = expected[1]
+    bypassing_the_triggers("UPDATE steward_audit SET actor = 'user:mallory' WHERE id = %s", [tampered])
+    verify.click()
+    expect(verdict).not_to_have_text(intact, timeout=EVENT_MS)
+    expect(verdict).to_contain_text(re.compile(rf"\b{tampered}\b"))
+
+
+def bypassing_the_triggers(sql: str, params=()) -> None:
+    """What the table's owner can do and the triggers cannot stop (tests/runtime/test_audit.py)."""
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute("SET LOCAL session_replication_role = replica")
+        cur.execute(sql, params)

@@ -1,0 +1,83 @@
+"""Journey 1: alice submits research.batch from the form and watches it finish, live, on
+the task list and on its page, neither of which is reloaded."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from playwright.sync_api import Page, expect
+
+from runtime import states
+from runtime.models import Task
+from tests.e2e.stack import EVENT_MS, mark_page, screenshot, still_same_page
+
+# Two experiments (each cools down for a second) and an "overnight" of a few seconds:
+# long enough that both pages are open before it ends, short enough to end well under
+# a minute on a loaded machine.
+QUESTION = "Does the e2e batch finish while alice watches?"
+INPUT = {"question": QUESTION, "experiments": 2, "overnight_seconds": 6}
+TASK_URL = re.compile(r"/tasks/([0-9a-f-]{36})/$")
+
+
+def fill_research_input(page: Page, values: dict) -> None:
+    """The form shows research.batch's schema as fields, or a JSON textarea (the contract
+    allows either); fill whichever it shows."""
+    fields = page.locator("[name=question], textarea[name=input]")
+    expect(fields.first).to_be_visible()
+    if page.locator("[name=question]").count():
+        for name, value in values.items():
+            page.fill(f"[name={name}]", str(value))
+    else:
+        page.fill("textarea[name=input]", json.dumps(values))
+
+
+def test_alice_submits_a_research_batch_and_watches_it_complete_without_a_reload(person, fleet, results_service):
+    fleet.supervisors(1)
+    fleet.workers(2)
+
+    page = person("alice", shoot="login")
+    screenshot(page, "dashboard")
+    page.goto("/tasks/new/")
+    page.select_option("select[name=agent]", "research.batch")
+    fill_research_input(page, INPUT)
+    screenshot(page, "submit")
+    with page.expect_navigation(url=TASK_URL, timeout=EVENT_MS):
+        page.get_by_role("button", name="Submit task").click()
+    task_id = TASK_URL.search(page.url).group(1)
+
+    task = Task.objects.get(id=task_id)
+    assert (task.agent, task.tenant, task.owner) == ("research.batch", "acme", "user:alice")
+    assert {k: task.input[k] for k in INPUT} == INPUT
+
+    # A second window on the list, beside the task's own page: both watch the same run.
+    listing = person("alice")
+    listing.goto("/tasks/")
+    row = listing.locator(f"#task-{task_id}")
+    header = page.locator("#task-status")
+    for watching in (page, listing):
+        mark_page(watching)
+        assert watching.evaluate("document.visibilityState") == "visible"  # a hidden tab pauses polling
+    # Still under way as the watching starts, or "without a reload" would prove nothing.
+    assert Task.objects.get(id=task_id).status not in states.TERMINAL, "the batch ended before anyone watched"
+    expect(row).not_to_have_attribute("data-status", states.COMPLETED)
+    expect(header).not_to_have_attribute("data-status", states.COMPLETED)
+
+    expect(row).to_have_attribute("data-status", states.COMPLETED, timeout=EVENT_MS)
+    expect(row.locator("td.status")).to_contain_text(states.COMPLETED)
+    expect(header).to_have_attribute("data-status", states.COMPLETED, timeout=EVENT_MS)
+    expect(header).to_contain_text(states.COMPLETED)
+    assert still_same_page(page) and still_same_page(listing), "a page was reloaded or navigated away"
+    assert re.search(rf"/tasks/{task_id}/$", page.url) and listing.url.endswith("/tasks/")
+
+    # What the pages say is what the database holds: done, its results sent once.
+    task.refresh_from_db()
+    assert task.status == states.COMPLETED
+    assert task.output["summary"]["completed"] == INPUT["experiments"]
+    assert results_service.performed_by_key().get(task.output["receipt"]["key"]) == 1
+
+    screenshot(listing, "task-list")
+    screenshot(page, "task-detail")
+    page.goto("/pools/")
+    expect(page.locator("body")).to_contain_text("research")
+    screenshot(page, "pools")
