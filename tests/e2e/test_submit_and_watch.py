@@ -16,7 +16,7 @@ from tests.e2e.stack import EVENT_MS, mark_page, screenshot, still_same_page
 # long enough that both pages are open before it ends, short enough to end well under
 # a minute on a loaded machine.
 QUESTION = "Does the e2e batch finish while alice watches?"
-INPUT = {"question": QUESTION, "experiments": 2, "overnight_seconds": 6}
+INPUT = {"question": QUESTION, "experiments": 2, "overnight_seconds": 10}
 TASK_URL = re.compile(r"/tasks/([0-9a-f-]{36})/$")
 
 
