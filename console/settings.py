@@ -188,3 +188,8 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": max(STEWARD["SWEEP_SECONDS"] * 2, 1.0)},
     },
 }
+
+# --- The console (console/ui): sign-in pages ---
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"

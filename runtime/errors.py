@@ -269,3 +269,16 @@ class Suspend(BaseException):
     def __init__(self, why: str):
         super().__init__(why)
         self.why = why
+
+
+# --- Added for the console (issue 7): objects looked up by id on the web side ---------------
+
+
+class StepNotFound(StewardError):
+    code = "STEP_NOT_FOUND"
+    status = 404
+
+
+class AuditEventNotFound(StewardError):
+    code = "AUDIT_EVENT_NOT_FOUND"
+    status = 404

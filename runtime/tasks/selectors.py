@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from runtime import agents, arguments, states
 from runtime.audit import chain_of
-from runtime.errors import AmbiguousTaskId, InvalidInput, TaskNotFound
+from runtime.errors import AmbiguousTaskId, InvalidInput, StepNotFound, TaskNotFound
 from runtime.ids import epoch_ms, uuid7_floor
 from runtime.limits.services import default_pool_name
 from runtime.models import Attempt, AuditEvent, Effect, Step, Task
@@ -194,3 +194,94 @@ def agent_get(name: str) -> AgentInfo:
 def _info(spec) -> AgentInfo:
     schema = spec.input_schema.model_json_schema() if spec.input_schema is not None else None
     return AgentInfo(spec.name, spec.pool or default_pool_name(), spec.description, schema)
+
+
+# --- the journal, page by page, and the statuses of rows a list shows (the console) ------------
+
+STEPS_SHOWN_MAX = 500
+
+
+def step_page(*, task, after: int | None = None, limit: int = 100) -> Page[Step]:
+    """A task's journal in call order (oldest first), `limit` steps after seq `after`,
+    read off the journal's primary key (task, seq): a 5,000-step journal costs the page.
+    `next` is the last seq shown (as text), or None when the journal ends there."""
+    task_id = getattr(task, "id", task)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= STEPS_SHOWN_MAX:
+        raise InvalidInput(f"limit must be an integer from 1 to {STEPS_SHOWN_MAX}", field="limit")
+    if after is not None and (isinstance(after, bool) or not isinstance(after, int) or not 0 <= after < 2**31):
+        raise InvalidInput("after must be a step seq", field="after")
+    steps = Step.objects.filter(task_id=task_id)
+    if after is not None:
+        steps = steps.filter(seq__gt=after)
+    rows = list(steps.order_by("seq")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows, str(rows[-1].seq) if more else None)
+
+
+def step_get(*, task, seq) -> Step:
+    """Call number `seq` of a task's journal, or STEP_NOT_FOUND."""
+    task_id = getattr(task, "id", task)
+    step = None
+    if isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq < 2**31:
+        step = Step.objects.filter(task_id=task_id, seq=seq).first()
+    if step is None:
+        raise StepNotFound(f"task {task_id} has no step #{seq}", task=str(task_id), seq=seq)
+    return step
+
+
+def step_count(*, task) -> int:
+    """How many calls a task's journal holds: one index-only count of its (task, seq) keys."""
+    return Step.objects.filter(task_id=getattr(task, "id", task)).count()
+
+
+NEW_COUNTED_MAX = 100
+
+
+@dataclass(frozen=True)
+class TaskChanges:
+    tasks: dict[str, Task]    # task id (text) -> the task now, for the ids asked about (this tenant's)
+    newer: int                # tasks matching the filters made after `newer_than`, up to NEW_COUNTED_MAX
+
+
+def task_changes(*, tenant: str, ids, newer_than=None, status: str | None = None, agent: str | None = None,
+                 parent=None, root=None) -> TaskChanges:
+    """What a list on screen needs to stay current without moving: each row it shows
+    as it is now (primary-key lookups, at most a page), and how many matching tasks
+    arrived after its snapshot (ids are time-ordered, so "after" is an id range on the
+    index the list pages from; counted up to NEW_COUNTED_MAX)."""
+    wanted = []
+    for value in list(ids)[:STEPS_SHOWN_MAX]:
+        try:
+            wanted.append(arguments.task_id(value))
+        except Exception:  # noqa: BLE001 - a malformed id names no task
+            continue
+    tasks = {str(task.id): task for task in Task.objects.filter(tenant=tenant, id__in=wanted)}
+    newer = 0
+    if newer_than is not None:
+        newest = arguments.task_filter(newer_than, "newer_than")
+        matching = Task.objects.filter(tenant=tenant, id__gt=newest)
+        for field, value in (("status", status), ("agent", agent),
+                             ("parent_id", arguments.task_filter(parent, "parent")),
+                             ("root_id", arguments.task_filter(root, "root"))):
+            if value is not None:
+                matching = matching.filter(**{field: value})
+        newer = len(matching.values_list("id", flat=True)[:NEW_COUNTED_MAX])
+    return TaskChanges(tasks, newer)
+
+
+SUBTREE_MAX = 10_000
+
+
+def task_subtree_live(*, task) -> list[Task]:
+    """The live tasks task_cancel would cancel: the task itself (if live) and every live
+    descendant, level by level off the (parent, spawn_seq) index, parents first. What a
+    confirmation shows is what the cancel then touches (short of a race with a finish)."""
+    task_id = getattr(task, "id", task)
+    found, level = [], [task_id]
+    live = list(Task.objects.filter(id=task_id, status__in=states.LIVE))
+    while level and len(found) < SUBTREE_MAX:
+        children = list(Task.objects.filter(parent_id__in=level).order_by("parent_id", "spawn_seq")[:SUBTREE_MAX])
+        found.extend(child for child in children if child.status in states.LIVE)
+        level = [child.id for child in children]
+    return live + found[:SUBTREE_MAX]

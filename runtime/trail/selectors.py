@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 from runtime import arguments
 from runtime.audit import chain_of
-from runtime.errors import InvalidInput
+from runtime.errors import AuditEventNotFound, InvalidInput
 from runtime.models import AuditEvent
 from runtime.paging import Keyset, Page, keyset_page
 
@@ -52,3 +52,30 @@ def _micros(when: datetime) -> int:
 
 def _from_micros(micros: int) -> datetime:
     return _EPOCH + timedelta(microseconds=micros)
+
+
+# --- one event, and a whole query for export (the console) -------------------------------------
+
+
+def audit_get(event_id, *, tenant: str) -> AuditEvent:
+    """One of a tenant's audit events, or AUDIT_EVENT_NOT_FOUND (another tenant's too)."""
+    event = None
+    if isinstance(event_id, int) and not isinstance(event_id, bool) and 1 <= event_id < 2**63:
+        event = AuditEvent.objects.filter(id=event_id, tenant=tenant).first()
+    if event is None:
+        raise AuditEventNotFound(f"no audit event #{event_id}", event=event_id)
+    return event
+
+
+def audit_iter(*, tenant: str, task=None, actor: str | None = None, kind: str | None = None,
+               since: datetime | None = None, until: datetime | None = None, batch: int = 500):
+    """Every event audit_page would show for these filters, page after page, in the same
+    order: what an export of "the current filter" streams. Nothing is held between pages."""
+    after = None
+    while True:
+        page = audit_page(tenant=tenant, task=task, actor=actor, kind=kind, since=since, until=until,
+                          after=after, limit=batch)
+        yield from page.items
+        if page.next is None:
+            return
+        after = page.next

@@ -15,7 +15,6 @@ from runtime.limits.services import pool_create
 from runtime.models import Pool
 from runtime.tasks.services import task_submit
 
-
 POOLS = {
     "research": {"max_running": 4, "max_queued": 200},
     "notifications": {"max_running": 2, "max_queued": 50},

@@ -1,0 +1,86 @@
+"""Small filters the console's templates share: short ids, ages, durations, hashes, JSON."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+from django import template
+from django.utils import timezone
+
+register = template.Library()
+
+# Statuses and states that need a person: the one accent colour marks them.
+NEEDS_ACTION = {"failed", "blocked", "dead", "unknown", "expired"}
+
+
+@register.filter
+def short(value) -> str:
+    """A task id's first 13 characters (time-ordered ids differ late, so not fewer)."""
+    return str(value)[:13]
+
+
+@register.filter
+def needs_action(value) -> bool:
+    return str(value) in NEEDS_ACTION
+
+
+@register.filter
+def ago(value: datetime | None) -> str:
+    """`12 s ago`, `in 4 s`: compact, for heartbeats and lease expiries."""
+    if value is None:
+        return "—"
+    delta = (timezone.now() - value).total_seconds()
+    words = seconds(abs(delta))
+    return f"{words} ago" if delta >= 0 else f"in {words}"
+
+
+@register.filter
+def seconds(value) -> str:
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    value = float(value)
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 60:
+        return f"{value:.1f} s"
+    if value < 3600:
+        return f"{int(value // 60)} min {int(value % 60)} s"
+    if value < 86400:
+        return f"{int(value // 3600)} h {int(value % 3600 // 60)} min"
+    return f"{int(value // 86400)} d {int(value % 86400 // 3600)} h"
+
+
+@register.filter
+def took(obj) -> str:
+    """How long a step (or anything with started_at and finished_at) took."""
+    start, end = getattr(obj, "started_at", None), getattr(obj, "finished_at", None)
+    return seconds((end - start).total_seconds()) if start and end else "—"
+
+
+@register.filter
+def hexhash(value) -> str:
+    return bytes(value).hex() if value is not None else ""
+
+
+@register.filter
+def pretty(value) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+@register.filter
+def compact(value, width: int = 80) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return text if len(text) <= int(width) else text[: int(width) - 1] + "…"
+
+
+@register.filter
+def get(mapping, key):
+    return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+@register.filter
+def attr_seq(step):
+    return getattr(step, "seq", "")

@@ -1,0 +1,115 @@
+"""The audit trail: a tenant's events filtered (fields in the URL, or GitHub-style
+qualifiers in one box: `actor:user:alice kind:task.cancelled since:2026-12-01`), each
+event with its place in its hash chain, an export of exactly the current filter, and a
+verify button that recomputes the chains and checks the seals."""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import urlencode
+
+from django.http import StreamingHttpResponse
+from django.views.decorators.http import require_POST
+
+from console.ui.web import page, param, screen, when
+from runtime.errors import StewardError
+from runtime.trail.seals import seal_problems
+from runtime.trail.selectors import audit_get, audit_iter, audit_page
+from runtime.trail.services import audit_verify
+
+FIELDS = ("actor", "task", "kind", "since", "until")
+
+
+def filters_of(request) -> dict:
+    """The filters: each field, else its qualifier in `q` (a field given wins)."""
+    found = dict.fromkeys(FIELDS)
+    for word in (param(request, "q") or "").split():
+        name, colon, value = word.partition(":")
+        if colon and name in found and value:
+            found[name] = value
+    for name in FIELDS:
+        found[name] = param(request, name) or found[name]
+    return found
+
+
+def _query(principal, shown: dict) -> dict:
+    return {"tenant": principal.tenant, "task": shown["task"], "actor": shown["actor"], "kind": shown["kind"],
+            "since": when(shown["since"], "since"), "until": when(shown["until"], "until")}
+
+
+@screen
+def audit_list(request, principal):
+    shown = filters_of(request)
+    events = audit_page(**_query(principal, shown), after=param(request, "cursor"), limit=50)
+    given = {k: v for k, v in shown.items() if v}
+    return page(request, principal, "console/audit.html", {
+        "page": events, "filters": shown, "given": given, "q": param(request, "q") or "",
+        "next_url": "?" + urlencode({**given, "cursor": events.next}) if events.next else None,
+        "export_url": "/audit/export.jsonl" + ("?" + urlencode(given) if given else ""),
+    }, nav="audit")
+
+
+@screen
+def audit_event(request, principal, event_id):
+    event = audit_get(event_id, tenant=principal.tenant)
+    return page(request, principal, "console/audit_event.html", {"event": event}, nav="audit")
+
+
+def as_line(event) -> str:
+    return json.dumps({
+        "id": event.id, "at": event.at.isoformat(), "tenant": event.tenant, "actor": event.actor,
+        "kind": event.kind, "task": str(event.task_id) if event.task_id else None, "data": event.data,
+        "chain": event.chain, "chain_seq": event.chain_seq,
+        "prev_hash": bytes(event.prev_hash).hex(), "hash": bytes(event.hash).hex(),
+    }, sort_keys=True, ensure_ascii=False, default=str) + "\n"
+
+
+@screen
+def audit_export(request, principal):
+    """Exactly the events the list shows for these filters, every page of them, one JSON
+    object a line, each with its chain position (the hashes verify offline)."""
+    query = _query(principal, filters_of(request))
+    events = audit_iter(**query)
+    first = next(events, None)  # a bad filter is refused now, as a page, not mid-stream
+
+    def lines():
+        if first is not None:
+            yield as_line(first)
+            for event in events:
+                yield as_line(event)
+
+    response = StreamingHttpResponse(lines(), content_type="application/x-ndjson; charset=utf-8")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    response["Content-Disposition"] = f'attachment; filename="steward-audit-{principal.tenant}-{stamp}.jsonl"'
+    return response
+
+
+@require_POST
+@screen
+def audit_verify_view(request, principal):
+    """Recompute every chain's hashes and links, and check this tenant's seals. Reading,
+    not acting: a viewer may verify too."""
+    checked = {"rows": 0, "seconds": 0.0}
+
+    def progress(p):
+        checked.update(rows=p.rows, seconds=p.seconds)
+
+    started = time.monotonic()
+    try:
+        bad = audit_verify(progress=progress)
+        problems = seal_problems(tenant=principal.tenant)
+        error = None
+    except StewardError as exc:
+        bad, problems, error = None, [], exc
+    bad_event = None
+    if bad is not None:
+        try:
+            bad_event = audit_get(bad.id, tenant=principal.tenant)
+        except StewardError:
+            bad_event = None  # another tenant's row: said, but not shown
+    context = {"bad": bad, "bad_event": bad_event, "problems": problems, "error": error,
+               "rows": checked["rows"], "seconds": time.monotonic() - started,
+               "ok": bad is None and not problems and error is None}
+    template = "console/audit.html#verify-result" if request.htmx else "console/audit_verified.html"
+    return page(request, principal, template, context, nav="audit")

@@ -1,0 +1,63 @@
+"""The dashboard: what is happening now and what needs a person, at a glance. Counts by
+status, the live workers and what they hold, pools, the last hour's throughput and
+dispatch latency, and the effects waiting for someone. The `live` fragment refreshes it
+every 5 s while the tab is visible (the charts keep their own data until a reload)."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from console.ui.web import page, screen
+from runtime import states
+from runtime.effects.selectors import effect_page
+from runtime.fleet.selectors import fleet, throughput
+from runtime.limits.selectors import pool_usage
+from runtime.tasks.selectors import task_changes, task_counts
+
+
+def _now(principal) -> dict:
+    processes = fleet()
+    held = [a for p in processes for a in p.attempts]
+    # Workers serve every tenant: the tasks of other tenants they hold are counted, not named.
+    ours = task_changes(tenant=principal.tenant, ids=[a.task_id for a in held]).tasks
+    counts = task_counts(tenant=principal.tenant)
+    now = timezone.now()
+    workers = [{"process": p.process, "alive": p.alive,
+                "held": [{"attempt": a, "ours": str(a.task_id) in ours, "expired": a.lease_expires_at < now}
+                         for a in p.attempts]}
+               for p in processes if p.process.kind == "worker"]
+    return {
+        "counts": [(s, counts[s]) for s in states.TASK_STATUSES],
+        "live_total": sum(counts[s] for s in states.LIVE),
+        "workers": workers,
+        "supervisors": [p for p in processes if p.process.kind == "supervisor"],
+        "pools": pool_usage().items,
+        "unknown": effect_page(tenant=principal.tenant, state=states.UNKNOWN, limit=10),
+    }
+
+
+@screen
+def dashboard(request, principal):
+    minutes = throughput(minutes=60)
+    chart = {
+        "t": [int(m.minute.timestamp()) for m in minutes],
+        "finished": [m.finished for m in minutes], "failed": [m.failed for m in minutes],
+        "steps": [m.steps for m in minutes],
+        "p50": [_ms(m.wait_quantile(0.5)) for m in minutes], "p95": [_ms(m.wait_quantile(0.95)) for m in minutes],
+    }
+    return page(request, principal, "console/dashboard.html", {**_now(principal), "chart": chart,
+                                                               "hour": _hour(minutes)}, nav="dashboard")
+
+
+@screen
+def dashboard_live(request, principal):
+    return page(request, principal, "console/dashboard.html#now", _now(principal))
+
+
+def _ms(seconds):
+    return None if seconds is None or seconds == float("inf") else round(seconds * 1000, 1)
+
+
+def _hour(minutes) -> dict:
+    return {"finished": sum(m.finished for m in minutes), "failed": sum(m.failed for m in minutes),
+            "steps": sum(m.steps for m in minutes)}

@@ -1,0 +1,73 @@
+"""Effects to reconcile: the ledger filtered (by default: every `unknown` effect, the
+ones waiting for a person), one effect with what is known of it, and resolving it as
+committed (with a receipt) or failed, which moves its blocked task on."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+from django.shortcuts import redirect
+
+from console.access import OPERATE_ACTION, acting, require
+from console.ui.web import page, param, screen
+from runtime import states
+from runtime.effects.selectors import effect_get, effect_page
+from runtime.effects.services import effect_resolve
+from runtime.errors import InvalidInput, StewardError
+
+OUTCOMES = ("committed", "failed")
+
+
+@screen
+def effect_list(request, principal):
+    state = param(request, "state") or states.UNKNOWN
+    state = None if state == "any" else state
+    task, effect_class = param(request, "task"), param(request, "effect_class")
+    rows = effect_page(tenant=principal.tenant, state=state, task=task, effect_class=effect_class,
+                       after=param(request, "cursor"), limit=50)
+    given = {"state": state or "any", **({"task": task} if task else {}),
+             **({"effect_class": effect_class} if effect_class else {})}
+    return page(request, principal, "console/effects.html", {
+        "page": rows, "state": state or "any", "task": task, "effect_class": effect_class,
+        "states": states.EFFECT_STATES, "classes": states.EFFECT_CLASSES,
+        "next_url": "?" + urlencode({**given, "cursor": rows.next}) if rows.next else None,
+    }, nav="effects")
+
+
+@screen
+def effect_detail(request, principal, effect_id):
+    effect = effect_get(effect_id, tenant=principal.tenant)
+    return page(request, principal, "console/effect.html", _form(effect), nav="effects")
+
+
+@screen
+def resolve(request, principal, effect_id):
+    effect = effect_get(effect_id, tenant=principal.tenant)
+    if request.method != "POST":
+        return redirect(f"/effects/{effect.id}/")
+    require(principal, OPERATE_ACTION)
+    outcome = param(request, "outcome", request.POST)
+    receipt_text, note = param(request, "receipt", request.POST), param(request, "note", request.POST) or ""
+    try:
+        if outcome not in OUTCOMES:
+            raise InvalidInput("choose what happened: committed (it was done) or failed (it was not)",
+                               field="outcome")
+        receipt = None
+        if outcome == "committed" and receipt_text:
+            try:
+                receipt = json.loads(receipt_text)
+            except ValueError as exc:
+                raise InvalidInput(f"the receipt is not JSON: {exc}", field="receipt") from None
+        with acting(principal):
+            effect_resolve(effect_id=effect.id, outcome=outcome, actor=principal.actor, receipt=receipt, note=note)
+        return redirect(f"/effects/{effect.id}/")
+    except StewardError as exc:
+        context = _form(effect, outcome=outcome, receipt=receipt_text or "", note=note, error=exc)
+        return page(request, principal, "console/effect.html", context,
+                    status=exc.status if 400 <= exc.status < 500 else 400, nav="effects")
+
+
+def _form(effect, *, outcome: str | None = None, receipt: str = "", note: str = "", error=None) -> dict:
+    return {"effect": effect, "task": effect.task, "outcome": outcome, "receipt": receipt, "note": note,
+            "error": error, "resolvable": effect.state == states.UNKNOWN}

@@ -1,0 +1,94 @@
+"""Submit a task: pick an agent, fill its input from its JSON Schema (or type JSON), an
+optional idempotency key. A refusal (bad input naming each field, a full pool, a key
+used for other input) keeps everything typed and says what is wrong, with its 4xx."""
+
+from __future__ import annotations
+
+import json
+
+from django.shortcuts import redirect
+
+from console.access import OPERATE_ACTION, acting, require
+from console.ui.web import page, param, screen
+from runtime.errors import InvalidInput, StewardError
+from runtime.tasks.selectors import agent_list
+from runtime.tasks.services import task_submit
+
+SIMPLE = {"string", "integer", "number", "boolean"}
+
+
+def fields_of(schema: dict | None) -> list[dict]:
+    """The form fields for a schema whose properties are all plain values; [] (type
+    JSON instead) for anything richer."""
+    if not schema or schema.get("type") != "object":
+        return []
+    required = set(schema.get("required", ()))
+    fields = []
+    for name, prop in (schema.get("properties") or {}).items():
+        kind = prop.get("type")
+        if kind not in SIMPLE:
+            return []
+        fields.append({"name": name, "type": kind, "title": prop.get("title") or name,
+                       "required": name in required, "default": prop.get("default"),
+                       "description": prop.get("description", ""),
+                       "min": prop.get("minimum", prop.get("exclusiveMinimum")),
+                       "max": prop.get("maximum", prop.get("exclusiveMaximum")),
+                       "maxlength": prop.get("maxLength")})
+    return fields
+
+
+def input_from(post, fields: list[dict]):
+    """The input: the JSON typed, if any; else the schema fields, typed by the schema."""
+    text = (post.get("input") or "").strip()
+    if text:
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise InvalidInput(f"the input is not JSON: {exc}", field="input") from None
+    value = {}
+    for field in fields:
+        raw = (post.get(f"in.{field['name']}") or "").strip()
+        if field["type"] == "boolean":
+            value[field["name"]] = post.get(f"in.{field['name']}") == "on"
+            continue
+        if raw == "":
+            continue  # the schema's default applies, or its "required" says so
+        if field["type"] == "integer":
+            try:
+                value[field["name"]] = int(raw)
+            except ValueError:
+                raise InvalidInput(f"{field['name']} must be a whole number", field=field["name"]) from None
+        elif field["type"] == "number":
+            try:
+                value[field["name"]] = float(raw)
+            except ValueError:
+                raise InvalidInput(f"{field['name']} must be a number", field=field["name"]) from None
+        else:
+            value[field["name"]] = raw
+    return value
+
+
+@screen
+def submit(request, principal):
+    require(principal, OPERATE_ACTION)
+    agents = agent_list()
+    source = request.POST if request.method == "POST" else request.GET
+    chosen = next((a for a in agents if a.name == param(request, "agent", source)), agents[0] if agents else None)
+    fields = fields_of(chosen.input_schema) if chosen else []
+    context = {"agents": agents, "chosen": chosen, "fields": fields, "typed": source, "error": None,
+               "schema_json": json.dumps(chosen.input_schema, indent=2) if chosen and chosen.input_schema else ""}
+    if request.method == "POST":
+        try:
+            if chosen is None:
+                raise InvalidInput("choose an agent", field="agent")
+            value = input_from(request.POST, fields)
+            with acting(principal):
+                made = task_submit(agent=chosen.name, input=value, tenant=principal.tenant, owner=principal.actor,
+                                   actor=principal.actor, idempotency_key=param(request, "idempotency_key", source))
+            return redirect(f"/tasks/{made.task_id}/")
+        except StewardError as exc:
+            context["error"] = exc
+            return page(request, principal, "console/submit.html", context,
+                        status=exc.status if 400 <= exc.status < 500 else 400, nav="tasks")
+    template = "console/submit.html#agent-fields" if request.htmx else "console/submit.html"
+    return page(request, principal, template, context, nav="tasks")

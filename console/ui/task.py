@@ -1,0 +1,127 @@
+"""One task: its header, lineage, journal (paged), effects, attempts and audit events,
+kept live while it runs; and the operator's cancel and resume, each confirmed with what
+it will touch and a reason.
+
+Live: the `#task-live` part polls its own fragment every 2 s while the tab is visible,
+morphing in place (idiomorph keeps scroll, focus and open <details>), and answers 204
+when nothing changed since the version the browser shows. Once the task is finished,
+the fragment comes back without its trigger, and polling stops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.http import HttpResponse
+from django.shortcuts import redirect
+from django.utils import timezone
+
+from console.access import OPERATE_ACTION, acting, require
+from console.ui.web import page, param, screen
+from runtime import states
+from runtime.errors import InvalidInput, StewardError
+from runtime.tasks.selectors import step_count, step_get, step_page, task_detail, task_get, task_subtree_live
+from runtime.tasks.services import task_cancel, task_resume
+
+STEPS_PER_PAGE = 100
+
+
+def _version(task) -> str:
+    """Changes whenever anything the live part shows can have changed: every write to a
+    task moves its updated_at or its epoch; steps and effects are written by its attempt,
+    whose heartbeat renews as it runs (shown as its age: so the header ticks anyway)."""
+    return hashlib.sha256(f"{task.status}|{task.epoch}|{task.updated_at.isoformat()}".encode()).hexdigest()[:16]
+
+
+def _live(principal, task_id) -> dict:
+    task = task_get(task_id, tenant=principal.tenant)
+    detail = task_detail(task.id, step_limit=0, audit_limit=50, child_limit=200)
+    attempt = detail.attempts[-1] if detail.attempts else None
+    return {"task": detail.task, "detail": detail, "attempt": attempt,
+            "live_attempt": attempt if attempt and attempt.ended_at is None else None,
+            "lease_expired": bool(attempt and attempt.ended_at is None and attempt.lease_expires_at < timezone.now()),
+            "finished": detail.task.status in states.TERMINAL, "version": _version(detail.task),
+            "steps_total": step_count(task=task), "unknown_effects": [e for e in detail.effects
+                                                                      if e.state == states.UNKNOWN],
+            "may_cancel": detail.task.status in states.LIVE,
+            "may_resume": detail.task.status in states.sources("resume")}
+
+
+@screen
+def task_page_view(request, principal, task_id):
+    context = _live(principal, task_id)
+    steps = step_page(task=context["task"], limit=STEPS_PER_PAGE)
+    return page(request, principal, "console/task.html", {**context, "steps": steps}, nav="tasks")
+
+
+@screen
+def task_live(request, principal, task_id):
+    context = _live(principal, task_id)
+    if context["version"] == param(request, "seen") and not context["live_attempt"]:
+        return HttpResponse(status=204)
+    # 286: htmx stops polling (the task finished), after swapping in its final state.
+    return page(request, principal, "console/task.html#live", context, status=286 if context["finished"] else 200)
+
+
+@screen
+def task_steps(request, principal, task_id):
+    """One page of the journal after seq `cursor`; for htmx, just the rows and the next link."""
+    task = task_get(task_id, tenant=principal.tenant)
+    cursor = param(request, "cursor")
+    if cursor is not None and not cursor.isdigit():
+        raise InvalidInput("cursor must be a step seq", field="cursor")
+    steps = step_page(task=task, after=int(cursor) if cursor is not None else None, limit=STEPS_PER_PAGE)
+    template = "console/task.html#step-rows" if request.htmx else "console/steps.html"
+    return page(request, principal, template, {"task": task, "steps": steps, "cursor": cursor}, nav="tasks")
+
+
+@screen
+def task_step(request, principal, task_id, seq):
+    task = task_get(task_id, tenant=principal.tenant)
+    step = step_get(task=task, seq=seq)
+    return page(request, principal, "console/step.html", {"task": task, "step": step}, nav="tasks")
+
+
+def _confirm(request, principal, task_id, action: str):
+    """GET: what the action will touch. POST: do it, with the reason; on a refusal the
+    same page again with the message and the reason typed, status 4xx."""
+    task = task_get(task_id, tenant=principal.tenant)
+    context = {"task": task, "action": action, "reason": "", "error": None}
+    if request.method == "POST":
+        require(principal, OPERATE_ACTION)
+        reason = (request.POST.get("reason") or "").strip()
+        context["reason"] = reason
+        try:
+            if not reason:
+                raise InvalidInput("say why: the reason is kept in the audit trail", field="reason")
+            with acting(principal):
+                if action == "cancel":
+                    task_cancel(task_id=task.id, actor=principal.actor, reason=reason)
+                else:
+                    task_resume(task_id=task.id, actor=principal.actor, note=reason)
+            return redirect(f"/tasks/{task.id}/")
+        except StewardError as exc:
+            context["error"] = exc
+            status = exc.status if 400 <= exc.status < 500 else 400
+            return page(request, principal, "console/task_confirm.html",
+                        {**context, "affected": _affected(task, action)}, status=status, nav="tasks")
+    require(principal, OPERATE_ACTION)
+    return page(request, principal, "console/task_confirm.html",
+                {**context, "affected": _affected(task, action)}, nav="tasks")
+
+
+def _affected(task, action: str) -> list:
+    return task_subtree_live(task=task) if action == "cancel" else [task]
+
+
+@screen
+def cancel(request, principal, task_id):
+    return _confirm(request, principal, task_id, "cancel")
+
+
+@screen
+def resume(request, principal, task_id):
+    return _confirm(request, principal, task_id, "resume")
+
+
+__all__ = ["task_page_view", "task_live", "task_steps", "task_step", "cancel", "resume"]

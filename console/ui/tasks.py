@@ -1,0 +1,65 @@
+"""The task list: filters in the URL, cursor pages from the id the first page began at,
+and live statuses for the rows on screen without moving them.
+
+The list is a snapshot: page 1 records the newest id it showed (`snapshot`), the next
+pages carry it, and new tasks never push rows down. The live fragment gets the rows on
+screen with the status each shows (`row=<id>.<status>`); it answers with only the rows
+whose status moved (out-of-band, by id) and the "N new" pill, or 204 (htmx leaves the
+page alone) when nothing changed.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.http import HttpResponse
+
+from console.ui.web import page, param, screen, when
+from runtime import states
+from runtime.tasks.selectors import NEW_COUNTED_MAX, agent_list, task_changes, task_page
+
+FILTERS = ("status", "agent", "parent", "root", "created_after", "created_before")
+PAGE_SIZE = 50
+
+
+def filters_of(request) -> dict:
+    return {name: param(request, name) for name in FILTERS}
+
+
+@screen
+def task_list(request, principal):
+    shown = filters_of(request)
+    cursor = param(request, "cursor")
+    rows = task_page(tenant=principal.tenant, status=shown["status"], agent=shown["agent"], parent=shown["parent"],
+                     root=shown["root"], created_after=when(shown["created_after"], "created_after"),
+                     created_before=when(shown["created_before"], "created_before"), after=cursor,
+                     limit=PAGE_SIZE)
+    given = {k: v for k, v in shown.items() if v}
+    snapshot = param(request, "snapshot") or (str(rows.items[0].id) if rows.items and not cursor else None)
+    at_snapshot = {"snapshot": snapshot} if snapshot else {}
+    return page(request, principal, "console/tasks.html", {
+        "page": rows, "filters": shown, "given": given, "statuses": states.TASK_STATUSES,
+        "agents": [a.name for a in agent_list()], "first_page": cursor is None,
+        "next_url": "?" + urlencode({**given, "cursor": rows.next, **at_snapshot}) if rows.next else None,
+        "live_url": "/tasks/live/?" + urlencode({**given, **at_snapshot}),
+        "fresh_url": "/tasks/" + ("?" + urlencode(given) if given else ""),
+        "newer": 0,
+    }, nav="tasks")
+
+
+@screen
+def task_list_live(request, principal):
+    shown = filters_of(request)
+    on_screen = dict(row.partition(".")[::2] for row in request.GET.getlist("row"))
+    changes = task_changes(tenant=principal.tenant, ids=list(on_screen), newer_than=param(request, "snapshot"),
+                           status=shown["status"], agent=shown["agent"], parent=shown["parent"], root=shown["root"])
+    moved = [task for key, task in changes.tasks.items() if on_screen.get(key) != task.status]
+    if not moved and str(changes.newer) == (param(request, "newer") or "0"):
+        return HttpResponse(status=204)
+    given = {k: v for k, v in shown.items() if v}
+    return page(request, principal, "console/tasks.html#live", {
+        "moved": moved, "newer": changes.newer, "capped": changes.newer >= NEW_COUNTED_MAX,
+        "live_url": request.get_full_path().split("?")[0] + "?" + urlencode(
+            {**given, **({"snapshot": param(request, "snapshot")} if param(request, "snapshot") else {})}),
+        "fresh_url": "/tasks/" + ("?" + urlencode(given) if given else ""),
+    })

@@ -1,0 +1,56 @@
+"""API tokens: the person's own in this tenant (an admin sees everyone's), made with a
+name, a scope and an optional expiry, the secret shown once; and revoked at once."""
+
+from __future__ import annotations
+
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from console.access import OPERATE_ACTION, require, token_create, token_revoke, tokens_visible_to
+from console.models import SCOPES
+from console.ui.web import page, param, screen, when
+from runtime.errors import InvalidInput, StewardError
+
+
+def _context(principal, **extra) -> dict:
+    return {"tokens": list(tokens_visible_to(principal)[:200]), "scopes": SCOPES, "typed": {}, "error": None,
+            "made": None, **extra}
+
+
+@screen
+def token_list(request, principal):
+    return page(request, principal, "console/tokens.html", _context(principal), nav="tokens")
+
+
+@require_POST
+@screen
+def token_new(request, principal):
+    require(principal, OPERATE_ACTION)
+    typed = {k: param(request, k, request.POST) or "" for k in ("name", "scope", "expires_at")}
+    try:
+        expires = when(typed["expires_at"] or None, "expires_at")
+        if typed["scope"] not in SCOPES:
+            raise InvalidInput(f"scope must be one of {', '.join(SCOPES)}", field="scope")
+        made = token_create(principal=principal, name=typed["name"], scope=typed["scope"], expires_at=expires)
+    except StewardError as exc:
+        return page(request, principal, "console/tokens.html", _context(principal, typed=typed, error=exc),
+                    status=exc.status if 400 <= exc.status < 500 else 400, nav="tokens")
+    # The secret exists only in this response: no redirect, nothing stored to show it again.
+    response = page(request, principal, "console/tokens.html", _context(principal, made=made), status=201,
+                    nav="tokens")
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_POST
+@screen
+def token_revoke_view(request, principal, token_id):
+    require(principal, OPERATE_ACTION)
+    try:
+        token_revoke(principal=principal, token_id=token_id)
+    except StewardError as exc:
+        if exc.status == 404:
+            raise
+        return page(request, principal, "console/tokens.html", _context(principal, error=exc),
+                    status=exc.status if 400 <= exc.status < 500 else 400, nav="tokens")
+    return redirect("/tokens/")

@@ -1,0 +1,59 @@
+"""Every console URL, in one table (ROUTES): the access tests walk it, so a route added
+here is checked for 404 across tenants, 403 for viewers and sign-in for strangers.
+
+`object` names what a route's URL points into (a task, an effect, ...), `action` marks
+the POSTs that change something (operators only), `fragment` the htmx-only parts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.urls import path
+
+from console.ui import audit, auth, dashboard, effects, pools, submit, task, tasks, tokens
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    pattern: str
+    view: object
+    object: str = ""        # "task", "step", "effect", "audit", "pool", "token" or "" (none)
+    action: bool = False    # a POST that changes something: operators only
+    fragment: bool = False  # an htmx fragment (401, not a redirect, when signed out)
+    public: bool = False    # reachable signed out (the login page)
+
+
+ROUTES = [
+    Route("login", "login/", auth.login, public=True),
+    Route("logout", "logout/", auth.logout),
+    Route("tenant", "tenant/", auth.tenant),
+    Route("dashboard", "", dashboard.dashboard),
+    Route("dashboard-live", "live/", dashboard.dashboard_live, fragment=True),
+    Route("tasks", "tasks/", tasks.task_list),
+    Route("tasks-live", "tasks/live/", tasks.task_list_live, fragment=True),
+    Route("task-new", "tasks/new/", submit.submit, action=True),
+    Route("task", "tasks/<uuid:task_id>/", task.task_page_view, object="task"),
+    Route("task-live", "tasks/<uuid:task_id>/live/", task.task_live, object="task", fragment=True),
+    Route("task-steps", "tasks/<uuid:task_id>/steps/", task.task_steps, object="task"),
+    Route("task-step", "tasks/<uuid:task_id>/steps/<int:seq>/", task.task_step, object="step"),
+    Route("task-cancel", "tasks/<uuid:task_id>/cancel/", task.cancel, object="task", action=True),
+    Route("task-resume", "tasks/<uuid:task_id>/resume/", task.resume, object="task", action=True),
+    Route("effects", "effects/", effects.effect_list),
+    Route("effect", "effects/<int:effect_id>/", effects.effect_detail, object="effect"),
+    Route("effect-resolve", "effects/<int:effect_id>/resolve/", effects.resolve, object="effect", action=True),
+    Route("pools", "pools/", pools.pool_list),
+    Route("pool", "pools/<slug:name>/", pools.pool_detail, object="pool"),
+    Route("pool-limits", "pools/<slug:name>/limits/", pools.pool_limits, object="pool", action=True),
+    Route("audit", "audit/", audit.audit_list),
+    Route("audit-verify", "audit/verify/", audit.audit_verify_view),
+    Route("audit-export", "audit/export.jsonl", audit.audit_export),
+    Route("audit-event", "audit/<int:event_id>/", audit.audit_event, object="audit"),
+    Route("tokens", "tokens/", tokens.token_list),
+    Route("token-new", "tokens/new/", tokens.token_new, action=True),
+    Route("token-revoke", "tokens/<int:token_id>/revoke/", tokens.token_revoke_view, object="token", action=True),
+]
+
+app_name = "ui"
+urlpatterns = [path(r.pattern, r.view, name=r.name) for r in ROUTES]

@@ -1,0 +1,86 @@
+"""What every console view shares: who is asking (console/access.py), how a refusal is
+shown, and rendering a screen with its header. No decisions about access live here:
+they are access.py's; this only turns its answers into pages.
+
+`@screen` is the first step of every view's recipe: it asks `session_principal` who
+this is (not signed in: a redirect to the login page, or 401 for an htmx fragment, whose
+swap must not paint a login form into a table cell) and turns a refusal raised anywhere
+in the view into its page: not found (another tenant's object too) is 404, a
+forbidden action 403, other bad input 400.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import datetime
+
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.utils.dateparse import parse_datetime
+from django.utils.timezone import is_naive, make_aware
+
+from console.access import OPERATE_ACTION, session_principal, tenants_of
+from runtime.errors import InvalidInput, StewardError, Unauthenticated
+
+__all__ = ["screen", "page", "refusal", "param", "when", "OPERATE_ACTION"]
+
+
+def screen(view):
+    @functools.wraps(view)
+    def wrapper(request, *args, **kwargs):
+        try:
+            principal = session_principal(request)
+        except Unauthenticated as exc:
+            if request.htmx:
+                return HttpResponse("Sign in again to go on.", status=401, content_type="text/plain")
+            if request.user.is_authenticated:  # signed in, but a member of no tenant
+                return render(request, "console/error.html", {"status": 401, "message": exc.message}, status=401)
+            return redirect_to_login(request.get_full_path())
+        try:
+            return view(request, principal, *args, **kwargs)
+        except StewardError as exc:
+            return refusal(request, principal, exc)
+    return wrapper
+
+
+def refusal(request, principal, exc: StewardError, *, status: int | None = None):
+    status = status or (exc.status if exc.status in (401, 403, 404, 409, 413, 429) else 400)
+    if request.htmx:
+        return HttpResponse(f"{exc.code}: {exc.message}", status=status, content_type="text/plain")
+    titles = {403: "Not allowed", 404: "Not found"}
+    return page(request, principal, "console/error.html",
+                {"status": status, "title": titles.get(status, "Refused"), "code": exc.code,
+                 "message": "Nothing here, or nothing you may see." if status == 404 else exc.message},
+                status=status)
+
+
+def page(request, principal, template: str, context: dict | None = None, *, status: int = 200, nav: str = ""):
+    """Render a screen (or, with `#partial` in the name, one partial of it) with what the
+    header needs: the person, their role and tenants, and whether to draw action buttons."""
+    context = {
+        "principal": principal,
+        "memberships": tenants_of(principal.user),
+        "can_operate": principal.may(OPERATE_ACTION),
+        "nav": nav,
+        **(context or {}),
+    }
+    return render(request, template, context, status=status)
+
+
+def param(request, name: str, source=None) -> str | None:
+    """A filter from the query string, stripped; empty means not given."""
+    value = (source if source is not None else request.GET).get(name, "")
+    value = value.strip()
+    return value or None
+
+
+def when(value: str | None, field: str) -> datetime | None:
+    """A time typed into a filter: an ISO date or date-time, UTC unless it says otherwise."""
+    if value is None:
+        return None
+    text = value.replace(" ", "T")
+    parsed = parse_datetime(text if "T" in text else f"{text}T00:00:00")
+    if parsed is None:
+        raise InvalidInput(f"{field} must be a date or a date-time like 2026-12-01T09:30", field=field)
+    return make_aware(parsed) if is_naive(parsed) else parsed

@@ -1,0 +1,58 @@
+// Steward console: the few things htmx attributes do not say. No build, no framework.
+(function () {
+  "use strict";
+
+  // Charts on the dashboard (uPlot), from the JSON the page carries.
+  function charts() {
+    var data = document.getElementById("chart-data");
+    if (!data || !window.uPlot) return;
+    var d = JSON.parse(data.textContent);
+    var ink = "#5f6b7a", grid = "#eef1f5";
+    function axes(label) {
+      return [{ stroke: ink, grid: { stroke: grid } }, { stroke: ink, grid: { stroke: grid }, label: label, size: 50 }];
+    }
+    function draw(id, series, values, label) {
+      var el = document.getElementById(id);
+      if (!el) return;
+      el.innerHTML = "";
+      var width = Math.max(el.clientWidth, 280);
+      new uPlot({ width: width, height: 200, series: [{}].concat(series), axes: axes(label),
+                  legend: { show: true }, cursor: { drag: { x: false, y: false } } }, [d.t].concat(values), el);
+    }
+    draw("chart-throughput",
+         [{ label: "finished", stroke: "#2b4f7e", width: 2 }, { label: "failed", stroke: "#b4470c", width: 2 },
+          { label: "steps", stroke: "#9aa7b6", width: 1, scale: "steps" }],
+         [d.finished, d.failed, d.steps], "tasks / min");
+    draw("chart-latency",
+         [{ label: "p50 ms", stroke: "#2b4f7e", width: 2, spanGaps: true },
+          { label: "p95 ms", stroke: "#6b8fc2", width: 1, dash: [4, 3], spanGaps: true }],
+         [d.p50, d.p95], "ms");
+  }
+
+  // Copy buttons (the token secret).
+  document.addEventListener("click", function (e) {
+    var target = e.target.closest("[data-copy]");
+    if (!target) return;
+    var source = document.querySelector(target.getAttribute("data-copy"));
+    if (source && navigator.clipboard) {
+      navigator.clipboard.writeText(source.textContent.trim());
+      target.textContent = "Copied";
+    }
+  });
+
+  // The one live region: say what a swap changed, without moving focus.
+  document.addEventListener("htmx:afterSwap", function (e) {
+    var region = document.getElementById("announce");
+    var status = document.getElementById("task-status");
+    if (region && status && e.detail.target && e.detail.target.id === "task-live") {
+      var word = status.getAttribute("data-status");
+      if (region.dataset.last !== word) { region.dataset.last = word; region.textContent = "Task is " + word; }
+    }
+    if (e.detail.target && e.detail.target.id === "verify-slot") {
+      var result = document.getElementById("verify-result");
+      if (result) result.focus();
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", charts);
+})();

@@ -1,0 +1,1 @@
+from tests.console.world import as_person, world  # noqa: F401 - fixtures

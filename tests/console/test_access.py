@@ -1,0 +1,144 @@
+"""Access across every console route (console/ui/urls.py ROUTES, so a new route is
+covered or this fails): a stranger is sent to sign in (401 for a fragment), carol of
+globex finds no acme object (404, never 403, pages and fragments alike), bob the viewer
+is refused every action (403, even with a crafted POST) and nothing changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.access import session_principal, token_create
+from console.models import ApiToken
+from console.ui.urls import ROUTES
+from runtime.models import AuditEvent, Effect, Task
+from tests.console.world import World
+
+BY_NAME = {r.name: r for r in ROUTES}
+
+# Each route's URL pointing at acme's objects, and what a POST to it carries.
+ACME_URLS = {
+    "login": "/login/", "logout": "/logout/", "tenant": "/tenant/", "dashboard": "/", "dashboard-live": "/live/",
+    "tasks": "/tasks/", "tasks-live": "/tasks/live/?row={parent}.queued&row={blocked}.queued",
+    "task-new": "/tasks/new/", "task": "/tasks/{parent}/", "task-live": "/tasks/{parent}/live/",
+    "task-steps": "/tasks/{parent}/steps/", "task-step": "/tasks/{parent}/steps/1/",
+    "task-cancel": "/tasks/{parent}/cancel/", "task-resume": "/tasks/{done}/resume/",
+    "effects": "/effects/", "effect": "/effects/{effect}/", "effect-resolve": "/effects/{effect}/resolve/",
+    "pools": "/pools/", "pool": "/pools/default/", "pool-limits": "/pools/default/limits/",
+    "audit": "/audit/", "audit-verify": "/audit/verify/", "audit-export": "/audit/export.jsonl",
+    "audit-event": "/audit/{audit}/", "tokens": "/tokens/", "token-new": "/tokens/new/",
+    "token-revoke": "/tokens/{token}/revoke/",
+}
+POSTS = {
+    "task-new": {"agent": "t.steps", "input": '{"n": 1}'},
+    "task-cancel": {"reason": "crafted"}, "task-resume": {"reason": "crafted"},
+    "effect-resolve": {"outcome": "committed", "receipt": '{"ref": 1}', "note": "crafted"},
+    "pool-limits": {"max_running": "7", "max_queued": "70"},
+    "token-new": {"name": "crafted", "scope": "read"}, "token-revoke": {},
+}
+POST_ONLY = {"logout", "tenant", "audit-verify", "token-new", "token-revoke"}
+
+
+@pytest.fixture
+def acme(world: World):
+    token = token_create(principal=_principal(world.people.alice), name="ci", scope="read").token
+    ids = {"parent": world.parent.id, "blocked": world.blocked.id, "done": world.done.id, "effect": world.effect.id,
+           "audit": world.audit.id, "token": token.id}
+    return {name: url.format(**ids) for name, url in ACME_URLS.items()}
+
+
+def _principal(user):
+    class Request:
+        session = {}
+    request = Request()
+    request.user = user
+    request.session = type("S", (dict,), {"session_key": "test"})()
+    return session_principal(request)
+
+
+def test_the_table_names_every_route():
+    assert set(ACME_URLS) == set(BY_NAME)
+    assert set(POSTS) == {r.name for r in ROUTES if r.action}
+
+
+def test_a_stranger_is_sent_to_sign_in_from_every_page_and_gets_401_from_every_fragment(client, acme):
+    for route in ROUTES:
+        if route.public:
+            continue
+        url = acme[route.name]
+        if route.fragment:
+            response = client.get(url, headers={"HX-Request": "true"})
+            assert response.status_code == 401, route.name
+            continue
+        response = client.post(url, POSTS.get(route.name, {})) if (route.action or route.name in POST_ONLY) \
+            else client.get(url)
+        assert response.status_code == 302, (route.name, response.status_code)
+        assert response["Location"].startswith("/login/"), route.name
+
+
+def test_a_stranger_gets_401_from_any_page_asked_for_by_htmx(client, acme):
+    for route in ROUTES:
+        if not route.public and route.name not in POST_ONLY and not route.action:
+            assert client.get(acme[route.name], headers={"HX-Request": "true"}).status_code == 401, route.name
+
+
+def test_carol_finds_no_acme_object_on_any_route_page_or_fragment(world, as_person, acme):
+    client = as_person(world.people.carol)
+    for route in ROUTES:
+        if route.object in ("", "pool"):  # lists show globex's own rows; pools are fleet-wide
+            continue
+        url = acme[route.name]
+        for htmx in (False, True):
+            headers = {"HX-Request": "true"} if htmx else {}
+            response = client.get(url, headers=headers)
+            assert response.status_code in (404, 405), (route.name, htmx, response.status_code)
+            if route.action:
+                response = client.post(url, POSTS[route.name], headers=headers)
+                assert response.status_code == 404, (route.name, htmx, response.status_code)
+    assert Task.objects.get(id=world.parent.id).status == "running"
+    assert Effect.objects.get(id=world.effect.id).state == "unknown"
+    assert ApiToken.objects.get(prefix__isnull=False, name="ci").revoked_at is None
+
+
+def test_carol_sees_none_of_acme_in_lists_and_fragments(world, as_person, acme):
+    client = as_person(world.people.carol)
+    acme_ids = [str(world.parent.id), str(world.blocked.id), str(world.done.id), str(world.child.id)]
+    for name in ("dashboard", "dashboard-live", "tasks", "tasks-live", "effects", "audit", "audit-export", "tokens"):
+        response = client.get(acme[name] + ("&" if "?" in acme[name] else "?") + "state=any",
+                              headers={"HX-Request": "true"} if BY_NAME[name].fragment else {})
+        body = b"".join(response.streaming_content) if response.streaming else response.content
+        assert response.status_code in (200, 204), name
+        for task_id in acme_ids:
+            assert task_id.encode() not in body, (name, task_id)
+    assert str(world.other.id).encode() in client.get("/tasks/").content
+
+
+def test_carol_gets_404_for_an_acme_task_on_the_effects_and_audit_filters(world, as_person):
+    client = as_person(world.people.carol)
+    assert client.get(f"/effects/?task={world.parent.id}").status_code == 404
+
+
+def test_bob_is_refused_every_action_even_a_crafted_post_and_nothing_changes(world, as_person, acme):
+    client = as_person(world.people.bob)
+    before = AuditEvent.objects.count()
+    for route in ROUTES:
+        if route.action:
+            response = client.post(acme[route.name], POSTS[route.name])
+            assert response.status_code == 403, (route.name, response.status_code)
+    assert AuditEvent.objects.count() == before
+    assert Task.objects.get(id=world.parent.id).status == "running"
+    assert Task.objects.get(id=world.done.id).status == "completed"
+    assert Effect.objects.get(id=world.effect.id).state == "unknown"
+    assert not ApiToken.objects.filter(name="crafted").exists()
+    assert ApiToken.objects.get(name="ci").revoked_at is None
+
+
+def test_bob_sees_no_action_button_or_form_on_any_screen(world, as_person, acme):
+    client = as_person(world.people.bob)
+    forbidden = [b"/cancel/", b"/resume/", b"/resolve/", b"/limits/", b"/tokens/new/", b"/revoke/",
+                 b'href="/tasks/new/"', b"Submit task", b">Resolve<"]
+    for route in ROUTES:
+        if route.action or route.public or route.name in POST_ONLY or route.name == "audit-export":
+            continue
+        response = client.get(acme[route.name], headers={"HX-Request": "true"} if route.fragment else {})
+        for marker in forbidden:
+            assert marker not in response.content, (route.name, marker)
