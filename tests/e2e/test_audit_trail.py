@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 from django.db import connection, transaction
 from playwright.sync_api import expect
@@ -51,7 +52,8 @@ def test_alice_filters_verifies_and_exports_the_audit_trail_and_the_export_holds
         page.locator("a[href*='/audit/export.jsonl']").first.click()
     download = download_info.value
     assert download.suggested_filename.endswith(".jsonl")
-    lines = [json.loads(line) for line in open(download.path(), encoding="utf-8").read().splitlines() if line]
+    text = Path(download.path()).read_text(encoding="utf-8")
+    lines = [json.loads(line) for line in text.splitlines() if line]
     exported = sorted(event["id"] for event in lines)
     assert exported == expected, "the export holds other events than the filter shows"
     by_id = {event.id: event for event in AuditEvent.objects.filter(id__in=expected)}
@@ -60,7 +62,7 @@ def test_alice_filters_verifies_and_exports_the_audit_trail_and_the_export_holds
         assert (event["kind"], event["actor"], event["task_id"] if "task_id" in event else event.get("task")) == (
             row.kind, row.actor, str(kept))
         assert event["chain_seq"] == row.chain_seq
-    assert str(other) not in open(download.path(), encoding="utf-8").read()
+    assert str(other) not in text
 
     # The verdict is the database's: a row altered behind the triggers' back is named.
     tampered = expected[1]

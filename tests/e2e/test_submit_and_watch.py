@@ -10,7 +10,8 @@ from playwright.sync_api import Page, expect
 
 from runtime import states
 from runtime.models import Task
-from tests.e2e.stack import EVENT_MS, mark_page, screenshot, still_same_page
+from tests.e2e.stack import EVENT_MS, EVENT_S, mark_page, screenshot, still_same_page
+from tests.harness import wait_until
 
 # Two experiments (each cools down for a second) and an "overnight" of a few seconds:
 # long enough that both pages are open before it ends, short enough to end well under
@@ -21,15 +22,21 @@ TASK_URL = re.compile(r"/tasks/([0-9a-f-]{36})/$")
 
 
 def fill_research_input(page: Page, values: dict) -> None:
-    """The form shows research.batch's schema as fields, or a JSON textarea (the contract
-    allows either); fill whichever it shows."""
-    fields = page.locator("[name=question], textarea[name=input]")
-    expect(fields.first).to_be_visible()
-    if page.locator("[name=question]").count():
+    """The form shows research.batch's schema as fields (named `in.<property>`), or only
+    a JSON textarea (the contract allows either); fill whichever it shows."""
+    expect(page.locator("textarea[name=input]")).to_be_visible()
+    field = page.locator('[name="in.question"]')
+    if field.count():
         for name, value in values.items():
-            page.fill(f"[name={name}]", str(value))
+            page.fill(f'[name="in.{name}"]', str(value))
     else:
         page.fill("textarea[name=input]", json.dumps(values))
+
+
+def refusal(page: Page) -> str:
+    """What the form says when it refuses the submission, if anything."""
+    error = page.locator("#form-error, [role=alert]")
+    return error.first.inner_text() if error.count() else ""
 
 
 def test_alice_submits_a_research_batch_and_watches_it_complete_without_a_reload(person, fleet, results_service):
@@ -42,8 +49,9 @@ def test_alice_submits_a_research_batch_and_watches_it_complete_without_a_reload
     page.select_option("select[name=agent]", "research.batch")
     fill_research_input(page, INPUT)
     screenshot(page, "submit")
-    with page.expect_navigation(url=TASK_URL, timeout=EVENT_MS):
+    with page.expect_navigation(timeout=EVENT_MS):
         page.get_by_role("button", name="Submit task").click()
+    assert TASK_URL.search(page.url), f"the form did not lead to the task: {refusal(page)!r} at {page.url}"
     task_id = TASK_URL.search(page.url).group(1)
 
     task = Task.objects.get(id=task_id)
@@ -63,6 +71,9 @@ def test_alice_submits_a_research_batch_and_watches_it_complete_without_a_reload
     expect(row).not_to_have_attribute("data-status", states.COMPLETED)
     expect(header).not_to_have_attribute("data-status", states.COMPLETED)
 
+    # The database first, so that a failure says which side is late: the run or the pages.
+    wait_until(lambda: Task.objects.filter(id=task_id, status=states.COMPLETED).exists(), timeout=EVENT_S,
+               message=f"the batch to complete (it is {Task.objects.get(id=task_id).status})")
     expect(row).to_have_attribute("data-status", states.COMPLETED, timeout=EVENT_MS)
     expect(row.locator("td.status")).to_contain_text(states.COMPLETED)
     expect(header).to_have_attribute("data-status", states.COMPLETED, timeout=EVENT_MS)
