@@ -3,7 +3,6 @@ the task list and on its page, neither of which is reloaded."""
 
 from __future__ import annotations
 
-import json
 import re
 
 from playwright.sync_api import Page, expect
@@ -22,15 +21,13 @@ TASK_URL = re.compile(r"/tasks/([0-9a-f-]{36})/$")
 
 
 def fill_research_input(page: Page, values: dict) -> None:
-    """The form shows research.batch's schema as fields (named `in.<property>`), or only
-    a JSON textarea (the contract allows either); fill whichever it shows."""
-    expect(page.locator("textarea[name=input]")).to_be_visible()
-    field = page.locator('[name="in.question"]')
-    if field.count():
-        for name, value in values.items():
-            page.fill(f'[name="in.{name}"]', str(value))
-    else:
-        page.fill("textarea[name=input]", json.dumps(values))
+    """Fill research.batch's input from its schema's fields (`in.<property>`), as a
+    person would. They appear once the agent is picked (an htmx swap): wait for them, or
+    a fill could land in the fields the swap is about to replace."""
+    expect(page.locator('[name="in.question"]')).to_be_visible(timeout=EVENT_MS)
+    for name, value in values.items():
+        page.fill(f'[name="in.{name}"]', str(value))
+    assert page.input_value("textarea[name=input]") == ""  # the fields, not JSON, carry the input
 
 
 def refusal(page: Page) -> str:
@@ -44,7 +41,6 @@ def test_alice_submits_a_research_batch_and_watches_it_complete_without_a_reload
     fleet.workers(2)
 
     page = person("alice", shoot="login")
-    screenshot(page, "dashboard")
     page.goto("/tasks/new/")
     page.select_option("select[name=agent]", "research.batch")
     fill_research_input(page, INPUT)
@@ -92,3 +88,6 @@ def test_alice_submits_a_research_batch_and_watches_it_complete_without_a_reload
     page.goto("/pools/")
     expect(page.locator("body")).to_contain_text("research")
     screenshot(page, "pools")
+    page.goto("/")
+    expect(page.locator("body")).to_contain_text("research")  # its pool, on the dashboard
+    screenshot(page, "dashboard")
