@@ -67,6 +67,8 @@ def test_alice_resolves_an_interrupted_unkeyed_effect_in_the_browser_and_the_tas
     page.fill("[name=receipt]", json.dumps(receipt))
     page.fill("[name=note]", "the service's log shows the notification went out")
     page.get_by_role("button", name="Resolve").click()
+    wait_until(lambda: Effect.objects.filter(id=effect.id, state=states.COMMITTED).exists(), timeout=EVENT_S,
+               message="alice's resolution to be recorded")
 
     page.goto(f"/tasks/{task_id}/")
     expect(page.locator("#task-status")).to_have_attribute("data-status", states.COMPLETED, timeout=EVENT_MS)

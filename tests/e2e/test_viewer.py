@@ -17,13 +17,23 @@ ACTION_LINKS = ("/cancel/", "/resume/", "/resolve/", "/limits/", "/tasks/new/")
 ACTION_BUTTONS = ("Cancel", "Resume", "Resolve", "Submit task", "Save limits", "Save")
 
 
-def assert_no_action_offered(page) -> None:
+def actions_offered(page) -> list[str]:
+    """Each action the page offers: a link, form or htmx attribute to an action's URL, or
+    a button named like one."""
+    offered = []
     for fragment in ACTION_LINKS:
-        offered = page.locator(f"a[href*='{fragment}'], form[action*='{fragment}'], [hx-post*='{fragment}'], "
-                               f"[hx-get*='{fragment}']")
-        assert offered.count() == 0, f"{page.url} offers bob {fragment}: {offered.first.evaluate('e => e.outerHTML')}"
+        found = page.locator(f"a[href*='{fragment}'], form[action*='{fragment}'], [hx-post*='{fragment}'], "
+                             f"[hx-get*='{fragment}']")
+        offered += [f"{fragment}: {html}" for html in found.evaluate_all("els => els.map(e => e.outerHTML)")]
     for name in ACTION_BUTTONS:
-        assert page.get_by_role("button", name=name, exact=True).count() == 0, f"{page.url} shows bob a {name!r} button"
+        if page.get_by_role("button", name=name, exact=True).count():
+            offered.append(f"a {name!r} button")
+    return offered
+
+
+def assert_no_action_offered(page) -> None:
+    offered = actions_offered(page)
+    assert offered == [], f"{page.url} offers bob: {offered}"
 
 
 def test_bob_sees_all_of_acme_but_is_offered_no_action_and_each_crafted_action_is_refused(person, acme):
@@ -61,6 +71,14 @@ def test_bob_sees_all_of_acme_but_is_offered_no_action_and_each_crafted_action_i
     expect(page.locator(f"#audit-{acme.event.id}")).to_be_visible()
     page.goto(f"/audit/{acme.event.id}/")
     expect(page.locator("body")).to_contain_text(acme.event.kind)
+
+    # The same pages offer alice, an operator, each action bob was not offered: the
+    # checks above would have seen them.
+    alice = person("alice")
+    for url, fragment in ((f"/tasks/{acme.blocked.id}/", "/cancel/"), (f"/effects/{acme.effect.id}/", "/resolve/"),
+                          (f"/pools/{acme.pool}/", "/limits/"), ("/tasks/", "/tasks/new/")):
+        alice.goto(url)
+        assert any(offer.startswith(fragment) for offer in actions_offered(alice)), f"alice is not offered {fragment} at {url}"
 
     # Now as a person with the devtools open: a token from the page, the POSTs by hand.
     page.goto("/tasks/")
