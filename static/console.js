@@ -20,11 +20,11 @@
                   legend: { show: true }, cursor: { drag: { x: false, y: false } } }, [d.t].concat(values), el);
     }
     draw("chart-throughput",
-         [{ label: "finished", stroke: "#2b4f7e", width: 2 }, { label: "failed", stroke: "#b4470c", width: 2 },
+         [{ label: "finished", stroke: "#2b4f7e", width: 2, points: { show: true, size: 4 } }, { label: "failed", stroke: "#b4470c", width: 2 },
           { label: "steps", stroke: "#9aa7b6", width: 1, scale: "steps" }],
          [d.finished, d.failed, d.steps], "tasks / min");
     draw("chart-latency",
-         [{ label: "p50 ms", stroke: "#2b4f7e", width: 2, spanGaps: true },
+         [{ label: "p50 ms", stroke: "#2b4f7e", width: 2, spanGaps: true, points: { show: true, size: 4 } },
           { label: "p95 ms", stroke: "#6b8fc2", width: 1, dash: [4, 3], spanGaps: true }],
          [d.p50, d.p95], "ms");
   }

@@ -71,6 +71,8 @@ def task_steps(request, principal, task_id):
     if cursor is not None and not cursor.isdigit():
         raise InvalidInput("cursor must be a step seq", field="cursor")
     steps = step_page(task=task, after=int(cursor) if cursor is not None else None, limit=STEPS_PER_PAGE)
+    if request.htmx and not steps.items and task.status in states.LIVE:
+        return HttpResponse(status=204)  # nothing newer yet: the "newer steps" poll keeps going
     template = "console/task.html#step-rows" if request.htmx else "console/steps.html"
     return page(request, principal, template, {"task": task, "steps": steps, "cursor": cursor}, nav="tasks")
 

@@ -20,6 +20,7 @@ from runtime.tasks.selectors import NEW_COUNTED_MAX, agent_list, task_changes, t
 
 FILTERS = ("status", "agent", "parent", "root", "created_after", "created_before")
 PAGE_SIZE = 50
+NIL = "00000000-0000-0000-0000-000000000000"
 
 
 def filters_of(request) -> dict:
@@ -35,7 +36,8 @@ def task_list(request, principal):
                      created_before=when(shown["created_before"], "created_before"), after=cursor,
                      limit=PAGE_SIZE)
     given = {k: v for k, v in shown.items() if v}
-    snapshot = param(request, "snapshot") or (str(rows.items[0].id) if rows.items and not cursor else None)
+    # The newest id page 1 showed (the nil id when it showed none: every later task is new).
+    snapshot = param(request, "snapshot") or (None if cursor else str(rows.items[0].id) if rows.items else NIL)
     at_snapshot = {"snapshot": snapshot} if snapshot else {}
     return page(request, principal, "console/tasks.html", {
         "page": rows, "filters": shown, "given": given, "statuses": states.TASK_STATUSES,
