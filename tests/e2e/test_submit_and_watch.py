@@ -8,15 +8,14 @@ import re
 from playwright.sync_api import Page, expect
 
 from runtime import states
-from runtime.models import Task
+from runtime.models import Step, Task
 from tests.e2e.stack import EVENT_MS, EVENT_S, mark_page, screenshot, still_same_page
 from tests.harness import wait_until
 
-# Two experiments (each cools down for a second) and an "overnight" of a few seconds:
-# long enough that both pages are open before it ends, short enough to end well under
-# a minute on a loaded machine.
+# Two experiments (each cools down for a second) and a short "overnight": every kind of
+# status change (running, waiting, sleeping) for the pages to follow, well under a minute.
 QUESTION = "Does the e2e batch finish while alice watches?"
-INPUT = {"question": QUESTION, "experiments": 2, "overnight_seconds": 10}
+INPUT = {"question": QUESTION, "experiments": 2, "overnight_seconds": 3}
 TASK_URL = re.compile(r"/tasks/([0-9a-f-]{36})/$")
 
 
@@ -37,9 +36,9 @@ def refusal(page: Page) -> str:
 
 
 def test_alice_submits_a_research_batch_and_watches_it_complete_without_a_reload(person, fleet, results_service):
+    # No worker yet: the batch waits, queued, until both pages watch it (and the journal
+    # is opened empty, so its live part must also replace the "no steps" state).
     fleet.supervisors(1)
-    fleet.workers(2)
-
     page = person("alice", shoot="login")
     page.goto("/tasks/new/")
     page.select_option("select[name=agent]", "research.batch")
@@ -63,9 +62,10 @@ def test_alice_submits_a_research_batch_and_watches_it_complete_without_a_reload
         mark_page(watching)
         assert watching.evaluate("document.visibilityState") == "visible"  # a hidden tab pauses polling
     # Still under way as the watching starts, or "without a reload" would prove nothing.
-    assert Task.objects.get(id=task_id).status not in states.TERMINAL, "the batch ended before anyone watched"
-    expect(row).not_to_have_attribute("data-status", states.COMPLETED)
-    expect(header).not_to_have_attribute("data-status", states.COMPLETED)
+    assert Task.objects.get(id=task_id).status == states.QUEUED
+    expect(row).to_have_attribute("data-status", states.QUEUED)
+    expect(header).to_have_attribute("data-status", states.QUEUED)
+    fleet.workers(2)
 
     # The database first, so that a failure says which side is late: the run or the pages.
     wait_until(lambda: Task.objects.filter(id=task_id, status=states.COMPLETED).exists(), timeout=EVENT_S,
@@ -76,6 +76,12 @@ def test_alice_submits_a_research_batch_and_watches_it_complete_without_a_reload
     expect(header).to_contain_text(states.COMPLETED)
     assert still_same_page(page) and still_same_page(listing), "a page was reloaded or navigated away"
     assert re.search(rf"/tasks/{task_id}/$", page.url) and listing.url.endswith("/tasks/")
+
+    # The journal the watched page grew holds every step, and no "no steps" row left
+    # over from when it was opened (the empty state must go once steps arrive).
+    for seq in Step.objects.filter(task_id=task_id).values_list("seq", flat=True):
+        expect(page.locator(f"a[href$='/tasks/{task_id}/steps/{seq}/']").first).to_be_visible(timeout=EVENT_MS)
+    expect(page.locator("#step-rows")).not_to_contain_text("No steps recorded yet", use_inner_text=True)
 
     # What the pages say is what the database holds: done, its results sent once.
     task.refresh_from_db()
