@@ -54,5 +54,13 @@
     }
   });
 
+  // Say that a swap target is being refreshed (screen readers), and stop saying it after.
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    if (e.detail.target) e.detail.target.setAttribute("aria-busy", "true");
+  });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    if (e.detail.target) e.detail.target.removeAttribute("aria-busy");
+  });
+
   document.addEventListener("DOMContentLoaded", charts);
 })();

@@ -11,6 +11,11 @@ processes. Progress and details go to stderr; stdout carries only the JSON.
     worker_rss_growth_pct  a worker's RSS after 10,000 more steps, against after warm-up
     submit_backlog_ratio   submits/s into a pool holding 50,000 queued tasks over submits/s
                            into an empty pool, alternating, in the same run (no workers)
+    console_p95_ms         the slowest p95 of four console pages over 100,000 tasks and
+                           1,000,000 audit events, through gunicorn (tests/bench_console.py,
+                           in its own database; also console_pages_p95_ms, page by page)
+    api_submit_ms_p50      POST /api/v1/tasks with a token over HTTP; api_submit_per_s from
+                           four clients at once
 
 STEWARD_BENCH_DB names the database (default steward_bench); it is dropped and made anew.
 """
@@ -30,6 +35,9 @@ POOL = "bench"
 
 def log(message: str) -> None:
     print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+_BASE_URL = os.environ.get("DATABASE_URL", "")
 
 
 def use_bench_database() -> str:
@@ -259,8 +267,21 @@ def main() -> None:
         "worker_rss_growth_pct": round(rss, 2),
         "submit_backlog_ratio": round(backlog_ratio, 2),
     }
+    log("console and API (tests/bench_console.py)")
+    result.update(console_and_api())
     log(f"steps/raw = {steps / raw:.2f}")
     print(json.dumps(result))
+
+
+def console_and_api() -> dict:
+    """tests/bench_console.py in a process of its own: it seeds and serves its own
+    database, which this process's Django connections know nothing of."""
+    import subprocess
+
+    env = dict(os.environ, DATABASE_URL=_BASE_URL)
+    out = subprocess.run([sys.executable, "-m", "tests.bench_console"], env=env, check=True, stdout=subprocess.PIPE,
+                         text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

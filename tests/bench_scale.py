@@ -199,12 +199,13 @@ def audit_rows(k: int, task_id: str, tenant: str, agent: str, parent: str | None
     return [(created_us + ms * 1000, actor_, kind, data) for ms, actor_, kind, data in rows]
 
 
-def load(conn) -> None:
+def load(conn, *, db: str = SCALE_DB, tasks: int = TASKS) -> None:
     """The tasks and their records set-wise in SQL; the audit trail hashed here and copied
-    in, blocks of 1,000 tasks interleaved by kind (as concurrent tasks interleave)."""
+    in, blocks of 1,000 tasks interleaved by kind (as concurrent tasks interleave). Also
+    the console bench's load (tests/bench_console.py), with fewer tasks."""
     started = time.monotonic()
     with conn.cursor() as cur:
-        for statement in LOAD_SQL.replace("%(n)s", str(TASKS)).replace("%(days)s", str(SPAN_DAYS)).split(";\n"):
+        for statement in LOAD_SQL.replace("%(n)s", str(tasks)).replace("%(days)s", str(SPAN_DAYS)).split(";\n"):
             if statement.strip():
                 cur.execute(statement.replace("%%", "%"))
     conn.commit()
@@ -215,7 +216,7 @@ def load(conn) -> None:
     started = time.monotonic()
     written = 0
     # The tasks are read on a second connection: this one is busy with the COPY.
-    with conn.cursor() as cur, psycopg.connect(server_url(SCALE_DB)) as reader:
+    with conn.cursor() as cur, psycopg.connect(server_url(db)) as reader:
         cur.execute("ALTER TABLE steward_audit DISABLE TRIGGER steward_audit_link")
         fetch = reader.cursor(name="ranks")
         fetch.itersize = 20_000

@@ -82,8 +82,8 @@ MAY_FINISH = {"demo"}
 QUIET = {"DJANGO_RUNSERVER_HIDE_WARNING": "true",
          "PYTHONWARNINGS": "ignore:You're running the worker with superuser privileges"}
 WIDTH = max(map(len, [*setup_commands(), *service_commands(0), *after_summary_commands()]))
-# The summary's pages: the API's docs join them when the API lands (its issue).
-PAGES = {"console": "/", "admin": "/admin/"}
+# The summary's pages.
+PAGES = {"console": "/", "API docs": "/api/v1/docs", "admin": "/admin/"}
 
 
 def port_setting() -> int:

@@ -13,10 +13,8 @@ from django.http import StreamingHttpResponse
 from django.views.decorators.http import require_POST
 
 from console.ui.web import page, param, screen, when
-from runtime.errors import StewardError
-from runtime.trail.seals import seal_problems
-from runtime.trail.selectors import audit_get, audit_iter, audit_page
-from runtime.trail.services import audit_verify
+from runtime.trail.selectors import audit_get, audit_iter, audit_page, audit_seals
+from runtime.trail.services import audit_check
 
 FIELDS = ("actor", "task", "kind", "since", "until")
 
@@ -88,28 +86,22 @@ def audit_export(request, principal):
 @require_POST
 @screen
 def audit_verify_view(request, principal):
-    """Recompute every chain's hashes and links, and check this tenant's seals. Reading,
-    not acting: a viewer may verify too."""
-    checked = {"rows": 0, "seconds": 0.0}
-
-    def progress(p):
-        checked.update(rows=p.rows, seconds=p.seconds)
-
-    started = time.monotonic()
-    try:
-        bad = audit_verify(progress=progress)
-        problems = seal_problems(tenant=principal.tenant)
-        error = None
-    except StewardError as exc:
-        bad, problems, error = None, [], exc
-    bad_event = None
-    if bad is not None:
-        try:
-            bad_event = audit_get(bad.id, tenant=principal.tenant)
-        except StewardError:
-            bad_event = None  # another tenant's row: said, but not shown
-    context = {"bad": bad, "bad_event": bad_event, "problems": problems, "error": error,
-               "rows": checked["rows"], "seconds": time.monotonic() - started,
-               "ok": bad is None and not problems and error is None}
+    """Recompute every hash and link of this tenant's chains and check its seals
+    (audit_check). Reading, not acting: a viewer may verify too."""
+    check = audit_check(tenant=principal.tenant)
+    bad = check.first_bad
+    context = {"check": check, "bad": bad, "problems": check.seals, "rows": check.rows, "seconds": check.seconds,
+               "ok": check.ok, "tampered": len(check.tampered)}
     template = "console/audit.html#verify-result" if request.htmx else "console/audit_verified.html"
     return page(request, principal, template, context, nav="audit")
+
+
+@screen
+def audit_seals_export(request, principal):
+    """The tenant's seals, oldest first, one JSON object a line: a copy to keep outside the
+    database, so a seal later deleted from the table is still known."""
+    response = StreamingHttpResponse((json.dumps(seal, sort_keys=True) + "\n" for seal in
+                                      audit_seals(tenant=principal.tenant)),
+                                     content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="steward-seals-{principal.tenant}.jsonl"'
+    return response

@@ -10,13 +10,13 @@ from django.utils import timezone
 from console.ui.web import page, screen
 from runtime import states
 from runtime.effects.selectors import effect_page
-from runtime.fleet.selectors import fleet, throughput
+from runtime.fleet.selectors import fleet, health, throughput
 from runtime.limits.selectors import pool_usage
 from runtime.tasks.selectors import task_changes, task_counts
 
 
 def _now(principal) -> dict:
-    processes = fleet()
+    processes = fleet()  # seen within a day: alive, silent (no heartbeat within a lease) or stopped
     held = [a for p in processes for a in p.attempts]
     # Workers serve every tenant: the tasks of other tenants they hold are counted, not named.
     ours = task_changes(tenant=principal.tenant, ids=[a.task_id for a in held]).tasks
@@ -25,13 +25,15 @@ def _now(principal) -> dict:
     workers = [{"process": p.process, "alive": p.alive,
                 "held": [{"attempt": a, "ours": str(a.task_id) in ours, "expired": a.lease_expires_at < now}
                          for a in p.attempts]}
-               for p in processes if p.process.kind == "worker"]
+               for p in processes if p.process.kind == "worker" and p.process.stopped_at is None]
     return {
         "counts": [(s, counts[s]) for s in states.TASK_STATUSES],
         "live_total": sum(counts[s] for s in states.LIVE),
         "workers": workers,
+        "stopped": sum(1 for p in processes if p.process.kind == "worker" and p.process.stopped_at is not None),
         "supervisors": [p for p in processes if p.process.kind == "supervisor"],
         "pools": pool_usage().items,
+        "health": health(),
         "unknown": effect_page(tenant=principal.tenant, state=states.UNKNOWN, limit=10),
     }
 

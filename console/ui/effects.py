@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.shortcuts import redirect
 
 from console.access import OPERATE_ACTION, acting, require
@@ -16,7 +17,7 @@ from runtime.effects.selectors import effect_get, effect_page
 from runtime.effects.services import effect_resolve
 from runtime.errors import InvalidInput, StewardError
 
-OUTCOMES = ("committed", "failed")
+OUTCOMES = ("committed", "failed", "retry")
 
 
 @screen
@@ -51,7 +52,8 @@ def resolve(request, principal, effect_id):
     receipt_text, note = param(request, "receipt", request.POST), param(request, "note", request.POST) or ""
     try:
         if outcome not in OUTCOMES:
-            raise InvalidInput("choose what happened: committed (it was done) or failed (it was not)",
+            raise InvalidInput("choose what happened: committed (it was done), failed (it was not) or retry "
+                               "(it was not: send it again)",
                                field="outcome")
         receipt = None
         if outcome == "committed" and receipt_text:
@@ -61,6 +63,8 @@ def resolve(request, principal, effect_id):
                 raise InvalidInput(f"the receipt is not JSON: {exc}", field="receipt") from None
         with acting(principal):
             effect_resolve(effect_id=effect.id, outcome=outcome, actor=principal.actor, receipt=receipt, note=note)
+        messages.success(request, "It will be sent again under the same key; its task goes on from there."
+                         if outcome == "retry" else f"Recorded as {outcome}; its task goes on from there.")
         return redirect(f"/effects/{effect.id}/")
     except StewardError as exc:
         context = _form(effect, outcome=outcome, receipt=receipt_text or "", note=note, error=exc)

@@ -3,6 +3,7 @@ operator's change of limits, refused with its reason on the form."""
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.shortcuts import redirect
 
 from console.access import OPERATE_ACTION, acting, require
@@ -47,7 +48,8 @@ def pool_limits(request, principal, name):
                     raise ArgumentOutOfRange(f"{field} must be a whole number, got {text[:20]!r}", field=field)
                 limits[field] = int(text)
         with acting(principal):
-            pool_set_limits(name=name, actor=principal.actor, **limits)
+            pool = pool_set_limits(name=name, actor=principal.actor, **limits)
+        messages.success(request, f"Limits of {name}: {pool.max_running} running, {pool.max_queued} queued.")
         return redirect(f"/pools/{name}/")
     except StewardError as exc:
         return page(request, principal, "console/pool.html", {**_context(principal, usage), "typed": typed,

@@ -75,7 +75,7 @@ def submit(request, principal):
     source = request.POST if request.method == "POST" else request.GET
     chosen = next((a for a in agents if a.name == param(request, "agent", source)), agents[0] if agents else None)
     fields = fields_of(chosen.input_schema) if chosen else []
-    context = {"agents": agents, "chosen": chosen, "fields": fields, "typed": source, "error": None,
+    context = {"field_errors": {}, "agents": agents, "chosen": chosen, "fields": fields, "typed": source, "error": None,
                "schema_json": json.dumps(chosen.input_schema, indent=2) if chosen and chosen.input_schema else ""}
     if request.method == "POST":
         try:
@@ -88,7 +88,20 @@ def submit(request, principal):
             return redirect(f"/tasks/{made.task_id}/")
         except StewardError as exc:
             context["error"] = exc
+            context["field_errors"] = field_errors(exc)
             return page(request, principal, "console/submit.html", context,
                         status=exc.status if 400 <= exc.status < 500 else 400, nav="tasks")
     template = "console/submit.html#agent-fields" if request.htmx else "console/submit.html"
     return page(request, principal, template, context, nav="tasks")
+
+
+def field_errors(exc: StewardError) -> dict[str, str]:
+    """Each failing field's message, to show beside it: the schema's (details.errors) or
+    the form's own (details.field)."""
+    found = {}
+    for error in exc.details.get("errors") or []:
+        if isinstance(error, dict) and error.get("loc"):
+            found.setdefault(str(error["loc"][0]), str(error.get("msg", "invalid")))
+    if exc.details.get("field"):
+        found.setdefault(str(exc.details["field"]), exc.message)
+    return found

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 
+from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
@@ -20,10 +21,38 @@ from console.access import OPERATE_ACTION, acting, require
 from console.ui.web import page, param, screen
 from runtime import states
 from runtime.errors import InvalidInput, StewardError
-from runtime.tasks.selectors import step_count, step_get, step_page, task_detail, task_get, task_subtree_live
+from runtime.tasks.selectors import (
+    step_count,
+    step_get,
+    step_page,
+    task_detail,
+    task_get,
+    task_page,
+    task_subtree_live,
+)
 from runtime.tasks.services import task_cancel, task_resume
 
 STEPS_PER_PAGE = 100
+TREE_SHOWN = 200
+
+
+def _subtree(principal, task) -> list[tuple[int, object]]:
+    """The task's descendants as (depth, task), depth first in spawn order: read from the
+    tree index of its root (the first TREE_SHOWN of the tree), each under its parent."""
+    below = task_page(tenant=principal.tenant, root=task.root_id or task.id, limit=TREE_SHOWN).items
+    children: dict = {}
+    for node in below:
+        children.setdefault(node.parent_id, []).append(node)
+    flat, stack = [], [(1, child) for child in sorted(children.get(task.id, []), key=_spawn, reverse=True)]
+    while stack:
+        depth, node = stack.pop()
+        flat.append((depth, node))
+        stack.extend((depth + 1, child) for child in sorted(children.get(node.id, []), key=_spawn, reverse=True))
+    return flat
+
+
+def _spawn(task) -> int:
+    return task.spawn_seq if task.spawn_seq is not None else -1
 
 
 def _version(task) -> str:
@@ -37,9 +66,11 @@ def _live(principal, task_id) -> dict:
     task = task_get(task_id, tenant=principal.tenant)
     detail = task_detail(task.id, step_limit=0, audit_limit=50, child_limit=200)
     attempt = detail.attempts[-1] if detail.attempts else None
+    tree = _subtree(principal, detail.task) if detail.children else []
     return {"task": detail.task, "detail": detail, "attempt": attempt,
             "live_attempt": attempt if attempt and attempt.ended_at is None else None,
             "lease_expired": bool(attempt and attempt.ended_at is None and attempt.lease_expires_at < timezone.now()),
+            "tree": tree, "tree_cut": len(tree) >= TREE_SHOWN,
             "finished": detail.task.status in states.TERMINAL, "version": _version(detail.task),
             "steps_total": step_count(task=task), "unknown_effects": [e for e in detail.effects
                                                                       if e.state == states.UNKNOWN],
@@ -98,9 +129,11 @@ def _confirm(request, principal, task_id, action: str):
                 raise InvalidInput("say why: the reason is kept in the audit trail", field="reason")
             with acting(principal):
                 if action == "cancel":
-                    task_cancel(task_id=task.id, actor=principal.actor, reason=reason)
+                    done = task_cancel(task_id=task.id, actor=principal.actor, reason=reason)
+                    messages.success(request, f"Cancelled {len(done)} task{'s' if len(done) != 1 else ''}.")
                 else:
                     task_resume(task_id=task.id, actor=principal.actor, note=reason)
+                    messages.success(request, "Queued for a new attempt.")
             return redirect(f"/tasks/{task.id}/")
         except StewardError as exc:
             context["error"] = exc

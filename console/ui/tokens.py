@@ -3,6 +3,7 @@ name, a scope and an optional expiry, the secret shown once; and revoked at once
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
@@ -47,10 +48,11 @@ def token_new(request, principal):
 def token_revoke_view(request, principal, token_id):
     require(principal, OPERATE_ACTION)
     try:
-        token_revoke(principal=principal, token_id=token_id)
+        token = token_revoke(principal=principal, token_id=token_id)
     except StewardError as exc:
         if exc.status == 404:
             raise
         return page(request, principal, "console/tokens.html", _context(principal, error=exc),
                     status=exc.status if 400 <= exc.status < 500 else 400, nav="tokens")
+    messages.success(request, f"Revoked {token.name} ({token.prefix}…): refused from its next request on.")
     return redirect("/tokens/")

@@ -49,6 +49,7 @@ ROUTES = [
     Route("audit", "audit/", audit.audit_list),
     Route("audit-verify", "audit/verify/", audit.audit_verify_view),
     Route("audit-export", "audit/export.jsonl", audit.audit_export),
+    Route("audit-seals", "audit/seals.jsonl", audit.audit_seals_export),
     Route("audit-event", "audit/<int:event_id>/", audit.audit_event, object="audit"),
     Route("tokens", "tokens/", tokens.token_list),
     Route("token-new", "tokens/new/", tokens.token_new, action=True),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime
+from urllib.parse import urlencode
 
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpResponse
@@ -21,6 +22,8 @@ from django.utils.dateparse import parse_datetime
 from django.utils.timezone import is_naive, make_aware
 
 from console.access import OPERATE_ACTION, session_principal, tenants_of
+from runtime import states
+from runtime.effects.selectors import effect_page
 from runtime.errors import InvalidInput, StewardError, Unauthenticated
 
 __all__ = ["screen", "page", "refusal", "param", "when", "OPERATE_ACTION"]
@@ -33,7 +36,11 @@ def screen(view):
             principal = session_principal(request)
         except Unauthenticated as exc:
             if request.htmx:
-                return HttpResponse("Sign in again to go on.", status=401, content_type="text/plain")
+                # 401 (nothing is swapped), and htmx sends the whole page to sign in, back here after.
+                response = HttpResponse("Sign in again to go on.", status=401, content_type="text/plain")
+                back = request.htmx.current_url_abs_path or "/"
+                response["HX-Redirect"] = f"/login/?{urlencode({'next': back})}"
+                return response
             if request.user.is_authenticated:  # signed in, but a member of no tenant
                 return render(request, "console/error.html", {"status": 401, "message": exc.message}, status=401)
             return redirect_to_login(request.get_full_path())
@@ -59,6 +66,8 @@ def page(request, principal, template: str, context: dict | None = None, *, stat
     """Render a screen (or, with `#partial` in the name, one partial of it) with what the
     header needs: the person, their role and tenants, and whether to draw action buttons."""
     context = {
+        # Full pages only: the header's count of effects waiting for a person.
+        "waiting": _waiting(principal) if "#" not in template else 0,
         "principal": principal,
         "memberships": tenants_of(principal.user),
         "can_operate": principal.may(OPERATE_ACTION),
@@ -84,3 +93,11 @@ def when(value: str | None, field: str) -> datetime | None:
     if parsed is None:
         raise InvalidInput(f"{field} must be a date or a date-time like 2026-12-01T09:30", field=field)
     return make_aware(parsed) if is_naive(parsed) else parsed
+
+
+WAITING_COUNTED = 99
+
+
+def _waiting(principal) -> int:
+    """Unknown effects of the tenant (off effect_tenant_state_id; counted up to 99)."""
+    return len(effect_page(tenant=principal.tenant, state=states.UNKNOWN, limit=WAITING_COUNTED).items)

@@ -13,6 +13,9 @@
 -- not that row's hash ('link': the row before it changed). Returned: every bad row, and
 -- the batch's last row (to carry on from) with its position in the batch.
 --
+-- With %(tenant)s, only that tenant's rows are checked: a chain never spans tenants
+-- (steward_audit_chain), so whole chains are kept and their links still line up.
+--
 -- Rows are never updated or deleted (the append-only trigger), so batches read in
 -- different snapshots still see one consistent trail: a row appended meanwhile is
 -- either in a later batch or not at all.
@@ -34,6 +37,7 @@ FROM (
     FROM (
         SELECT * FROM steward_audit
         WHERE (chain, chain_seq) > (%(chain)s::text, %(seq)s::integer) AND chain <= %(last_chain)s::text
+          AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
         ORDER BY chain, chain_seq
         LIMIT %(limit)s
     ) batch

@@ -8,8 +8,9 @@ from datetime import datetime, timedelta, timezone
 from runtime import arguments
 from runtime.audit import chain_of
 from runtime.errors import AuditEventNotFound, InvalidInput
-from runtime.models import AuditEvent
+from runtime.models import AuditEvent, AuditSeal
 from runtime.paging import Keyset, Page, keyset_page
+from runtime.trail.seals import seal_export
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -52,6 +53,16 @@ def _micros(when: datetime) -> int:
 
 def _from_micros(micros: int) -> datetime:
     return _EPOCH + timedelta(microseconds=micros)
+
+
+def audit_seals(*, tenant: str | None = None):
+    """Every seal (one tenant's, or all), oldest first, as JSON for safekeeping outside
+    the database: a seal later deleted from the table is then still known."""
+    seals = AuditSeal.objects.order_by("tenant", "seq")
+    if tenant is not None:
+        seals = seals.filter(tenant=arguments.tenant(tenant))
+    for seal in seals.iterator(chunk_size=500):
+        yield seal_export(seal)
 
 
 # --- one event, and a whole query for export (the console) -------------------------------------

@@ -14,8 +14,10 @@ from django.db import connection, transaction
 
 from runtime import arguments, db
 from runtime.audit import acting_through, audit_append
+from runtime.trail.seals import SealProblem, audit_seal, seal_problems
 
-__all__ = ["acting_through", "audit_record", "audit_verify", "audit_problems", "Tampered", "Progress"]
+__all__ = ["acting_through", "audit_record", "audit_verify", "audit_problems", "audit_check", "audit_seal",
+           "AuditCheck", "Tampered", "Progress"]
 
 
 def audit_record(*, actor: str, tenant: str, kind: str, data: dict | None = None, task_id=None) -> int:
@@ -55,6 +57,48 @@ class Progress:
         return self.rows / self.seconds if self.seconds > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class AuditCheck:
+    """What a verify found: the chains walked row by row, and the seals over them."""
+    tenant: str | None
+    rows: int
+    seconds: float
+    tampered: list[Tampered]
+    seals: list[SealProblem]
+
+    @property
+    def ok(self) -> bool:
+        return not self.tampered and not self.seals
+
+    @property
+    def first_bad(self) -> Tampered | None:
+        return min(self.tampered, key=lambda bad: bad.id) if self.tampered else None
+
+
+def audit_check(*, tenant: str | None = None, progress: Callable[[Progress], None] | None = None) -> AuditCheck:
+    """The whole verdict on a tenant's trail (every tenant's by default), for the CLI,
+    the API and the console alike:
+
+    1. walk every chain of the tenant and recompute each row's hash and link
+       (audit_problems): an edited, removed or re-linked row;
+    2. check the tenant's seal chain and that every chain still holds the head its latest
+       seal names (seal_problems): the newest rows of a chain, or a whole chain, deleted.
+    Rows written after the latest seal are covered by step 1 only, until the next seal.
+    """
+    if tenant is not None:
+        arguments.tenant(tenant)
+    began, rows = time.monotonic(), [0]
+
+    def heard(p: Progress) -> None:
+        rows[0] = p.rows
+        if progress is not None:
+            progress(p)
+
+    tampered = audit_problems(tenant=tenant, progress=heard)
+    seals = seal_problems(tenant=tenant)
+    return AuditCheck(tenant, rows[0], time.monotonic() - began, sorted(tampered, key=lambda bad: bad.id), seals)
+
+
 BATCH_ROWS = 20_000
 STREAMS = 2  # chain ranges verified at once, each on its own connection
 LAST_SEQ = 2**31 - 1  # after (chain, LAST_SEQ) comes the next chain's first row
@@ -62,22 +106,25 @@ LAST_SEQ = 2**31 - 1  # after (chain, LAST_SEQ) comes the next chain's first row
 
 def audit_verify(*, after_id: int | None = None, starts: Mapping[str, tuple[int, bytes]] | None = None,
                  progress: Callable[[Progress], None] | None = None, batch: int = BATCH_ROWS,
-                 streams: int = STREAMS) -> Tampered | None:
+                 streams: int = STREAMS, tenant: str | None = None) -> Tampered | None:
     """Recompute the trail's hashes and links; return the first bad row by id, or None.
 
     What is checked (see audit_problems): every chain from its first row (the default);
     or only the rows after audit id `after_id`, each linked to its predecessor; or only
     the chains in `starts`, each from a known-good (chain_seq, hash) on: a sealed head.
     """
-    problems = audit_problems(after_id=after_id, starts=starts, progress=progress, batch=batch, streams=streams)
+    problems = audit_problems(after_id=after_id, starts=starts, progress=progress, batch=batch, streams=streams,
+                              tenant=tenant)
     return min(problems, key=lambda bad: bad.id) if problems else None
 
 
 def audit_problems(*, after_id: int | None = None, starts: Mapping[str, tuple[int, bytes]] | None = None,
                    progress: Callable[[Progress], None] | None = None, batch: int = BATCH_ROWS,
-                   streams: int = STREAMS) -> list[Tampered]:
+                   streams: int = STREAMS, tenant: str | None = None) -> list[Tampered]:
     """Every bad row, found in batches of `batch` rows with no sort and no row held
-    between batches; `progress` hears after each batch.
+    between batches; `progress` hears after each batch. With `tenant`, only that
+    tenant's chains (the rows of others are read off the index but neither hashed nor
+    reported: an operator of one tenant learns nothing of another's trail).
 
     1. By default, stream every chain in (chain, chain_seq) order off audit_chain_seq
        (runtime/sql/audit_verify_batch.sql), carrying each batch's last row into the
@@ -88,8 +135,8 @@ def audit_problems(*, after_id: int | None = None, starts: Mapping[str, tuple[in
     3. With `after_id`, read the rows after it in id order and link each to its
        predecessor by index (runtime/sql/audit_verify_after.sql).
     """
-    if after_id is not None and starts is not None:
-        raise ValueError("verify either after an id or from known chain heads, not both")
+    if after_id is not None and (starts is not None or tenant is not None):
+        raise ValueError("verify after an id covers every tenant from that id on; not with starts or tenant")
     began = time.monotonic()
     checked, problems, lock = 0, [], threading.Lock()
 
@@ -123,7 +170,7 @@ def audit_problems(*, after_id: int | None = None, starts: Mapping[str, tuple[in
         found = []
         while True:
             rows = _batch("audit_verify_batch", {"chain": chain, "seq": seq, "hash": head,
-                                                 "last_chain": last_chain, "limit": batch})
+                                                 "last_chain": last_chain, "limit": batch, "tenant": tenant})
             found += [Tampered(i, c, s, problem) for i, c, s, _, problem, _, _ in rows if problem]
             ends = [(c, s, bytes(h), n) for _, c, s, h, _, last, n in rows if last]
             if not ends:

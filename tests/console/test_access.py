@@ -24,7 +24,7 @@ ACME_URLS = {
     "task-cancel": "/tasks/{parent}/cancel/", "task-resume": "/tasks/{done}/resume/",
     "effects": "/effects/", "effect": "/effects/{effect}/", "effect-resolve": "/effects/{effect}/resolve/",
     "pools": "/pools/", "pool": "/pools/default/", "pool-limits": "/pools/default/limits/",
-    "audit": "/audit/", "audit-verify": "/audit/verify/", "audit-export": "/audit/export.jsonl",
+    "audit": "/audit/", "audit-verify": "/audit/verify/", "audit-export": "/audit/export.jsonl", "audit-seals": "/audit/seals.jsonl",
     "audit-event": "/audit/{audit}/", "tokens": "/tokens/", "token-new": "/tokens/new/",
     "token-revoke": "/tokens/{token}/revoke/",
 }
@@ -66,8 +66,9 @@ def test_a_stranger_is_sent_to_sign_in_from_every_page_and_gets_401_from_every_f
             continue
         url = acme[route.name]
         if route.fragment:
-            response = client.get(url, headers={"HX-Request": "true"})
+            response = client.get(url, headers={"HX-Request": "true", "HX-Current-URL": "http://testserver/tasks/"})
             assert response.status_code == 401, route.name
+            assert response["HX-Redirect"] == "/login/?next=%2Ftasks%2F", route.name  # htmx goes to sign in
             continue
         response = client.post(url, POSTS.get(route.name, {})) if (route.action or route.name in POST_ONLY) \
             else client.get(url)
@@ -102,7 +103,8 @@ def test_carol_finds_no_acme_object_on_any_route_page_or_fragment(world, as_pers
 def test_carol_sees_none_of_acme_in_lists_and_fragments(world, as_person, acme):
     client = as_person(world.people.carol)
     acme_ids = [str(world.parent.id), str(world.blocked.id), str(world.done.id), str(world.child.id)]
-    for name in ("dashboard", "dashboard-live", "tasks", "tasks-live", "effects", "audit", "audit-export", "tokens"):
+    for name in ("dashboard", "dashboard-live", "tasks", "tasks-live", "effects", "audit", "audit-export", "audit-seals",
+                 "tokens"):
         response = client.get(acme[name] + ("&" if "?" in acme[name] else "?") + "state=any",
                               headers={"HX-Request": "true"} if BY_NAME[name].fragment else {})
         body = b"".join(response.streaming_content) if response.streaming else response.content
@@ -137,7 +139,7 @@ def test_bob_sees_no_action_button_or_form_on_any_screen(world, as_person, acme)
     forbidden = [b"/cancel/", b"/resume/", b"/resolve/", b"/limits/", b"/tokens/new/", b"/revoke/",
                  b'href="/tasks/new/"', b"Submit task", b">Resolve<"]
     for route in ROUTES:
-        if route.action or route.public or route.name in POST_ONLY or route.name == "audit-export":
+        if route.action or route.public or route.name in POST_ONLY or route.name in ("audit-export", "audit-seals"):
             continue
         response = client.get(acme[route.name], headers={"HX-Request": "true"} if route.fragment else {})
         for marker in forbidden:

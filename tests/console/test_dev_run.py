@@ -21,6 +21,7 @@ def test_the_summary_names_the_pages_on_the_chosen_port_the_demo_login_and_how_t
     text = "\n".join(run.summary(8031))
 
     assert "http://127.0.0.1:8031/\n" in text and "http://127.0.0.1:8031/admin/\n" in text
+    assert "http://127.0.0.1:8031/api/v1/docs\n" in text
     assert "8000" not in text
     for username, (tenant, role, password) in DEMO_PEOPLE.items():
         assert f"{username} / {password}  ({role} of {tenant})" in text

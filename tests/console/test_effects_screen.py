@@ -57,3 +57,10 @@ def test_resolving_twice_is_refused_with_409(world, as_person):
     client = as_person(world.people.alice)
     client.post(f"/effects/{world.effect.id}/resolve/", {"outcome": "failed"})
     assert client.post(f"/effects/{world.effect.id}/resolve/", {"outcome": "failed"}).status_code == 409
+
+
+def test_send_it_again_puts_the_effect_back_to_intent_and_queues_the_task(world, as_person):
+    as_person(world.people.alice).post(f"/effects/{world.effect.id}/resolve/", {"outcome": "retry", "note": "not sent"})
+    effect = Effect.objects.get(id=world.effect.id)
+    assert effect.state == states.INTENT and effect.resend_approved
+    assert Task.objects.get(id=world.blocked.id).status == states.QUEUED

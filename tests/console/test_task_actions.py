@@ -59,3 +59,9 @@ def test_the_detail_shows_cancel_and_resume_only_where_they_apply_and_never_to_a
     bob = as_person(world.people.bob)
     assert b"/cancel/" not in bob.get(f"/tasks/{world.parent.id}/").content
     assert b"/resume/" not in bob.get(f"/tasks/{world.done.id}/").content
+
+
+def test_after_a_cancel_the_task_page_says_how_many_were_cancelled(world, as_person):
+    client = as_person(world.people.alice)
+    page = client.post(f"/tasks/{world.parent.id}/cancel/", {"reason": "enough"}, follow=True).content.decode()
+    assert "Cancelled 2 tasks." in page and 'data-status="cancelled"' in page

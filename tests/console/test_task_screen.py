@@ -71,3 +71,14 @@ def test_live_updates_answer_204_when_unchanged_and_stop_once_finished(world, as
     assert finished.status_code == 286  # htmx: swap this, then stop polling
     assert b"hx-trigger" not in finished.content.split(b'id="task-rest"')[0]
     assert b'data-status="cancelled"' in finished.content
+
+
+def test_the_lineage_tree_nests_grandchildren_under_their_parent(world, as_person):
+    grandchild = Task.objects.create(agent="t.steps", input={}, input_digest="x", tenant="acme", owner="user:alice",
+                                     pool_id=world.parent.pool_id, parent=world.child, root=world.parent,
+                                     spawn_seq=0, status=states.FAILED)
+    html = as_person(world.people.alice).get(f"/tasks/{world.parent.id}/").content.decode()
+    child_at, grandchild_at = html.index(f'<tr id="task-{world.child.id}"'), html.index(f'<tr id="task-{grandchild.id}"')
+    assert child_at < grandchild_at
+    assert 'padding-left: 36px' in html[grandchild_at:grandchild_at + 200]
+    assert '<span class="state act">failed</span>' in html[grandchild_at:]

@@ -20,9 +20,9 @@ from tests.harness import wait_until
 NAP = 0.05  # the durable sleep between attempts: long enough to end the attempt
 
 
-def submit(agent_name: str, input: dict | None = None):
-    return task_submit(agent=agent_name, input=input or {}, tenant="acme", owner="user:alice",
-                       actor="user:alice").task_id
+def submit(agent_name: str, input: dict | None = None, *, tenant: str = "acme"):
+    owner = "user:alice" if tenant == "acme" else "user:carol"
+    return task_submit(agent=agent_name, input=input or {}, tenant=tenant, owner=owner, actor=owner).task_id
 
 
 def run() -> int:

@@ -191,13 +191,14 @@ def test_cancel_and_resume_print_what_they_did(db):
 def test_audit_verify_prints_verified_and_how_many_rows_it_checked(live):
     # live, not db: verify reads chain ranges on connections of its own, which see only
     # committed rows.
-    assert re.fullmatch(r"audit trail verified: every chain is intact \(0 rows in \d+\.\d s\)\n",
+    assert re.fullmatch(r"audit trail verified: every chain is intact, and so is every seal \(0 rows in \d+\.\d s\)\n",
                         steward("audit", "verify"))
     task_submit(agent="t.steps", input={}, **ALICE)
 
     out = steward("audit", "verify")
 
-    checked = re.fullmatch(r"audit trail verified: every chain is intact \((\d+) rows in \d+\.\d s, "
+    checked = re.fullmatch(r"audit trail verified: every chain is intact, and so is every seal \((\d+) rows in "
+                           r"\d+\.\d s, "
                            r"[\d,]+ rows/s\)\n", out)
     assert checked, out
     assert int(checked.group(1)) == AuditEvent.objects.count() == 2  # the default pool's creation, the submit

@@ -8,15 +8,18 @@ supervisors make one seal per tenant, never two.
 
 from __future__ import annotations
 
+import io
+import json
 import threading
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 
 from runtime.audit import audit_append
 from runtime.models import AuditEvent, AuditSeal
 from runtime.trail.seals import audit_seal, seal_problems, sealed_heads
-from runtime.trail.services import audit_problems
+from runtime.trail.services import audit_check, audit_problems
 from tests.harness import race
 from tests.runtime.inprocess import run, submit
 from tests.runtime.test_audit import bypassing_the_triggers
@@ -160,3 +163,37 @@ def test_an_event_that_commits_after_a_seal_it_began_before_is_covered_by_the_ne
     assert latest.seq == meanwhile.seq + 1
     assert latest.heads.get(late.chain) == [late.chain_seq, bytes(late.hash).hex()]
     assert seal_problems() == []
+
+
+def test_a_tenants_check_walks_only_its_own_chains_and_seals(sealed):
+    other = submit("t.steps", {"n": 1}, tenant="globex")
+    run()
+    audit_seal(every=0)
+    theirs = _chain_rows(other)[-1]
+    bypassing_the_triggers("DELETE FROM steward_audit WHERE id = %s", [theirs.id])
+
+    acme = audit_check(tenant="acme")
+    assert acme.ok and acme.rows == AuditEvent.objects.filter(tenant="acme").count()
+    globex = audit_check(tenant="globex")
+    assert not globex.ok and [(p.problem, p.chain) for p in globex.seals] == [("missing", theirs.chain)]
+    assert not audit_check().ok  # every tenant's
+
+
+def test_the_cli_seals_now_exports_the_seals_and_verify_names_a_missing_sealed_row(sealed):
+    newest = _chain_rows(sealed[0])[-1]
+    out = io.StringIO()
+    call_command("steward", "audit", "seals", "--tenant", "acme", stdout=out)
+    exported = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(s["tenant"], s["seq"]) for s in exported] == [("acme", 1)]
+    assert exported[0]["heads"][newest.chain] == [newest.chain_seq, bytes(newest.hash).hex()]
+
+    bypassing_the_triggers("DELETE FROM steward_audit WHERE id = %s", [newest.id])
+    with pytest.raises(CommandError) as refused:
+        call_command("steward", "audit", "verify", "--tenant", "acme", stdout=io.StringIO())
+    assert refused.value.returncode == 3 and f"SEAL: audit chain {newest.chain} of acme" in str(refused.value)
+
+    submit("t.steps", {"n": 1})
+    run()
+    out = io.StringIO()
+    call_command("steward", "audit", "seal", stdout=out)
+    assert out.getvalue().startswith("sealed 1 tenant(s)\n  acme seal #2")

@@ -32,7 +32,8 @@ from runtime.limits.services import pool_create, pool_remove, pool_set_limits
 from runtime.management.format import block, json_text, record, short, table, when
 from runtime.tasks.selectors import task_detail, task_get, task_id_from_prefix, task_page
 from runtime.tasks.services import task_cancel, task_resume, task_submit
-from runtime.trail.services import audit_verify
+from runtime.trail.selectors import audit_seals
+from runtime.trail.services import audit_check, audit_seal, audit_verify
 
 # Bounds of the CLI's own numbers (docs/limits.md). A list shows one page; the API's
 # pages will share arguments.PAGE_MAX.
@@ -106,10 +107,16 @@ class Command(BaseCommand):
         p.add_argument("task", help=TASK_HELP)
         p.add_argument("--reason", default="")
 
-        p = sub.add_parser("audit", help="audit trail")
-        p.add_argument("action", choices=["verify"])
+        p = sub.add_parser("audit", help="audit trail: verify it, seal it, export its seals",
+                           description="verify: walk every chain and check the seals over them (exit 3 names "
+                                       "what is wrong). seal: seal every tenant's moved chain heads now (the "
+                                       "supervisor does so every STEWARD_AUDIT_SEAL_SECONDS). seals: print "
+                                       "every seal as JSON lines, to keep a copy outside the database.")
+        p.add_argument("action", choices=["verify", "seal", "seals"])
+        p.add_argument("--tenant", help="only this tenant's chains and seals")
         p.add_argument("--after", type=int, metavar="AUDIT_ID",
-                       help="verify only the rows after this audit id (each linked to the row before it)")
+                       help="verify only the rows after this audit id (each linked to the row before it; "
+                            "the seals are not checked)")
 
         p = sub.add_parser("supervise", help="run the supervisor sweep")
         p.add_argument("--once", action="store_true")
@@ -233,8 +240,20 @@ class Command(BaseCommand):
         ids = task_cancel(task_id=_task(task), actor=actor, reason=reason)
         self.stdout.write(f"cancelled {len(ids)} task(s): " + ", ".join(map(str, ids)))
 
-    def do_audit(self, *, action, after, **_):
+    def do_audit(self, *, action, after, tenant, **_):
         """The verdict on stdout says how many rows it covers; progress goes to stderr."""
+        if action == "seal":
+            made = audit_seal(every=0)
+            self.stdout.write(f"sealed {len(made)} tenant(s)" + "".join(
+                f"\n  {seal.tenant} seal #{seal.seq}: {len(seal.heads)} chain head(s)" for seal in made))
+            return
+        if action == "seals":
+            for seal in audit_seals(tenant=tenant):
+                self.stdout.write(json.dumps(seal, sort_keys=True))
+            return
+        if after is not None and tenant is not None:
+            raise CommandError("INVALID_ARGUMENT: --after verifies every tenant's rows after that id; "
+                               "drop --tenant", returncode=2)
         began, rows, last_report = time.monotonic(), [0], [0.0]
 
         def progress(p):  # reported in order under a lock: the last report counts every row
@@ -244,14 +263,20 @@ class Command(BaseCommand):
                 self.stderr.write(f"checked {p.rows:,} rows ({p.rows_per_second:,.0f} rows/s)")
                 self.stderr.flush()
 
-        bad = audit_verify(after_id=after, progress=progress)
+        if after is not None:
+            bad, seals = audit_verify(after_id=after, progress=progress), []
+        else:
+            check = audit_check(tenant=tenant, progress=progress)
+            bad, seals = check.first_bad, check.seals
         seconds, (count,) = time.monotonic() - began, rows
         checked = f"{count:,} row{'' if count == 1 else 's'} in {seconds:.1f} s"
         if count and seconds > 0:
             checked += f", {count / seconds:,.0f} rows/s"
-        if bad is not None:
-            raise CommandError(f"TAMPERED: {bad} (checked {checked})", returncode=3)
-        scope = "every chain is intact" if after is None else f"every row after #{after} is intact"
+        if bad is not None or seals:
+            lines = ([f"TAMPERED: {bad}"] if bad is not None else []) + [f"SEAL: {problem}" for problem in seals]
+            raise CommandError("\n".join(lines) + f" (checked {checked})", returncode=3)
+        scope = ("every chain is intact" + (f" in {tenant}" if tenant else "") + ", and so is every seal"
+                 if after is None else f"every row after #{after} is intact")
         self.stdout.write(f"audit trail verified: {scope} ({checked})")
 
     def do_supervise(self, *, once, interval, **_):
