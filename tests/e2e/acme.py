@@ -41,7 +41,8 @@ def acme(fleet, alice_principal) -> Acme:
         blocked_id = submit("notify.send", {"to": "oncall@example.com", "message": "e2e",
                                             "notify_url": notify.url}).task_id
         done_id = submit("t.steps", {"n": 2}).task_id
-        blocked = wait_until(lambda: task_in(blocked_id, states.BLOCKED), timeout=EVENT_S, message="the notification to block")
+        blocked = wait_until(lambda: task_in(blocked_id, states.BLOCKED), timeout=EVENT_S,
+                             message="the notification to block")
         done = wait_until(lambda: task_in(done_id, states.COMPLETED), timeout=EVENT_S, message="t.steps to complete")
         token = token_create(principal=alice_principal, name="e2e", scope="operate").token
         yield Acme(blocked=blocked, effect=Effect.objects.get(task_id=blocked_id, state=states.UNKNOWN), done=done,

@@ -8,7 +8,7 @@ import re
 from playwright.sync_api import Page, expect
 
 from runtime import states
-from runtime.models import Step, Task
+from runtime.models import AuditEvent, Step, Task
 from tests.e2e.stack import EVENT_MS, EVENT_S, mark_page, screenshot, still_same_page
 from tests.harness import wait_until
 
@@ -91,6 +91,14 @@ def test_alice_submits_a_research_batch_and_watches_it_complete_without_a_reload
 
     screenshot(listing, "task-list")
     screenshot(page, "task-detail")
+    plan = Step.objects.get(task_id=task_id, name="plan")
+    page.goto(f"/tasks/{task_id}/steps/{plan.seq}/")
+    expect(page.locator("body")).to_contain_text("plan")
+    screenshot(page, "step")
+    event = AuditEvent.objects.filter(task_id=task_id, kind="task.completed").get()
+    page.goto(f"/audit/{event.id}/")
+    expect(page.locator("body")).to_contain_text("task.completed")
+    screenshot(page, "audit-event")
     page.goto("/pools/")
     expect(page.locator("body")).to_contain_text("research")
     screenshot(page, "pools")

@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from runtime import states
 from runtime.models import AuditEvent, Effect, Pool, Task
-from tests.e2e.stack import csrf_token
+from tests.e2e.stack import csrf_token, screenshot
 
 # Every way the console offers an action: its link or form by URL, its button by name.
 ACTION_LINKS = ("/cancel/", "/resume/", "/resolve/", "/limits/", "/tasks/new/")
@@ -78,7 +78,13 @@ def test_bob_sees_all_of_acme_but_is_offered_no_action_and_each_crafted_action_i
     for url, fragment in ((f"/tasks/{acme.blocked.id}/", "/cancel/"), (f"/effects/{acme.effect.id}/", "/resolve/"),
                           (f"/pools/{acme.pool}/", "/limits/"), ("/tasks/", "/tasks/new/")):
         alice.goto(url)
-        assert any(offer.startswith(fragment) for offer in actions_offered(alice)), f"alice is not offered {fragment} at {url}"
+        offered = actions_offered(alice)
+        assert any(offer.startswith(fragment) for offer in offered), f"alice is not offered {fragment} at {url}"
+        if fragment == "/limits/":
+            screenshot(alice, "pool")
+    alice.goto(f"/tasks/{acme.blocked.id}/cancel/")  # the confirmation alice would get, not sent
+    expect(alice.locator("[name=reason]")).to_be_visible()
+    screenshot(alice, "task-cancel")
 
     # Now as a person with the devtools open: a token from the page, the POSTs by hand.
     page.goto("/tasks/")
