@@ -1,0 +1,51 @@
+"""Something of every kind in tenant acme, made by real workers, for the journeys that
+look at it from outside (bob, a viewer; carol, of another tenant): a task blocked on an
+unknown effect, a finished task with steps, its audit events, alice's API token."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from console.access import token_create
+from console.dev.demo.fake_service import FakeService
+from console.models import ApiToken
+from runtime import states
+from runtime.models import AuditEvent, Effect, Step, Task
+from tests.e2e.stack import EVENT_S
+from tests.faults.support import submit
+from tests.harness import wait_until
+
+
+@dataclass(frozen=True)
+class Acme:
+    blocked: Task      # notify.send, blocked on its unknown effect
+    effect: Effect
+    done: Task         # t.steps, completed, with a journal
+    seq: int           # one of done's steps
+    event: AuditEvent  # acme's newest audit event
+    token: ApiToken    # alice's, in acme
+    pool: str          # the pool the blocked task was admitted to
+
+
+def task_in(task_id, status: str):
+    return Task.objects.filter(id=task_id, status=status).first()
+
+
+@pytest.fixture
+def acme(fleet, alice_principal) -> Acme:
+    fleet.workers(1)
+    # Drops every call after performing it: the effect's outcome is unknown (console/dev/demo).
+    with FakeService(mode="unkeyed", drop_every=1) as notify:
+        blocked_id = submit("notify.send", {"to": "oncall@example.com", "message": "e2e",
+                                            "notify_url": notify.url}).task_id
+        done_id = submit("t.steps", {"n": 2}).task_id
+        blocked = wait_until(lambda: task_in(blocked_id, states.BLOCKED), timeout=EVENT_S,
+                             message="the notification to block")
+        done = wait_until(lambda: task_in(done_id, states.COMPLETED), timeout=EVENT_S, message="t.steps to complete")
+        token = token_create(principal=alice_principal, name="e2e", scope="operate").token
+        yield Acme(blocked=blocked, effect=Effect.objects.get(task_id=blocked_id, state=states.UNKNOWN), done=done,
+                   seq=Step.objects.filter(task_id=done_id).order_by("seq").values_list("seq", flat=True).last(),
+                   event=AuditEvent.objects.filter(tenant="acme").order_by("-id").first(), token=token,
+                   pool=blocked.pool_id)
