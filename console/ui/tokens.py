@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 from console.access import OPERATE_ACTION, require, token_create, token_revoke, tokens_visible_to
 from console.models import SCOPES
 from console.ui.web import page, param, screen, when
-from runtime.errors import InvalidInput, StewardError
+from runtime.errors import InvalidInput, StewardError, TokenNotFound
 
 
 def _context(principal, **extra) -> dict:
@@ -43,16 +43,22 @@ def token_new(request, principal):
     return response
 
 
-@require_POST
 @screen
 def token_revoke_view(request, principal, token_id):
+    """GET: what revoking will do (the token, its owner, scope and last use; every program
+    using it refused from its next request on), and the button. POST: revoke it."""
     require(principal, OPERATE_ACTION)
+    token = tokens_visible_to(principal).filter(id=token_id).first() if 1 <= token_id < 2**63 else None
+    if token is None:
+        raise TokenNotFound(f"no token {token_id}", token=token_id)
+    if request.method != "POST":
+        return page(request, principal, "console/token_revoke.html", {"token": token}, nav="tokens")
     try:
         token = token_revoke(principal=principal, token_id=token_id)
     except StewardError as exc:
         if exc.status == 404:
             raise
-        return page(request, principal, "console/tokens.html", _context(principal, error=exc),
+        return page(request, principal, "console/token_revoke.html", {"token": token, "error": exc},
                     status=exc.status if 400 <= exc.status < 500 else 400, nav="tokens")
     messages.success(request, f"Revoked {token.name} ({token.prefix}…): refused from its next request on.")
     return redirect("/tokens/")

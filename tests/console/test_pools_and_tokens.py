@@ -59,6 +59,19 @@ def test_revoking_a_token_marks_it_and_a_second_revoke_is_refused(world, as_pers
     assert f'<tr id="token-{token.id}" data-revoked="true">' in client.get("/tokens/").content.decode()
 
 
+def test_revoking_first_shows_what_it_will_do_and_changes_nothing(world, as_person):
+    client = as_person(world.people.alice)
+    client.post("/tokens/new/", {"name": "nightly", "scope": "read"})
+    token = ApiToken.objects.get(name="nightly")
+
+    html = client.get(f"/tokens/{token.id}/revoke/").content.decode()
+
+    assert "refused (<code>401 AUTH_REQUIRED</code>) from its very next request" in html and "never been used" in html
+    assert f'action="/tokens/{token.id}/revoke/"' in html and ApiToken.objects.get(id=token.id).revoked_at is None
+    assert client.get(f"/tokens/{2**63}/revoke/").status_code == 404
+    assert as_person(world.people.bob).get(f"/tokens/{token.id}/revoke/").status_code == 403
+
+
 def test_someone_elses_token_is_not_found(world, as_person):
     as_person(world.people.alice).post("/tokens/new/", {"name": "mine", "scope": "read"})
     token = ApiToken.objects.get(name="mine")
