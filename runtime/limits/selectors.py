@@ -28,21 +28,22 @@ def pool_usage(*, after: str | None = None, limit: int = MAX_POOLS) -> Page[Pool
     check_limit(limit)
     filters: dict = {}
     start = decode_cursor(POOLS_BY_NAME, filters, after)[0] if after is not None else ""
-    usage = []
-    for name, max_running, max_queued, created_at, admitted, running, held in db.fetchall(
-            "pool_usage", {"after": start, "limit": limit + 1}):
-        pool = Pool(name=name, max_running=max_running, max_queued=max_queued, created_at=created_at)
-        usage.append(PoolUsage(pool, running, admitted - running, held))
+    usage = _usage({"after": start, "limit": limit + 1, "only": None})
     more = len(usage) > limit
     usage = usage[:limit]
     return Page(usage, encode_cursor(POOLS_BY_NAME, filters, (usage[-1].pool.name,)) if more else None)
 
 
 def pool_usage_of(name: str) -> PoolUsage:
-    """One pool's usage (runtime/sql/pool_usage_one.sql), or UNKNOWN_POOL."""
-    row = db.fetchone("pool_usage_one", {"name": arguments.pool_name(name)})
-    if row is None:
+    """One pool's usage (the same statement, for that pool only), or UNKNOWN_POOL."""
+    found = _usage({"after": "", "limit": 1, "only": arguments.pool_name(name)})
+    if not found:
         raise UnknownPool(f"no pool {name!r}", pool=name)
-    name, max_running, max_queued, created_at, admitted, running, held = row
-    return PoolUsage(Pool(name=name, max_running=max_running, max_queued=max_queued, created_at=created_at),
-                     running, admitted - running, held)
+    return found[0]
+
+
+def _usage(params: dict) -> list[PoolUsage]:
+    return [PoolUsage(Pool(name=name, max_running=max_running, max_queued=max_queued, created_at=created_at),
+                      running, admitted - running, held)
+            for name, max_running, max_queued, created_at, admitted, running, held
+            in db.fetchall("pool_usage", params)]

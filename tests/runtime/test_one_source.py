@@ -41,7 +41,7 @@ EVENTS = {
     # Read only: a fence matches the running attempt; the rest read by status.
     "fence.sql": ["complete"], "fence_update.sql": ["complete"], "step_insert.sql": ["complete"],
     "attempt_release.sql": ["complete"], "release_abandoned.sql": ["complete"],
-    "stale_queued.sql": ["claim"], "pool_usage.sql": ["claim"], "pool_usage_one.sql": ["claim"],
+    "stale_queued.sql": ["claim"], "pool_usage.sql": ["claim"],
 }
 # The named sets a statement may spell out as a list.
 NAMED_SETS = {
