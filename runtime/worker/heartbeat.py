@@ -36,13 +36,23 @@ class Heartbeat:
             fresh = {k: fresh.get(k, 0) + old_fresh.get(k, 0) for k in {*fresh, *old_fresh}}
             waits = [a + b for a, b in zip(waits, old_waits)]
             self._carried = None
-        try:
-            process_beat(kind=self.kind, totals=totals, fresh=fresh, waits=waits, queue=self.queue,
-                         swept=swept or bool(fresh.get("sweeps")))
-        except db.CONNECTION_ERRORS as exc:
-            self._carried = (fresh, waits)
-            outages.database.failed(exc)
-            db.discard_connection()
+        # Twice at most: a pooled connection that was cut (its backend terminated, the
+        # server restarted since) fails once while the database is there, and a fresh
+        # one then works. Only a beat that fails on a fresh connection is an outage;
+        # otherwise one cut would be logged as an outage by each thread that held a
+        # connection, after the first had already logged it over. (A beat whose commit
+        # landed just before its connection was cut is counted twice: these are
+        # per-minute figures for a chart, not state.)
+        for fresh_connection in (False, True):
+            try:
+                process_beat(kind=self.kind, totals=totals, fresh=fresh, waits=waits, queue=self.queue,
+                             swept=swept or bool(fresh.get("sweeps")))
+                return
+            except db.CONNECTION_ERRORS as exc:
+                db.discard_connection()
+                if fresh_connection:
+                    self._carried = (fresh, waits)
+                    outages.database.failed(exc)
 
     def start(self) -> None:
         """Beat from a daemon thread until stop()."""
