@@ -41,7 +41,7 @@ stress: venv
 	$(call pytest,stress)
 
 bench: venv
-	$(DEV) $(SERVICES) $(PY) -m tests.bench
+	@$(DEV) $(SERVICES) $(PY) -m tests.bench
 
 # A million finished tasks beside an empty database (tests/bench_scale.py). The first run
 # loads for several minutes and about 8 GB; later runs reuse the load.
