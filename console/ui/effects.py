@@ -4,7 +4,6 @@ committed (with a receipt) or failed, which moves its blocked task on."""
 
 from __future__ import annotations
 
-import json
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -14,7 +13,7 @@ from console.access import OPERATE_ACTION, acting, require
 from console.ui.web import page, param, screen
 from runtime import states
 from runtime.effects.selectors import effect_get, effect_page
-from runtime.effects.services import effect_resolve
+from runtime.effects.services import effect_resolve, receipt_parse
 from runtime.errors import InvalidInput, StewardError
 
 OUTCOMES = ("committed", "failed", "retry")
@@ -57,10 +56,7 @@ def resolve(request, principal, effect_id):
                                field="outcome")
         receipt = None
         if outcome == "committed" and receipt_text:
-            try:
-                receipt = json.loads(receipt_text)
-            except ValueError as exc:
-                raise InvalidInput(f"the receipt is not JSON: {exc}", field="receipt") from None
+            receipt = receipt_parse(receipt_text)
         with acting(principal):
             effect_resolve(effect_id=effect.id, outcome=outcome, actor=principal.actor, receipt=receipt, note=note)
         messages.success(request, "It will be sent again under the same key; its task goes on from there."

@@ -12,7 +12,7 @@ from console.access import OPERATE_ACTION, acting, require
 from console.ui.web import page, param, screen
 from runtime.errors import InvalidInput, StewardError
 from runtime.tasks.selectors import agent_list
-from runtime.tasks.services import task_submit
+from runtime.tasks.services import input_parse, task_submit
 
 SIMPLE = {"string", "integer", "number", "boolean"}
 
@@ -42,9 +42,10 @@ def input_from(post, fields: list[dict]):
     text = (post.get("input") or "").strip()
     if text:
         try:
-            return json.loads(text)
-        except ValueError as exc:
-            raise InvalidInput(f"the input is not JSON: {exc}", field="input") from None
+            return input_parse(text)
+        except StewardError as exc:
+            exc.details.setdefault("field", "input")
+            raise
     value = {}
     for field in fields:
         raw = (post.get(f"in.{field['name']}") or "").strip()

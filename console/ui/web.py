@@ -89,7 +89,10 @@ def when(value: str | None, field: str) -> datetime | None:
     if value is None:
         return None
     text = value.replace(" ", "T")
-    parsed = parse_datetime(text if "T" in text else f"{text}T00:00:00")
+    try:
+        parsed = parse_datetime(text if "T" in text else f"{text}T00:00:00")
+    except ValueError:  # well formed but not a time: month 13, year 0
+        parsed = None
     if parsed is None:
         raise InvalidInput(f"{field} must be a date or a date-time like 2026-12-01T09:30", field=field)
     return make_aware(parsed) if is_naive(parsed) else parsed

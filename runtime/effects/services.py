@@ -75,3 +75,9 @@ def effect_resolve(*, effect_id: int, outcome: str, actor: str, receipt=None, no
     effect.refresh_from_db()
     return effect
 
+
+
+def receipt_parse(text: str | bytes):
+    """A receipt typed as JSON text (the console's resolve form), parsed within the
+    same limits as an output, then checked by effect_resolve."""
+    return encoding.parse(text, what="receipt", limit=config.max_output_bytes(), setting="STEWARD_MAX_OUTPUT_BYTES")

@@ -201,3 +201,10 @@ def task_resume(*, task_id, actor: str, note: str = "") -> None:
         audit_append(actor=actor, tenant=task.tenant, task_id=task.id, kind="task.resumed",
                      data={"from": task.status, "note": note})
         dispatch.pool_has_work(task.pool_id)
+
+
+def input_parse(text: str | bytes):
+    """A task input typed as JSON text (the console's form): parsed as the CLI parses
+    --input, refusing text too large or too deep before it can cost a RecursionError,
+    and then checked by task_submit like any input."""
+    return encoding.parse(text, what="input", limit=config.max_input_bytes(), setting="STEWARD_MAX_INPUT_BYTES")

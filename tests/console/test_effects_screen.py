@@ -48,7 +48,7 @@ def test_a_receipt_that_is_not_json_is_refused_on_the_form_keeping_what_was_type
         "outcome": "committed", "receipt": "{ref: abc", "note": "typed"})
     assert response.status_code == 422
     html = response.content.decode()
-    assert "the receipt is not JSON" in html and "{ref: abc</textarea>" in html and 'value="typed"' in html
+    assert "receipt is not JSON" in html and "{ref: abc</textarea>" in html and 'value="typed"' in html
     assert 'value="committed" checked' in html
     assert Effect.objects.get(id=world.effect.id).state == states.UNKNOWN
 

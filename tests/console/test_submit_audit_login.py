@@ -43,7 +43,7 @@ def test_a_bad_input_is_refused_naming_the_field_and_keeping_what_was_typed(worl
     assert "question" in html and "experiments" in html and 'value="99"' in html
     assert '<span class="field-error" role="alert">Input should be less than or equal to 20</span>' in html
     broken = as_person(world.people.alice).post("/tasks/new/", {"agent": "t.steps", "input": "{nope"})
-    assert broken.status_code == 422 and b"the input is not JSON" in broken.content and b"{nope</textarea>" in broken.content
+    assert broken.status_code == 422 and b"input is not JSON" in broken.content and b"{nope</textarea>" in broken.content
 
 
 def test_the_agent_picker_swaps_in_that_agents_fields(world, as_person):
