@@ -181,6 +181,20 @@ class PersonNotFound(StewardError):
     status = 404
 
 
+class MemberNotFound(StewardError):
+    """No such member in your tenant (the person may exist, or belong to another tenant)."""
+
+    code = "MEMBER_NOT_FOUND"
+    status = 404
+
+
+class LastAdmin(StewardError):
+    """Demoting or removing a tenant's only admin: nobody could manage its members after."""
+
+    code = "LAST_ADMIN"
+    status = 409
+
+
 class InvalidTransition(StewardError):
     """The object is not in a status this action starts from (someone else moved it)."""
 

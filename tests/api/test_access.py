@@ -42,8 +42,13 @@ ROUTES = [
     ("POST", "tokens", {"name": "ci", "scope": "read"}, True, None),
     ("POST", "tokens/{token}/revoke", None, True, "TOKEN_NOT_FOUND"),
     ("DELETE", "tokens/{token}", None, True, "TOKEN_NOT_FOUND"),
+    ("GET", "members", None, False, None),
+    ("PUT", "members/bob", {"role": "operator", "reason": "on call"}, True, None),  # adds: nothing to find
+    ("DELETE", "members/bob", None, True, "MEMBER_NOT_FOUND"),
 ]
 ACTIONS = [r for r in ROUTES if r[3]]
+# Administering (members): an admin's operate token; an operator's is FORBIDDEN too.
+ADMINISTERS = [r for r in ACTIONS if r[1].startswith("members")]
 OBJECTS = [r for r in ROUTES if r[4]]
 
 
@@ -131,14 +136,23 @@ def test_another_tenants_lists_hold_none_of_ours(carol, world):
 @pytest.mark.parametrize("method,path,body,action,missing", ACTIONS, ids=ids(ACTIONS))
 def test_every_action_writes_its_audit_rows_with_the_api_channel_and_the_token(tokens, world, method, path, body,
                                                                               action, missing):
+    person, secret = ("dave", tokens.dave) if path.startswith("members") else ("alice", tokens.alice)
     before = AuditEvent.objects.order_by("-id").values_list("id", flat=True).first()
-    response = call(Api(tokens.alice), world, method, path, body)
+    response = call(Api(secret), world, method, path, body)
     assert response.status_code in (200, 201), response.content[:300]
     written = list(AuditEvent.objects.filter(id__gt=before).exclude(kind="pool.created"))
     assert written, "an action must leave an audit row"
     for event in written:
-        assert event.actor == "user:alice", event
-        assert event.data["via"] == {"channel": "api", "credential": f"token:{tokens.alice[:12]}"}, event.data
+        assert event.actor == f"user:{person}", event
+        assert event.data["via"] == {"channel": "api", "credential": f"token:{secret[:12]}"}, event.data
+
+
+@pytest.mark.parametrize("method,path,body,action,missing", ADMINISTERS, ids=ids(ADMINISTERS))
+def test_an_operator_is_forbidden_every_administration_and_changes_nothing(tokens, world, method, path, body,
+                                                                           action, missing):
+    before = AuditEvent.objects.count()
+    assert_error(call(Api(tokens.alice), world, method, path, body), 403, "FORBIDDEN")
+    assert AuditEvent.objects.count() == before
 
 
 def test_resolving_an_effect_unblocks_its_task(alice, world):
