@@ -34,4 +34,4 @@ def tenant(request, principal):
 def _screen_of(path: str) -> str:
     """/tasks/<id>/steps/3/ -> /tasks/: after a switch, an object URL would be 404."""
     first = path.strip("/").split("/", 1)[0]
-    return f"/{first}/" if first in {"tasks", "effects", "pools", "audit", "tokens"} else "/"
+    return f"/{first}/" if first in {"tasks", "effects", "pools", "audit", "tokens", "members"} else "/"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from django.urls import path
 
-from console.ui import audit, auth, dashboard, effects, pools, submit, task, tasks, tokens
+from console.ui import audit, auth, dashboard, effects, members, pools, submit, task, tasks, tokens
 
 
 @dataclass(frozen=True)
@@ -19,8 +19,8 @@ class Route:
     name: str
     pattern: str
     view: object
-    object: str = ""        # "task", "step", "effect", "audit", "pool", "token" or "" (none)
-    action: bool = False    # a POST that changes something: operators only
+    object: str = ""        # "task", "step", "effect", "audit", "pool", "token", "member" or "" (none)
+    action: bool = False    # a POST that changes something: operators only (members: admins only)
     fragment: bool = False  # an htmx fragment (401, not a redirect, when signed out)
     public: bool = False    # reachable signed out (the login page)
 
@@ -54,6 +54,11 @@ ROUTES = [
     Route("tokens", "tokens/", tokens.token_list),
     Route("token-new", "tokens/new/", tokens.token_new, action=True),
     Route("token-revoke", "tokens/<int:token_id>/revoke/", tokens.token_revoke_view, object="token", action=True),
+    Route("members", "members/", members.member_list),
+    Route("member-add", "members/add/", members.member_add, action=True),
+    Route("member-role", "members/<str:username>/role/", members.member_role, object="member", action=True),
+    Route("member-remove", "members/<str:username>/remove/", members.member_remove_view, object="member",
+          action=True),
 ]
 
 app_name = "ui"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from console.access import session_principal, token_create
-from console.models import ApiToken
+from console.models import ApiToken, Membership
 from console.ui.urls import ROUTES
 from runtime.models import AuditEvent, Effect, Task
 from tests.console.world import World
@@ -26,7 +26,8 @@ ACME_URLS = {
     "pools": "/pools/", "pool": "/pools/default/", "pool-limits": "/pools/default/limits/",
     "audit": "/audit/", "audit-verify": "/audit/verify/", "audit-export": "/audit/export.jsonl", "audit-seals": "/audit/seals.jsonl",
     "audit-event": "/audit/{audit}/", "tokens": "/tokens/", "token-new": "/tokens/new/",
-    "token-revoke": "/tokens/{token}/revoke/",
+    "token-revoke": "/tokens/{token}/revoke/", "members": "/members/", "member-add": "/members/add/",
+    "member-role": "/members/bob/role/?role=operator", "member-remove": "/members/bob/remove/",
 }
 POSTS = {
     "task-new": {"agent": "t.steps", "input": '{"n": 1}'},
@@ -34,8 +35,11 @@ POSTS = {
     "effect-resolve": {"outcome": "committed", "receipt": '{"ref": 1}', "note": "crafted"},
     "pool-limits": {"max_running": "7", "max_queued": "70"},
     "token-new": {"name": "crafted", "scope": "read"}, "token-revoke": {},
+    "member-add": {"username": "carol", "role": "admin"}, "member-role": {"role": "admin", "reason": "crafted"},
+    "member-remove": {"reason": "crafted"},
 }
-POST_ONLY = {"logout", "tenant", "audit-verify", "token-new"}
+ACME_ROLES = {"alice": "operator", "bob": "viewer", "dave": "admin"}
+POST_ONLY = {"logout", "tenant", "audit-verify", "token-new", "member-add"}
 
 
 @pytest.fixture
@@ -98,13 +102,14 @@ def test_carol_finds_no_acme_object_on_any_route_page_or_fragment(world, as_pers
     assert Task.objects.get(id=world.parent.id).status == "running"
     assert Effect.objects.get(id=world.effect.id).state == "unknown"
     assert ApiToken.objects.get(prefix__isnull=False, name="ci").revoked_at is None
+    assert _roles() == ACME_ROLES
 
 
 def test_carol_sees_none_of_acme_in_lists_and_fragments(world, as_person, acme):
     client = as_person(world.people.carol)
     acme_ids = [str(world.parent.id), str(world.blocked.id), str(world.done.id), str(world.child.id)]
     for name in ("dashboard", "dashboard-live", "tasks", "tasks-live", "effects", "audit", "audit-export", "audit-seals",
-                 "tokens"):
+                 "tokens", "members"):
         response = client.get(acme[name] + ("&" if "?" in acme[name] else "?") + "state=any",
                               headers={"HX-Request": "true"} if BY_NAME[name].fragment else {})
         body = b"".join(response.streaming_content) if response.streaming else response.content
@@ -112,6 +117,7 @@ def test_carol_sees_none_of_acme_in_lists_and_fragments(world, as_person, acme):
         for task_id in acme_ids:
             assert task_id.encode() not in body, (name, task_id)
     assert str(world.other.id).encode() in client.get("/tasks/").content
+    assert b'id="member-bob"' not in client.get("/members/").content
 
 
 def test_carol_gets_404_for_an_acme_task_on_the_effects_and_audit_filters(world, as_person):
@@ -132,11 +138,20 @@ def test_bob_is_refused_every_action_even_a_crafted_post_and_nothing_changes(wor
     assert Effect.objects.get(id=world.effect.id).state == "unknown"
     assert not ApiToken.objects.filter(name="crafted").exists()
     assert ApiToken.objects.get(name="ci").revoked_at is None
+    assert _roles() == ACME_ROLES
+
+
+def test_bob_is_refused_the_member_confirmation_pages_too(world, as_person, acme):
+    client = as_person(world.people.bob)
+    for name in ("member-role", "member-remove"):
+        assert client.get(acme[name]).status_code == 403, name
+        assert client.get(acme[name], headers={"HX-Request": "true"}).status_code == 403, name
 
 
 def test_bob_sees_no_action_button_or_form_on_any_screen(world, as_person, acme):
     client = as_person(world.people.bob)
     forbidden = [b"/cancel/", b"/resume/", b"/resolve/", b"/limits/", b"/tokens/new/", b"/revoke/",
+                 b"/members/add/", b"/role/", b"/remove/",
                  b'href="/tasks/new/"', b"Submit task", b">Resolve<"]
     for route in ROUTES:
         if route.action or route.public or route.name in POST_ONLY or route.name in ("audit-export", "audit-seals"):
@@ -144,3 +159,7 @@ def test_bob_sees_no_action_button_or_form_on_any_screen(world, as_person, acme)
         response = client.get(acme[route.name], headers={"HX-Request": "true"} if route.fragment else {})
         for marker in forbidden:
             assert marker not in response.content, (route.name, marker)
+
+
+def _roles() -> dict:
+    return dict(Membership.objects.filter(tenant_id="acme").values_list("user__username", "role"))
