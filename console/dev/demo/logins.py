@@ -7,6 +7,7 @@ DEMO_PEOPLE = {
     "alice": ("acme", "operator", "alice-demo"),
     "bob": ("acme", "viewer", "bob-demo"),
     "carol": ("globex", "operator", "carol-demo"),
+    "dave": ("acme", "admin", "dave-demo"),  # manages acme's members (/members/)
 }
 DEMO_TENANTS = {"acme": "Acme Research", "globex": "Globex"}
 DEMO_ADMIN = ("admin", "admin-demo")
