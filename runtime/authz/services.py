@@ -174,6 +174,14 @@ def authorize(*, task, action: str, resource: str, boundary: str, epoch: int | N
     Runs on the caller's transaction when there is one, so a decision taken inside a
     transition commits (or rolls back) with it.
     """
+    return decide(task=task, action=action, resource=resource, boundary=boundary, epoch=epoch)
+
+
+def decide(*, task, action: str, resource: str, boundary: str, epoch: int | None = None,
+           refuse: str | None = None, actor: str | None = None, evidence: dict | None = None) -> Decision:
+    """authorize(), or with `refuse`, a denial for a reason the caller found itself
+    (runtime/authz/tokens.py), recorded and audited the same way. `actor` (default: the
+    task's agent) and `evidence` (added to a denial's audit event) come from a token."""
     task_id = task.id if hasattr(task, "id") else arguments.task_id(task)
     patterns.action(action)
     patterns.concrete(resource)
@@ -184,7 +192,8 @@ def authorize(*, task, action: str, resource: str, boundary: str, epoch: int | N
     with transaction.atomic():
         cur = db.execute("authz_decide", {
             "task": task_id, "action": action, "resource": resource, "boundary": boundary, "epoch": epoch,
-            "policy": POLICY_VERSION, "via": json.dumps(with_via({}), default=str)})
+            "policy": POLICY_VERSION, "refuse": refuse, "actor": actor,
+            "extra": json.dumps(with_via(evidence), default=str)})
         row = cur.fetchone()
         if row is None:
             raise TaskNotFound(f"no task {task_id}", task=str(task_id))

@@ -41,7 +41,9 @@ WITH RECURSIVE lineage AS (
 ), verdict AS (
     -- The first failing check, nearest the task first; within the task itself, in the
     -- order agent, owner, asked. Any failure above the task is its parent's lack.
-    SELECT coalesce((
+    -- `refuse`: a reason the caller already found (a token bound to another tenant,
+    -- task or attempt: runtime/authz/tokens.py), recorded the same way without a look.
+    SELECT coalesce(%(refuse)s::text, (
         SELECT CASE
             WHEN lv.tenant <> me.tenant THEN 'tenant_mismatch'
             WHEN lv.depth > 0 THEN 'parent_lacks'
@@ -60,7 +62,7 @@ WITH RECURSIVE lineage AS (
     INSERT INTO steward_decision (id, tenant, task_id, parent_task, epoch, actor, owner, boundary, action,
                                   resource, allowed, reason_code, policy_version, authz_revision, at)
     SELECT steward_uuid7(statement_timestamp()), me.tenant, me.id, me.parent_id,
-           coalesce(%(epoch)s::int, me.epoch), 'agent:' || me.agent, me.owner,
+           coalesce(%(epoch)s::int, me.epoch), coalesce(%(actor)s::text, 'agent:' || me.agent), me.owner,
            CASE WHEN v.reason = 'tenant_mismatch' THEN 'tenant_isolation' ELSE %(boundary)s END,
            %(action)s, %(resource)s, v.reason = 'granted', v.reason, %(policy)s,
            coalesce((SELECT r.revision FROM steward_authz_revision r WHERE r.tenant = me.tenant), 0),
@@ -70,7 +72,7 @@ WITH RECURSIVE lineage AS (
 ), audited AS (
     INSERT INTO steward_audit (actor, tenant, task_id, kind, data)
     SELECT d.actor, d.tenant, d.task_id, 'authz.denied',
-           %(via)s::jsonb || jsonb_build_object(
+           %(extra)s::jsonb || jsonb_build_object(
                'decision_id', d.id, 'boundary', d.boundary, 'reason_code', d.reason_code,
                'action', d.action, 'resource', d.resource, 'owner', d.owner, 'epoch', d.epoch,
                'parent_task', d.parent_task, 'policy_version', d.policy_version,
