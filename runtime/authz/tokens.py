@@ -5,7 +5,7 @@ A token proves who is calling: tenant, agent, owner, task and attempt epoch, for
 audience (a gateway route), for minutes. It never decides: its `scope` and
 `authz_revision` say what held when it was minted, for the record and for a gateway
 that wants to refuse a token older than a revocation cheaply, but whether the call may
-go ahead is always authorize() on current rows (docs/adr/0013).
+go ahead is always authorize() on current rows (docs/adr/0013-authority-and-capability-tokens.md).
 """
 
 from __future__ import annotations

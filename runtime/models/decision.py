@@ -8,7 +8,7 @@ from django.db.models.functions import Now
 
 from runtime.ids import uuid7
 
-# The places that enforce a contract (../shared/CONTRACTS.md, Vocabulary).
+# The places that enforce a contract (docs/contracts.md, Vocabulary).
 BOUNDARIES = ("worker", "storage", "credential_gateway", "scheduler", "approval_gate", "grant_check",
               "tenant_isolation")
 

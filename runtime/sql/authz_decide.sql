@@ -4,7 +4,7 @@
 -- One statement is one snapshot (READ COMMITTED): the grants evaluated and the
 -- authz_revision recorded are of the same instant, so a decision never names a revision
 -- whose narrowing it did not see. A grant committed after the snapshot is seen by the
--- next call: every check reads current rows (docs/adr/0013).
+-- next call: every check reads current rows (docs/adr/0013-authority-and-capability-tokens.md).
 --
 -- A resource pattern `p*` covers what starts with `p`; otherwise a grant covers its exact
 -- value (runtime/authz/patterns.py covers()). Expiry is against statement_timestamp(),

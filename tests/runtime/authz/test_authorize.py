@@ -207,3 +207,27 @@ def test_decisions_page_by_tenant_task_and_outcome():
     with pytest.raises(StewardError) as error:
         decisions_page(tenant="globex", task=t)
     assert error.value.code == "TASK_NOT_FOUND"  # another tenant's task is not found
+
+
+def test_a_decision_racing_a_revocation_sees_either_the_grant_or_its_revocation_never_a_mix():
+    """One statement, one snapshot: every allow names a revision from before the revoke,
+    every decision naming the revoke's revision (or later) is a deny. Counted over trials."""
+    from tests.harness import race
+    outcomes = {"allowed": 0, "denied": 0}
+    for trial in range(30):
+        t = task()
+        _, owner_grant = give_both("tool.search", f"repo:acme/{trial}/*")
+
+        def either(i: int):
+            if i == 0:
+                return grant_revoke(grant_id=owner_grant.id, tenant="acme", actor=ADMIN, reason="race")
+            return check(t, f"repo:acme/{trial}/x", boundary="credential_gateway")
+
+        results = race(4, either)
+        revoked, decisions = results[0], results[1:]
+        assert not any(isinstance(r, Exception) for r in results), results
+        for decision in decisions:
+            assert decision.allowed == (decision.authz_revision < revoked.revision), (decision, revoked.revision)
+            outcomes["allowed" if decision.allowed else "denied"] += 1
+        assert not check(t, f"repo:acme/{trial}/x").allowed  # after the revoke committed: denied
+    assert sum(outcomes.values()) == 90
