@@ -29,7 +29,7 @@ def principal(value, field: str = "principal") -> str:
     """`agent:<name>` or `user:<name>`, fitting steward_grant.principal."""
     arguments.actor(value, field)
     if not (value.startswith(AGENT) or value.startswith(PERSON)) or value in (AGENT, PERSON):
-        raise InvalidIdentifier(f"{field} must be agent:<name> or user:<name>, got {arguments._show(value)}",
+        raise InvalidIdentifier(f"{field} must be agent:<name> or user:<name>, got {arguments.show(value)}",
                                 field=field)
     return value
 
@@ -42,7 +42,7 @@ def action(value, field: str = "action") -> str:
     arguments.identifier(field, value, max_length=ACTION_MAX)
     if not _ACTION.match(value):
         raise InvalidIdentifier(f"{field} must be dotted lower-case words like model.chat, "
-                                f"got {arguments._show(value)}", field=field)
+                                f"got {arguments.show(value)}", field=field)
     return value
 
 
@@ -50,10 +50,10 @@ def resource(value, field: str = "resource") -> str:
     """A resource or a pattern: printable, at most RESOURCE_MAX, `*` only at the end."""
     if not isinstance(value, str) or not value or len(value) > RESOURCE_MAX or not value.isprintable():
         raise InvalidResourcePattern(f"{field} must be 1-{RESOURCE_MAX} printable characters, "
-                                     f"got {arguments._show(value)}", field=field)
+                                     f"got {arguments.show(value)}", field=field)
     if "*" in value[:-1]:
         raise InvalidResourcePattern(f"{field} may hold `*` only as its last character (a prefix pattern), "
-                                     f"got {arguments._show(value)}", field=field)
+                                     f"got {arguments.show(value)}", field=field)
     return value
 
 

@@ -26,7 +26,7 @@ DECISIONS_BY_ID = Keyset("decisions", ("id",), lambda key: [str(key[0])], lambda
 
 def _grant_id(value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= GRANT_ID_MAX:
-        raise GrantNotFound(f"no grant #{arguments._show(value)}", grant=arguments._show(value))
+        raise GrantNotFound(f"no grant #{arguments.show(value)}", grant=arguments.show(value))
     return value
 
 

@@ -35,8 +35,8 @@ def _person(actor) -> str:
     worker's Context has no grant method, and the web side sets actor from the session."""
     arguments.actor(actor)
     if not patterns.is_person(actor):
-        raise GrantRequiresPerson(f"only a person (user:<name>) may change grants, not {arguments._show(actor)}",
-                                  actor=arguments._show(actor))
+        raise GrantRequiresPerson(f"only a person (user:<name>) may change grants, not {arguments.show(actor)}",
+                                  actor=arguments.show(actor))
     return actor
 
 
@@ -106,7 +106,7 @@ def grant_narrow(*, grant_id, tenant: str, resource: str | None = None, expires_
         new_resource = grant.resource if resource is None else resource
         new_expiry = grant.expires_at if expires_at is None else expires_at
         if not patterns.covers(grant.resource, new_resource):
-            raise GrantNotNarrower(f"{arguments._show(new_resource)} is not within {arguments._show(grant.resource)}",
+            raise GrantNotNarrower(f"{arguments.show(new_resource)} is not within {arguments.show(grant.resource)}",
                                    field="resource")
         if grant.expires_at is not None and new_expiry > grant.expires_at:
             raise GrantNotNarrower(f"the grant expires at {grant.expires_at.isoformat()}; narrowing may only "

@@ -231,3 +231,19 @@ def test_a_decision_racing_a_revocation_sees_either_the_grant_or_its_revocation_
             outcomes["allowed" if decision.allowed else "denied"] += 1
         assert not check(t, f"repo:acme/{trial}/x").allowed  # after the revoke committed: denied
     assert sum(outcomes.values()) == 90
+
+
+def test_a_lineage_that_crosses_tenants_is_denied_at_tenant_isolation():
+    """No service makes such a child; if a row ever said so, the check refuses rather than
+    lend one tenant's authority to another's task."""
+    from runtime.tasks.services import insert_task
+    parent = task()
+    give_both()
+    give_both(tenant="globex", owner="user:carol")
+    stray = insert_task(agent=AGENT, input_text="{}", digest="stray", tenant="globex", owner="user:carol",
+                        pool=Task.objects.get(id=parent).pool_id, actor="user:carol", parent_id=parent,
+                        root_id=parent, spawn_seq=1).task_id
+    decision = check(stray)
+    assert (decision.allowed, decision.boundary, decision.reason_code) == (False, "tenant_isolation",
+                                                                           "tenant_mismatch")
+    assert effective_authority(stray) == []
