@@ -207,3 +207,28 @@ def test_two_people_revoking_one_grant_at_once_make_one_revocation():
         codes = sorted(getattr(o, "code", "won") for o in outcomes)
         assert codes == ["INVALID_TRANSITION"] * 3 + ["won"], outcomes
         assert authz_revision(tenant="acme") == before + 1
+
+
+def test_a_narrow_and_a_revoke_of_one_grant_racing_never_deadlock_and_leave_it_revoked():
+    """Both take the revision row before the grant: whichever is second waits, then
+    either narrows a live grant before the revoke or finds it revoked (INVALID_TRANSITION)."""
+    seen = {"narrowed_then_revoked": 0, "revoke_won": 0}
+    for trial in range(TRIALS):
+        grant = give(OWNER, "tool.search", f"repo:acme/{trial}/*")
+
+        def change(i: int):
+            if i == 0:
+                return grant_revoke(grant_id=grant.id, tenant="acme", actor=ADMIN, reason="race")
+            return grant_narrow(grant_id=grant.id, tenant="acme", resource=f"repo:acme/{trial}/x", actor=ADMIN,
+                                reason="race")
+
+        revoked, narrowed = race(2, change)
+        assert isinstance(revoked, Grant), revoked
+        if isinstance(narrowed, Grant):
+            assert narrowed.revision < revoked.revision
+            seen["narrowed_then_revoked"] += 1
+        else:
+            assert getattr(narrowed, "code", None) == "INVALID_TRANSITION", narrowed
+            seen["revoke_won"] += 1
+        assert grant_get(grant_id=grant.id, tenant="acme").revoked_at is not None
+    assert sum(seen.values()) == TRIALS
