@@ -75,7 +75,9 @@ def grant_create(*, tenant: str, principal: str, action: str, resource: str,
         audit_append(actor=actor, tenant=tenant, kind="grant.created",
                      data={"grant": grant.id, "principal": principal, "action": action, "resource": resource,
                            "expires_at": expires_at, "authz_revision": revision})
-    return Grant.objects.get(id=grant.id)  # with granted_at as the database set it
+        # Read back inside the transaction: the grant as this change left it (with
+        # granted_at as the database set it), not as a later change may have.
+        return Grant.objects.get(id=grant.id)
 
 
 def grant_narrow(*, grant_id, tenant: str, resource: str | None = None, expires_at: datetime | None = None,
@@ -122,7 +124,7 @@ def grant_narrow(*, grant_id, tenant: str, resource: str | None = None, expires_
                            "to": {"resource": new_resource, "expires_at": new_expiry},
                            "reason": reason, "authz_revision": revision,
                            **_affected(tenant, grant.principal)})
-    return Grant.objects.get(id=grant.id)
+        return Grant.objects.get(id=grant.id)  # as this change left it
 
 
 def grant_revoke(*, grant_id, tenant: str, actor: str, reason: str) -> Grant:
@@ -153,7 +155,7 @@ def grant_revoke(*, grant_id, tenant: str, actor: str, reason: str) -> Grant:
                      data={"grant": grant.id, "principal": grant.principal, "action": grant.action,
                            "resource": grant.resource, "reason": reason, "authz_revision": revision,
                            **_affected(tenant, grant.principal)})
-    return Grant.objects.get(id=grant.id)
+        return Grant.objects.get(id=grant.id)  # as this change left it
 
 
 def _affected(tenant: str, principal: str) -> dict:
