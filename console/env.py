@@ -106,6 +106,35 @@ def audit_seal_keys(secret_key: str) -> list[bytes]:
     return [key.encode() for key in keys]
 
 
+def capability_key(secret_key: str, debug: bool) -> bytes | None:
+    """STEWARD_CAPABILITY_KEY: the Ed25519 private key (PEM; `\\n` may stand for newlines
+    in a one-line variable) that signs capability tokens (runtime/authz/tokens.py). A
+    value that is not an Ed25519 private key stops start-up.
+
+    Unset in debug: a key derived from the secret key (its seed is HMAC-SHA256(secret
+    key, "steward capability key"), so every process of one deployment, web and workers,
+    derives the same key and a restart keeps tokens valid). Unset otherwise: None, and
+    minting a token refuses; nothing mints one until the gateway is configured."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    given = get("STEWARD_CAPABILITY_KEY")
+    if given:
+        pem = given.replace("\\n", "\n").encode()
+        try:
+            key = serialization.load_pem_private_key(pem, password=None)
+        except (ValueError, TypeError) as exc:
+            raise ImproperlyConfigured(f"STEWARD_CAPABILITY_KEY is not an unencrypted PEM private key ({exc})") from None
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ImproperlyConfigured("STEWARD_CAPABILITY_KEY must be an Ed25519 private key")
+        return pem
+    if not debug:
+        return None
+    seed = hmac.new(secret_key.encode(), b"steward capability key", hashlib.sha256).digest()
+    return Ed25519PrivateKey.from_private_bytes(seed).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+
+
 def connection_bounds(lease_seconds: float) -> dict:
     """libpq connection options that bound what a stale owner can hold.
 

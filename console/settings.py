@@ -179,6 +179,9 @@ STEWARD = {
     # (STEWARD_AUDIT_SEAL_OLD_KEYS, after a rotation) only check older seals. Unset, a key
     # is derived from the secret key, which is also kept outside the database.
     "AUDIT_SEAL_KEYS": env.audit_seal_keys(SECRET_KEY),
+    # The Ed25519 key that signs capability tokens (runtime/authz/tokens.py); in debug,
+    # unset, one derived from the secret key; otherwise unset, no token can be minted.
+    "CAPABILITY_KEY": env.capability_key(SECRET_KEY, DEBUG),
     # Largest pool limits an operator may set (docs/limits.md). Each running place is a
     # slot row, hence a bound well below the column's; running + queued must fit the
     # integer arithmetic of admission (steward_submit), hence the queued bound's maximum.

@@ -146,6 +146,12 @@ def effect_id(value) -> int:
     return value
 
 
+def show(value, width: int = 40) -> str:
+    """A short, escaped rendering of what was given, safe for a terminal: for a refusal
+    raised outside this module (runtime/authz/) to name the argument the same way."""
+    return _show(value, width)
+
+
 def _show(value, width: int = 40) -> str:
     """A short, escaped rendering of what was given, safe for a terminal."""
     if isinstance(value, str):

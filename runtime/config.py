@@ -68,3 +68,8 @@ def audit_seal_keys() -> list[tuple[str, bytes]]:
 
 def queue_name() -> str:
     return settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+def capability_key() -> bytes | None:
+    """The PEM of the Ed25519 key that signs capability tokens, or None (not configured)."""
+    return _get("CAPABILITY_KEY")

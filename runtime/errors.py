@@ -202,6 +202,59 @@ class InvalidTransition(StewardError):
     status = 409
 
 
+# --- Authority (runtime/authz/) ----------------------------------------------------------
+
+
+class GrantNotFound(StewardError):
+    code = "GRANT_NOT_FOUND"
+    status = 404
+
+
+class GrantRequiresPerson(StewardError):
+    """Only a person (`user:<name>`) may create, narrow or revoke a grant: never an agent,
+    a task, a worker or anything that came from agent code."""
+
+    code = "GRANT_REQUIRES_PERSON"
+    status = 403
+
+
+class InvalidResourcePattern(InvalidArgument):
+    """A resource that is neither an exact value nor a prefix pattern (`*` only at the end)."""
+
+    code = "INVALID_RESOURCE_PATTERN"
+
+
+class GrantNotNarrower(InvalidArgument):
+    """A narrowing that would widen the grant: a resource outside the old one, or a later
+    (or no) expiry where there was one."""
+
+    code = "GRANT_NOT_NARROWER"
+
+
+class AuthorityDenied(StewardError):
+    """For a caller that turns a denied Decision into an exception: it names the boundary
+    that enforced it, why, and the decision recorded."""
+
+    code = "AUTHORITY_DENIED"
+    status = 403
+
+    def __init__(self, message: str, *, boundary: str, reason_code: str, decision_id: str, **details):
+        super().__init__(message, boundary=boundary, reason_code=reason_code, decision_id=decision_id, **details)
+        self.boundary, self.reason_code, self.decision_id = boundary, reason_code, decision_id
+
+
+class CapabilityRefused(StewardError):
+    """A capability token that does not prove who is calling: `reason` is one of
+    wrong_audience, expired, not_yet_valid, bad_signature, malformed."""
+
+    code = "CAPABILITY_REFUSED"
+    status = 401
+
+    def __init__(self, message: str, *, reason: str, **details):
+        super().__init__(message, reason=reason, boundary="credential_gateway", **details)
+        self.reason = reason
+
+
 # --- Raised inside agent code ---------------------------------------------------------
 
 

@@ -42,6 +42,9 @@ class Task(models.Model):
     crash_count = models.IntegerField(default=0, help_text="Lease expiries in a row.")
     wake_at = models.DateTimeField(null=True, blank=True)
     waiting_on = ArrayField(models.UUIDField(), null=True, blank=True, help_text="Child task ids a wait needs.")
+    # What a child asked for at spawn: [{"action": ..., "resource": ...}]. Null: it asks
+    # for whatever its parent holds. Its authority never exceeds this (runtime/authz/).
+    requested_scope = models.JSONField(null=True, blank=True)
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     status_note = models.CharField(max_length=500, blank=True, default="")

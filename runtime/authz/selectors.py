@@ -1,0 +1,153 @@
+"""Reads of grants and decisions, a task's effective authority, and the tasks a change
+to a principal's grants would reach (for the revocation preview)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from runtime import arguments, db, states
+from runtime.authz import patterns
+from runtime.errors import GrantNotFound, InvalidInput
+from runtime.models import AuthzRevision, Decision, Grant, Task
+from runtime.paging import Keyset, Page, keyset_page
+from runtime.tasks.selectors import task_get
+
+# A grant's audit event lists this many of the tasks it reached (all are counted).
+TASKS_SHOWN = 100
+GRANT_ID_MAX = 2**63 - 1
+
+DECISIONS_BY_ID = Keyset("decisions", ("id",), lambda key: [str(key[0])], lambda raw: (uuid.UUID(raw[0]),))
+
+
+def _grant_id(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= GRANT_ID_MAX:
+        raise GrantNotFound(f"no grant #{arguments.show(value)}", grant=arguments.show(value))
+    return value
+
+
+def grant_get(*, grant_id, tenant: str, lock: bool = False) -> Grant:
+    """The grant, or GRANT_NOT_FOUND (also for another tenant's: never say it exists).
+    With `lock`, its row lock for the rest of the transaction."""
+    grants = Grant.objects.filter(id=_grant_id(grant_id), tenant=arguments.tenant(tenant))
+    grant = (grants.select_for_update() if lock else grants).first()
+    if grant is None:
+        raise GrantNotFound(f"no grant #{grant_id}", grant=grant_id)
+    return grant
+
+
+def _live() -> Q:
+    return Q(revoked_at__isnull=True) & (Q(expires_at__isnull=True) | Q(expires_at__gt=Now()))
+
+
+def grants_of(*, tenant: str, principal: str | None = None, live_only: bool = True) -> list[Grant]:
+    """A tenant's grants (a principal's, with `principal`), newest first. Live: neither
+    revoked nor expired."""
+    grants = Grant.objects.filter(tenant=arguments.tenant(tenant))
+    if principal is not None:
+        grants = grants.filter(principal=patterns.principal(principal))
+    if live_only:
+        grants = grants.filter(_live())
+    return list(grants.order_by("-id"))
+
+
+def authz_revision(*, tenant: str) -> int:
+    """The tenant's current authz_revision; 0 before its first grant change."""
+    row = AuthzRevision.objects.filter(tenant=arguments.tenant(tenant)).values_list("revision", flat=True).first()
+    return row or 0
+
+
+def decisions_page(*, tenant: str, task=None, allowed: bool | None = None, after: str | None = None,
+                   limit: int = 50) -> Page[Decision]:
+    """A tenant's decisions newest first (decision_tenant_id), or one task's
+    (decision_task_id; another tenant's task is TASK_NOT_FOUND). `allowed` is residual."""
+    arguments.tenant(tenant)
+    if allowed is not None and not isinstance(allowed, bool):
+        raise InvalidInput("allowed must be true or false", field="allowed")
+    filters = {"tenant": tenant, "task": task, "allowed": allowed}
+    if task is not None:
+        driving = Decision.objects.filter(task_id=task_get(arguments.task_filter(task, "task"), tenant=tenant).id)
+    else:
+        driving = Decision.objects.filter(tenant=tenant)
+    residual = {"allowed": allowed} if allowed is not None else {}
+    return keyset_page(driving, keyset=DECISIONS_BY_ID, filters=filters, after=after, limit=limit,
+                       residual=residual)
+
+
+@dataclass(frozen=True)
+class TaskUnder:
+    id: uuid.UUID
+    agent: str
+    status: str
+
+
+def tasks_under(*, tenant: str, principal: str) -> list[TaskUnder]:
+    """The live tasks acting under `principal` (as their agent or their owner) and the
+    live tasks below them: what narrowing or revoking that principal's grants reaches.
+    grant_revoke and grant_narrow record this list's length in their audit event."""
+    arguments.tenant(tenant)
+    patterns.principal(principal)
+    rows = db.fetchall("authz_tasks_under", {"tenant": tenant, "principal": principal,
+                                             "live": sorted(states.LIVE)})
+    return [TaskUnder(*row) for row in rows]
+
+
+@dataclass(frozen=True)
+class Authority:
+    """One thing a task may do: `action` on what `resource` covers, until `expires_at`
+    (None: no expiry)."""
+    action: str
+    resource: str
+    expires_at: datetime | None
+
+
+def effective_authority(task) -> list[Authority]:
+    """What authorize() would allow the task now: the intersection, at the task and every
+    ancestor, of the agent's live grants, the owner's live grants and what was asked for
+    at spawn. For a page to show; authorize() decides, on its own statement."""
+    found = task if isinstance(task, Task) else task_get(arguments.task_id(task))
+    lineage = [found]
+    while lineage[-1].parent_id is not None:
+        lineage.append(Task.objects.get(id=lineage[-1].parent_id))
+    principals = {p for t in lineage for p in (f"{patterns.AGENT}{t.agent}", t.owner)}
+    live = list(Grant.objects.filter(_live(), tenant=found.tenant, principal__in=principals))
+    held: list[Authority] | None = None
+    for level in lineage:
+        if level.tenant != found.tenant:
+            return []  # authorize() denies as tenant_mismatch
+        own = _meet_all(_of(live, f"{patterns.AGENT}{level.agent}"), _of(live, level.owner))
+        if level.requested_scope is not None:
+            own = _meet_all(own, [Authority(s["action"], s["resource"], None) for s in level.requested_scope])
+        held = own if held is None else _meet_all(held, own)
+    return _widest(held or [])
+
+
+def _of(grants: list[Grant], principal: str) -> list[Authority]:
+    return [Authority(g.action, g.resource, g.expires_at) for g in grants if g.principal == principal]
+
+
+def _meet_all(a: list[Authority], b: list[Authority]) -> list[Authority]:
+    out = []
+    for x in a:
+        for y in b:
+            if x.action == y.action and (resource := patterns.meet(x.resource, y.resource)) is not None:
+                ends = [e for e in (x.expires_at, y.expires_at) if e is not None]
+                out.append(Authority(x.action, resource, min(ends) if ends else None))
+    return out
+
+
+def _widest(entries: list[Authority]) -> list[Authority]:
+    """Drop entries another entry already covers for at least as long."""
+    def lasts(a: Authority, b: Authority) -> bool:
+        return a.expires_at is None or (b.expires_at is not None and a.expires_at >= b.expires_at)
+
+    kept: list[Authority] = []
+    for i, e in enumerate(entries):
+        if not any(j != i and o.action == e.action and patterns.covers(o.resource, e.resource) and lasts(o, e)
+                   and (o != e or j < i) for j, o in enumerate(entries)):
+            kept.append(e)
+    return sorted(kept, key=lambda a: (a.action, a.resource))

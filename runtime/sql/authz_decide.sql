@@ -1,0 +1,84 @@
+-- One authorize() decision in one statement: walk the task's lineage up to its root,
+-- check at every level the agent's and the owner's live grants and what that level asked
+-- for at spawn, record the decision and, for a denial, its audit row in the task's chain.
+-- One statement is one snapshot (READ COMMITTED): the grants evaluated and the
+-- authz_revision recorded are of the same instant, so a decision never names a revision
+-- whose narrowing it did not see. A grant committed after the snapshot is seen by the
+-- next call: every check reads current rows (docs/adr/0013-authority-and-capability-tokens.md).
+--
+-- A resource pattern `p*` covers what starts with `p`; otherwise a grant covers its exact
+-- value (runtime/authz/patterns.py covers()). Expiry is against statement_timestamp(),
+-- not now(): a caller inside a long transaction must not see a grant as live past its expiry.
+WITH RECURSIVE lineage AS (
+    SELECT t.id, t.parent_id, t.tenant, t.agent, t.owner, t.requested_scope, t.epoch, 0 AS depth
+    FROM steward_task t WHERE t.id = %(task)s
+    UNION ALL
+    SELECT p.id, p.parent_id, p.tenant, p.agent, p.owner, p.requested_scope, p.epoch, l.depth + 1
+    FROM lineage l JOIN steward_task p ON p.id = l.parent_id
+), levels AS (
+    SELECT l.depth, l.tenant,
+           bool_or(g.principal = 'agent:' || l.agent AND g.live) AS agent_live,
+           bool_or(g.principal = 'agent:' || l.agent AND NOT g.live) AS agent_expired,
+           bool_or(g.principal = l.owner AND g.live) AS owner_live,
+           bool_or(g.principal = l.owner AND NOT g.live) AS owner_expired,
+           l.requested_scope IS NULL OR EXISTS (
+               SELECT 1 FROM jsonb_array_elements(l.requested_scope) s
+               WHERE s ->> 'action' = %(action)s
+                 AND CASE WHEN right(s ->> 'resource', 1) = '*'
+                          THEN starts_with(%(resource)s, left(s ->> 'resource', -1))
+                          ELSE s ->> 'resource' = %(resource)s END) AS asked
+    FROM lineage l
+    LEFT JOIN LATERAL (
+        -- grant_live: (tenant, principal, action) WHERE revoked_at IS NULL
+        SELECT g.principal, g.expires_at IS NULL OR g.expires_at > statement_timestamp() AS live
+        FROM steward_grant g
+        WHERE g.tenant = l.tenant AND g.principal IN ('agent:' || l.agent, l.owner)
+          AND g.action = %(action)s AND g.revoked_at IS NULL
+          AND CASE WHEN right(g.resource, 1) = '*' THEN starts_with(%(resource)s, left(g.resource, -1))
+                   ELSE g.resource = %(resource)s END
+    ) g ON true
+    GROUP BY l.depth, l.tenant, l.requested_scope
+), verdict AS (
+    -- The first failing check, nearest the task first; within the task itself, in the
+    -- order agent, owner, asked. Any failure above the task is its parent's lack.
+    -- `refuse`: a reason the caller already found (a token bound to another tenant,
+    -- task or attempt: runtime/authz/tokens.py), recorded the same way without a look.
+    SELECT coalesce(%(refuse)s::text, (
+        SELECT CASE
+            WHEN lv.tenant <> me.tenant THEN 'tenant_mismatch'
+            WHEN lv.depth > 0 THEN 'parent_lacks'
+            WHEN NOT coalesce(lv.agent_live, false) AND coalesce(lv.agent_expired, false) THEN 'grant_expired'
+            WHEN NOT coalesce(lv.agent_live, false) THEN 'no_grant_agent'
+            WHEN NOT coalesce(lv.owner_live, false) AND coalesce(lv.owner_expired, false) THEN 'grant_expired'
+            WHEN NOT coalesce(lv.owner_live, false) THEN 'no_grant_owner'
+            ELSE 'not_requested' END
+        FROM levels lv
+        WHERE lv.tenant <> me.tenant OR NOT (coalesce(lv.agent_live, false) AND coalesce(lv.owner_live, false)
+                                             AND lv.asked)
+        ORDER BY lv.tenant <> me.tenant DESC, lv.depth
+        LIMIT 1), 'granted') AS reason
+    FROM lineage me WHERE me.depth = 0
+), decided AS (
+    INSERT INTO steward_decision (id, tenant, task_id, parent_task, epoch, actor, owner, boundary, action,
+                                  resource, allowed, reason_code, policy_version, authz_revision, at)
+    SELECT steward_uuid7(statement_timestamp()), me.tenant, me.id, me.parent_id,
+           coalesce(%(epoch)s::int, me.epoch), coalesce(%(actor)s::text, 'agent:' || me.agent), me.owner,
+           CASE WHEN v.reason = 'tenant_mismatch' THEN 'tenant_isolation' ELSE %(boundary)s END,
+           %(action)s, %(resource)s, v.reason = 'granted', v.reason, %(policy)s,
+           coalesce((SELECT r.revision FROM steward_authz_revision r WHERE r.tenant = me.tenant), 0),
+           statement_timestamp()
+    FROM lineage me, verdict v WHERE me.depth = 0
+    RETURNING *
+), audited AS (
+    INSERT INTO steward_audit (actor, tenant, task_id, kind, data)
+    SELECT d.actor, d.tenant, d.task_id, 'authz.denied',
+           %(extra)s::jsonb || jsonb_build_object(
+               'decision_id', d.id, 'boundary', d.boundary, 'reason_code', d.reason_code,
+               'action', d.action, 'resource', d.resource, 'owner', d.owner, 'epoch', d.epoch,
+               'parent_task', d.parent_task, 'policy_version', d.policy_version,
+               'authz_revision', d.authz_revision)
+    FROM decided d WHERE NOT d.allowed
+)
+SELECT id, tenant, task_id, parent_task, epoch, actor, owner, boundary, action, resource, allowed,
+       reason_code, policy_version, authz_revision, at
+FROM decided
