@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from django.db import connection
+
+from runtime.errors import StewardError
 
 PREFIXES = ("steward_", "auth_", "guardian_", "django_")
 
@@ -25,3 +28,13 @@ def snapshot() -> dict[str, tuple[int, str]]:
     assert {"steward_task", "steward_audit", "steward_pool", "steward_slot", "auth_user",
             "guardian_userobjectpermission"} <= found.keys()
     return found
+
+
+def refused(code: str, call) -> StewardError:
+    """Run `call`, which must be refused with `code` and change no table."""
+    before = snapshot()
+    with pytest.raises(StewardError) as error:
+        call()
+    assert error.value.code == code, error.value.as_dict()
+    assert snapshot() == before
+    return error.value

@@ -12,27 +12,16 @@ import pytest
 from django.conf import settings
 
 from console.dev.demo.seed import POOLS, seed_demo
-from runtime.errors import StewardError
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
 from runtime.models import AuditEvent, Pool, Slot, Task
 from runtime.tasks.services import Submission, task_cancel, task_submit
 from tests.harness import race
 from tests.runtime.test_cli import ALICE
-from tests.snapshot import snapshot
+from tests.snapshot import refused
 
 
 def pool_events(kind: str) -> list[AuditEvent]:
     return list(AuditEvent.objects.filter(chain="tenant:system", kind=kind).order_by("id"))
-
-
-def refused(code: str, call) -> StewardError:
-    """Run `call`, which must be refused with `code` and change no table."""
-    before = snapshot()
-    with pytest.raises(StewardError) as error:
-        call()
-    assert error.value.code == code, error.value.as_dict()
-    assert snapshot() == before
-    return error.value
 
 
 # --- creating ---------------------------------------------------------------------------------

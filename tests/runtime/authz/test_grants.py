@@ -11,23 +11,12 @@ from django.utils import timezone
 
 from runtime.authz.selectors import authz_revision, grant_get, grants_of, tasks_under
 from runtime.authz.services import grant_create, grant_narrow, grant_revoke
-from runtime.errors import StewardError
 from runtime.models import AuditEvent, AuthzRevision, Grant
 from tests.harness import race
 from tests.runtime.authz.common import ADMIN, AGENT, OWNER, child, give, task
-from tests.snapshot import snapshot
+from tests.snapshot import refused
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
-
-
-def refused(code: str, call) -> StewardError:
-    """Run `call`, which must be refused with `code` and change no table."""
-    before = snapshot()
-    with pytest.raises(StewardError) as error:
-        call()
-    assert error.value.code == code, error.value.as_dict()
-    assert snapshot() == before
-    return error.value
 
 
 def events(kind: str) -> list[AuditEvent]:
