@@ -10,7 +10,7 @@ from django.shortcuts import redirect
 
 from console.access import OPERATE_ACTION, acting, require
 from console.ui.web import page, param, screen
-from runtime.errors import InvalidInput, StewardError
+from runtime.errors import InvalidInput, StewardError, UnknownAgent
 from runtime.tasks.selectors import agent_list
 from runtime.tasks.services import input_parse, task_submit
 
@@ -74,13 +74,20 @@ def submit(request, principal):
     require(principal, OPERATE_ACTION)
     agents = agent_list()
     source = request.POST if request.method == "POST" else request.GET
-    chosen = next((a for a in agents if a.name == param(request, "agent", source)), agents[0] if agents else None)
+    named = param(request, "agent", source)
+    chosen = next((a for a in agents if a.name == named), None)
+    if chosen is None and request.method != "POST":
+        chosen = agents[0] if agents else None  # the form opens on the first agent
+    # A POST names its agent: one not registered is refused, never replaced by another.
     fields = fields_of(chosen.input_schema) if chosen else []
     context = {"field_errors": {}, "agents": agents, "chosen": chosen, "fields": fields, "typed": source, "error": None,
                "schema_json": json.dumps(chosen.input_schema, indent=2) if chosen and chosen.input_schema else ""}
     if request.method == "POST":
         try:
             if chosen is None:
+                if named:
+                    raise UnknownAgent(f"no agent is registered as {named[:200]!r}", agent=named[:200],
+                                       known=[a.name for a in agents])
                 raise InvalidInput("choose an agent", field="agent")
             value = input_from(request.POST, fields)
             with acting(principal):
