@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.shortcuts import redirect
 
 from console.access import OPERATE_ACTION, acting, require
-from console.ui.web import page, param, screen
+from console.ui.web import form_status, page, param, screen
 from runtime import states
 from runtime.effects.selectors import effect_get, effect_page
 from runtime.effects.services import effect_resolve, receipt_parse
@@ -65,7 +65,7 @@ def resolve(request, principal, effect_id):
     except StewardError as exc:
         context = _form(effect, outcome=outcome, receipt=receipt_text or "", note=note, error=exc)
         return page(request, principal, "console/effect.html", context,
-                    status=exc.status if 400 <= exc.status < 500 else 400, nav="effects")
+                    status=form_status(exc), nav="effects")
 
 
 def _form(effect, *, outcome: str | None = None, receipt: str = "", note: str = "", error=None) -> dict:

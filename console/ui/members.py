@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from console.access import ADMINISTER, member_impact, member_of, member_remove, member_set_role, members_of, require
 from console.models import ADMIN, ROLES, VIEWER
-from console.ui.web import page, param, screen
+from console.ui.web import form_status, page, param, screen
 from runtime.errors import InvalidArgument, InvalidTransition, MemberNotFound, StewardError
 
 # What each role may do, in the words the confirmation uses: "bob becomes operator of
@@ -53,7 +53,7 @@ def member_add(request, principal):
                                     "change the role from the list", person=typed["username"])
         added = member_set_role(principal=principal, username=typed["username"], role=typed["role"])
     except StewardError as exc:
-        return _list(request, principal, typed=typed, error=exc, status=exc.status if 400 <= exc.status < 500 else 400)
+        return _list(request, principal, typed=typed, error=exc, status=form_status(exc))
     messages.success(request, f"{added.user.get_username()} joined {principal.tenant} as {added.role}.")
     return redirect("/members/")
 
@@ -89,7 +89,7 @@ def _confirm(request, principal, username: str, action: str):
             context["error"] = exc
             return page(request, principal, "console/member_confirm.html",
                         {**context, "impact": member_impact(membership)},
-                        status=exc.status if 400 <= exc.status < 500 else 400, nav="members")
+                        status=form_status(exc), nav="members")
     return page(request, principal, "console/member_confirm.html", {**context, "impact": member_impact(membership)},
                 nav="members")
 

@@ -7,7 +7,7 @@ from django.contrib import messages
 from django.shortcuts import redirect
 
 from console.access import OPERATE_ACTION, acting, require
-from console.ui.web import page, refusal, screen
+from console.ui.web import form_status, page, refusal, screen
 from runtime.errors import ArgumentOutOfRange, StewardError, UnknownPool
 from runtime.limits.selectors import pool_usage
 from runtime.limits.services import pool_set_limits
@@ -54,7 +54,7 @@ def pool_limits(request, principal, name):
     except StewardError as exc:
         return page(request, principal, "console/pool.html", {**_context(principal, usage), "typed": typed,
                                                               "error": exc},
-                    status=exc.status if 400 <= exc.status < 500 else 400, nav="pools")
+                    status=form_status(exc), nav="pools")
 
 
 def _context(principal, usage) -> dict:

@@ -9,7 +9,7 @@ import json
 from django.shortcuts import redirect
 
 from console.access import OPERATE_ACTION, acting, require
-from console.ui.web import page, param, screen
+from console.ui.web import form_status, page, param, screen
 from runtime.errors import InvalidInput, StewardError, UnknownAgent
 from runtime.tasks.selectors import agent_list
 from runtime.tasks.services import input_parse, task_submit
@@ -98,7 +98,7 @@ def submit(request, principal):
             context["error"] = exc
             context["field_errors"] = field_errors(exc)
             return page(request, principal, "console/submit.html", context,
-                        status=exc.status if 400 <= exc.status < 500 else 400, nav="tasks")
+                        status=form_status(exc), nav="tasks")
     template = "console/submit.html#agent-fields" if request.htmx else "console/submit.html"
     return page(request, principal, template, context, nav="tasks")
 

@@ -18,7 +18,7 @@ from django.shortcuts import redirect
 from django.utils import timezone
 
 from console.access import OPERATE_ACTION, acting, require
-from console.ui.web import page, param, screen
+from console.ui.web import form_status, page, param, screen
 from runtime import states
 from runtime.errors import InvalidInput, StewardError
 from runtime.tasks.selectors import (
@@ -137,7 +137,7 @@ def _confirm(request, principal, task_id, action: str):
             return redirect(f"/tasks/{task.id}/")
         except StewardError as exc:
             context["error"] = exc
-            status = exc.status if 400 <= exc.status < 500 else 400
+            status = form_status(exc)
             return page(request, principal, "console/task_confirm.html",
                         {**context, "affected": _affected(task, action)}, status=status, nav="tasks")
     require(principal, OPERATE_ACTION)

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_POST
 
 from console.access import OPERATE_ACTION, require, token_create, token_revoke, tokens_visible_to
 from console.models import SCOPES
-from console.ui.web import page, param, screen, when
+from console.ui.web import form_status, page, param, screen, when
 from runtime.errors import InvalidInput, StewardError, TokenNotFound
 
 
@@ -35,7 +35,7 @@ def token_new(request, principal):
         made = token_create(principal=principal, name=typed["name"], scope=typed["scope"], expires_at=expires)
     except StewardError as exc:
         return page(request, principal, "console/tokens.html", _context(principal, typed=typed, error=exc),
-                    status=exc.status if 400 <= exc.status < 500 else 400, nav="tokens")
+                    status=form_status(exc), nav="tokens")
     # The secret exists only in this response: no redirect, nothing stored to show it again.
     response = page(request, principal, "console/tokens.html", _context(principal, made=made), status=201,
                     nav="tokens")
@@ -59,6 +59,6 @@ def token_revoke_view(request, principal, token_id):
         if exc.status == 404:
             raise
         return page(request, principal, "console/token_revoke.html", {"token": token, "error": exc},
-                    status=exc.status if 400 <= exc.status < 500 else 400, nav="tokens")
+                    status=form_status(exc), nav="tokens")
     messages.success(request, f"Revoked {token.name} ({token.prefix}…): refused from its next request on.")
     return redirect("/tokens/")

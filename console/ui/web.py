@@ -26,7 +26,7 @@ from runtime import states
 from runtime.effects.selectors import effect_page
 from runtime.errors import InvalidInput, StewardError, Unauthenticated
 
-__all__ = ["screen", "page", "refusal", "param", "when", "OPERATE_ACTION"]
+__all__ = ["screen", "page", "refusal", "form_status", "param", "when", "OPERATE_ACTION"]
 
 
 def screen(view):
@@ -49,6 +49,12 @@ def screen(view):
         except StewardError as exc:
             return refusal(request, principal, exc)
     return wrapper
+
+
+def form_status(exc: StewardError) -> int:
+    """What a form shown again with its refusal answers: the error's own 4xx, else 400
+    (a refusal of what was typed is never a 5xx)."""
+    return exc.status if 400 <= exc.status < 500 else 400
 
 
 def refusal(request, principal, exc: StewardError, *, status: int | None = None):
