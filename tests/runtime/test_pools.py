@@ -17,7 +17,7 @@ from runtime.models import AuditEvent, Pool, Slot, Task
 from runtime.tasks.services import Submission, task_cancel, task_submit
 from tests.harness import race
 from tests.runtime.test_cli import ALICE
-from tests.snapshot import refused
+from tests.snapshot import refusal, refused
 
 
 def pool_events(kind: str) -> list[AuditEvent]:
@@ -63,9 +63,9 @@ def test_racing_creators_of_one_pool_make_it_once(live):
     ids=["space-and-bang", "over-long", "empty", "not-ascii", "slash", "nul", "none"],
 )
 def test_a_pool_name_that_is_not_a_slug_is_refused(db, name, code):
-    refused(code, lambda: pool_create(name=name, max_running=1, max_queued=1, actor="user:alice"))
-    refused(code, lambda: pool_set_limits(name=name, max_running=1, actor="user:alice"))
-    refused(code, lambda: pool_remove(name=name, actor="user:alice"))
+    assert refusal(lambda: pool_create(name=name, max_running=1, max_queued=1, actor="user:alice")) == (code, [])
+    assert refusal(lambda: pool_set_limits(name=name, max_running=1, actor="user:alice")) == (code, [])
+    assert refusal(lambda: pool_remove(name=name, actor="user:alice")) == (code, [])
 
 
 def test_a_slug_of_100_characters_is_a_pool_name(db):
@@ -84,8 +84,9 @@ def test_a_slug_of_100_characters_is_a_pool_name(db):
 )
 def test_limits_outside_their_bounds_are_refused_before_anything_is_written(db, limits):
     pool_create(name="batch", max_running=2, max_queued=2, actor="user:alice")
-    refused("ARGUMENT_OUT_OF_RANGE", lambda: pool_create(name="fresh", actor="user:alice", **limits))
-    refused("ARGUMENT_OUT_OF_RANGE", lambda: pool_set_limits(name="batch", actor="user:alice", **limits))
+    out_of_range = ("ARGUMENT_OUT_OF_RANGE", [])
+    assert refusal(lambda: pool_create(name="fresh", actor="user:alice", **limits)) == out_of_range
+    assert refusal(lambda: pool_set_limits(name="batch", actor="user:alice", **limits)) == out_of_range
     assert Slot.objects.filter(pool="batch").count() == 2
 
 
@@ -108,15 +109,15 @@ def test_submitting_into_an_unknown_pool_is_refused_and_creates_nothing(db):
 
 
 def test_changing_the_limits_of_an_unknown_pool_is_refused_and_creates_nothing(db):
-    refused("UNKNOWN_POOL", lambda: pool_set_limits(name="nosuch", max_running=3, actor="user:alice"))
-    refused("UNKNOWN_POOL", lambda: pool_set_limits(name="nosuch", actor="user:alice"))
+    assert refusal(lambda: pool_set_limits(name="nosuch", max_running=3, actor="user:alice")) == ("UNKNOWN_POOL", [])
+    assert refusal(lambda: pool_set_limits(name="nosuch", actor="user:alice")) == ("UNKNOWN_POOL", [])
     assert not Pool.objects.exists()
 
 
 def test_an_agents_declared_pool_is_unknown_to_other_agents(db):
     """research.batch declares `research`; t.steps declares no pool, so naming `research`
     for it is a typo like any other until the pool exists."""
-    refused("UNKNOWN_POOL", lambda: task_submit(agent="t.steps", input={}, pool="research", **ALICE))
+    assert refusal(lambda: task_submit(agent="t.steps", input={}, pool="research", **ALICE)) == ("UNKNOWN_POOL", [])
 
 
 # --- first use -----------------------------------------------------------------------------------
@@ -166,14 +167,14 @@ def test_a_pool_no_task_names_can_be_removed_audited_and_is_then_unknown(db):
     (event,) = pool_events("pool.removed")
     assert (event.actor, event.data) == ("user:bob", {"pool": "spare", "max_running": 2, "max_queued": 3,
                                                        "why": "never used"})
-    refused("UNKNOWN_POOL", lambda: task_submit(agent="t.steps", input={}, pool="spare", **ALICE))
-    refused("UNKNOWN_POOL", lambda: pool_remove(name="spare", actor="user:bob"))
+    assert refusal(lambda: task_submit(agent="t.steps", input={}, pool="spare", **ALICE)) == ("UNKNOWN_POOL", [])
+    assert refusal(lambda: pool_remove(name="spare", actor="user:bob")) == ("UNKNOWN_POOL", [])
 
 
 def test_a_pool_any_task_ever_named_cannot_be_removed(db):
     pool_create(name="batch", max_running=1, max_queued=5, actor="user:alice")
     task_id = task_submit(agent="t.steps", input={}, pool="batch", **ALICE).task_id
-    refused("POOL_IN_USE", lambda: pool_remove(name="batch", actor="user:alice"))
+    assert refusal(lambda: pool_remove(name="batch", actor="user:alice")) == ("POOL_IN_USE", [])
 
     task_cancel(task_id=task_id, actor="user:alice")  # finished tasks are kept, and still name it
     error = refused("POOL_IN_USE", lambda: pool_remove(name="batch", actor="user:alice"))
