@@ -19,6 +19,10 @@
     drawn = text;
     var values = series(JSON.parse(text));
     var ink = "#5f6b7a", grid = "#eef1f5";
+    // From zero to a little above the highest value: uPlot's own range around a single
+    // point (one busy minute) spans thousands, which makes a 5 ms wait look like none.
+    function fromZero(u, min, max) { return [0, max > 0 ? max * 1.15 : 1]; }
+    var scales = { y: { range: fromZero }, steps: { range: fromZero } };
     function axes(label) {
       return [{ stroke: ink, grid: { stroke: grid } }, { stroke: ink, grid: { stroke: grid }, label: label, size: 50 }];
     }
@@ -27,7 +31,7 @@
       if (!el) return;
       el.innerHTML = "";
       var width = Math.max(el.clientWidth, 280);
-      plots[id] = new uPlot({ width: width, height: 200, series: [{}].concat(lines), axes: axes(label),
+      plots[id] = new uPlot({ width: width, height: 200, series: [{}].concat(lines), axes: axes(label), scales: scales,
                               legend: { show: true }, cursor: { drag: { x: false, y: false } } }, values[id], el);
     }
     draw("chart-throughput",
