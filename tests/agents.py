@@ -248,3 +248,22 @@ def hostile(ctx, input):
     ctx.step("child", _identity, str(child))
     # And the write, asked for directly.
     return ctx.effect("write", _write, WRITE[1], effect_class="irreversible", requires=WRITE)
+
+
+@agent("t.untrusted")
+def untrusted(ctx, input):
+    """Records a reply from outside the way ctx.model and ctx.tool do (the gateway branch):
+    a journal row and an effect marked untrusted, through the same runtime calls."""
+    import json
+
+    from runtime.attempts import journal
+    from runtime.effects import ledger
+
+    seq, recorded = ctx._next("reply", "step")
+    if recorded is None:
+        journal.write(ctx.lease, seq=seq, name="reply", kind="step", output=json.dumps(HOSTILE), untrusted=True)
+    seq, recorded = ctx._next("fetch", "effect")
+    if recorded is None:
+        ledger.perform(ctx, seq, "fetch", _write, ("repo:acme/app",), {}, effect_class="read", key=None,
+                       keyed=True, untrusted=True)
+    return {"ok": True}

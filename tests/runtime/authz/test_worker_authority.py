@@ -265,3 +265,20 @@ def test_a_malformed_scope_is_refused_before_anything_is_journaled(scope):
 def test_an_effect_requires_one_action_on_one_resource(requires):
     with pytest.raises(InvalidArgument):
         authority.need(requires)
+
+
+def test_output_from_outside_is_recorded_untrusted_and_shown_by_the_selectors():
+    from runtime.effects.selectors import effect_page
+    from runtime.tasks.selectors import journal_page
+
+    t = submit("t.untrusted")
+    run()
+    assert Task.objects.get(id=t).status == states.COMPLETED
+    journal = {s.name: s.untrusted for s in journal_page(task=t)}
+    assert journal == {"reply": True, "fetch": True}
+    [effect] = effect_page(task=t, tenant="acme")
+    assert effect.untrusted
+    # A step of the agent's own code is not.
+    t2 = submit("t.steps", {"n": 1})
+    run()
+    assert not any(s.untrusted for s in journal_page(task=t2))
