@@ -140,3 +140,21 @@ def test_three_levels_down_a_sleeping_grandchild_is_denied_when_the_roots_owner_
         "worker", "no_grant_owner", grandchild.parent_id, 2)
     assert grandchild.root_id == root
     assert {Task.objects.get(id=root).status, Task.objects.get(id=grandchild.parent_id).status} == {states.WAITING}
+
+
+def test_on_a_real_worker_the_hostile_text_reaches_no_grant_and_every_path_names_its_boundary(live, fleet):
+    from runtime.models import Grant, Step
+    from tests.runtime.authz.test_hostile_text import EXPECTED
+
+    target = give(OWNER, resource="repo:acme/*", action="repo.read")
+    before = list(Grant.objects.order_by("id").values_list()), authz_revision(tenant="acme")
+    fleet.workers(1)
+    t = submit("t.hostile", {"grant_id": target.id})
+    blocked = in_status(t, states.BLOCKED)
+    child = in_status(child_of(t).id, states.BLOCKED)
+
+    assert (list(Grant.objects.order_by("id").values_list()), authz_revision(tenant="acme")) == before
+    tried = Step.objects.get(task_id=t, name="tried").output
+    assert {path: (tried[path]["code"], tried[path]["boundary"]) for path in EXPECTED} == EXPECTED
+    for task in (blocked, child):
+        assert Decision.objects.get(id=task.blocked_decision_id).boundary == "worker"

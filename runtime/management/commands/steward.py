@@ -99,7 +99,7 @@ class Command(BaseCommand):
         p.add_argument("--receipt", help="JSON receipt (with --as committed)")
         p.add_argument("--note", default="")
 
-        p = sub.add_parser("resume", help="queue a dead, failed or cancelled task again")
+        p = sub.add_parser("resume", help="queue a dead, failed, cancelled or denied task again")
         p.add_argument("task", help=TASK_HELP)
         p.add_argument("--note", default="")
 
