@@ -54,7 +54,10 @@ def end_attempt(lease: Lease, event: str, *, output: str | None = None, error: d
         "actor": lease.actor,
         # The event is not repeated: each ends in its own target, which the kind names
         # (a yield past MAX_CRASHES ends in task.dead, the only attempt end that does).
-        "data": json.dumps({"epoch": lease.epoch, **(audit or {})}, default=str),
+        # `task.blocked` says which kind of block it is (and so which act releases it).
+        "data": json.dumps({"epoch": lease.epoch,
+                            **({"blocked_reason": states.BLOCKED_BY[event]} if target == states.BLOCKED else {}),
+                            **(audit or {})}, default=str),
     }
     wakes_parent = target in states.TERMINAL and lease.parent_id is not None
     if not wakes_parent:

@@ -64,6 +64,7 @@ def test_a_denied_effect_blocks_the_task_with_its_decision_and_writes_no_intent(
     assert not Effect.objects.filter(task_id=t).exists()  # checked before the intent
     assert attempts(t) == [("first", "deny")]
     blocked = AuditEvent.objects.get(task_id=t, kind="task.blocked")
+    assert blocked.data["blocked_reason"] == states.AUTHORITY_DENIED
     assert (blocked.data["decision_id"], blocked.data["boundary"], blocked.data["reason_code"],
             blocked.data["authz_revision"], blocked.data["policy_version"]) == (
         str(decision.id), "worker", "no_grant_agent", decision.authz_revision, POLICY_VERSION)
@@ -126,6 +127,7 @@ def test_resume_refuses_a_task_blocked_on_an_unknown_effect_and_resolving_one_re
     run()
     task = Task.objects.get(id=t)
     assert (task.status, task.blocked_reason) == (states.BLOCKED, states.EFFECT_UNKNOWN)
+    assert AuditEvent.objects.get(task_id=t, kind="task.blocked").data["blocked_reason"] == states.EFFECT_UNKNOWN
     with pytest.raises(InvalidTransition) as refused:
         task_resume(task_id=t, actor="user:alice")
     assert refused.value.details["blocked_reason"] == states.EFFECT_UNKNOWN
