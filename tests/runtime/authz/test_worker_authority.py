@@ -284,3 +284,14 @@ def test_output_from_outside_is_recorded_untrusted_and_shown_by_the_selectors():
     t2 = submit("t.steps", {"n": 1})
     run()
     assert not any(s.untrusted for s in journal_page(task=t2))
+
+
+def test_the_cli_shows_why_a_task_is_blocked_and_what_releases_it():
+    from tests.runtime.test_cli import steward
+
+    t = submit("t.requires")
+    run()
+    decision = Task.objects.get(id=t).blocked_decision_id
+    out = steward("show", str(t))
+    assert f"blocked  authority_denied, decision {decision} (change the grants, then resume)" in out
+    assert "denied at worker: no_grant_agent" in out
