@@ -134,3 +134,16 @@ def paced(ctx, input):
     for i in range(input.get("steps", 2)):
         ctx.step(f"after{i}", time.sleep, input["pause"])
     return {"receipt": receipt}
+
+
+@agent("t.model")
+def model_caller(ctx, input):
+    """Asks the model through the credential gateway (ctx.model), then a tool (ctx.tool)."""
+    text = ctx.model([{"role": "user", "content": input.get("prompt", "hello")}], model=input.get("model", "fake-1"),
+                     stream=input.get("stream", False))
+    out = {"text": str(text), "untrusted": text.untrusted, "source": text.source, "call": text.receipt["call"]}
+    if input.get("tool"):
+        answer = ctx.tool("echo", "POST", "notes/today", json={"text": str(text)})
+        out["tool"] = {"status": answer["status"], "untrusted": answer["untrusted"], "body": answer["body"]}
+    ctx.step("after", _identity, "done")
+    return out

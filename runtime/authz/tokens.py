@@ -125,6 +125,13 @@ def token_authorize(*, token, audience: str, task, action: str, resource: str) -
     (tenant_isolation, tenant_mismatch), another task's (token_task_mismatch) or a
     superseded attempt's (superseded_attempt: the task has a newer epoch)."""
     claims = token_verify(token, audience=audience)
+    return token_decide(claims=claims, task=task, action=action, resource=resource)
+
+
+def token_decide(*, claims: dict, task, action: str, resource: str) -> Decision:
+    """token_authorize() for claims token_verify() already returned: the gateway verifies
+    once per call, and decides again on the same claims when a stream's tenant changes
+    its grants mid-flight (runtime/gateway/services.py)."""
     patterns.action(action)
     found = task if isinstance(task, Task) else task_get(arguments.task_id(task))
     if claims["tenant"] != found.tenant:

@@ -1,0 +1,20 @@
+-- The gateway's record of one call, written right after its decision: the token's use
+-- (jti, route), the task, its attempt (found by the unique (task, epoch)), the journal
+-- step, the key, and the outcome so far. A key whose call already committed for this
+-- task is a replay (a worker re-sending after a lost answer): the row says `replayed`
+-- and returns the recorded output, and nothing is forwarded. Two sends of one key at
+-- the same instant both forward (the worker's ledger sends a key once at a time);
+-- gateway_call_committed_key keeps the second from also committing.
+WITH prior AS (
+    SELECT c.response, c.receipt FROM steward_gateway_call c
+    WHERE c.task_id = %(task)s AND c.idempotency_key = %(key)s AND c.outcome = 'committed'
+)
+INSERT INTO steward_gateway_call (id, tenant, task_id, attempt_id, epoch, step_seq, jti, route, action, resource,
+                                  idempotency_key, decision_id, outcome, started_at)
+SELECT steward_uuid7(statement_timestamp()), %(tenant)s, %(task)s,
+       (SELECT a.id FROM steward_attempt a WHERE a.task_id = %(task)s AND a.epoch = %(epoch)s),
+       %(epoch)s, %(step)s, %(jti)s, %(route)s, %(action)s, %(resource)s, %(key)s, %(decision)s,
+       CASE WHEN NOT %(allowed)s THEN 'denied' WHEN EXISTS (SELECT 1 FROM prior) THEN 'replayed'
+            ELSE 'admitted' END,
+       statement_timestamp()
+RETURNING id, outcome, (SELECT response FROM prior LIMIT 1), (SELECT receipt FROM prior LIMIT 1)
