@@ -24,15 +24,8 @@ from runtime.errors import (
     UnknownTool,
     UpstreamFailed,
 )
-from runtime.gateway import (
-    MODEL_ACTION,
-    MODEL_ROUTE,
-    TOOL_ACTION,
-    model_resource,
-    services,
-    tool_resource,
-    tool_route,
-)
+from runtime.gateway import services
+from runtime.gateway.services import MODEL_ACTION, MODEL_ROUTE, TOOL_ACTION, model_resource, tool_resource, tool_route
 
 TOOL_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 TOOL_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@%/-]{0,400}")

@@ -21,6 +21,14 @@ from runtime import arguments, db, encoding
 from runtime.authz.selectors import authz_revision
 from runtime.authz.tokens import token_decide, token_verify
 from runtime.errors import CapabilityRefused, InputTooLarge, InvalidArgument, InvalidInput, StewardError
+from runtime.gateway import (  # noqa: F401 - the routes' names, for the web side
+    MODEL_ACTION,
+    MODEL_ROUTE,
+    TOOL_ACTION,
+    model_resource,
+    tool_resource,
+    tool_route,
+)
 from runtime.models import Decision, Task
 from runtime.tasks.selectors import task_get
 

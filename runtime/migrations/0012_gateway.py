@@ -10,9 +10,9 @@ and no row is ever deleted.
 
 import django.db.models.deletion
 import django.db.models.functions.datetime
-import runtime.ids
 from django.db import migrations, models
 
+import runtime.ids
 
 GATEWAY_CALL_ENDS_ONCE = """
 CREATE FUNCTION steward_gateway_call_ends_once() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -16,7 +16,7 @@ from runtime.authz.services import grant_narrow, grant_revoke
 from runtime.gateway import MODEL_ROUTE, tool_route
 from runtime.models import Decision, GatewayCall, Task
 from tests.console.gateway.conftest import MODEL_KEY, TOOL_KEY, completion_body, model_token, model_url, post
-from tests.runtime.authz.common import ADMIN, AGENT, OWNER, give, give_both, task
+from tests.runtime.authz.common import ADMIN, AGENT, OWNER, give_both, task
 from tests.runtime.authz.test_tokens import claims_of, signed, tampered
 from tests.snapshot import snapshot
 
