@@ -185,6 +185,9 @@ STEWARD = {
     # Where a worker's ctx.model() and ctx.tool() reach the credential gateway
     # (runtime/gateway/client.py); the gateway is this web process's /gateway/.
     "GATEWAY_URL": env.http_url("STEWARD_GATEWAY_URL", "http://127.0.0.1:8000"),
+    # Whether the gateway waits for the WAL flush of an admitted call's decision before
+    # forwarding it (denials always do): docs/adr/0014-credential-gateway.md.
+    "GATEWAY_DURABLE_ADMIT": env.get_bool("STEWARD_GATEWAY_DURABLE_ADMIT", False),
     # Largest pool limits an operator may set (docs/limits.md). Each running place is a
     # slot row, hence a bound well below the column's; running + queued must fit the
     # integer arithmetic of admission (steward_submit), hence the queued bound's maximum.

@@ -15,9 +15,9 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 
-from runtime import arguments, db, encoding
+from runtime import arguments, config, db, encoding
 from runtime.authz.selectors import authz_revision
 from runtime.authz.tokens import token_decide, token_verify
 from runtime.errors import CapabilityRefused, InputTooLarge, InvalidArgument, InvalidInput, StewardError
@@ -29,8 +29,7 @@ from runtime.gateway import (  # noqa: F401 - the routes' names, for the web sid
     tool_resource,
     tool_route,
 )
-from runtime.models import Decision, Task
-from runtime.tasks.selectors import task_get
+from runtime.models import Decision
 
 # A request body larger than this is refused before it is parsed (INPUT_TOO_LARGE).
 MAX_BODY_BYTES = 1024 * 1024
@@ -48,7 +47,8 @@ class Admission:
     outcome: str  # admitted, denied or replayed (runtime/models/gateway_call.py)
     decision: Decision
     claims: dict
-    task: Task
+    tenant: str
+    task_id: object
     action: str
     resource: str
     revision: int
@@ -91,21 +91,24 @@ def gateway_admit(*, claims: dict, route: str, action: str, resource: str, idemp
 
     1. Check the key (the worker's effect key: required) and the step's form.
     2. Decide on current rows (runtime.authz token_decide at credential_gateway): a
-       token of another tenant, task or superseded attempt is a recorded denial.
+       token bound to another tenant or a superseded attempt is a recorded denial.
     3. Record the call (runtime/sql/gateway_call_open.sql): denied, admitted, or
        replayed when this key already committed for the task (its output returned).
     """
     key = arguments.identifier("Idempotency-Key", idempotency_key, max_length=255)
     if step_seq is not None:
         arguments.bounded("Steward-Step", step_seq, minimum=0, maximum=STEP_MAX)
-    task = task_get(claims["task"])
-    decision = token_decide(claims=claims, task=task, action=action, resource=resource)
-    row = db.fetchone("gateway_call_open", {
-        "task": task.id, "tenant": task.tenant, "epoch": claims["epoch"], "step": step_seq, "jti": claims["jti"],
-        "route": route, "action": action, "resource": resource, "key": key, "decision": decision.id,
-        "allowed": decision.allowed})
-    call_id, outcome, response, receipt = row
-    return Admission(call_id=call_id, outcome=outcome, decision=decision, claims=claims, task=task, action=action,
+    # One transaction, one commit: the decision and the call's row together; the task is
+    # read inside the decision's statement (its tenant and epoch against the token's).
+    with transaction.atomic(durable=True):
+        decision = token_decide(claims=claims, action=action, resource=resource)
+        row = db.fetchone("gateway_call_open", {
+            "task": decision.task_id, "tenant": decision.tenant, "epoch": claims["epoch"], "step": step_seq,
+            "jti": claims["jti"], "route": route, "action": action, "resource": resource, "key": key,
+            "decision": decision.id, "allowed": decision.allowed, "durable": config.gateway_durable_admit()})
+    call_id, outcome, response, receipt, _ = row
+    return Admission(call_id=call_id, outcome=outcome, decision=decision, claims=claims, tenant=decision.tenant,
+                     task_id=decision.task_id, action=action,
                      resource=resource, revision=decision.authz_revision,
                      response=encoding.decode(response) if isinstance(response, str) else response,
                      receipt=encoding.decode(receipt) if isinstance(receipt, str) else receipt)
@@ -122,11 +125,10 @@ def gateway_recheck(admission: Admission, *, now: float | None = None) -> Decisi
     if now - admission.checked_at < RECHECK_SECONDS:
         return None
     admission.checked_at = now
-    revision = authz_revision(tenant=admission.task.tenant)
+    revision = authz_revision(tenant=admission.tenant)
     if revision == admission.revision:
         return None
-    decision = token_decide(claims=admission.claims, task=task_get(admission.task.id), action=admission.action,
-                            resource=admission.resource)
+    decision = token_decide(claims=admission.claims, action=admission.action, resource=admission.resource)
     admission.revision = decision.authz_revision
     return None if decision.allowed else decision
 
@@ -148,9 +150,15 @@ def gateway_finish(admission: Admission, *, outcome: str, status: int | None = N
     params = {"id": admission.call_id, "outcome": outcome, "status": status,
               "receipt": _storable(receipt), "response": _storable(response)}
     try:
-        return db.execute("gateway_call_finish", params).rowcount == 1
+        return _finish(params)
     except IntegrityError:  # another send of this key committed between our read and write
-        return db.execute("gateway_call_finish", {**params, "outcome": "partial"}).rowcount == 1
+        return _finish({**params, "outcome": "partial"})
+
+
+def _finish(params: dict) -> bool:
+    with transaction.atomic(durable=True):
+        db.execute("set_local_async_commit", {})
+        return db.execute("gateway_call_finish", params).rowcount == 1
 
 
 def _storable(value: dict | None) -> str | None:

@@ -3,6 +3,9 @@
 -- second finish (a client going away after the stream's last chunk) changes nothing.
 -- A committed call whose key another committed first (two sends racing) is recorded
 -- partial instead of breaking gateway_call_committed_key.
+-- It commits without waiting for the WAL flush (the caller's SET LOCAL): the receipt is
+-- durable in the worker's ledger already, and a crash that loses this copy leaves the
+-- call `admitted`, which says a call was forwarded and did not report back.
 UPDATE steward_gateway_call c
 SET outcome = CASE WHEN %(outcome)s = 'committed' AND EXISTS (
                        SELECT 1 FROM steward_gateway_call o

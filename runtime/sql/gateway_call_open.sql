@@ -5,6 +5,12 @@
 -- and returns the recorded output, and nothing is forwarded. Two sends of one key at
 -- the same instant both forward (the worker's ledger sends a key once at a time);
 -- gateway_call_committed_key keeps the second from also committing.
+--
+-- It runs in the transaction of the call's decision, and its last act is to choose how
+-- that transaction commits: a denial always durably (it is an audit event), an
+-- admission durably too unless %(durable)s is false (docs/adr/0014-credential-gateway.md:
+-- then an admission costs no WAL flush, and a PostgreSQL crash within a fraction of a
+-- second may lose the gateway's copy of it, never the worker's ledger row).
 WITH prior AS (
     SELECT c.response, c.receipt FROM steward_gateway_call c
     WHERE c.task_id = %(task)s AND c.idempotency_key = %(key)s AND c.outcome = 'committed'
@@ -17,4 +23,5 @@ SELECT steward_uuid7(statement_timestamp()), %(tenant)s, %(task)s,
        CASE WHEN NOT %(allowed)s THEN 'denied' WHEN EXISTS (SELECT 1 FROM prior) THEN 'replayed'
             ELSE 'admitted' END,
        statement_timestamp()
-RETURNING id, outcome, (SELECT response FROM prior LIMIT 1), (SELECT receipt FROM prior LIMIT 1)
+RETURNING id, outcome, (SELECT response FROM prior LIMIT 1), (SELECT receipt FROM prior LIMIT 1),
+          set_config('synchronous_commit', CASE WHEN %(durable)s OR NOT %(allowed)s THEN 'on' ELSE 'off' END, true)
