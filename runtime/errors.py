@@ -262,6 +262,13 @@ class UnknownTool(StewardError):
     status = 404
 
 
+class CallInFlight(StewardError):
+    """The credential gateway is still carrying an earlier send of this Idempotency-Key."""
+
+    code = "CALL_IN_FLIGHT"
+    status = 409
+
+
 class GatewayNotConfigured(StewardError):
     """The credential gateway has no provider for this route (STEWARD_MODEL_URL unset)."""
 

@@ -69,6 +69,16 @@ def _step(request) -> int | None:
     return int(raw)
 
 
+def _after(answer: HttpResponse, fn, *args, **kwargs) -> HttpResponse:
+    """Run fn once the answer has been handed to the server, when it closes the response
+    (the closers Django's HttpResponse.close() calls before request_finished, which
+    gives the database connection back): recording a committed call's receipt costs the
+    worker no wait. If the process dies first, the call stays `admitted`, and the
+    worker's ledger holds the receipt (docs/adr/0014-credential-gateway.md)."""
+    answer._resource_closers.append(lambda: fn(*args, **kwargs))
+    return answer
+
+
 def _tagged(response: HttpResponse, admission) -> HttpResponse:
     response["Steward-Call"] = str(admission.call_id)
     response["Steward-Decision"] = str(admission.decision.id)
@@ -92,7 +102,8 @@ def chat_completions(request):
         admission = services.gateway_admit(claims=claims, route=MODEL_ROUTE, action=MODEL_ACTION,
                                            resource=model_resource(model),
                                            idempotency_key=request.headers.get("Idempotency-Key"),
-                                           step_seq=_step(request))
+                                           step_seq=_step(request),
+                                           in_flight_seconds=settings.GATEWAY["TIMEOUT_SECONDS"])
     except StewardError as exc:
         return _error(exc)
     if admission.outcome == "denied":
@@ -125,10 +136,10 @@ def chat_completions(request):
         # The provider's error text is not passed on: some providers quote the key back.
         services.gateway_finish(admission, outcome="failed", status=status, receipt={"status": status})
         return _error(UpstreamFailed(f"the provider answered HTTP {status}", status=status))
-    services.gateway_finish(admission, outcome="committed", status=status,
-                            receipt={"id": completion.get("id"), "status": status, "model": completion.get("model")},
-                            response=services.untrusted(model_resource(model), body=completion))
-    return _tagged(JsonResponse(completion), admission)
+    return _after(_tagged(JsonResponse(completion), admission), services.gateway_finish, admission,
+                  outcome="committed", status=status,
+                  receipt={"id": completion.get("id"), "status": status, "model": completion.get("model")},
+                  response=services.untrusted(model_resource(model), body=completion))
 
 
 def _completion_request(body: dict) -> tuple[str, bool]:
@@ -238,7 +249,8 @@ def tool(request, name: str, path: str = ""):
         admission = services.gateway_admit(claims=claims, route=route, action=TOOL_ACTION,
                                            resource=tool_resource(name, path),
                                            idempotency_key=request.headers.get("Idempotency-Key"),
-                                           step_seq=_step(request))
+                                           step_seq=_step(request),
+                                           in_flight_seconds=settings.GATEWAY["TIMEOUT_SECONDS"])
     except StewardError as exc:
         return _error(exc)
     if admission.outcome == "denied":
@@ -266,8 +278,8 @@ def tool(request, name: str, path: str = ""):
     except ValueError:
         shown = raw_answer.decode("utf-8", errors="replace")
     ident = answer.header("X-Request-Id") or (shown.get("id") if isinstance(shown, dict) else None)
-    services.gateway_finish(admission, outcome="committed", status=answer.status,
-                            receipt={"id": ident if isinstance(ident, (str, int)) else None, "status": answer.status},
-                            response=services.untrusted(tool_resource(name, path), status=answer.status, body=shown))
     # The tool's answer is wrapped, so a tool's 404 is never mistaken for the gateway's.
-    return _tagged(JsonResponse({"status": answer.status, "body": shown}), admission)
+    return _after(_tagged(JsonResponse({"status": answer.status, "body": shown}), admission),
+                  services.gateway_finish, admission, outcome="committed", status=answer.status,
+                  receipt={"id": ident if isinstance(ident, (str, int)) else None, "status": answer.status},
+                  response=services.untrusted(tool_resource(name, path), status=answer.status, body=shown))

@@ -164,6 +164,8 @@ def _raise(status: int, refusal: dict):
                               **{k: v for k, v in details.items() if k not in ("boundary", "reason_code",
                                                                                 "decision_id")},
                               gateway_code=refusal.get("code"))
+    if refusal.get("code") == "CALL_IN_FLIGHT":
+        raise OSError("the gateway is still carrying an earlier send of this call")  # the ledger sends it again
     if status == 401:
         raise CapabilityRefused(message, reason=details.get("reason", "malformed"))
     if 400 <= status < 500 or refusal.get("code") == "UPSTREAM_FAILED":

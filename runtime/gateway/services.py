@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from runtime import arguments, config, db, encoding
 from runtime.authz.selectors import authz_revision
 from runtime.authz.tokens import token_decide, token_verify
-from runtime.errors import CapabilityRefused, InputTooLarge, InvalidArgument, InvalidInput, StewardError
+from runtime.errors import CallInFlight, CapabilityRefused, InputTooLarge, InvalidArgument, InvalidInput, StewardError
 from runtime.gateway import (  # noqa: F401 - the routes' names, for the web side
     MODEL_ACTION,
     MODEL_ROUTE,
@@ -86,14 +86,15 @@ def gateway_body(raw: bytes, *, content_type: str | None) -> dict:
 
 
 def gateway_admit(*, claims: dict, route: str, action: str, resource: str, idempotency_key,
-                  step_seq=None) -> Admission:
+                  step_seq=None, in_flight_seconds: float = 120.0) -> Admission:
     """Decide whether the token's task may take `action` on `resource` now, and record the call.
 
     1. Check the key (the worker's effect key: required) and the step's form.
     2. Decide on current rows (runtime.authz token_decide at credential_gateway): a
        token bound to another tenant or a superseded attempt is a recorded denial.
-    3. Record the call (runtime/sql/gateway_call_open.sql): denied, admitted, or
-       replayed when this key already committed for the task (its output returned).
+    3. Record the call (runtime/sql/gateway_call_open.sql): denied, admitted,
+       replayed when this key already committed for the task (its output returned), or
+       busy (CALL_IN_FLIGHT, 409) while an earlier send of the key has not ended.
     """
     key = arguments.identifier("Idempotency-Key", idempotency_key, max_length=255)
     if step_seq is not None:
@@ -105,8 +106,12 @@ def gateway_admit(*, claims: dict, route: str, action: str, resource: str, idemp
         row = db.fetchone("gateway_call_open", {
             "task": decision.task_id, "tenant": decision.tenant, "epoch": claims["epoch"], "step": step_seq,
             "jti": claims["jti"], "route": route, "action": action, "resource": resource, "key": key,
-            "decision": decision.id, "allowed": decision.allowed, "durable": config.gateway_durable_admit()})
+            "decision": decision.id, "allowed": decision.allowed, "durable": config.gateway_durable_admit(),
+            "in_flight": in_flight_seconds})
     call_id, outcome, response, receipt, _ = row
+    if outcome == "busy":
+        raise CallInFlight(f"an earlier send of {key!r} is still in flight; send it again once it has answered",
+                           idempotency_key=key)
     return Admission(call_id=call_id, outcome=outcome, decision=decision, claims=claims, tenant=decision.tenant,
                      task_id=decision.task_id, action=action,
                      resource=resource, revision=decision.authz_revision,

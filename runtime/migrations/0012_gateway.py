@@ -71,7 +71,7 @@ class Migration(migrations.Migration):
             options={
                 'db_table': 'steward_gateway_call',
                 'indexes': [models.Index(fields=['task', 'id'], name='gateway_call_task_id'), models.Index(fields=['tenant', 'id'], name='gateway_call_tenant_id')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('outcome__in', ('admitted', 'committed', 'partial', 'failed', 'denied', 'replayed'))), name='gateway_call_outcome_known'), models.CheckConstraint(condition=models.Q(('response__isnull', True), ('response__untrusted', True), _connector='OR'), name='gateway_call_response_untrusted'), models.UniqueConstraint(condition=models.Q(('outcome', 'committed')), fields=('task', 'idempotency_key'), name='gateway_call_committed_key')],
+                'constraints': [models.CheckConstraint(condition=models.Q(('outcome__in', ('admitted', 'committed', 'partial', 'failed', 'denied', 'replayed', 'busy'))), name='gateway_call_outcome_known'), models.CheckConstraint(condition=models.Q(('response__isnull', True), ('response__untrusted', True), _connector='OR'), name='gateway_call_response_untrusted'), models.UniqueConstraint(condition=models.Q(('outcome', 'committed')), fields=('task', 'idempotency_key'), name='gateway_call_committed_key')],
             },
         ),
         migrations.RunSQL(GATEWAY_CALL_ENDS_ONCE, reverse_sql=GATEWAY_CALL_ENDS_ONCE_REVERSE),

@@ -16,6 +16,7 @@ GATEWAY_OUTCOMES = (
     "failed",     # the provider could not be reached or refused the call
     "denied",     # the decision denied it; nothing was forwarded
     "replayed",   # a committed call's key came again: its recorded output was returned, nothing forwarded
+    "busy",       # its key's earlier send is still in flight: refused (CALL_IN_FLIGHT), nothing forwarded
 )
 
 

@@ -15,6 +15,7 @@ from console.dev.demo.fake_model import FakeModel
 from runtime.authz.tokens import token_mint
 from runtime.gateway import MODEL_ROUTE
 from tests.e2e.stack import WebServer
+from tests.harness import wait_until
 
 # The real keys exist only in this module, the web process's environment and the fake
 # model; the key scan looks for them everywhere else.
@@ -97,3 +98,12 @@ def model_url(web) -> str:
 
 def model_token(task_id, audience: str = MODEL_ROUTE, seconds: int = 300) -> str:
     return token_mint(task=task_id, audience=audience, seconds=seconds)
+
+
+def ended(**match):
+    """The gateway call matching `match` once it has ended: the gateway records how a
+    non-streamed call ended after it has handed the answer over."""
+    from runtime.models import GatewayCall
+
+    return wait_until(lambda: GatewayCall.objects.filter(**match).exclude(outcome="admitted").first(),
+                      timeout=10, message=f"the gateway call {match} to end")

@@ -15,7 +15,17 @@ from django.db.models import F
 from runtime.authz.services import grant_narrow, grant_revoke
 from runtime.gateway import MODEL_ROUTE, tool_route
 from runtime.models import Decision, GatewayCall, Task
-from tests.console.gateway.conftest import MODEL_KEY, TOOL_KEY, completion_body, model_token, model_url, post
+from tests.console.gateway.conftest import (
+    MODEL_KEY,
+    TOOL_KEY,
+    completion_body,
+    ended,
+    events,
+    model_token,
+    model_url,
+    open_stream,
+    post,
+)
 from tests.runtime.authz.common import ADMIN, AGENT, OWNER, give_both, task
 from tests.runtime.authz.test_tokens import claims_of, signed, tampered
 from tests.snapshot import snapshot
@@ -74,7 +84,7 @@ def test_a_permitted_call_reaches_the_model_with_the_real_key_and_is_recorded(li
     (sent,) = model.recorded()
     assert sent["authorization"] == f"Bearer {MODEL_KEY}"
     assert sent["idempotency_key"] == "t/3/model"
-    call = GatewayCall.objects.get(id=headers["Steward-Call"])
+    call = ended(id=headers["Steward-Call"])
     assert (call.task_id, call.tenant, call.epoch, call.step_seq, call.route, call.action, call.resource,
             call.outcome, call.idempotency_key) == (t, "acme", 0, 3, MODEL_ROUTE, "model.call", MODEL, "committed",
                                                      "t/3/model")
@@ -89,6 +99,7 @@ def test_a_committed_key_is_answered_from_its_record_without_calling_the_model_a
     t = allowed_task()
     token = model_token(t)
     first = post(model_url(gateway_web), token=token, body=completion_body(), key="same")
+    ended(id=first[2]["Steward-Call"])
     again = post(model_url(gateway_web), token=token, body=completion_body(), key="same")
     assert (first[0], again[0]) == (200, 200)
     assert again[1] == first[1]
@@ -219,7 +230,7 @@ def test_a_tool_call_gets_the_tool_key_injected_and_its_answer_recorded_untruste
     assert answer["body"]["path"] == "/notes/today?x=1"
     (sent,) = model.recorded()
     assert sent["authorization"] == f"Bearer {TOOL_KEY}"
-    call = GatewayCall.objects.get(id=headers["Steward-Call"])
+    call = ended(id=headers["Steward-Call"])
     assert (call.action, call.resource, call.outcome, call.response["untrusted"]) == (
         "tool.call", "tool:echo/notes/today", "committed", True)
     # Outside the granted prefix: denied, nothing forwarded.
@@ -245,3 +256,21 @@ def test_an_unknown_tool_is_404_unknown_tool(live, gateway_web, model):
     status, answer, _ = post(gateway_web.url + "/gateway/tools/nosuch/x", body={},
                              token=model_token(t, audience=tool_route("nosuch")))
     assert (status, answer["code"]) == (404, "UNKNOWN_TOOL")
+
+
+def test_a_key_whose_first_send_is_still_in_flight_is_refused_409_and_not_forwarded(live, gateway_web, model):
+    t = allowed_task()
+    token = model_token(t)
+    model.set(reply=" ".join(f"w{i}" for i in range(20)), chunks=20, chunk_delay=0.05)
+    with open_stream(model_url(gateway_web), token=token, body=completion_body(stream=True), key="twice") as first:
+        stream = events(first)
+        next(stream)
+        status, answer, _ = post(model_url(gateway_web), token=token, body=completion_body(), key="twice")
+        assert (status, answer["code"]) == (409, "CALL_IN_FLIGHT")
+        assert list(stream)[-1] == ("message", "[DONE]")
+    assert len(model.recorded()) == 1
+    assert sorted(GatewayCall.objects.filter(task_id=t).values_list("outcome", flat=True)) == ["busy", "committed"]
+    # Once the first has committed, the key is answered from its record.
+    status, _, headers = post(model_url(gateway_web), token=token, body=completion_body(), key="twice")
+    assert (status, headers.get("Steward-Replayed")) == (200, "1")
+    assert len(model.recorded()) == 1

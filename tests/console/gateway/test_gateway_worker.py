@@ -15,7 +15,7 @@ from runtime import states
 from runtime.authz.services import grant_revoke
 from runtime.models import Decision, Effect, GatewayCall, Step, Task
 from runtime.tasks.services import task_submit
-from tests.console.gateway.conftest import MODEL_KEY, TOOL_KEY
+from tests.console.gateway.conftest import MODEL_KEY, TOOL_KEY, ended
 from tests.harness import wait_until
 from tests.runtime.authz.common import ADMIN, give_both
 from tests.snapshot import tables
@@ -63,7 +63,7 @@ def test_a_worker_calls_the_model_and_a_tool_through_the_gateway_and_replays_wit
     calls = {c.idempotency_key: c for c in GatewayCall.objects.filter(task_id=t)}
     assert set(calls) == {e.key for e in effects} == {r["idempotency_key"] for r in seen}
     for effect in effects:
-        call = calls[effect.key]
+        call = ended(idempotency_key=effect.key, task_id=t)
         assert (call.outcome, call.step_seq, call.epoch, call.attempt_id) == (
             "committed", effect.step_seq, effect.epoch, effect.attempt_id)
         assert effect.receipt["untrusted"] is True and effect.receipt["call"] == str(call.id)
