@@ -147,3 +147,13 @@ def model_caller(ctx, input):
         out["tool"] = {"status": answer["status"], "untrusted": answer["untrusted"], "body": answer["body"]}
     ctx.step("after", _identity, "done")
     return out
+
+
+@agent("t.model_nap")
+def model_nap(ctx, input):
+    """A model call, a durable sleep (the attempt ends), then another model call: the
+    resumed attempt's call is decided on the authority that holds then."""
+    first = ctx.model([{"role": "user", "content": "before"}], model="fake-1")
+    ctx.sleep(input.get("seconds", 1.0))
+    second = ctx.model([{"role": "user", "content": "after"}], model="fake-1")
+    return {"first": str(first), "second": str(second)}

@@ -31,7 +31,7 @@ def fake_model():
 
 
 @pytest.fixture(scope="session")
-def gateway_web(child_env, fake_model):
+def gateway_web(child_env, fake_model, django_db_blocker):
     env = {**child_env, "STEWARD_MODEL_URL": fake_model.url, "STEWARD_MODEL_KEY": MODEL_KEY,
            "STEWARD_TOOLS": json.dumps({"echo": {"url": fake_model.tool_url, "key": TOOL_KEY}})}
     web = WebServer(env).start()
@@ -39,6 +39,26 @@ def gateway_web(child_env, fake_model):
         yield web.wait_ready()
     finally:
         web.stop()
+        with django_db_blocker.unblock():
+            _until_its_sessions_are_gone()
+
+
+def _until_its_sessions_are_gone() -> None:
+    """Wait until the web process's database sessions have ended: the test database is
+    dropped next, and DROP DATABASE waits for other sessions longer than the tests'
+    statement timeout allows on a loaded machine."""
+    from django.db import connection
+
+    def alone():
+        with connection.cursor() as cur:
+            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND pid <> pg_backend_pid()")
+            return cur.fetchone()[0] == 0
+
+    try:
+        wait_until(alone, timeout=15, interval=0.1, message="the web server's database sessions to end")
+    except AssertionError:
+        pass  # teardown then says which sessions remain
 
 
 @pytest.fixture

@@ -274,3 +274,16 @@ def test_a_key_whose_first_send_is_still_in_flight_is_refused_409_and_not_forwar
     status, _, headers = post(model_url(gateway_web), token=token, body=completion_body(), key="twice")
     assert (status, headers.get("Steward-Replayed")) == (200, "1")
     assert len(model.recorded()) == 1
+
+
+@pytest.mark.parametrize("case", ["huge", "deep", "malformed", "latin-1", "nul"])
+def test_hostile_bodies_to_a_tool_are_refused_the_same_way_and_write_nothing(live, gateway_web, model, case):
+    t = task()
+    give_both("tool.call", "tool:echo/*")
+    raw, _, expected = HOSTILE[case]
+    before = snapshot()
+    status, answer, _ = post(gateway_web.url + "/gateway/tools/echo/notes", raw=raw,
+                             token=model_token(t, audience=tool_route("echo")))
+    assert (status, answer["code"]) == expected
+    assert snapshot() == before
+    assert model.recorded() == []

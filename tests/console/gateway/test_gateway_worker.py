@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 
 from runtime import states
-from runtime.authz.services import grant_revoke
+from runtime.authz.services import grant_narrow, grant_revoke
 from runtime.models import Decision, Effect, GatewayCall, Step, Task
 from runtime.tasks.services import task_submit
 from tests.console.gateway.conftest import MODEL_KEY, TOOL_KEY, ended
@@ -114,3 +114,25 @@ def test_a_denied_model_call_reaches_agent_code_naming_the_gateway(live, worker,
     assert not Step.objects.filter(task_id=t, kind="effect").exists()
     if task.status == states.FAILED:  # until the executor blocks on a denial (issue 8, the runtime branch)
         assert task.error["code"] == "AUTHORITY_DENIED" and "credential_gateway" in task.error["message"]
+
+
+def test_a_task_narrowed_while_asleep_is_denied_on_resume_and_replays_its_first_call_without_sending(
+        live, fleet, worker, gateway_web, model):
+    """The seed's stale-authority fixture, through real processes: permitted, persisted
+    (asleep, no worker), the owner's rights narrowed, resumed on a new attempt."""
+    fleet.supervisors(1)
+    _, owner_grant = give_both("model.call", "model:*", agent="t.model_nap")
+    t = task_submit(agent="t.model_nap", input={"seconds": 2.0}, tenant="acme", owner="user:alice",
+                    actor="user:alice").task_id
+    wait_until(lambda: Task.objects.filter(id=t, status=states.SLEEPING).exists(), timeout=60,
+               message="the task to sleep")
+    assert len(model.recorded()) == 1
+    grant_narrow(grant_id=owner_grant.id, tenant="acme", resource="model:other", actor=ADMIN, reason="narrowed")
+    task = finished(t)
+    assert task.status != states.COMPLETED
+    assert len(model.recorded()) == 1  # the first call was replayed from the journal, the second denied
+    denial = Decision.objects.get(task_id=t, allowed=False)
+    assert (denial.boundary, denial.reason_code, denial.epoch, denial.actor, denial.owner) == (
+        "credential_gateway", "no_grant_owner", task.epoch, "agent:t.model_nap", "user:alice")
+    assert task.epoch >= 2
+    assert Decision.objects.filter(task_id=t, allowed=True, epoch=1).count() == 1
