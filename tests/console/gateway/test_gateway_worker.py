@@ -136,3 +136,23 @@ def test_a_task_narrowed_while_asleep_is_denied_on_resume_and_replays_its_first_
         "credential_gateway", "no_grant_owner", task.epoch, "agent:t.model_nap", "user:alice")
     assert task.epoch >= 2
     assert Decision.objects.filter(task_id=t, allowed=True, epoch=1).count() == 1
+
+
+def test_a_revocation_while_the_worker_streams_cuts_the_call_and_agent_code_sees_the_denial(
+        live, worker, gateway_web, model):
+    agent_grant, _ = give_both("model.call", "model:fake-1", agent=AGENT)
+    model.set(reply=" ".join(f"w{i}" for i in range(80)), chunks=80, chunk_delay=0.05)  # a 4 s stream
+    t = submit(prompt="long", stream=True)
+    wait_until(lambda: GatewayCall.objects.filter(task_id=t, outcome="admitted").exists(), timeout=60,
+               message="the worker's stream to start")
+    grant_revoke(grant_id=agent_grant.id, tenant="acme", actor=ADMIN, reason="cut the stream")
+    task = finished(t)
+    assert task.status != states.COMPLETED
+    call = ended(task_id=t)
+    assert call.outcome == "partial"
+    denial = Decision.objects.get(task_id=t, allowed=False)
+    assert (denial.boundary, denial.reason_code) == ("credential_gateway", "no_grant_agent")
+    assert Effect.objects.get(task_id=t).state == states.INTENT  # not settled: a resume asks again
+    if task.status == states.FAILED:  # until the executor blocks on a denial (the runtime branch)
+        assert task.error["code"] == "AUTHORITY_DENIED" and "AUTHZ_REVOKED" in json.dumps(task.error) or \
+            "credential_gateway" in task.error["message"]
