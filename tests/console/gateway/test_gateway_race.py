@@ -33,6 +33,9 @@ def test_no_gateway_call_is_admitted_after_the_revocation_commits(live, gateway_
                 revoked = grant_revoke(grant_id=agent_grant.id, tenant="acme", actor=ADMIN, reason=f"race {trial}")
                 marks["committed"] = time.monotonic()
                 return revoked.revision
+            # Spread the calls over the revocation's commit (0-27 ms after the barrier):
+            # some land before it, some after, whatever this machine's commit costs.
+            time.sleep((trial % 10) * 0.003)
             marks["sent"] = time.monotonic()
             return post(model_url(gateway_web), token=token, body=completion_body(), key=f"race-{trial}")
 
