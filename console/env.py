@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
+import re
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -91,6 +93,52 @@ def database_from_url(url: str) -> dict:
         "PORT": str(parsed.port or ""),
         "OPTIONS": query,
     }
+
+
+def http_url(name: str, default: str | None) -> str | None:
+    """An http(s) URL with a host, without its trailing slash."""
+    raw = get(name)
+    if raw is None or raw == "":
+        return default
+    parsed = urlparse(raw)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ImproperlyConfigured(f"{name} must be an http:// or https:// URL with a host, got {raw[:80]!r}")
+    return raw.rstrip("/")
+
+
+TOOL_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+
+
+def gateway_tools(name: str) -> dict[str, dict]:
+    """STEWARD_TOOLS: a JSON object of tool name -> {"url", "key", "header"?}. Names are
+    lowercase identifiers (they are path segments); a header other than Authorization
+    carries the key as it is, Authorization carries `Bearer <key>`. Anything else stops
+    start-up naming the tool and the field (never echoing a key)."""
+    raw = get(name)
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} is not JSON") from None
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object of tool name -> settings")
+    tools = {}
+    for tool, spec in value.items():
+        if not isinstance(tool, str) or not TOOL_NAME.fullmatch(tool):
+            raise ImproperlyConfigured(f"{name}: tool names are lowercase identifiers, not {str(tool)[:40]!r}")
+        if not isinstance(spec, dict) or set(spec) - {"url", "key", "header"}:
+            raise ImproperlyConfigured(f"{name}: tool {tool!r} takes url, key and header only")
+        url, key, header = spec.get("url"), spec.get("key"), spec.get("header", "Authorization")
+        parsed = urlparse(url) if isinstance(url, str) else None
+        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ImproperlyConfigured(f"{name}: tool {tool!r} needs an http(s) url")
+        if not isinstance(key, str) or not key or not key.isprintable():
+            raise ImproperlyConfigured(f"{name}: tool {tool!r} needs a key (a non-empty string)")
+        if not isinstance(header, str) or not re.fullmatch(r"[A-Za-z0-9-]{1,64}", header):
+            raise ImproperlyConfigured(f"{name}: tool {tool!r} has a malformed header name")
+        tools[tool] = {"url": url.rstrip("/"), "key": key, "header": header}
+    return tools
 
 
 def audit_seal_keys(secret_key: str) -> list[bytes]:

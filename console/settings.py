@@ -182,6 +182,12 @@ STEWARD = {
     # The Ed25519 key that signs capability tokens (runtime/authz/tokens.py); in debug,
     # unset, one derived from the secret key; otherwise unset, no token can be minted.
     "CAPABILITY_KEY": env.capability_key(SECRET_KEY, DEBUG),
+    # Where a worker's ctx.model() and ctx.tool() reach the credential gateway
+    # (runtime/gateway/client.py); the gateway is this web process's /gateway/.
+    "GATEWAY_URL": env.http_url("STEWARD_GATEWAY_URL", "http://127.0.0.1:8000"),
+    # Whether the gateway waits for the WAL flush of an admitted call's decision before
+    # forwarding it (denials always do): docs/adr/0014-credential-gateway.md.
+    "GATEWAY_DURABLE_ADMIT": env.get_bool("STEWARD_GATEWAY_DURABLE_ADMIT", False),
     # Largest pool limits an operator may set (docs/limits.md). Each running place is a
     # slot row, hence a bound well below the column's; running + queued must fit the
     # integer arithmetic of admission (steward_submit), hence the queued bound's maximum.
@@ -190,6 +196,21 @@ STEWARD = {
     "POOL_MAX_QUEUED": env.get_number("STEWARD_POOL_MAX_QUEUED", 10_000_000, minimum=0,
                                       maximum=2**31 - 1 - 1_000_000, integer=True),
 }
+# --- The credential gateway (console/gateway/): the provider keys, read here and only
+# here, by the web process. Give them to the web process alone, never to a worker
+# (docs/deploy.md): a worker reaches providers through /gateway/ with a capability token.
+GATEWAY = {
+    # An OpenAI-compatible base URL (.../v1 is added by nothing: give the URL the
+    # provider's /chat/completions hangs off) and its API key.
+    "MODEL_URL": env.http_url("STEWARD_MODEL_URL", None),
+    "MODEL_KEY": env.get("STEWARD_MODEL_KEY") or "",
+    # Outside HTTP APIs: {"name": {"url": ..., "key": ..., "header": "Authorization"}}.
+    "TOOLS": env.gateway_tools("STEWARD_TOOLS"),
+    # How long the gateway waits for a provider's answer (or its next chunk).
+    "TIMEOUT_SECONDS": env.get_number("STEWARD_GATEWAY_TIMEOUT_SECONDS", 120.0, minimum=0.1),
+}
+if GATEWAY["MODEL_URL"] and not GATEWAY["MODEL_KEY"]:
+    raise ImproperlyConfigured("STEWARD_MODEL_URL is set but STEWARD_MODEL_KEY is not")
 for _limit in ("max_running", "max_queued"):
     if STEWARD["DEFAULT_POOL"][_limit] > STEWARD[f"POOL_{_limit.upper()}"]:
         raise ImproperlyConfigured(f"STEWARD_POOL_{_limit.upper()} is below the default pool's {_limit}")

@@ -8,5 +8,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     path("metrics", metrics, name="metrics"),
+    path("gateway/", include("console.gateway.urls")),
     path("", include("console.ui.urls")),
 ]

@@ -73,3 +73,14 @@ def queue_name() -> str:
 def capability_key() -> bytes | None:
     """The PEM of the Ed25519 key that signs capability tokens, or None (not configured)."""
     return _get("CAPABILITY_KEY")
+
+
+def gateway_url() -> str:
+    """The credential gateway's base URL, as a worker reaches it."""
+    return _get("GATEWAY_URL")
+
+
+def gateway_durable_admit() -> bool:
+    """Whether an admitted gateway call's decision and row wait for the WAL flush
+    before the call is forwarded (docs/adr/0014-credential-gateway.md)."""
+    return bool(_get("GATEWAY_DURABLE_ADMIT"))

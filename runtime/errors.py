@@ -259,6 +259,35 @@ class CapabilityRefused(StewardError):
         self.reason = reason
 
 
+class UnknownTool(StewardError):
+    """The credential gateway has no tool of that name configured (STEWARD_TOOLS)."""
+
+    code = "UNKNOWN_TOOL"
+    status = 404
+
+
+class CallInFlight(StewardError):
+    """The credential gateway is still carrying an earlier send of this Idempotency-Key."""
+
+    code = "CALL_IN_FLIGHT"
+    status = 409
+
+
+class GatewayNotConfigured(StewardError):
+    """The credential gateway has no provider for this route (STEWARD_MODEL_URL unset)."""
+
+    code = "GATEWAY_NOT_CONFIGURED"
+    status = 503
+
+
+class UpstreamFailed(StewardError):
+    """The provider behind the credential gateway could not be reached, or its answer
+    could not be read; the call is recorded `failed`."""
+
+    code = "UPSTREAM_FAILED"
+    status = 502
+
+
 # --- Raised inside agent code ---------------------------------------------------------
 
 

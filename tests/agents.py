@@ -267,3 +267,24 @@ def untrusted(ctx, input):
         ledger.perform(ctx, seq, "fetch", _write, ("repo:acme/app",), {}, effect_class="read", key=None,
                        keyed=True, untrusted=True)
     return {"ok": True}
+@agent("t.model")
+def model_caller(ctx, input):
+    """Asks the model through the credential gateway (ctx.model), then a tool (ctx.tool)."""
+    text = ctx.model([{"role": "user", "content": input.get("prompt", "hello")}], model=input.get("model", "fake-1"),
+                     stream=input.get("stream", False))
+    out = {"text": str(text), "untrusted": text.untrusted, "source": text.source, "call": text.receipt["call"]}
+    if input.get("tool"):
+        answer = ctx.tool("echo", "POST", "notes/today", json={"text": str(text)})
+        out["tool"] = {"status": answer["status"], "untrusted": answer["untrusted"], "body": answer["body"]}
+    ctx.step("after", _identity, "done")
+    return out
+
+
+@agent("t.model_nap")
+def model_nap(ctx, input):
+    """A model call, a durable sleep (the attempt ends), then another model call: the
+    resumed attempt's call is decided on the authority that holds then."""
+    first = ctx.model([{"role": "user", "content": "before"}], model="fake-1")
+    ctx.sleep(input.get("seconds", 1.0))
+    second = ctx.model([{"role": "user", "content": "after"}], model="fake-1")
+    return {"first": str(first), "second": str(second)}

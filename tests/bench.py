@@ -16,6 +16,10 @@ processes. Progress and details go to stderr; stdout carries only the JSON.
                            in its own database; also console_pages_p95_ms, page by page)
     api_submit_ms_p50      POST /api/v1/tasks with a token over HTTP; api_submit_per_s from
                            four clients at once
+    gateway_added_ms_p50/p99  what a credential gateway call adds over calling the fake
+                           model directly, alternating, from one process (tests/bench_gateway.py,
+                           in its own database; also gateway_direct_ms_p50)
+    authorize_per_s        authorize() decisions per second on one connection
 
 STEWARD_BENCH_DB names the database (default steward_bench); it is dropped and made anew.
 """
@@ -269,6 +273,8 @@ def main() -> None:
     }
     log("console and API (tests/bench_console.py)")
     result.update(console_and_api())
+    log("credential gateway (tests/bench_gateway.py)")
+    result.update(own_process("tests.bench_gateway"))
     log(f"steps/raw = {steps / raw:.2f}")
     print(json.dumps(result))
 
@@ -276,10 +282,16 @@ def main() -> None:
 def console_and_api() -> dict:
     """tests/bench_console.py in a process of its own: it seeds and serves its own
     database, which this process's Django connections know nothing of."""
+    return own_process("tests.bench_console")
+
+
+def own_process(module: str) -> dict:
+    """A bench module run as `python -m module` next to DATABASE_URL's database: the JSON
+    object it prints last."""
     import subprocess
 
     env = dict(os.environ, DATABASE_URL=_BASE_URL)
-    out = subprocess.run([sys.executable, "-m", "tests.bench_console"], env=env, check=True, stdout=subprocess.PIPE,
+    out = subprocess.run([sys.executable, "-m", module], env=env, check=True, stdout=subprocess.PIPE,
                          text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 

@@ -16,6 +16,7 @@ stopped and we exit non-zero naming it.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -47,6 +48,27 @@ DEMO_RESULTS_URL = os.environ.setdefault("STEWARD_DEMO_RESULTS_URL", "http://127
 DEMO_NOTIFY_URL = os.environ.setdefault("STEWARD_DEMO_NOTIFY_URL", "http://127.0.0.1:8766")
 
 
+# The credential gateway's provider (console/gateway/): the fake OpenAI-compatible model
+# server unless STEWARD_MODEL_URL names a real one. Its key goes to the web process (and
+# the fake model, which requires it) and to no other child: workers reach the model
+# through the gateway with capability tokens (docs/deploy.md).
+DEMO_MODEL_URL = os.environ.get("STEWARD_DEMO_MODEL_URL", "http://127.0.0.1:8767")
+PROVIDER_SECRETS = ("STEWARD_MODEL_KEY", "STEWARD_TOOLS")
+
+
+def provider_env(port: int) -> dict[str, dict[str, str]]:
+    """What each child adds to the environment: the keys for the web process (and the fake
+    model) only, the gateway's address for the workers."""
+    real = os.environ.get("STEWARD_MODEL_URL")
+    key = os.environ.get("STEWARD_MODEL_KEY") if real else f"sk-demo-{secrets.token_hex(16)}"
+    web = {"STEWARD_MODEL_URL": real or DEMO_MODEL_URL + "/v1", "STEWARD_MODEL_KEY": key or ""}
+    if os.environ.get("STEWARD_TOOLS"):
+        web["STEWARD_TOOLS"] = os.environ["STEWARD_TOOLS"]
+    gateway = {"STEWARD_GATEWAY_URL": f"http://127.0.0.1:{port}"}
+    return {"web": web, "model": {"STEWARD_MODEL_KEY": web["STEWARD_MODEL_KEY"]},
+            "worker1": gateway, "worker2": gateway}
+
+
 def _port(url: str) -> str:
     return str(urllib.parse.urlsplit(url).port)
 
@@ -67,6 +89,8 @@ def service_commands(port: int) -> dict[str, list[str]]:
         "results": [PYTHON, "-m", "console.dev.demo.fake_service", "--port", _port(DEMO_RESULTS_URL), "--mode", "keyed"],
         "notify": [PYTHON, "-m", "console.dev.demo.fake_service", "--port", _port(DEMO_NOTIFY_URL), "--mode", "unkeyed",
                    "--drop-every", "3"],
+        # The credential gateway's model provider: a fake OpenAI-compatible server.
+        "model": [PYTHON, "-m", "console.dev.demo.fake_model", "--port", _port(DEMO_MODEL_URL)],
     }
 
 
@@ -114,11 +138,17 @@ def say(name: str, line: str) -> None:
         sys.stdout.flush()
 
 
-def start(name: str, argv: list[str]) -> subprocess.Popen:
+def child_env(name: str, extra: dict[str, dict[str, str]] | None = None) -> dict[str, str]:
+    """The child's environment: ours without any provider key, plus what it alone gets."""
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_SECRETS}
+    return dict(env, PYTHONUNBUFFERED="1", **QUIET, **(extra or {}).get(name, {}))
+
+
+def start(name: str, argv: list[str], extra: dict[str, dict[str, str]] | None = None) -> subprocess.Popen:
     process = subprocess.Popen(
         argv,
         cwd=REPO,
-        env=dict(os.environ, PYTHONUNBUFFERED="1", **QUIET),
+        env=child_env(name, extra),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -185,7 +215,11 @@ def main() -> int:
             say("steward", f"{name} (`{' '.join(argv[1:])}`) failed with exit code {process.returncode}")
             return 1
 
-    children = {name: start(name, argv) for name, argv in service_commands(port).items()}
+    extra = provider_env(port)
+    commands = service_commands(port)
+    if os.environ.get("STEWARD_MODEL_URL"):
+        del commands["model"]  # a real provider: no fake one
+    children = {name: start(name, argv, extra) for name, argv in commands.items()}
     announced = False
     while not stopping.is_set():
         for name, process in list(children.items()):

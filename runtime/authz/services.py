@@ -181,10 +181,13 @@ def authorize(*, task, action: str, resource: str, boundary: str, epoch: int | N
 
 
 def decide(*, task, action: str, resource: str, boundary: str, epoch: int | None = None,
-           refuse: str | None = None, actor: str | None = None, evidence: dict | None = None) -> Decision:
+           refuse: str | None = None, actor: str | None = None, evidence: dict | None = None,
+           bound_tenant: str | None = None) -> Decision:
     """authorize(), or with `refuse`, a denial for a reason the caller found itself
     (runtime/authz/tokens.py), recorded and audited the same way. `actor` (default: the
-    task's agent) and `evidence` (added to a denial's audit event) come from a token."""
+    task's agent) and `evidence` (added to a denial's audit event) come from a token.
+    With `bound_tenant`, `epoch` is binding too: a task of another tenant is denied
+    tenant_mismatch, and one whose epoch moved on superseded_attempt, in the statement."""
     task_id = task.id if hasattr(task, "id") else arguments.task_id(task)
     patterns.action(action)
     patterns.concrete(resource)
@@ -192,10 +195,14 @@ def decide(*, task, action: str, resource: str, boundary: str, epoch: int | None
         raise InvalidArgument(f"boundary must be one of {', '.join(BOUNDARIES)}", field="boundary")
     if epoch is not None:
         arguments.bounded("epoch", epoch, minimum=0, maximum=2**31 - 1)
-    with transaction.atomic():
+    # One statement: inside a caller's transaction it needs no savepoint of its own (a
+    # failure marks the caller's transaction for rollback either way); alone, it is its
+    # own transaction.
+    with transaction.atomic(savepoint=False):
         cur = db.execute("authz_decide", {
             "task": task_id, "action": action, "resource": resource, "boundary": boundary, "epoch": epoch,
-            "policy": POLICY_VERSION, "refuse": refuse, "actor": actor,
+            "policy": POLICY_VERSION, "refuse": refuse, "actor": actor, "bound_tenant": bound_tenant,
+            "bound_epoch": epoch if bound_tenant is not None else None,
             "extra": json.dumps(with_via(evidence), default=str)})
         row = cur.fetchone()
         if row is None:

@@ -125,7 +125,20 @@ def token_authorize(*, token, audience: str, task, action: str, resource: str) -
     (tenant_isolation, tenant_mismatch), another task's (token_task_mismatch) or a
     superseded attempt's (superseded_attempt: the task has a newer epoch)."""
     claims = token_verify(token, audience=audience)
+    return token_decide(claims=claims, task=task, action=action, resource=resource)
+
+
+def token_decide(*, claims: dict, task=None, action: str, resource: str) -> Decision:
+    """token_authorize() for claims token_verify() already returned: the gateway verifies
+    once per call, and decides again on the same claims when a stream's tenant changes
+    its grants mid-flight (runtime/gateway/services.py). Without `task`, the token's own
+    task, and the tenant and attempt binding is checked inside the decision's statement
+    (one round trip fewer on the gateway's path)."""
     patterns.action(action)
+    if task is None:
+        return decide(task=arguments.task_id(claims["task"]), action=action, resource=resource,
+                      boundary="credential_gateway", epoch=claims["epoch"], bound_tenant=claims["tenant"],
+                      actor=f"{patterns.AGENT}{claims['agent']}", evidence=_evidence(claims))
     found = task if isinstance(task, Task) else task_get(arguments.task_id(task))
     if claims["tenant"] != found.tenant:
         refuse = "tenant_mismatch"
@@ -139,4 +152,8 @@ def token_authorize(*, token, audience: str, task, action: str, resource: str) -
     # was bound to: with a mismatch, the task's own agent did not act.
     return decide(task=found, action=action, resource=resource, boundary="credential_gateway",
                   epoch=claims["epoch"], refuse=refuse, actor=f"{patterns.AGENT}{claims['agent']}",
-                  evidence={"token": {k: claims[k] for k in ("jti", "tenant", "task", "epoch", "authz_revision")}})
+                  evidence=_evidence(claims))
+
+
+def _evidence(claims: dict) -> dict:
+    return {"token": {k: claims[k] for k in ("jti", "tenant", "task", "epoch", "authz_revision")}}

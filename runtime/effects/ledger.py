@@ -26,7 +26,16 @@ from runtime.attempts import journal
 from runtime.attempts.journal import Recorded
 from runtime.attempts.transitions import end_attempt, fence
 from runtime.audit import audit_append
-from runtime.errors import EffectFailed, EffectNotApplied, Fenced, NondeterminismError, NotJournalable, Suspend
+from runtime.errors import (
+    AuthorityDenied,
+    CapabilityRefused,
+    EffectFailed,
+    EffectNotApplied,
+    Fenced,
+    NondeterminismError,
+    NotJournalable,
+    Suspend,
+)
 from runtime.meter import meter
 from runtime.models import Effect
 
@@ -113,6 +122,11 @@ def _send(call: _Call, row: Effect):
             error = encoding.error_record(exc)
             _settle(call, row, states.EFFECT_FAILED, error=error, audit_kind="effect.failed")
             _journal_error(call, error)
+        except (AuthorityDenied, CapabilityRefused):
+            # A boundary refused the call (the credential gateway, runtime/gateway/client.py):
+            # not the service's answer, so nothing is settled or journaled. The intent
+            # stays, and the task's next attempt asks again, on the authority it has then.
+            raise
         except Exception as exc:  # noqa: BLE001 - any other failure leaves the outcome unknown
             if not delays:
                 _block(call, row, doubt=True, cause=exc)

@@ -13,6 +13,7 @@ from runtime.models.attempt import Attempt
 from runtime.models.audit import AuditEvent
 from runtime.models.decision import Decision
 from runtime.models.effect import Effect
+from runtime.models.gateway_call import GatewayCall
 from runtime.models.grant import AuthzRevision, Grant
 from runtime.models.pool import Pool, PoolCount
 from runtime.models.process import Process, ProcessMinute
@@ -21,4 +22,4 @@ from runtime.models.slot import Slot
 from runtime.models.step import Step
 from runtime.models.task import Task
 
-__all__ = ["Attempt", "AuditEvent", "AuditSeal", "AuthzRevision", "Decision", "Effect", "Grant", "Pool", "PoolCount", "Process", "ProcessMinute", "Slot", "Step", "Task"]
+__all__ = ["Attempt", "AuditEvent", "AuditSeal", "AuthzRevision", "Decision", "Effect", "GatewayCall", "Grant", "Pool", "PoolCount", "Process", "ProcessMinute", "Slot", "Step", "Task"]

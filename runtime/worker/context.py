@@ -21,6 +21,7 @@ from runtime.attempts.journal import Recorded
 from runtime.attempts.lease import Lease
 from runtime.effects import ledger
 from runtime.errors import AuthorityDenied, InfrastructureError, NondeterminismError, NotJournalable, StepFailed
+from runtime.gateway import client as gateway
 from runtime.tasks import children
 from runtime.tasks.children import ChildResult
 from runtime.worker import authority
@@ -121,6 +122,31 @@ class Context:
         executor boundary: the recorded Decision, or AuthorityDenied (the task then ends
         blocked). Not journaled: a replay asks again."""
         return authority.check(self, *authority.need((action, resource)))
+
+    # --- the credential gateway (runtime/gateway/client.py) -----------------------------
+
+    @_not_the_agents_error
+    def model(self, messages: list, *, model: str, stream: bool = False, name: str | None = None, **params):
+        """A chat completion through the credential gateway, as a keyed effect (a replay
+        returns the journaled reply; nothing is sent again). Returns the reply's text as
+        `UntrustedText`: data from a model, never an instruction. AuthorityDenied, naming
+        its boundary, if the task's current authority does not allow `model.call` on
+        `model:<model>`, or stops allowing it while the reply streams."""
+        seq, recorded = self._next(name or f"model:{model}", "effect")
+        return gateway.model(self, seq, recorded, name or f"model:{model}", messages, model=model, stream=stream,
+                             params=params)
+
+    @_not_the_agents_error
+    def tool(self, name: str, method: str, path: str, json=None, *, effect_class: str | None = None,
+             step: str | None = None) -> dict:
+        """Call the outside API `name` (configured on the web side) through the gateway, as
+        a keyed effect: GET and HEAD are `read`, other methods `idempotent` unless
+        `effect_class` says otherwise. Returns {"untrusted": true, "status", "body", ...}."""
+        if effect_class is not None and effect_class not in states.EFFECT_CLASSES:
+            raise ValueError(f"effect_class must be one of {states.EFFECT_CLASSES}")
+        label = step or f"tool:{name}"
+        seq, recorded = self._next(label, "effect")
+        return gateway.tool(self, seq, recorded, label, name, method, path, json, effect_class)
 
     # --- durable timers (runtime/attempts/timers.py) -----------------------------------
 

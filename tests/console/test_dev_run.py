@@ -62,3 +62,26 @@ def test_the_demos_notification_service_as_make_run_starts_it_drops_the_first_se
         finally:
             service.terminate()
             service.wait(10)
+
+
+def test_make_run_gives_the_model_key_to_the_web_process_and_the_fake_model_only(monkeypatch):
+    monkeypatch.setenv("STEWARD_MODEL_KEY", "sk-from-the-shell")  # a key the operator exported
+    monkeypatch.setenv("STEWARD_MODEL_URL", "https://provider.example/v1")
+    extra = run.provider_env(8031)
+    envs = {name: run.child_env(name, extra) for name in run.service_commands(8031)}
+    assert envs["web"]["STEWARD_MODEL_KEY"] == "sk-from-the-shell"
+    assert envs["web"]["STEWARD_MODEL_URL"] == "https://provider.example/v1"
+    holders = {name for name, env in envs.items() if "sk-from-the-shell" in env.values()}
+    assert holders == {"web", "model"}
+    assert envs["worker1"]["STEWARD_GATEWAY_URL"] == "http://127.0.0.1:8031"
+
+
+def test_make_run_without_a_provider_points_the_gateway_at_the_fake_model_with_a_fresh_key(monkeypatch):
+    monkeypatch.delenv("STEWARD_MODEL_URL", raising=False)
+    monkeypatch.delenv("STEWARD_MODEL_KEY", raising=False)
+    extra = run.provider_env(8000)
+    key = extra["web"]["STEWARD_MODEL_KEY"]
+    assert key.startswith("sk-demo-") and extra["model"] == {"STEWARD_MODEL_KEY": key}
+    assert extra["web"]["STEWARD_MODEL_URL"] == run.DEMO_MODEL_URL + "/v1"
+    assert run.service_commands(8000)["model"][-1] == run._port(run.DEMO_MODEL_URL)
+    assert all(key not in run.child_env(name, extra).values() for name in ("worker1", "worker2", "beat", "demo"))

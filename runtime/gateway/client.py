@@ -1,0 +1,199 @@
+"""The worker's side of the credential gateway: ctx.model() and ctx.tool() call the
+gateway over HTTP with a capability token, never a provider key (the worker has none).
+
+Each call is an effect through the ledger (runtime/effects/ledger.py): the intent is
+committed, the gateway is called with the effect's key as `Idempotency-Key`, and the
+receipt is committed and journaled. The gateway deduplicates by that key (a committed
+key is answered from its record, nothing forwarded), so a call is `keyed`: recovery
+re-sends an interrupted one with the same key, and a replay returns the journaled
+receipt without any request at all.
+
+A 403 from the gateway raises AuthorityDenied naming the boundary that enforced it
+(credential_gateway, or tenant_isolation) and why; a stream cut because its authority
+went away raises it too (code AUTHZ_REVOKED in its details). Neither is journaled: the
+intent stays, so a resumed task asks the gateway again, on the authority it has then.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+
+from runtime import config
+from runtime.authz.tokens import token_mint
+from runtime.effects import ledger
+from runtime.errors import AuthorityDenied, CapabilityRefused, EffectNotApplied, Fenced
+from runtime.gateway import MODEL_ROUTE, model_resource, tool_resource, tool_route
+from runtime.tasks.selectors import task_get
+
+TOKEN_SECONDS = 300
+TOKEN_SLACK = 30  # a cached token with less than this left is minted again
+TIMEOUT_SECONDS = 300.0
+READ_METHODS = ("GET", "HEAD")
+
+# Loopback or not, a proxy from the environment must never see a capability token.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class UntrustedText(str):
+    """Text a model produced. It is data: nothing in Steward reads it as an instruction,
+    a grant, a policy change or an approval, whatever it says. `receipt` is the call's
+    record (response id, the gateway's call and decision ids)."""
+
+    untrusted = True
+
+    def __new__(cls, text: str, *, source: str, receipt: dict):
+        made = super().__new__(cls, text)
+        made.source, made.receipt = source, receipt
+        return made
+
+
+def token(ctx, audience: str) -> str:
+    """A capability token for this attempt and audience, minted once and cached on the
+    Context until it nears its expiry. Minted only while this attempt is the task's
+    current one: a superseded attempt gets Fenced here, never a token for its successor."""
+    cache = ctx.__dict__.setdefault("_gateway_tokens", {})
+    held = cache.get(audience)
+    if held is not None and held[1] - time.time() > TOKEN_SLACK:
+        return held[0]
+    task = task_get(ctx.task_id)
+    if task.epoch != ctx.epoch:
+        raise Fenced(ctx.task_id, ctx.epoch, "gateway")
+    minted = token_mint(task=task, audience=audience, seconds=TOKEN_SECONDS)
+    cache[audience] = (minted, time.time() + TOKEN_SECONDS)
+    return minted
+
+
+def model(ctx, seq: int, recorded, name: str, messages, *, model: str, stream: bool, params: dict) -> UntrustedText:
+    """One chat completion through the gateway, as an effect; its text, untrusted."""
+    source = model_resource(model)
+    if recorded is not None:
+        receipt = ledger.replayed(recorded)
+    else:
+        body = {**params, "model": model, "messages": messages, "stream": bool(stream)}
+
+        def call(body, *, idempotency_key):
+            return _chat(ctx, seq, body, idempotency_key)
+
+        receipt = ledger.perform(ctx, seq, name, call, (body,), {}, effect_class="idempotent", key=None, keyed=True)
+    return UntrustedText(receipt["text"], source=source, receipt=receipt)
+
+
+def tool(ctx, seq: int, recorded, name: str, tool_name: str, method: str, path: str, payload,
+         effect_class: str | None) -> dict:
+    """One call of an outside API through the gateway, as an effect. Its answer comes
+    back as {"untrusted": true, "source", "status", "body", ...}: data, never an order."""
+    method = method.upper()
+    if recorded is not None:
+        return ledger.replayed(recorded)
+    request = {"tool": tool_name, "method": method, "path": path.lstrip("/"), "json": payload}
+
+    def call(request, *, idempotency_key):
+        return _tool(ctx, seq, request, idempotency_key)
+
+    # The gateway deduplicates committed keys, and passes the key on to the tool.
+    chosen = effect_class or ("read" if method in READ_METHODS else "idempotent")
+    return ledger.perform(ctx, seq, name, call, (request,), {}, effect_class=chosen, key=None, keyed=True)
+
+
+def _chat(ctx, seq: int, body: dict, key: str) -> dict:
+    response = _post(ctx, seq, "/gateway/model/v1/chat/completions", MODEL_ROUTE, key, "POST", body,
+                     accept="text/event-stream" if body["stream"] else "application/json")
+    tags = _tags(response)
+    with response:
+        if body["stream"]:
+            text, ident, finish = _read_stream(response)
+        else:
+            completion = json.loads(response.read())
+            choice = completion["choices"][0]
+            text, ident, finish = choice["message"].get("content") or "", completion.get("id"), choice.get("finish_reason")
+    return {"untrusted": True, "source": model_resource(body["model"]), "text": text, "id": ident,
+            "finish_reason": finish, **tags}
+
+
+def _tool(ctx, seq: int, request: dict, key: str) -> dict:
+    name = request["tool"]
+    response = _post(ctx, seq, f"/gateway/tools/{name}/{request['path']}", tool_route(name), key,
+                     request["method"], request["json"])
+    tags = _tags(response)
+    with response:
+        answer = json.loads(response.read())
+    return {"untrusted": True, "source": tool_resource(name, request["path"]), "status": answer["status"],
+            "body": answer["body"], **tags}
+
+
+def _tags(response) -> dict:
+    return {"call": response.headers.get("Steward-Call"), "decision": response.headers.get("Steward-Decision"),
+            "replayed": response.headers.get("Steward-Replayed") == "1"}
+
+
+def _post(ctx, seq: int, path: str, audience: str, key: str, method: str, body, *, accept="application/json"):
+    headers = {"Authorization": f"Bearer {token(ctx, audience)}", "Idempotency-Key": key,
+               "Steward-Step": str(seq), "Accept": accept}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    request = urllib.request.Request(config.gateway_url() + path, data=data, headers=headers, method=method)
+    try:
+        return _OPENER.open(request, timeout=TIMEOUT_SECONDS)
+    except urllib.error.HTTPError as err:
+        with err:
+            refusal = _refusal(err.read())
+        _raise(err.code, refusal)
+
+
+def _refusal(raw: bytes) -> dict:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    return value if isinstance(value, dict) else {"code": "UNREADABLE", "message": raw[:200].decode(errors="replace"),
+                                                  "details": {}}
+
+
+def _raise(status: int, refusal: dict):
+    details = refusal.get("details") or {}
+    message = refusal.get("message") or f"the gateway answered HTTP {status}"
+    if status == 403 or refusal.get("code") == "AUTHZ_REVOKED":
+        raise AuthorityDenied(message, boundary=details.get("boundary", "credential_gateway"),
+                              reason_code=details.get("reason_code", "denied"),
+                              decision_id=details.get("decision_id", ""),
+                              **{k: v for k, v in details.items() if k not in ("boundary", "reason_code",
+                                                                                "decision_id")},
+                              gateway_code=refusal.get("code"))
+    if refusal.get("code") == "CALL_IN_FLIGHT":
+        raise OSError("the gateway is still carrying an earlier send of this call")  # the ledger sends it again
+    if status == 401:
+        raise CapabilityRefused(message, reason=details.get("reason", "malformed"))
+    if 400 <= status < 500 or refusal.get("code") == "UPSTREAM_FAILED":
+        # The gateway refused the request, or the provider did not act on it.
+        raise EffectNotApplied(f"{refusal.get('code')}: {message}")
+    raise OSError(f"the gateway answered HTTP {status}: {refusal.get('code')}")  # may have acted: the ledger decides
+
+
+def _read_stream(response) -> tuple[str, str | None, str | None]:
+    text, ident, finish, event = [], None, None, None
+    for raw in response:
+        line = raw.decode("utf-8").rstrip("\r\n")
+        if not line:
+            event = None
+            continue
+        if line.startswith("event:"):
+            event = line[6:].strip()
+            continue
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if event == "error":
+            _raise(200, _refusal(payload.encode()))
+        if payload == "[DONE]":
+            return "".join(text), ident, finish
+        chunk = json.loads(payload)
+        choice = chunk["choices"][0]
+        ident = ident or chunk.get("id")
+        text.append((choice.get("delta") or {}).get("content") or "")
+        finish = choice.get("finish_reason") or finish
+    raise OSError("the gateway's stream ended before [DONE]")

@@ -1,0 +1,175 @@
+"""What the credential gateway does with each call, on current rows.
+
+A call is admitted in three steps, each refusing before anything is written when it
+can: gateway_verify (the token proves who calls: 401 otherwise, nothing written),
+gateway_body (the request is plain JSON within limits: 4xx otherwise, nothing
+written), gateway_admit (decide at credential_gateway and record the call: one
+decision row, one call row). A stream then asks gateway_recheck between chunks, and
+every admitted call ends in gateway_finish. Attribution is the token's alone: nothing
+here reads a tenant, an actor or a task from the request.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, transaction
+
+from runtime import arguments, config, db, encoding
+from runtime.authz.selectors import authz_revision
+from runtime.authz.tokens import token_decide, token_verify
+from runtime.errors import CallInFlight, CapabilityRefused, InputTooLarge, InvalidArgument, InvalidInput, StewardError
+from runtime.gateway import (  # noqa: F401 - the routes' names, for the web side
+    MODEL_ACTION,
+    MODEL_ROUTE,
+    TOOL_ACTION,
+    model_resource,
+    tool_resource,
+    tool_route,
+)
+from runtime.models import Decision
+
+# A request body larger than this is refused before it is parsed (INPUT_TOO_LARGE).
+MAX_BODY_BYTES = 1024 * 1024
+# How often a stream looks at its tenant's authz_revision between chunks: a revocation
+# cuts the stream at the first chunk after at most this long (the contract allows 1 s).
+RECHECK_SECONDS = 0.1
+STEP_MAX = 2**31 - 1
+
+
+@dataclass(slots=True)
+class Admission:
+    """An admitted (or denied, or replayed) call, as the web side carries it to the end."""
+
+    call_id: object
+    outcome: str  # admitted, denied or replayed (runtime/models/gateway_call.py)
+    decision: Decision
+    claims: dict
+    tenant: str
+    task_id: object
+    action: str
+    resource: str
+    revision: int
+    response: dict | None = None  # a replayed call's recorded output
+    receipt: dict | None = None
+    checked_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def admitted(self) -> bool:
+        return self.outcome == "admitted"
+
+
+def gateway_verify(*, authorization: str | None, route: str) -> dict:
+    """The claims of the `Authorization: Bearer <capability token>` header, for `route`;
+    CapabilityRefused (401) naming why otherwise. Writes nothing."""
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise CapabilityRefused("send a capability token: Authorization: Bearer <token>", reason="malformed")
+    return token_verify(token.strip(), audience=route)
+
+
+def gateway_body(raw: bytes, *, content_type: str | None) -> dict:
+    """A JSON object body (strict UTF-8, at most MAX_BODY_BYTES, nested at most
+    encoding.MAX_DEPTH deep), or the StewardError saying why not. Writes nothing."""
+    kind = (content_type or "application/json").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise InvalidArgument(f"send the body as application/json, not {kind[:60]}", field="content-type")
+    if len(raw) > MAX_BODY_BYTES:
+        raise InputTooLarge(f"the body is over {MAX_BODY_BYTES} bytes", limit=MAX_BODY_BYTES)
+    value = encoding.parse(raw, what="the body", limit=MAX_BODY_BYTES)
+    if not isinstance(value, dict):
+        raise InvalidInput("the body must be a JSON object")
+    encoding.plain(value, what="the body", limit=MAX_BODY_BYTES)  # \u0000, lone surrogates, huge numbers
+    return value
+
+
+def gateway_admit(*, claims: dict, route: str, action: str, resource: str, idempotency_key,
+                  step_seq=None, in_flight_seconds: float = 120.0) -> Admission:
+    """Decide whether the token's task may take `action` on `resource` now, and record the call.
+
+    1. Check the key (the worker's effect key: required) and the step's form.
+    2. Decide on current rows (runtime.authz token_decide at credential_gateway): a
+       token bound to another tenant or a superseded attempt is a recorded denial.
+    3. Record the call (runtime/sql/gateway_call_open.sql): denied, admitted,
+       replayed when this key already committed for the task (its output returned), or
+       busy (CALL_IN_FLIGHT, 409) while an earlier send of the key has not ended.
+    """
+    key = arguments.identifier("Idempotency-Key", idempotency_key, max_length=255)
+    if step_seq is not None:
+        arguments.bounded("Steward-Step", step_seq, minimum=0, maximum=STEP_MAX)
+    # One transaction, one commit: the decision and the call's row together; the task is
+    # read inside the decision's statement (its tenant and epoch against the token's).
+    with transaction.atomic(durable=True):
+        decision = token_decide(claims=claims, action=action, resource=resource)
+        row = db.fetchone("gateway_call_open", {
+            "task": decision.task_id, "tenant": decision.tenant, "epoch": claims["epoch"], "step": step_seq,
+            "jti": claims["jti"], "route": route, "action": action, "resource": resource, "key": key,
+            "decision": decision.id, "allowed": decision.allowed, "durable": config.gateway_durable_admit(),
+            "in_flight": in_flight_seconds})
+    call_id, outcome, response, receipt, _ = row
+    if outcome == "busy":
+        raise CallInFlight(f"an earlier send of {key!r} is still in flight; send it again once it has answered",
+                           idempotency_key=key)
+    return Admission(call_id=call_id, outcome=outcome, decision=decision, claims=claims, tenant=decision.tenant,
+                     task_id=decision.task_id, action=action,
+                     resource=resource, revision=decision.authz_revision,
+                     response=encoding.decode(response) if isinstance(response, str) else response,
+                     receipt=encoding.decode(receipt) if isinstance(receipt, str) else receipt)
+
+
+def gateway_recheck(admission: Admission, *, now: float | None = None) -> Decision | None:
+    """Between a stream's chunks: None while the call may go on, or the denying Decision.
+
+    At most every RECHECK_SECONDS, one indexed read of the tenant's authz_revision; only
+    when it moved (a grant changed) is the call decided again on current rows, recorded
+    like any decision. An unchanged revision means no grant changed, so the last
+    decision stands (an expiry passing mid-stream is seen at the next call)."""
+    now = time.monotonic() if now is None else now
+    if now - admission.checked_at < RECHECK_SECONDS:
+        return None
+    admission.checked_at = now
+    revision = authz_revision(tenant=admission.tenant)
+    if revision == admission.revision:
+        return None
+    decision = token_decide(claims=admission.claims, action=admission.action, resource=admission.resource)
+    admission.revision = decision.authz_revision
+    return None if decision.allowed else decision
+
+
+def untrusted(source: str, **output) -> dict:
+    """Output from a model or a tool, marked as data no one may act on as an instruction."""
+    return {"untrusted": True, "source": source, **output}
+
+
+def gateway_finish(admission: Admission, *, outcome: str, status: int | None = None, receipt: dict | None = None,
+                   response: dict | None = None) -> bool:
+    """End an admitted call once: committed, partial or failed, with the provider's
+    receipt (response id and status; never a key) and its output as untrusted data.
+    Returns whether this call was still admitted (a second finish changes nothing)."""
+    if outcome not in ("committed", "partial", "failed"):
+        raise InvalidArgument("a call ends committed, partial or failed", field="outcome")
+    if response is not None and response.get("untrusted") is not True:
+        raise InvalidArgument("a provider's output is recorded as untrusted", field="response")
+    params = {"id": admission.call_id, "outcome": outcome, "status": status,
+              "receipt": _storable(receipt), "response": _storable(response)}
+    try:
+        return _finish(params)
+    except IntegrityError:  # another send of this key committed between our read and write
+        return _finish({**params, "outcome": "partial"})
+
+
+def _finish(params: dict) -> bool:
+    with transaction.atomic(durable=True):
+        db.execute("set_local_async_commit", {})
+        return db.execute("gateway_call_finish", params).rowcount == 1
+
+
+def _storable(value: dict | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return encoding.plain(value, what="the provider's output", limit=4 * MAX_BODY_BYTES)
+    except StewardError as exc:  # \u0000 or a lone surrogate from a provider: keep why, not the text
+        return json.dumps({**({"untrusted": True} if value.get("untrusted") else {}), "unstorable": exc.code})
