@@ -14,7 +14,7 @@ from django.db import connection
 from runtime import states
 from runtime.authz.services import grant_narrow, grant_revoke
 from runtime.models import Decision, Effect, GatewayCall, Step, Task
-from runtime.tasks.services import task_submit
+from runtime.tasks.services import task_resume, task_submit
 from tests.console.gateway.conftest import MODEL_KEY, TOOL_KEY, ended
 from tests.harness import wait_until
 from tests.runtime.authz.common import ADMIN, give_both
@@ -112,8 +112,26 @@ def test_a_denied_model_call_reaches_agent_code_naming_the_gateway(live, worker,
     # The effect's intent stays (never settled nor journaled): a resumed task asks again.
     assert Effect.objects.get(task_id=t).state == states.INTENT
     assert not Step.objects.filter(task_id=t, kind="effect").exists()
-    if task.status == states.FAILED:  # until the executor blocks on a denial (issue 8, the runtime branch)
-        assert task.error["code"] == "AUTHORITY_DENIED" and "credential_gateway" in task.error["message"]
+    # A denial blocks the task with its decision (ADR 0015): visible, never retried by itself.
+    assert (task.status, task.blocked_reason, task.blocked_decision_id) == (
+        states.BLOCKED, states.AUTHORITY_DENIED, decision.id)
+    assert task.error["code"] == "AUTHORITY_DENIED" and "credential_gateway" in task.error["message"]
+
+
+def test_a_task_blocked_by_the_gateway_completes_once_granted_and_resumed_with_one_provider_call(
+        live, worker, gateway_web, model):
+    """The way out of a denial: a person grants what was missing and resumes. The call's
+    intent, left by the denial, is sent again under its key and admitted on current rows."""
+    give_both("model.call", "model:fake-1", agent=AGENT)
+    t = submit(model="fake-2")
+    assert finished(t).status == states.BLOCKED and model.recorded() == []
+    give_both("model.call", "model:fake-2", agent=AGENT)
+    task_resume(task_id=t, actor="user:alice", note="granted fake-2")
+    wait_until(lambda: Task.objects.filter(id=t, status=states.COMPLETED).exists(), timeout=60,
+               message="the resumed task to complete")
+    assert len(model.recorded()) == 1
+    assert list(Decision.objects.filter(task_id=t).order_by("id").values_list("allowed", flat=True)) == [False, True]
+    assert Effect.objects.get(task_id=t).state == states.COMMITTED
 
 
 def test_a_task_narrowed_while_asleep_is_denied_on_resume_and_replays_its_first_call_without_sending(
@@ -134,6 +152,7 @@ def test_a_task_narrowed_while_asleep_is_denied_on_resume_and_replays_its_first_
     denial = Decision.objects.get(task_id=t, allowed=False)
     assert (denial.boundary, denial.reason_code, denial.epoch, denial.actor, denial.owner) == (
         "credential_gateway", "no_grant_owner", task.epoch, "agent:t.model_nap", "user:alice")
+    assert (task.status, task.blocked_decision_id) == (states.BLOCKED, denial.id)
     assert task.epoch >= 2
     assert Decision.objects.filter(task_id=t, allowed=True, epoch=1).count() == 1
 
@@ -153,6 +172,7 @@ def test_a_revocation_while_the_worker_streams_cuts_the_call_and_agent_code_sees
     denial = Decision.objects.get(task_id=t, allowed=False)
     assert (denial.boundary, denial.reason_code) == ("credential_gateway", "no_grant_agent")
     assert Effect.objects.get(task_id=t).state == states.INTENT  # not settled: a resume asks again
-    if task.status == states.FAILED:  # until the executor blocks on a denial (the runtime branch)
-        assert task.error["code"] == "AUTHORITY_DENIED"
-        assert "authority changed" in task.error["message"] and "credential_gateway" in task.error["message"]
+    assert (task.status, task.blocked_reason, task.blocked_decision_id) == (
+        states.BLOCKED, states.AUTHORITY_DENIED, denial.id)
+    assert task.error["code"] == "AUTHORITY_DENIED"
+    assert "authority changed" in task.error["message"] and "credential_gateway" in task.error["message"]
