@@ -66,7 +66,7 @@ def test_an_operator_given_the_right_over_one_agent_may_revoke_its_grants_but_no
         == (None, [])
 
 
-def test_the_right_is_per_tenant_and_taking_it_back_refuses_the_next_change(world, grants, as_person):
+def test_taking_the_right_back_refuses_the_next_change(world, grants, as_person):
     _delegate(world)
     _delegate(world, allowed=False)
     client = as_person(world.people.alice)
@@ -208,3 +208,19 @@ def test_an_unknown_agent_is_a_404_page(world, as_person):
 def _check(response, status):
     assert response.status_code == status, (response.status_code, response.content[:300])
     return response
+
+
+def test_the_right_over_an_agent_in_one_tenant_is_none_in_another(world):
+    from console.access import Principal, may_change_grants
+    from console.models import OPERATE, Membership
+    _delegate(world)
+    Membership.objects.create(user=world.people.alice, tenant_id="globex", role="operator")
+
+    def alice_in(tenant):
+        return Principal(user=world.people.alice, tenant=tenant, role="operator", channel="console", scope=OPERATE,
+                         credential="test")
+
+    assert may_change_grants(alice_in("acme"), AGENT)
+    assert not may_change_grants(alice_in("globex"), AGENT)
+    assert not may_change_grants(alice_in("acme"), "agent:research.batch")
+    assert not may_change_grants(alice_in("acme"), "user:alice")

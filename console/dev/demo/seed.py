@@ -9,8 +9,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
-from console.dev.demo.logins import DEMO_ADMIN, DEMO_PEOPLE, DEMO_TENANTS
 from console.access import agent_steward_set, person_principal
+from console.dev.demo.logins import DEMO_ADMIN, DEMO_PEOPLE, DEMO_TENANTS
 from console.models import Membership, Tenant
 from runtime.authz.services import grant_create
 from runtime.errors import PoolExists
