@@ -216,6 +216,10 @@ class GrantRequiresPerson(StewardError):
 
     code = "GRANT_REQUIRES_PERSON"
     status = 403
+    boundary = "grant_check"  # the boundary that refuses it (docs/contracts.md, Vocabulary)
+
+    def __init__(self, message: str, **details):
+        super().__init__(message, boundary=self.boundary, **details)
 
 
 class InvalidResourcePattern(InvalidArgument):

@@ -12,7 +12,7 @@ QUEUED = "queued"        # admitted to its pool; waits for a free slot and a wor
 RUNNING = "running"      # an attempt holds the lease and one pool slot
 SLEEPING = "sleeping"    # a durable timer; holds no worker and no slot until wake_at
 WAITING = "waiting"      # waits for children; holds no worker and no slot
-BLOCKED = "blocked"      # an effect's outcome is unknown; waits for an operator
+BLOCKED = "blocked"      # waits for an operator: an unknown effect, or a denial (blocked_reason)
 DEAD = "dead"            # its worker died MAX_CRASHES times in a row; waits for a resume
 COMPLETED = "completed"  # the agent returned; terminal
 FAILED = "failed"        # the agent raised, or replay was nondeterministic; terminal
@@ -30,13 +30,31 @@ TASK_TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
     "sleep": (frozenset({RUNNING}), SLEEPING),            # ctx.sleep() with time left
     "wait": (frozenset({RUNNING}), WAITING),              # ctx.wait() with children pending
     "block": (frozenset({RUNNING}), BLOCKED),             # an effect became `unknown`
+    "deny": (frozenset({RUNNING}), BLOCKED),              # authorize() denied what the agent asked for
     "yield": (frozenset({RUNNING}), QUEUED),              # database error: retry (dead-letter past MAX_CRASHES)
     "recover": (frozenset({RUNNING}), QUEUED),            # lease expired: supervisor re-queues
     "dead_letter": (frozenset({RUNNING}), DEAD),          # lease expired MAX_CRASHES times
     "wake": (frozenset({SLEEPING, WAITING}), QUEUED),     # timer due / children finished
-    "unblock": (frozenset({BLOCKED}), QUEUED),            # an operator resolved the effect
-    "resume": (frozenset({DEAD, FAILED, CANCELLED}), QUEUED),  # explicit, audited operator act
+    "unblock": (frozenset({BLOCKED}), QUEUED),            # an operator resolved the effect (effect_unknown only)
+    "resume": (frozenset({DEAD, FAILED, BLOCKED, CANCELLED}), QUEUED),  # explicit, audited; blocked: denied only
     "cancel": (frozenset(LIVE), CANCELLED),               # operator stop (cascades to children)
+}
+
+# --- Why a task is blocked (steward_task.blocked_reason) ---------------------------------
+# Both wait for a person, but for different acts: an unknown effect is settled by
+# resolving it (effect_resolve), a denial by changing grants and resuming (task_resume).
+# A blocked task holds no lease, no timer and no slot: the supervisor never re-runs it.
+EFFECT_UNKNOWN = "effect_unknown"      # an effect may or may not have happened; resolve it
+AUTHORITY_DENIED = "authority_denied"  # authorize() denied an action; change grants, then resume
+BLOCKED_REASONS = (EFFECT_UNKNOWN, AUTHORITY_DENIED)
+
+# event -> the blocked_reason it writes (into blocked) or requires (out of blocked). An
+# event out of `blocked` that is not listed here does not leave it (cancel leaves any).
+BLOCKED_BY: dict[str, str] = {
+    "block": EFFECT_UNKNOWN,
+    "deny": AUTHORITY_DENIED,
+    "unblock": EFFECT_UNKNOWN,    # resolving an effect never releases a denied task
+    "resume": AUTHORITY_DENIED,   # resuming never skips past an unknown effect
 }
 
 # --- Attempt reasons: why a new attempt was made ------------------------------------

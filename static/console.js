@@ -2,32 +2,52 @@
 (function () {
   "use strict";
 
-  // Charts on the dashboard (uPlot), from the JSON the page carries.
-  function charts() {
+  // Charts on the dashboard (uPlot), from the JSON the page carries. Each live refresh
+  // swaps in new JSON (out of band); the same plots then take the new data, so nothing
+  // on the page jumps and a reader's place is kept.
+  var plots = {}, drawn = null;
+  function chartData() {
     var data = document.getElementById("chart-data");
-    if (!data || !window.uPlot) return;
-    var d = JSON.parse(data.textContent);
+    return data && window.uPlot ? data.textContent : null;
+  }
+  function series(d) {
+    return { "chart-throughput": [d.t, d.finished, d.failed, d.steps], "chart-latency": [d.t, d.p50, d.p95] };
+  }
+  function charts() {
+    var text = chartData();
+    if (text === null) return;
+    drawn = text;
+    var values = series(JSON.parse(text));
     var ink = "#5f6b7a", grid = "#eef1f5";
+    // From zero to a little above the highest value: uPlot's own range around a single
+    // point (one busy minute) spans thousands, which makes a 5 ms wait look like none.
+    function fromZero(u, min, max) { return [0, max > 0 ? max * 1.15 : 1]; }
+    var scales = { y: { range: fromZero }, steps: { range: fromZero } };
     function axes(label) {
       return [{ stroke: ink, grid: { stroke: grid } }, { stroke: ink, grid: { stroke: grid }, label: label, size: 50 }];
     }
-    function draw(id, series, values, label) {
+    function draw(id, lines, label) {
       var el = document.getElementById(id);
       if (!el) return;
       el.innerHTML = "";
       var width = Math.max(el.clientWidth, 280);
-      new uPlot({ width: width, height: 200, series: [{}].concat(series), axes: axes(label),
-                  legend: { show: true }, cursor: { drag: { x: false, y: false } } }, [d.t].concat(values), el);
+      plots[id] = new uPlot({ width: width, height: 200, series: [{}].concat(lines), axes: axes(label), scales: scales,
+                              legend: { show: true }, cursor: { drag: { x: false, y: false } } }, values[id], el);
     }
     draw("chart-throughput",
          [{ label: "finished", stroke: "#2b4f7e", width: 2, points: { show: true, size: 4 } }, { label: "failed", stroke: "#b4470c", width: 2 },
-          { label: "steps", stroke: "#9aa7b6", width: 1, scale: "steps" }],
-         [d.finished, d.failed, d.steps], "tasks / min");
+          { label: "steps", stroke: "#9aa7b6", width: 1, scale: "steps" }], "tasks / min");
     draw("chart-latency",
          [{ label: "p50 ms", stroke: "#2b4f7e", width: 2, spanGaps: true, points: { show: true, size: 4 } },
-          { label: "p95 ms", stroke: "#6b8fc2", width: 1, dash: [4, 3], spanGaps: true }],
-         [d.p50, d.p95], "ms");
+          { label: "p95 ms", stroke: "#6b8fc2", width: 1, dash: [4, 3], spanGaps: true }], "ms");
   }
+  document.addEventListener("htmx:afterSettle", function () {
+    var text = chartData();
+    if (text === null || text === drawn) return;
+    drawn = text;
+    var values = series(JSON.parse(text));
+    Object.keys(plots).forEach(function (id) { plots[id].setData(values[id]); });
+  });
 
   // Copy buttons (the token secret).
   document.addEventListener("click", function (e) {

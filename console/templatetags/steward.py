@@ -6,7 +6,9 @@ import json
 from datetime import datetime, timedelta
 
 from django import template
+from django.core.serializers.json import DjangoJSONEncoder
 from django.utils import timezone
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -68,6 +70,17 @@ def hexhash(value) -> str:
 @register.filter
 def pretty(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+# What json_script escapes, so the text cannot end its <script> element early.
+_SCRIPT_SAFE = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
+
+
+@register.filter
+def json_text(value) -> str:
+    """JSON for the inside of a <script type="application/json"> the template writes itself
+    (json_script writes the whole element, and an out-of-band swap needs an attribute on it)."""
+    return mark_safe(json.dumps(value, cls=DjangoJSONEncoder).translate(_SCRIPT_SAFE))
 
 
 @register.filter

@@ -1,10 +1,12 @@
 """The dashboard: what is happening now and what needs a person, at a glance. Counts by
 status, the live workers and what they hold, pools, the last hour's throughput and
 dispatch latency, and the effects waiting for someone. The `live` fragment refreshes it
-every 5 s while the tab is visible (the charts keep their own data until a reload)."""
+every 5 s while the tab is visible, with the last hour's totals and chart data out of
+band (the charts redraw from them in place)."""
 
 from __future__ import annotations
 
+from django.http import HttpResponse
 from django.utils import timezone
 
 from console.ui.web import page, screen
@@ -40,6 +42,19 @@ def _now(principal) -> dict:
 
 @screen
 def dashboard(request, principal):
+    return page(request, principal, "console/dashboard.html", {**_now(principal), **_last_hour()}, nav="dashboard")
+
+
+@screen
+def dashboard_live(request, principal):
+    """The `now` partial, and the last hour's totals and chart data out of band."""
+    parts = [page(request, principal, "console/dashboard.html#now", _now(principal))]
+    hour = {**_last_hour(), "oob": True}
+    parts += [page(request, principal, f"console/dashboard.html#{name}", hour) for name in ("hour", "chart")]
+    return HttpResponse(b"\n".join(p.content for p in parts))
+
+
+def _last_hour() -> dict:
     minutes = throughput(minutes=60)
     chart = {
         "t": [int(m.minute.timestamp()) for m in minutes],
@@ -47,19 +62,10 @@ def dashboard(request, principal):
         "steps": [m.steps for m in minutes],
         "p50": [_ms(m.wait_quantile(0.5)) for m in minutes], "p95": [_ms(m.wait_quantile(0.95)) for m in minutes],
     }
-    return page(request, principal, "console/dashboard.html", {**_now(principal), "chart": chart,
-                                                               "hour": _hour(minutes)}, nav="dashboard")
-
-
-@screen
-def dashboard_live(request, principal):
-    return page(request, principal, "console/dashboard.html#now", _now(principal))
+    hour = {"finished": sum(m.finished for m in minutes), "failed": sum(m.failed for m in minutes),
+            "steps": sum(m.steps for m in minutes)}
+    return {"chart": chart, "hour": hour}
 
 
 def _ms(seconds):
     return None if seconds is None or seconds == float("inf") else round(seconds * 1000, 1)
-
-
-def _hour(minutes) -> dict:
-    return {"finished": sum(m.finished for m in minutes), "failed": sum(m.failed for m in minutes),
-            "steps": sum(m.steps for m in minutes)}

@@ -38,11 +38,12 @@ def load(task_id) -> list[Recorded]:
 
 
 def write(lease, *, seq: int, name: str, kind: str, output: str | None = None, error: dict | None = None,
-          started: float | None = None) -> None:
+          started: float | None = None, untrusted: bool = False) -> None:
     """Write one journal row for the attempt `lease` (runtime.attempts.lease.Lease): the
     output as JSON text, or the error record. `started` is time.monotonic() when the
     step began (the row's times come from the database's clock). Raise Fenced if the
-    attempt no longer owns the task."""
+    attempt no longer owns the task. `untrusted`: the output came from outside (a
+    model's or a tool's reply), recorded as such (Step.untrusted)."""
     cur = db.execute(
         "step_insert",
         {
@@ -53,6 +54,7 @@ def write(lease, *, seq: int, name: str, kind: str, output: str | None = None, e
             "kind": kind,
             "output": output,
             "error": json.dumps(error) if error is not None else None,
+            "untrusted": bool(untrusted),
             "took": 0.0 if started is None else max(0.0, time.monotonic() - started),
         },
     )

@@ -27,8 +27,10 @@ from runtime.meter import meter
 
 def end_attempt(lease: Lease, event: str, *, output: str | None = None, error: dict | None = None,
                 wake_at: datetime | None = None, waiting_on: list | None = None, note: str = "",
-                audit: dict | None = None) -> None:
+                audit: dict | None = None, blocked_decision=None) -> None:
     """Move the task from running by `event`, inside the caller's transaction if any.
+    Into blocked (`block`, `deny`) it records why (states.BLOCKED_BY) and, for a denial,
+    `blocked_decision` (the Decision's id).
 
     Raises Fenced if the attempt no longer owns the task.
     """
@@ -42,6 +44,8 @@ def end_attempt(lease: Lease, event: str, *, output: str | None = None, error: d
         "wake_at": wake_at,
         "waiting_on": waiting_on,
         "note": note[:500],
+        "blocked_reason": states.BLOCKED_BY[event] if target == states.BLOCKED else None,
+        "blocked_decision": str(blocked_decision) if blocked_decision is not None else None,
         "next_reason": states.RETRY if event == "yield" else states.RESUME,
         "terminal": target in states.TERMINAL,
         "end_reason": event,
@@ -50,7 +54,10 @@ def end_attempt(lease: Lease, event: str, *, output: str | None = None, error: d
         "actor": lease.actor,
         # The event is not repeated: each ends in its own target, which the kind names
         # (a yield past MAX_CRASHES ends in task.dead, the only attempt end that does).
-        "data": json.dumps({"epoch": lease.epoch, **(audit or {})}, default=str),
+        # `task.blocked` says which kind of block it is (and so which act releases it).
+        "data": json.dumps({"epoch": lease.epoch,
+                            **({"blocked_reason": states.BLOCKED_BY[event]} if target == states.BLOCKED else {}),
+                            **(audit or {})}, default=str),
     }
     wakes_parent = target in states.TERMINAL and lease.parent_id is not None
     if not wakes_parent:

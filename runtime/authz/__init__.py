@@ -9,3 +9,9 @@ The web side reaches this package through `services` and `selectors` only.
 # allows for the same rows changes (a new reason, a new kind of pattern, a new source of
 # authority), so a decision can always be read against the rules that made it.
 POLICY_VERSION = "2026-12-01.1"
+
+# The boundary at which the executor checks an effect's authority (ctx.effect(...,
+# requires=...), ctx.authorize), on current rows, before the effect's intent is written
+# or an interrupted effect is re-sent. Named `worker` in the contracts' vocabulary
+# (docs/contracts.md, Vocabulary): the worker is where agent code runs.
+EXECUTOR_BOUNDARY = "worker"

@@ -32,7 +32,8 @@ from runtime.models.decision import BOUNDARIES
 def _person(actor) -> str:
     """Grants change only by a person's hand. An agent, a task, a worker or text that came
     from agent code cannot name itself `user:...` through any path that reaches here: the
-    worker's Context has no grant method, and the web side sets actor from the session."""
+    worker's Context has no grant method, the web side sets actor from the session, and
+    while agent code runs its connection may not write grants at all (migration 0012)."""
     arguments.actor(actor)
     if not patterns.is_person(actor):
         raise GrantRequiresPerson(f"only a person (user:<name>) may change grants, not {arguments.show(actor)}",

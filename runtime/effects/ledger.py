@@ -45,16 +45,24 @@ def replayed(recorded: Recorded):
     return recorded.output
 
 
-def perform(ctx, seq: int, name: str, fn, args, kwargs, *, effect_class: str, key: str | None, keyed: bool):
+def perform(ctx, seq: int, name: str, fn, args, kwargs, *, effect_class: str, key: str | None, keyed: bool,
+            before_send=None, untrusted: bool = False):
+    """Run the protocol for one effect. `before_send()`, when given, runs before the
+    intent is written and before an earlier attempt's intent is re-sent: the worker's
+    authority check (runtime/worker/authority.py), which raises to stop the send; this
+    package never decides authority itself. `untrusted`: the receipt comes from a model
+    or a tool (Effect.untrusted, and the journal row's)."""
     key = key or derive_key(ctx.task_id, seq, name)
     try:
         digest = encoding.digest({"name": name, "args": list(args), "kwargs": kwargs})
     except (TypeError, ValueError) as exc:
         raise NotJournalable(f"effect {name!r} arguments must be JSON: {exc}") from None
-    call = _Call(ctx, seq, name, fn, args, kwargs, key)
+    call = _Call(ctx, seq, name, fn, args, kwargs, key, untrusted)
     row = Effect.objects.filter(key=key).first()
     if row is None:
         faults.reach(faults.BEFORE_EFFECT, task_id=ctx.task_id, step=name, epoch=ctx.epoch)
+        if before_send is not None:
+            before_send()  # a denial raises here: no intent, nothing sent
         row = _record_intent(call, effect_class=effect_class, keyed=keyed, digest=digest)
         return _send(call, row)
     if row.task_id != ctx.task_id or row.step_seq != seq:
@@ -71,6 +79,8 @@ def perform(ctx, seq: int, name: str, fn, args, kwargs, *, effect_class: str, ke
         _block(call, row, doubt=False)
     # An intent from an earlier attempt: the call may or may not have reached the service.
     if row.resend_approved or states.may_resend_with_same_key(row.effect_class, row.keyed):
+        if before_send is not None:
+            before_send()  # a recovered attempt re-checks before it sends again
         _take_over(call, row)
         return _send(call, row)
     _block(call, row, doubt=True)
@@ -85,6 +95,7 @@ class _Call:
     args: tuple
     kwargs: dict
     key: str
+    untrusted: bool = False
 
     @property
     def lease(self):
@@ -129,7 +140,7 @@ def _record_intent(call: _Call, *, effect_class: str, keyed: bool, digest: str) 
             row = Effect.objects.create(
                 key=call.key, task_id=lease.task_id, tenant=lease.tenant, step_seq=call.seq, name=call.name,
                 effect_class=effect_class, keyed=keyed, state=states.INTENT, request_digest=digest,
-                attempt_id=lease.attempt_id, epoch=lease.epoch, sends=1,
+                attempt_id=lease.attempt_id, epoch=lease.epoch, sends=1, untrusted=call.untrusted,
             )
             _audit(lease, "effect.intent", row, **{"class": effect_class, "keyed": keyed, "step": call.seq,
                                                    "attempt": lease.attempt_id})
@@ -184,7 +195,8 @@ def _block(call: _Call, row: Effect, *, doubt: bool, cause: BaseException | None
 
 
 def _journal_receipt(call: _Call, receipt, text: str | None = None):
-    journal.write(call.lease, seq=call.seq, name=call.name, kind="effect", output=text or json.dumps(receipt))
+    journal.write(call.lease, seq=call.seq, name=call.name, kind="effect", output=text or json.dumps(receipt),
+                  untrusted=call.untrusted)
     return receipt
 
 

@@ -65,8 +65,12 @@ def effect_resolve(*, effect_id: int, outcome: str, actor: str, receipt=None, no
         task = Task.objects.get(id=effect.task_id)
         audit_append(actor=actor, tenant=task.tenant, task_id=task.id, kind="effect.resolved",
                      data={"effect": effect.id, "key": effect.key, "outcome": outcome, "note": note})
-        unblocked = Task.objects.filter(id=task.id, status__in=states.sources("unblock")).update(
+        # Only a task blocked on an unknown effect: one blocked by a denial waits for its
+        # grants to change and an explicit resume (states.BLOCKED_BY), whatever we settle.
+        unblocked = Task.objects.filter(id=task.id, status__in=states.sources("unblock"),
+                                        blocked_reason=states.BLOCKED_BY["unblock"]).update(
             status=states.QUEUED, next_reason=states.RESUME, queued_at=now, status_note="", updated_at=now,
+            blocked_reason=None, blocked_decision=None,
         )
         if unblocked:
             audit_append(actor=actor, tenant=task.tenant, task_id=task.id, kind="task.unblocked",

@@ -74,6 +74,9 @@ class Health:
     sweep_age_seconds: float | None
     live_workers: int
     live_supervisors: int
+    # Which process made that sweep: a `steward supervise` process ("supervisor:..."), or
+    # a worker that ran the sweep Celery beat sent it ("worker:...", as `make run` does).
+    last_sweep_by: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -92,12 +95,15 @@ def health() -> Health:
     except db.CONNECTION_ERRORS:
         return Health(None, _broker_ms(), None, None, 0, 0)
     processes = fleet()
-    swept = max((p.process.last_sweep_at for p in processes if p.process.last_sweep_at), default=None)
+    sweeper = max((p.process for p in processes if p.process.last_sweep_at), key=lambda p: p.last_sweep_at,
+                  default=None)
+    swept = sweeper.last_sweep_at if sweeper else None
     return Health(
         database_ms=round(database_ms, 2), broker_ms=_broker_ms(), last_sweep_at=swept,
         sweep_age_seconds=(now - swept).total_seconds() if swept else None,
         live_workers=sum(1 for p in processes if p.alive and p.process.kind == "worker"),
         live_supervisors=sum(1 for p in processes if p.alive and p.process.kind == "supervisor"),
+        last_sweep_by=sweeper.name if sweeper else None,
     )
 
 

@@ -29,6 +29,8 @@ class Effect(models.Model):
     attempt = models.ForeignKey("runtime.Attempt", on_delete=models.PROTECT, related_name="effects", db_index=False)
     epoch = models.IntegerField(help_text="Epoch of the attempt that last sent it.")
     sends = models.IntegerField(default=0, help_text="Times it was handed to the service.")
+    # Its receipt came from outside (a model's or a tool's reply): see Step.untrusted.
+    untrusted = models.BooleanField(db_default=False)
     resend_approved = models.BooleanField(default=False, help_text="An operator chose to send it again.")
     created_at = models.DateTimeField(db_default=Now())
     settled_at = models.DateTimeField(null=True, blank=True)

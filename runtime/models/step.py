@@ -23,6 +23,9 @@ class Step(models.Model):
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     epoch = models.IntegerField(help_text="The attempt that wrote it.")
+    # Its output came from outside (a model's or a tool's reply): evidence, never authority.
+    # Nothing reads an untrusted value as an actor, a grant, a policy or an approval.
+    untrusted = models.BooleanField(db_default=False)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
 

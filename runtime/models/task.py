@@ -45,6 +45,13 @@ class Task(models.Model):
     # What a child asked for at spawn: [{"action": ..., "resource": ...}]. Null: it asks
     # for whatever its parent holds. Its authority never exceeds this (runtime/authz/).
     requested_scope = models.JSONField(null=True, blank=True)
+    # Why it is blocked (states.BLOCKED_REASONS), while it is: which operator act releases
+    # it. Written by the transition into `blocked`; cleared by the one out of it.
+    blocked_reason = models.CharField(max_length=16, null=True, blank=True, choices=_choices(states.BLOCKED_REASONS))
+    # The denial that blocked it (authority_denied): the Decision names the boundary,
+    # reason_code, policy_version and authz_revision. No index: read from the task only.
+    blocked_decision = models.ForeignKey("runtime.Decision", null=True, blank=True, on_delete=models.PROTECT,
+                                         related_name="+", db_index=False)
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     status_note = models.CharField(max_length=500, blank=True, default="")
@@ -72,6 +79,17 @@ class Task(models.Model):
             models.CheckConstraint(
                 condition=~Q(status=states.SLEEPING) | Q(wake_at__isnull=False),
                 name="task_sleeping_has_wake_at",
+            ),
+            models.CheckConstraint(
+                # isnull too: a CHECK passes on NULL, and `NULL IN (...)` is NULL.
+                condition=~Q(status=states.BLOCKED) | Q(blocked_reason__isnull=False,
+                                                        blocked_reason__in=states.BLOCKED_REASONS),
+                name="task_blocked_says_why",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=states.BLOCKED, blocked_reason=states.AUTHORITY_DENIED)
+                | Q(blocked_decision__isnull=False),
+                name="task_denied_names_its_decision",
             ),
         ]
         indexes = [

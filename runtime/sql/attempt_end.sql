@@ -18,6 +18,10 @@ WITH moved AS (
         wake_at = %(wake_at)s::timestamptz,
         waiting_on = %(waiting_on)s::uuid[],
         status_note = %(note)s,
+        -- Into blocked: why (effect_unknown, authority_denied) and, for a denial, its
+        -- decision. Any other end clears both (a blocked task is never running).
+        blocked_reason = %(blocked_reason)s::text,
+        blocked_decision_id = %(blocked_decision)s::uuid,
         next_reason = %(next_reason)s,
         queued_at = CASE WHEN %(target)s::text = 'queued' THEN now() ELSE t.queued_at END,
         finished_at = CASE WHEN %(terminal)s::boolean THEN now() ELSE NULL END,

@@ -37,9 +37,11 @@ class ChildResult:
 
 
 def spawn(lease: Lease, seq: int, recorded: Recorded | None, *, agent: str, input: dict, owner: str,
-          root_id) -> uuid.UUID:
+          root_id, requested_scope: list[dict] | None = None) -> uuid.UUID:
     """Create the child and journal its id in one fenced transaction, or journal why it
-    was refused (SpawnRefused, replayed the same way)."""
+    was refused (SpawnRefused, replayed the same way). `requested_scope` (checked by the
+    caller, runtime/worker/authority.py) is stored on the child in that transaction:
+    runtime.authz reads it on every check of the child and its descendants."""
     name = f"spawn:{agent}"
     if recorded is not None:
         if recorded.error:
@@ -55,7 +57,7 @@ def spawn(lease: Lease, seq: int, recorded: Recorded | None, *, agent: str, inpu
             child = insert_task(
                 agent=agent, input_text=input_text, digest=digest, tenant=lease.tenant, owner=owner,
                 pool=spec.pool or default_pool_name(), actor=f"task:{lease.task_id}",
-                parent_id=lease.task_id, root_id=root_id, spawn_seq=seq,
+                parent_id=lease.task_id, root_id=root_id, spawn_seq=seq, requested_scope=requested_scope,
             ).task_id
             journal.write(lease, seq=seq, name=name, kind="spawn", output=json.dumps({"task_id": str(child)}),
                           started=started)

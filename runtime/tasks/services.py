@@ -8,6 +8,7 @@ import uuid
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import Q
 from django.db.models.functions import Now
 
 from runtime import agents, arguments, config, db, encoding, states
@@ -60,8 +61,10 @@ def task_submit(*, agent: str, input, tenant: str, owner: str, actor: str,
 
 def insert_task(*, agent: str, input_text: str, digest: str, tenant: str, owner: str, pool: str,
                 actor: str, key: str | None = None, parent_id=None, root_id=None,
-                spawn_seq: int | None = None) -> Submission:
-    """Run steward_submit on the caller's transaction (or autocommit) and map its outcome."""
+                spawn_seq: int | None = None, requested_scope: list[dict] | None = None) -> Submission:
+    """Run steward_submit on the caller's transaction (or autocommit) and map its outcome.
+    A child's `requested_scope` (already checked) is set on the row it created, in the
+    caller's transaction (ctx.spawn's), and named in its `task.submitted` event."""
     params = {
         # None: steward_submit mints a time-ordered id from its own clock (runtime/ids.py).
         "id": None, "agent": agent, "input": input_text, "digest": digest, "tenant": tenant,
@@ -71,7 +74,9 @@ def insert_task(*, agent: str, input_text: str, digest: str, tenant: str, owner:
         # when there is no caller key or no parent.
         "audit": json.dumps(with_via({"agent": agent, "pool": pool, "owner": owner,
                                       **({"key": key} if key is not None else {}),
-                                      **({"parent": str(parent_id)} if parent_id else {})})),
+                                      **({"parent": str(parent_id)} if parent_id else {}),
+                                      **({"requested_scope": requested_scope}
+                                         if requested_scope is not None else {})})),
     }
     outcome, found_id, status, admitted, max_running, max_queued, wake = db.fetchone("submit", params)
     if outcome == "no_pool":
@@ -91,6 +96,9 @@ def insert_task(*, agent: str, input_text: str, digest: str, tenant: str, owner:
             f"limit {max_running} running + {max_queued} queued",
             pool=pool, admitted=admitted, max_running=max_running, max_queued=max_queued,
         )
+    if requested_scope is not None and outcome == "created":
+        # Before the child can be claimed: the caller's transaction has not committed.
+        Task.objects.filter(id=found_id, requested_scope__isnull=True).update(requested_scope=requested_scope)
     if wake:
         dispatch.pool_has_work(pool)
     return Submission(found_id, outcome == "created", status)
@@ -179,10 +187,15 @@ def task_cancel(*, task_id, actor: str, reason: str = "") -> list:
 
 
 def task_resume(*, task_id, actor: str, note: str = "") -> None:
-    """Queue a dead, failed or cancelled task for a new attempt (reason `resume`).
+    """Queue a dead, failed, cancelled or denied task for a new attempt (reason `resume`).
 
-    The deliberate way out of a terminal status: audited, and refused while the old
-    attempt has not yet stopped (its worker has not acknowledged).
+    1. Refuse while the old attempt has not yet stopped (its worker has not acknowledged).
+    2. One conditional UPDATE from the resume sources; from `blocked` only when it was
+       blocked by a denial (authority_denied): a task blocked on an unknown effect is
+       released by resolving that effect, never by skipping past it. A resumed denied
+       task re-checks its authority on current rows at its next effect, so resuming
+       before the grants change blocks it again on its next attempt, visibly.
+    3. Audit `task.resumed` (with the decision that had blocked it) in the transaction.
     """
     arguments.actor(actor)
     arguments.text("note", note)
@@ -191,15 +204,27 @@ def task_resume(*, task_id, actor: str, note: str = "") -> None:
         if task.attempts.filter(ended_at__isnull=True).exists():
             raise InvalidTransition(f"task {task.id} still has a running attempt; wait for it to stop",
                                     status=task.status)
-        won = Task.objects.filter(id=task.id, status__in=states.sources("resume")).update(
+        resumable = ~Q(status=states.BLOCKED) | Q(blocked_reason=states.BLOCKED_BY["resume"])
+        won = Task.objects.filter(resumable, id=task.id, status__in=states.sources("resume")).update(
             status=states.QUEUED, next_reason=states.RESUME, crash_count=0, queued_at=Now(),
             finished_at=None, status_note=f"resumed by {actor}", updated_at=Now(),
+            blocked_reason=None, blocked_decision=None,
         )
         if not won:
-            raise InvalidTransition(f"task {task.id} is {task.status}; resume starts from "
-                                    f"{', '.join(states.sources('resume'))}", status=task.status)
+            # Another operator (a resume, a cancel, a resolve) or the worker moved it first,
+            # or it is blocked on an unknown effect: read again for the refusal.
+            now = Task.objects.filter(id=task.id).values("status", "blocked_reason").get()
+            if now["status"] == states.BLOCKED:
+                raise InvalidTransition(f"task {task.id} is blocked on an unknown effect; resolve the effect "
+                                        f"(resolve-effect) instead of resuming", status=now["status"],
+                                        blocked_reason=now["blocked_reason"])
+            raise InvalidTransition(f"task {task.id} is {now['status']}; resume starts from "
+                                    f"{', '.join(states.sources('resume'))}", status=now["status"])
         audit_append(actor=actor, tenant=task.tenant, task_id=task.id, kind="task.resumed",
-                     data={"from": task.status, "note": note})
+                     data={"from": task.status, "note": note,
+                           **({"blocked_reason": task.blocked_reason,
+                               "decision_id": str(task.blocked_decision_id)}
+                              if task.status == states.BLOCKED else {})})
         dispatch.pool_has_work(task.pool_id)
 
 

@@ -10,6 +10,7 @@ from runtime.worker.heartbeat import Heartbeat
 
 # The worker process's heartbeat (runtime/worker/heartbeat.py), once Celery is ready.
 _heartbeat: list[Heartbeat] = []
+_swept: list[bool] = []  # whether this process has swept yet
 
 
 @worker_ready.connect
@@ -47,4 +48,8 @@ def sweep() -> dict:
         outages.database.failed(exc)
         return {}
     outages.database.recovered()
+    if not _swept:  # this worker's first sweep: say so now, not at the next beat
+        _swept.append(True)
+        for beat in _heartbeat:
+            beat.nudge()
     return report

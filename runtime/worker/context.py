@@ -20,22 +20,31 @@ from runtime.attempts import journal, timers
 from runtime.attempts.journal import Recorded
 from runtime.attempts.lease import Lease
 from runtime.effects import ledger
-from runtime.errors import InfrastructureError, NondeterminismError, NotJournalable, StepFailed
+from runtime.errors import AuthorityDenied, InfrastructureError, NondeterminismError, NotJournalable, StepFailed
 from runtime.tasks import children
 from runtime.tasks.children import ChildResult
+from runtime.worker import authority
 
 
 def _not_the_agents_error(method):
     """A lost database connection inside a ctx call becomes InfrastructureError, which
     agent code cannot catch with `except Exception`: the executor yields the attempt
-    instead of failing the task (runtime/worker/executor.py)."""
+    instead of failing the task (runtime/worker/executor.py). An AuthorityDenied is kept
+    on the context, and every later ctx call raises it again."""
 
     @functools.wraps(method)
     def guarded(self, *args, **kwargs):
+        if self.denied is not None:
+            raise self.denied  # sticky: nothing more is journaled after a denial
         try:
             return method(self, *args, **kwargs)
         except db.CONNECTION_ERRORS as exc:
             raise InfrastructureError(exc) from exc
+        except AuthorityDenied as exc:
+            # Whoever raised it (ctx.authorize, an effect's requires, a gateway call), the
+            # attempt ends `deny` even if agent code catches it (runtime/worker/authority.py).
+            self.denied = exc
+            raise
 
     return guarded
 
@@ -54,6 +63,7 @@ class Context:
         self.attempt_reason = reason
         self._journal = journal_rows
         self._seq = 0
+        self.denied: AuthorityDenied | None = None  # the first denial; the task ends blocked
 
     # --- journaled calls -------------------------------------------------------------
 
@@ -84,20 +94,33 @@ class Context:
 
     @_not_the_agents_error
     def effect(self, name: str, fn, *args, effect_class: str, key: str | None = None,
-               keyed: bool = False, **kwargs):
+               keyed: bool = False, requires: tuple[str, str] | None = None, **kwargs):
         """An action on the outside world, through the effect ledger (runtime/effects/ledger.py).
 
         fn is called as fn(*args, idempotency_key=key, **kwargs) and should pass the key
         to the service. `keyed=True` declares that the service deduplicates by that key,
         which lets recovery re-send a reversible effect; otherwise an interrupted effect
-        becomes `unknown` and waits for an operator.
+        becomes `unknown` and waits for an operator. `requires=(action, resource)`: the
+        authority it needs, checked on current rows before its intent is written and
+        before a recovered attempt re-sends it (never on replay of a settled one); a
+        denial raises AuthorityDenied and the task ends blocked.
         """
         if effect_class not in states.EFFECT_CLASSES:
             raise ValueError(f"effect_class must be one of {states.EFFECT_CLASSES}")
+        needed = authority.need(requires) if requires is not None else None
         seq, recorded = self._next(name, "effect")
         if recorded is not None:
             return ledger.replayed(recorded)
-        return ledger.perform(self, seq, name, fn, args, kwargs, effect_class=effect_class, key=key, keyed=keyed)
+        before = (lambda: authority.check(self, *needed)) if needed else None
+        return ledger.perform(self, seq, name, fn, args, kwargs, effect_class=effect_class, key=key, keyed=keyed,
+                              before_send=before)
+
+    @_not_the_agents_error
+    def authorize(self, action: str, resource: str):
+        """Whether this task may take `action` on `resource` now, on current rows, at the
+        executor boundary: the recorded Decision, or AuthorityDenied (the task then ends
+        blocked). Not journaled: a replay asks again."""
+        return authority.check(self, *authority.need((action, resource)))
 
     # --- durable timers (runtime/attempts/timers.py) -----------------------------------
 
@@ -117,12 +140,17 @@ class Context:
     # --- children (runtime/tasks/children.py) -------------------------------------------
 
     @_not_the_agents_error
-    def spawn(self, agent: str, input: dict) -> uuid.UUID:
+    def spawn(self, agent: str, input: dict, *, scope=None) -> uuid.UUID:
         """Create a child task (same tenant and owner) and return its id. Children are
-        tasks in their own right: addressable, cancellable and audited on their own."""
+        tasks in their own right: addressable, cancellable and audited on their own.
+        `scope`: [(action, resource), ...] (or {"action", "resource"} dicts; a resource
+        may be a prefix pattern), what the child asks for. Its authority is that, met
+        with its own agent's and owner's grants and its parent's authority, read again
+        on every check; None asks for whatever the parent holds."""
+        requested = authority.scope(scope)
         seq, recorded = self._next(f"spawn:{agent}", "spawn")
         return children.spawn(self.lease, seq, recorded, agent=agent, input=input, owner=self.owner,
-                              root_id=self.root_id)
+                              root_id=self.root_id, requested_scope=requested)
 
     @_not_the_agents_error
     def wait(self, tasks) -> list[ChildResult]:

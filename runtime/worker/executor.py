@@ -15,11 +15,13 @@ any effect by its key (docs/faults.md).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import threading
 import time
+import uuid
 
 from django.db import transaction
 
@@ -29,6 +31,7 @@ from runtime.attempts.lease import Claim, claim_next, keeper
 from runtime.attempts.transitions import end_attempt, release_stopped
 from runtime.audit import audit_append
 from runtime.errors import (
+    AuthorityDenied,
     Fenced,
     InfrastructureError,
     InputUndecodable,
@@ -38,6 +41,7 @@ from runtime.errors import (
     StewardError,
     Suspend,
 )
+from runtime.models import Decision
 from runtime.worker.context import Context
 
 log = logging.getLogger(__name__)
@@ -126,6 +130,7 @@ def run_attempt(claim: Claim, *, then_claim: bool = False) -> Claim | None:
 
 def _run(claim: Claim, then_claim: bool) -> Claim | None:
     lease = claim.lease
+    ctx = None
     try:
         spec = agents.get(claim.agent)  # UnknownAgent: the agent's code is gone from this deploy
         input = _decode_input(claim)
@@ -133,15 +138,65 @@ def _run(claim: Claim, then_claim: bool) -> Claim | None:
         journal_rows = [] if lease.epoch == 1 else journal.load(lease.task_id)
         ctx = Context(lease, agent=claim.agent, owner=claim.owner, root_id=claim.root_id,
                       reason=claim.reason, journal_rows=journal_rows)
-        output = encoding.encode(spec.fn(ctx, input), what="the agent's return value")
+        with _agent_code(lease.task_id):
+            output = encoding.encode(spec.fn(ctx, input), what="the agent's return value")
     except Suspend:
         return None  # the transition (sleep, wait, block) already committed
     except db.CONNECTION_ERRORS:
         raise  # the database, not the agent: run_attempt yields the attempt
     except (NondeterminismError, NotJournalable, Exception) as exc:  # noqa: BLE001 - the task fails, with the error
+        denied = ctx.denied if ctx is not None and ctx.denied is not None else exc
+        if isinstance(denied, AuthorityDenied):
+            return _deny(claim, denied)
         return _end(claim, then_claim, "fail", error=_failure(exc))
+    if ctx.denied is not None:  # agent code caught the denial and returned anyway
+        return _deny(claim, ctx.denied)
     faults.reach(faults.BEFORE_STATUS, task_id=lease.task_id, step="complete", epoch=lease.epoch)
     return _end(claim, then_claim, "complete", output=output)
+
+
+def _deny(claim: Claim, denied: AuthorityDenied) -> None:
+    """Authority was denied (at the executor, or the gateway): end the attempt `deny`, so
+    the task is `blocked` with the decision on its row and `task.blocked` naming the
+    decision, boundary and reason in the same statement (attempt_end.sql, fenced by the
+    epoch). Nothing re-runs a blocked task by itself: an operator changes the grants and
+    resumes it, and it asks again at its next effect. A denial whose decision is not
+    this task's (a caller that made one up) fails the task instead: visible, not retried.
+    """
+    lease = claim.lease
+    error = {"code": denied.code, "type": type(denied).__name__, "message": str(denied),
+             "boundary": denied.boundary, "reason_code": denied.reason_code, "decision_id": denied.decision_id}
+    if not Decision.objects.filter(id=_uuid(denied.decision_id), task_id=lease.task_id, allowed=False).exists():
+        end_attempt(lease, "fail", error=error)
+        return None
+    end_attempt(lease, "deny", error=error, blocked_decision=denied.decision_id,
+                note=f"denied at {denied.boundary}: {denied.reason_code}; change the grants, then resume",
+                audit={"decision_id": denied.decision_id, "boundary": denied.boundary,
+                       "reason_code": denied.reason_code,
+                       **{k: denied.details[k] for k in ("authz_revision", "policy_version") if k in denied.details}})
+    return None
+
+
+def _uuid(value) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None
+
+
+@contextlib.contextmanager
+def _agent_code(task_id):
+    """Mark the connection while agent code runs: no grant is written from it, whatever
+    actor the code names (migration 0012's trigger). Outside any transaction, so that no
+    rollback of the attempt's own writes unmarks it."""
+    db.execute("agent_code", {"task": str(task_id)})
+    try:
+        yield
+    finally:
+        try:
+            db.execute("agent_code", {"task": ""})
+        except db.CONNECTION_ERRORS:
+            db.discard_connection()  # a new connection starts unmarked; nothing ran on it yet
 
 
 def _decode_input(claim: Claim):

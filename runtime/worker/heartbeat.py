@@ -3,7 +3,9 @@ what it did since the last beat (runtime/meter.py, runtime/fleet/services.py).
 
 Workers beat from a daemon thread of their own (started when the Celery worker is
 ready, so an idle worker is seen too, not only one holding a lease); a supervisor beats
-after each sweep. A beat that fails during a database outage is skipped, and what it
+after each sweep. A worker's first sweep (Celery beat sends sweeps to the workers)
+nudges its heartbeat to beat at once: otherwise a fleet just started would read as
+"never swept" for up to a heartbeat interval. A beat that fails during a database outage is skipped, and what it
 would have reported is carried into the next beat.
 """
 
@@ -26,6 +28,7 @@ class Heartbeat:
         self.kind = kind
         self.queue = queue
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by stop() and nudge(): beat now
         self._thread: threading.Thread | None = None
         self._carried: tuple[dict, list[int]] | None = None  # what a failed beat could not write
 
@@ -59,8 +62,13 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._run, name=f"steward-{self.kind}-heartbeat", daemon=True)
         self._thread.start()
 
+    def nudge(self) -> None:
+        """Beat now rather than at the end of the interval (from any thread)."""
+        self._wake.set()
+
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:
@@ -74,7 +82,11 @@ class Heartbeat:
     def _run(self) -> None:
         try:
             self.beat()
-            while not self._stop.wait(config.heartbeat_seconds()):
+            while True:
+                self._wake.wait(config.heartbeat_seconds())
+                self._wake.clear()
+                if self._stop.is_set():
+                    break
                 self.beat()
                 connection.close()  # back to the pool between beats (see the lease keeper)
         except Exception:  # noqa: BLE001 - a heartbeat must never take the worker down

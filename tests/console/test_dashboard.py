@@ -3,6 +3,8 @@ they hold (another tenant's tasks counted, not named), pools, the last hour."""
 
 from __future__ import annotations
 
+import json
+
 from runtime.models import Attempt, Process
 
 
@@ -25,3 +27,37 @@ def test_the_live_part_refreshes_by_itself(world, as_person):
     html = response.content.decode()
     assert html.lstrip().startswith('<div id="dashboard-now"') and "every 5s" in html
     assert "<html" not in html
+
+
+def test_the_live_part_brings_the_last_hours_totals_and_chart_data_out_of_band(world, as_person):
+    from runtime.fleet.services import process_beat
+    from runtime.meter import WAIT_BOUNDS
+
+    before = as_person(world.people.bob).get("/live/", headers={"HX-Request": "true"}).content.decode()
+    assert '<span class="muted small" id="hour-summary" hx-swap-oob="true">the whole fleet: 0 tasks finished' in before
+    waits = [0] * len(WAIT_BOUNDS)
+    waits[2] = 5
+    process_beat(kind="worker", totals={}, fresh={"completed": 5, "steps": 17}, waits=waits)
+    html = as_person(world.people.bob).get("/live/", headers={"HX-Request": "true"}).content.decode()
+    assert 'id="hour-summary" hx-swap-oob="true">the whole fleet: 5 tasks finished, 0 failed, 17 steps</span>' in html
+    opening = '<script type="application/json" id="chart-data" hx-swap-oob="true">'
+    chart = json.loads(html[html.index(opening) + len(opening):].split("</script>")[0])
+    # (Summed, not read off the last minute: the minute may turn between the beat and the read.)
+    assert len(chart["t"]) == 60 and sum(chart["finished"]) == 5 and sum(chart["steps"]) == 17
+    assert [p for p in chart["p50"] if p is not None] == [25.0]  # five claims in the 25 ms bucket
+    # The full page draws the same partials without the out-of-band attribute.
+    page = as_person(world.people.bob).get("/").content.decode()
+    assert 'id="hour-summary">the whole fleet: 5 tasks finished' in page
+    assert '<script type="application/json" id="chart-data">' in page
+
+
+def test_the_dashboard_names_where_sweeps_run(world, as_person):
+    from runtime.fleet.services import process_beat, process_name
+
+    process_beat(kind="worker", totals={}, fresh={}, waits=[], swept=True)  # beat's sweep ran on a worker
+    html = as_person(world.people.bob).get("/").content.decode()
+    assert f'on <span class="mono">{process_name("worker")}</span>' in html
+    assert "Sweeps: Celery beat sends them to the workers" in html and "0 supervisors" not in html
+    process_beat(kind="supervisor", totals={}, fresh={}, waits=[], swept=True)
+    html = as_person(world.people.bob).get("/").content.decode()
+    assert "1 supervisor (<code>steward supervise</code>)" in html

@@ -23,7 +23,7 @@ def blocked_on_an_unknown_send(task: Task, epoch: int) -> Effect:
     now = timezone.now()
     attempt = Attempt.objects.create(task=task, epoch=epoch, worker="w:1", reason=states.FIRST, started_at=now,
                                      heartbeat_at=now, lease_expires_at=now, ended_at=now, end_reason="block")
-    Task.objects.filter(id=task.id).update(status=states.BLOCKED, epoch=epoch,
+    Task.objects.filter(id=task.id).update(status=states.BLOCKED, blocked_reason=states.EFFECT_UNKNOWN, epoch=epoch,
                                            status_note="effect 'send' has an unknown outcome: resolve it")
     effect, _ = Effect.objects.update_or_create(
         key=f"{task.id}/0/send",

@@ -54,7 +54,8 @@ def steps(task: Task, n: int, *, epoch: int = 1, error_at: int | None = None) ->
 
 
 def unknown_effect(task: Task, at: Attempt, seq: int = 0) -> Effect:
-    Task.objects.filter(id=task.id).update(status=states.BLOCKED, status_note="effect has an unknown outcome")
+    Task.objects.filter(id=task.id).update(status=states.BLOCKED, blocked_reason=states.EFFECT_UNKNOWN,
+                                           status_note="effect has an unknown outcome")
     return Effect.objects.create(key=f"{task.id}/{seq}/send", task=task, tenant=task.tenant, step_seq=seq,
                                  name="send", effect_class="irreversible", keyed=False, state=states.UNKNOWN,
                                  request_digest="ab" * 32, attempt=at, epoch=at.epoch, sends=1)

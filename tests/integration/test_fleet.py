@@ -4,11 +4,14 @@ runs; this is what the dashboard, health and /metrics read."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from runtime import states
 from runtime.fleet.selectors import fleet as fleet_now
 from runtime.fleet.selectors import health, throughput
-from runtime.models import Process
+from runtime.models import Process, Task
 from tests.faults.support import submit
 from tests.harness import wait_until
 
@@ -53,3 +56,30 @@ def test_workers_and_supervisors_are_seen_alive_counted_and_dropped_when_they_st
     workers[1].stop()  # a warm shutdown says so
     wait_until(lambda: Process.objects.filter(pid=workers[1].pid, stopped_at__isnull=False).exists(),
                timeout=15, message="the stopped worker to record its stop")
+
+
+def test_under_make_runs_topology_beat_sweeps_on_the_workers_and_the_dashboard_sees_them_at_once(
+        live, fleet, settings, tmp_path):
+    """`make run` runs workers and Celery beat, no `steward supervise`: the sweeps beat sends
+    run on the workers, and health must say so (healthy, swept by a worker) as soon as the
+    first sweep ran, not a heartbeat interval later. A 30 s lease makes the interval 10 s,
+    so only the nudge after a worker's first sweep can record it within the bound below."""
+    slow = {"STEWARD_LEASE_SECONDS": "30", "STEWARD_HEARTBEAT_SECONDS": "0"}
+    settings.STEWARD = {**settings.STEWARD, "LEASE_SECONDS": 30.0, "HEARTBEAT_SECONDS": 0.0}
+    workers = fleet.workers(2, env=slow)
+    wait_until(lambda: set(_live("worker")) >= {w.pid for w in workers}, message="both workers' first beats")
+    assert health().last_sweep_at is None  # nothing has swept yet: no beat, no supervisor
+    started = time.monotonic()
+    fleet.beat(tmp_path / "beat-schedule", env=slow)
+    wait_until(lambda: health().ok, timeout=15, message="health to see beat's first sweep")
+    took = time.monotonic() - started
+    assert took < 6.0, f"the first sweep reached health {took:.1f} s after beat started (heartbeat: 10 s)"
+    report = health()
+    assert report.live_supervisors == 0 and report.live_workers == 2
+    assert report.last_sweep_by in {f"worker:{p.process.host}:{p.process.pid}" for p in _live("worker").values()}
+
+    ids = [submit("t.steps", {"n": 2}).task_id for _ in range(10)]
+    wait_until(lambda: Task.objects.filter(id__in=ids, status=states.COMPLETED).count() == len(ids), timeout=30,
+               message="the ten tasks to complete")
+    wait_until(lambda: sum(m.finished for m in throughput(minutes=5)) >= len(ids), timeout=30,
+               message="the workers' next beats to count the ten tasks for the dashboard")

@@ -47,7 +47,7 @@ def blocked_task_with_unknown_effect() -> tuple[Task, Effect]:
     now = timezone.now()
     attempt = Attempt.objects.create(task=task, epoch=1, worker="w:1", reason=states.FIRST, started_at=now,
                                      heartbeat_at=now, lease_expires_at=now, ended_at=now, end_reason="block")
-    Task.objects.filter(id=task.id).update(status=states.BLOCKED, epoch=1)
+    Task.objects.filter(id=task.id).update(status=states.BLOCKED, blocked_reason=states.EFFECT_UNKNOWN, epoch=1)
     effect = Effect.objects.create(key=f"{task.id}/1/submit", task=task, step_seq=1, name="submit",
                                    effect_class=states.IRREVERSIBLE, keyed=False, state=states.UNKNOWN,
                                    request_digest="0" * 64, attempt=attempt, epoch=1, sends=1)

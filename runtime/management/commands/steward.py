@@ -100,7 +100,7 @@ class Command(BaseCommand):
         p.add_argument("--receipt", help="JSON receipt (with --as committed)")
         p.add_argument("--note", default="")
 
-        p = sub.add_parser("resume", help="queue a dead, failed or cancelled task again")
+        p = sub.add_parser("resume", help="queue a dead, failed, cancelled or denied task again")
         p.add_argument("task", help=TASK_HELP)
         p.add_argument("--note", default="")
 
@@ -201,6 +201,9 @@ class Command(BaseCommand):
         t = d.task
         self.stdout.write(block([
             ("task", t.id), ("agent", t.agent), ("status", t.status + (f" ({t.status_note})" if t.status_note else "")),
+            *([("blocked", t.blocked_reason + (f", decision {t.blocked_decision_id}" if t.blocked_decision_id else "")
+                + (" (resolve the effect)" if t.blocked_reason == states.EFFECT_UNKNOWN
+                   else " (change the grants, then resume)"))] if t.status == states.BLOCKED else []),
             ("tenant/owner", f"{t.tenant} / {t.owner}"), ("pool", t.pool_id), ("epoch", t.epoch),
             ("parent", t.parent_id or "-"), ("root", t.root_id), ("key", t.idempotency_key or "-"),
             ("created", when(t.created_at)), ("finished", when(t.finished_at)),
