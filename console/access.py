@@ -7,6 +7,10 @@ Every view, htmx fragment and API route asks this module, in three steps:
    turned into a `Principal`, or refused with AUTH_REQUIRED (401).
 2. *May they?* `require(principal, OPERATE)`: a viewer, or a read token, gets FORBIDDEN
    (403) on an action; only an admin administers (members, other people's tokens).
+   Grants are one step finer: an admin changes any grant of the tenant, an operator only
+   an agent's whose identity an admin gave them the right over (a django-guardian object
+   permission on its AgentIdentity row: `may_change_grants`); a viewer, a read token
+   and anything that is not a person never do.
 3. *Is it theirs?* Objects are looked up inside the principal's tenant only, so another
    tenant's task, effect or audit event is not found (404), never forbidden: a 403
    would tell a stranger that the id exists.
@@ -29,8 +33,22 @@ from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
+from guardian.shortcuts import assign_perm, get_users_with_perms, remove_perm
 
-from console.models import ADMIN, OPERATE, OPERATOR, READ, ROLES, SCOPES, VIEWER, ApiToken, Membership, Tenant
+from console.models import (
+    ADMIN,
+    CHANGE_AGENT_GRANTS,
+    OPERATE,
+    OPERATOR,
+    READ,
+    ROLES,
+    SCOPES,
+    VIEWER,
+    AgentIdentity,
+    ApiToken,
+    Membership,
+    Tenant,
+)
 from runtime import arguments
 from runtime.errors import (
     Forbidden,
@@ -86,6 +104,16 @@ def require(principal: Principal, action: str) -> Principal:
             f"a {principal.role} of {principal.tenant} may not {action}"
         raise Forbidden(f"{why}", action=action, role=principal.role, scope=principal.scope)
     return principal
+
+
+def person_principal(user, tenant: str, *, channel: str, credential: str) -> Principal:
+    """A person acting in `tenant` through another door (the Django admin): their
+    membership there decides, exactly as for a session. No membership: not found."""
+    membership = Membership.objects.filter(user=user, tenant_id=tenant).first()
+    if membership is None or not user.is_active:
+        raise TenantNotFound(f"{user.get_username()} is no member of {tenant!r}", tenant=tenant)
+    return Principal(user=user, tenant=tenant, role=membership.role, channel=channel, scope=OPERATE,
+                     credential=credential)
 
 
 @contextlib.contextmanager
@@ -364,3 +392,87 @@ def _live_tokens(membership: Membership):
     return ApiToken.objects.filter(user_id=membership.user_id, tenant_id=membership.tenant_id,
                                    revoked_at__isnull=True).filter(Q(expires_at__isnull=True) |
                                                                    Q(expires_at__gt=Now()))
+
+
+# --- grants: who may change whose -----------------------------------------------------------
+
+AGENT_PREFIX = "agent:"
+_PERM = f"console.{CHANGE_AGENT_GRANTS}"
+
+
+def may_change_grants(principal: Principal, grant_principal: str) -> bool:
+    """Whether the principal may create, narrow or revoke grants of `grant_principal`
+    (`agent:<name>` or `user:<name>`) in their tenant. Admins (with an operate
+    credential) may change any; an operator only an agent's whose identity in this
+    tenant they were given CHANGE_AGENT_GRANTS on; a person's own or anyone's owner
+    grants only an admin. Read tokens and viewers never (Principal.may)."""
+    if not principal.may(OPERATE_ACTION):
+        return False
+    if principal.may(ADMINISTER):
+        return True
+    if not isinstance(grant_principal, str) or not grant_principal.startswith(AGENT_PREFIX):
+        return False
+    identity = AgentIdentity.objects.filter(tenant_id=principal.tenant,
+                                            name=grant_principal[len(AGENT_PREFIX):]).first()
+    # ObjectPermissionChecker, not user.has_perm: a superuser passes has_perm for every
+    # object, and being a superuser of the Django admin is no right over a tenant's agents.
+    return identity is not None and _holds(principal.user, identity)
+
+
+def _holds(user, identity: AgentIdentity) -> bool:
+    from guardian.models import UserObjectPermission
+    return UserObjectPermission.objects.filter(
+        user=user, permission__codename=CHANGE_AGENT_GRANTS, permission__content_type__app_label="console",
+        object_pk=str(identity.pk)).exists()
+
+
+def require_grant_change(principal: Principal, grant_principal: str) -> Principal:
+    if not may_change_grants(principal, grant_principal):
+        if not principal.may(OPERATE_ACTION):
+            require(principal, OPERATE_ACTION)  # the viewer's or read token's own message
+        what = "people's grants" if not str(grant_principal).startswith(AGENT_PREFIX) else \
+            f"{arguments.show(grant_principal)}'s grants"
+        raise Forbidden(f"a {principal.role} of {principal.tenant} may not change {what}: an admin gives an "
+                        f"operator that right per agent", action="change_grants", role=principal.role,
+                        principal=arguments.show(grant_principal))
+    return principal
+
+
+def agent_identity(principal: Principal, name: str, *, create: bool = False) -> AgentIdentity | None:
+    """The agent's identity row in the principal's tenant (None if not made yet)."""
+    arguments.identifier("agent", name, max_length=200)
+    if create:
+        return AgentIdentity.objects.get_or_create(tenant_id=principal.tenant, name=name)[0]
+    return AgentIdentity.objects.filter(tenant_id=principal.tenant, name=name).first()
+
+
+def agent_stewards(principal: Principal, name: str) -> list[str]:
+    """The usernames given the right over this agent's grants in the principal's tenant."""
+    identity = agent_identity(principal, name)
+    if identity is None:
+        return []
+    users = get_users_with_perms(identity, only_with_perms_in=[CHANGE_AGENT_GRANTS], with_superusers=False)
+    return sorted(u.get_username() for u in users)
+
+
+def agent_steward_set(*, principal: Principal, name: str, username: str, allowed: bool, reason: str = "") -> bool:
+    """Give (or take) an operator of the tenant the right over one agent's grants
+    (admins only). Audited as `agent.steward_added` / `agent.steward_removed`; returns
+    whether anything changed (giving it twice changes nothing and writes no event)."""
+    require(principal, ADMINISTER)
+    reason = arguments.text("reason", reason or "").strip()
+    membership = member_of(principal, username)
+    if allowed and membership.role != OPERATOR:
+        raise InvalidArgument(f"{membership.user.get_username()} is {membership.role} of {principal.tenant}: the "
+                              "right is for operators (admins change every grant; viewers none)", field="username")
+    with transaction.atomic(durable=True), acting(principal):
+        _lock_members(principal.tenant)
+        identity = agent_identity(principal, name, create=True)
+        if _holds(membership.user, identity) == allowed:
+            return False
+        (assign_perm if allowed else remove_perm)(_PERM, membership.user, identity)
+        audit_record(actor=principal.actor, tenant=principal.tenant,
+                     kind="agent.steward_added" if allowed else "agent.steward_removed",
+                     data={"agent": f"{AGENT_PREFIX}{name}", "person": membership.user.get_username(),
+                           "reason": reason})
+    return True

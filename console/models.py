@@ -80,3 +80,33 @@ class ApiToken(models.Model):
 
     def __str__(self):
         return f"{self.prefix}… {self.name} ({self.scope})"
+
+
+# The django-guardian object permission that lets an operator change one agent's grants
+# (console/access.py may_change_grants). Admins need none: they change every grant.
+CHANGE_AGENT_GRANTS = "change_agent_grants"
+
+
+class AgentIdentity(models.Model):
+    """An agent as a principal of one tenant (`agent:<name>` on its grants): the object an
+    admin gives an operator the right over (a guardian object permission), so that right
+    is per agent *and* per tenant, never "this agent everywhere".
+
+    Made when first needed (an admin delegating it, or the demo seed), never on a page
+    read; the console lists every registered agent whether or not its row exists yet."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "steward_agent_identity"
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="agent_identity_one_per_tenant")]
+        permissions = [(CHANGE_AGENT_GRANTS, "May narrow, revoke and create this agent's grants")]
+
+    def __str__(self):
+        return f"agent:{self.name} of {self.tenant_id}"
+
+    @property
+    def principal(self) -> str:
+        return f"agent:{self.name}"

@@ -97,3 +97,20 @@ def get(mapping, key):
 @register.filter
 def attr_seq(step):
     return getattr(step, "seq", "")
+
+
+@register.filter
+def grant_state(grant) -> str:
+    """`live`, `revoked` or `expired`: in words, the same rule as the grants filter."""
+    if grant.revoked_at is not None:
+        return "revoked"
+    if grant.expires_at is not None and grant.expires_at <= timezone.now():
+        return "expired"
+    return "live"
+
+
+@register.filter
+def principal_url(value: str) -> str:
+    """An agent's page or a person's owner page."""
+    kind, _, name = str(value).partition(":")
+    return f"/agents/{name}/" if kind == "agent" else f"/owners/{name}/"

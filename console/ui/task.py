@@ -20,6 +20,7 @@ from django.utils import timezone
 from console.access import OPERATE_ACTION, acting, require
 from console.ui.web import form_status, page, param, screen
 from runtime import states
+from runtime.authz.selectors import decisions_page, effective_authority
 from runtime.errors import InvalidInput, StewardError
 from runtime.tasks.selectors import (
     journal_page,
@@ -34,6 +35,7 @@ from runtime.tasks.services import task_cancel, task_resume
 
 STEPS_PER_PAGE = 100
 TREE_SHOWN = 200
+DECISIONS_SHOWN = 50
 
 
 def _subtree(principal, task) -> list[tuple[int, object]]:
@@ -74,6 +76,8 @@ def _live(principal, task_id) -> dict:
             "finished": detail.task.status in states.TERMINAL, "version": _version(detail.task),
             "steps_total": step_count(task=task), "unknown_effects": [e for e in detail.effects
                                                                       if e.state == states.UNKNOWN],
+            "decisions": decisions_page(tenant=principal.tenant, task=task.id, limit=DECISIONS_SHOWN).items,
+            "authority": effective_authority(detail.task),
             "may_cancel": detail.task.status in states.LIVE,
             "may_resume": detail.task.status in states.sources("resume")}
 

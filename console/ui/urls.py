@@ -11,7 +11,23 @@ from dataclasses import dataclass
 
 from django.urls import path
 
-from console.ui import audit, auth, dashboard, effects, members, pools, submit, task, tasks, tokens
+from console.ui import (
+    agents,
+    audit,
+    auth,
+    dashboard,
+    decisions,
+    effects,
+    grant_change,
+    grants,
+    members,
+    owners,
+    pools,
+    submit,
+    task,
+    tasks,
+    tokens,
+)
 
 
 @dataclass(frozen=True)
@@ -19,8 +35,9 @@ class Route:
     name: str
     pattern: str
     view: object
-    object: str = ""        # "task", "step", "effect", "audit", "pool", "token", "member" or "" (none)
-    action: bool = False    # a POST that changes something: operators only (members: admins only)
+    object: str = ""        # "task", "step", "effect", "audit", "pool", "token", "member", "agent", "grant" or ""
+    action: bool = False    # a POST that changes something: operators only (members: admins only; grants:
+                            # admins, or operators with the right over that agent: console/access.py)
     fragment: bool = False  # an htmx fragment (401, not a redirect, when signed out)
     public: bool = False    # reachable signed out (the login page)
 
@@ -59,6 +76,18 @@ ROUTES = [
     Route("member-role", "members/<str:username>/role/", members.member_role, object="member", action=True),
     Route("member-remove", "members/<str:username>/remove/", members.member_remove_view, object="member",
           action=True),
+    Route("agents", "agents/", agents.agent_list_view),
+    Route("agent", "agents/<str:name>/", agents.agent_page, object="agent"),
+    Route("agent-stewards", "agents/<str:name>/stewards/", agents.agent_steward, object="agent", action=True),
+    Route("grants", "grants/", grants.grant_list),
+    Route("grant-new", "grants/new/", grants.grant_new, action=True),
+    Route("grant", "grants/<int:grant_id>/", grants.grant_page, object="grant"),
+    Route("grant-revoke", "grants/<int:grant_id>/revoke/", grant_change.grant_revoke_view, object="grant",
+          action=True),
+    Route("grant-narrow", "grants/<int:grant_id>/narrow/", grant_change.grant_narrow_view, object="grant",
+          action=True),
+    Route("owner", "owners/<str:username>/", owners.owner_page, object="member"),
+    Route("decisions", "decisions/", decisions.decision_list),
 ]
 
 app_name = "ui"

@@ -24,9 +24,9 @@ from django.utils.timezone import is_naive, make_aware
 from console.access import OPERATE_ACTION, session_principal, tenants_of
 from runtime import states
 from runtime.effects.selectors import effect_page
-from runtime.errors import InvalidInput, StewardError, Unauthenticated
+from runtime.errors import InvalidEncoding, InvalidInput, StewardError, Unauthenticated
 
-__all__ = ["screen", "page", "refusal", "form_status", "param", "when", "OPERATE_ACTION"]
+__all__ = ["screen", "page", "refusal", "form_status", "param", "typed_from", "when", "OPERATE_ACTION"]
 
 
 def screen(view):
@@ -102,6 +102,16 @@ def when(value: str | None, field: str) -> datetime | None:
     if parsed is None:
         raise InvalidInput(f"{field} must be a date or a date-time like 2026-12-01T09:30", field=field)
     return make_aware(parsed) if is_naive(parsed) else parsed
+
+
+def typed_from(source, names) -> dict:
+    """What a form or filter carries, stripped. A U+FFFD means the browser's bytes were
+    not UTF-8 (Django decodes them with replacement): refused, never stored as typed."""
+    typed = {k: (source.get(k) or "").strip() for k in names}
+    for key, value in typed.items():
+        if "\ufffd" in value:
+            raise InvalidEncoding(f"{key} was not sent as UTF-8", field=key)
+    return typed
 
 
 WAITING_COUNTED = 99

@@ -12,8 +12,9 @@ from django.db.models.functions import Now
 
 from runtime import arguments, db, states
 from runtime.authz import patterns
-from runtime.errors import GrantNotFound, InvalidInput
-from runtime.models import AuthzRevision, Decision, Grant, Task
+from runtime.errors import GrantNotFound, InvalidArgument, InvalidInput
+from runtime.models import AuditEvent, AuthzRevision, Decision, Effect, Grant, Task
+from runtime.models.decision import BOUNDARIES
 from runtime.paging import Keyset, Page, keyset_page
 from runtime.tasks.selectors import task_get
 
@@ -61,19 +62,29 @@ def authz_revision(*, tenant: str) -> int:
     return row or 0
 
 
-def decisions_page(*, tenant: str, task=None, allowed: bool | None = None, after: str | None = None,
-                   limit: int = 50) -> Page[Decision]:
+def decisions_page(*, tenant: str, task=None, allowed: bool | None = None, boundary: str | None = None,
+                   principal: str | None = None, after: str | None = None, limit: int = 50) -> Page[Decision]:
     """A tenant's decisions newest first (decision_tenant_id), or one task's
-    (decision_task_id; another tenant's task is TASK_NOT_FOUND). `allowed` is residual."""
+    (decision_task_id; another tenant's task is TASK_NOT_FOUND). `allowed`, `boundary`
+    and `principal` (the acting agent `agent:<name>`, or the owner `user:<name>`) are
+    residual: matched within the scan window of the driving index."""
     arguments.tenant(tenant)
     if allowed is not None and not isinstance(allowed, bool):
         raise InvalidInput("allowed must be true or false", field="allowed")
-    filters = {"tenant": tenant, "task": task, "allowed": allowed}
+    if boundary is not None and boundary not in BOUNDARIES:
+        raise InvalidArgument(f"boundary must be one of {', '.join(BOUNDARIES)}", field="boundary")
+    if principal is not None:
+        patterns.principal(principal)
+    filters = {"tenant": tenant, "task": task, "allowed": allowed, "boundary": boundary, "principal": principal}
     if task is not None:
         driving = Decision.objects.filter(task_id=task_get(arguments.task_filter(task, "task"), tenant=tenant).id)
     else:
         driving = Decision.objects.filter(tenant=tenant)
     residual = {"allowed": allowed} if allowed is not None else {}
+    if boundary is not None:
+        residual["boundary"] = boundary
+    if principal is not None:
+        residual["actor" if principal.startswith(patterns.AGENT) else "owner"] = principal
     return keyset_page(driving, keyset=DECISIONS_BY_ID, filters=filters, after=after, limit=limit,
                        residual=residual)
 
@@ -151,3 +162,96 @@ def _widest(entries: list[Authority]) -> list[Authority]:
                    and (o != e or j < i) for j, o in enumerate(entries)):
             kept.append(e)
     return sorted(kept, key=lambda a: (a.action, a.resource))
+
+
+# --- the grants lists, a grant's history and what revoking it would reach -----------------------
+
+GRANT_STATES = ("live", "revoked", "expired", "any")
+GRANTS_SHOWN = 200
+
+
+def grants_filtered(*, tenant: str, principal: str | None = None, action: str | None = None,
+                    resource: str | None = None, state: str = "live", limit: int = GRANTS_SHOWN) -> list[Grant]:
+    """A tenant's grants newest first (grant_tenant_id, or grant_tenant_principal_id with
+    a principal), at most `limit`. `resource` keeps the grants whose pattern covers it
+    (a pattern given: the grants inside it or covering it). State: live (neither revoked
+    nor expired), revoked, expired (not revoked, past its expiry) or any."""
+    grants = Grant.objects.filter(tenant=arguments.tenant(tenant))
+    if principal is not None:
+        grants = grants.filter(principal=patterns.principal(principal))
+    if action is not None:
+        grants = grants.filter(action=patterns.action(action))
+    if state not in GRANT_STATES:
+        raise InvalidArgument(f"state must be one of {', '.join(GRANT_STATES)}", field="state")
+    if state == "live":
+        grants = grants.filter(_live())
+    elif state == "revoked":
+        grants = grants.filter(revoked_at__isnull=False)
+    elif state == "expired":
+        grants = grants.filter(revoked_at__isnull=True, expires_at__lte=Now())
+    arguments.bounded("limit", limit, minimum=1, maximum=1000)
+    rows = grants.order_by("-id")
+    if resource is None:
+        return list(rows[:limit])
+    patterns.resource(resource)
+    # Prefix sets are nested or disjoint: a grant is related to the filter when either covers the other.
+    return [g for g in rows[: limit * 5] if patterns.covers(g.resource, resource) or
+            patterns.covers(resource, g.resource)][:limit]
+
+
+def grant_history(grant: Grant) -> list[AuditEvent]:
+    """The grant's audit events oldest first: created, each narrowing, the revocation,
+    each with who, when and why (read off audit_tenant_at: grant changes are few)."""
+    return list(AuditEvent.objects.filter(tenant=grant.tenant, kind__startswith="grant.", data__grant=grant.id)
+                .order_by("id"))
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """An effect recorded but not answered (intent): a call that may be under way. A
+    gateway stream among them is cut at its next chunk once the grant goes."""
+    id: int
+    task_id: uuid.UUID
+    name: str
+    effect_class: str
+
+
+@dataclass(frozen=True)
+class RevocationPreview:
+    grant: Grant
+    tasks: list[TaskUnder]      # tasks_under(principal): what the audit event will count
+    in_flight: list[InFlight]   # intent effects of those tasks
+    revision: int               # the tenant's authz_revision the preview was read at
+
+    @property
+    def count(self) -> int:
+        return len(self.tasks)
+
+
+def revocation_preview(*, tenant: str, grant_id) -> RevocationPreview:
+    """What revoking (or narrowing) the grant reaches, read now: the live tasks acting
+    under its principal and their descendants (the same selector, tasks_under, that
+    grant_revoke and grant_narrow count into their audit event, so the number shown is
+    the number recorded unless a task starts or ends in between; the page shows the
+    revision it was read at), and their calls in flight."""
+    grant = grant_get(grant_id=grant_id, tenant=tenant)
+    tasks = tasks_under(tenant=tenant, principal=grant.principal)
+    ids = [t.id for t in tasks]
+    effects = Effect.objects.filter(tenant=tenant, task_id__in=ids, state=states.INTENT).order_by("id") if ids else []
+    return RevocationPreview(grant=grant, tasks=tasks,
+                             in_flight=[InFlight(e.id, e.task_id, e.name, e.effect_class) for e in effects],
+                             revision=authz_revision(tenant=tenant))
+
+
+def agent_authority(*, tenant: str, agent: str) -> dict[str, list[Authority]]:
+    """What the agent may do now with each owner it has live root tasks for: its live
+    grants met with that owner's (a child's authority is narrower still: its task page
+    shows it). For the agent page; authorize() decides, on its own statement."""
+    arguments.tenant(tenant)
+    name = f"{patterns.AGENT}{agent}"
+    patterns.principal(name, "agent")
+    owners = sorted(set(Task.objects.filter(tenant=tenant, agent=agent, parent__isnull=True,
+                                            status__in=sorted(states.LIVE)).values_list("owner", flat=True)[:50]))
+    live = list(Grant.objects.filter(_live(), tenant=tenant, principal__in=[name, *owners]))
+    mine = _of(live, name)
+    return {owner: _widest(_meet_all(mine, _of(live, owner))) for owner in owners}

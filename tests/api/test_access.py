@@ -45,6 +45,15 @@ ROUTES = [
     ("GET", "members", None, False, None),
     ("PUT", "members/bob", {"role": "operator", "reason": "on call"}, True, None),  # adds: nothing to find
     ("DELETE", "members/bob", None, True, "MEMBER_NOT_FOUND"),
+    ("GET", "grants", None, False, None),
+    ("POST", "grants", {"principal": "agent:t.steps", "action": "tool.search", "resource": "repo:acme/docs"}, True,
+     None),
+    ("GET", "grants/{grant}", None, False, "GRANT_NOT_FOUND"),
+    ("GET", "grants/{grant}/preview", None, False, "GRANT_NOT_FOUND"),
+    ("POST", "grants/{grant}/narrow", {"resource": "repo:acme/docs", "reason": "docs only"}, True, "GRANT_NOT_FOUND"),
+    ("POST", "grants/{grant}/revoke", {"reason": "rotating"}, True, "GRANT_NOT_FOUND"),
+    ("GET", "decisions", None, False, None),
+    ("GET", "agent-identities", None, False, None),
 ]
 ACTIONS = [r for r in ROUTES if r[3]]
 # Administering (members): an admin's operate token; an operator's is FORBIDDEN too.
@@ -123,6 +132,8 @@ def test_another_tenants_object_is_not_found_and_left_alone(carol, world, method
     assert_error(call(carol, world, method, path, body), 404, missing)
     world.task.refresh_from_db(), world.effect.refresh_from_db(), world.token.refresh_from_db()
     assert (world.task.status, world.effect.state, world.token.revoked_at) == ("queued", "unknown", None)
+    world.grant.refresh_from_db()
+    assert (world.grant.resource, world.grant.revoked_at) == ("repo:acme/*", None)
 
 
 def test_another_tenants_lists_hold_none_of_ours(carol, world):

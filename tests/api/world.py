@@ -7,10 +7,13 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from console.access import agent_steward_set
 from console.models import ApiToken
 from runtime import states
-from runtime.models import Attempt, AuditEvent, Effect, Task
+from runtime.authz.services import grant_create
+from runtime.models import Attempt, AuditEvent, Effect, Grant, Task
 from runtime.tasks.services import task_submit
+from tests.api.conftest import principal_of
 
 ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
 
@@ -23,10 +26,11 @@ class World:
     effect: Effect
     event: AuditEvent
     token: ApiToken
+    grant: Grant  # agent:t.steps tool.search on repo:acme/*, by dave; alice holds the right over t.steps
 
     def fill(self, path: str) -> str:
         return path.format(task=self.task.id, blocked=self.blocked.id, failed=self.failed.id, effect=self.effect.id, event=self.event.id,
-                           token=self.token.id)
+                           token=self.token.id, grant=self.grant.id)
 
 
 def blocked_task_with_unknown_effect(tenant: str = "acme") -> tuple[Task, Effect]:
@@ -52,4 +56,8 @@ def make_world(tokens) -> World:
     Task.objects.filter(id=failed.id).update(status=states.FAILED, finished_at=timezone.now())
     event = AuditEvent.objects.filter(tenant="acme", task_id=task.id).order_by("id").first()
     token = ApiToken.objects.get(prefix=tokens.alice[:12])
-    return World(task, blocked, failed, effect, event, token)
+    grant = grant_create(tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*",
+                         actor="user:dave")
+    dave = token.user.__class__.objects.get(username="dave")
+    agent_steward_set(principal=principal_of(dave), name="t.steps", username="alice", allowed=True)
+    return World(task, blocked, failed, effect, event, token, grant)

@@ -10,7 +10,8 @@ import pytest
 from console.access import session_principal, token_create
 from console.models import ApiToken, Membership
 from console.ui.urls import ROUTES
-from runtime.models import AuditEvent, Effect, Task
+from runtime.authz.services import grant_create
+from runtime.models import AuditEvent, Effect, Grant, Task
 from tests.console.world import World
 
 BY_NAME = {r.name: r for r in ROUTES}
@@ -28,6 +29,10 @@ ACME_URLS = {
     "audit-event": "/audit/{audit}/", "tokens": "/tokens/", "token-new": "/tokens/new/",
     "token-revoke": "/tokens/{token}/revoke/", "members": "/members/", "member-add": "/members/add/",
     "member-role": "/members/bob/role/?role=operator", "member-remove": "/members/bob/remove/",
+    "agents": "/agents/", "agent": "/agents/t.steps/", "agent-stewards": "/agents/t.steps/stewards/",
+    "grants": "/grants/", "grant-new": "/grants/new/", "grant": "/grants/{grant}/",
+    "grant-revoke": "/grants/{grant}/revoke/", "grant-narrow": "/grants/{grant}/narrow/",
+    "owner": "/owners/alice/", "decisions": "/decisions/",
 }
 POSTS = {
     "task-new": {"agent": "t.steps", "input": '{"n": 1}'},
@@ -37,6 +42,9 @@ POSTS = {
     "token-new": {"name": "crafted", "scope": "read"}, "token-revoke": {},
     "member-add": {"username": "carol", "role": "admin"}, "member-role": {"role": "admin", "reason": "crafted"},
     "member-remove": {"reason": "crafted"},
+    "agent-stewards": {"username": "alice", "allow": "yes"},
+    "grant-new": {"principal": "agent:t.steps", "action": "tool.search", "resource": "repo:*"},
+    "grant-revoke": {"reason": "crafted"}, "grant-narrow": {"resource": "repo:acme/x", "reason": "crafted"},
 }
 ACME_ROLES = {"alice": "operator", "bob": "viewer", "dave": "admin"}
 POST_ONLY = {"logout", "tenant", "audit-verify", "token-new", "member-add"}
@@ -45,8 +53,10 @@ POST_ONLY = {"logout", "tenant", "audit-verify", "token-new", "member-add"}
 @pytest.fixture
 def acme(world: World):
     token = token_create(principal=_principal(world.people.alice), name="ci", scope="read").token
+    grant = grant_create(tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*",
+                         actor="user:dave")
     ids = {"parent": world.parent.id, "blocked": world.blocked.id, "done": world.done.id, "effect": world.effect.id,
-           "audit": world.audit.id, "token": token.id}
+           "audit": world.audit.id, "token": token.id, "grant": grant.id}
     return {name: url.format(**ids) for name, url in ACME_URLS.items()}
 
 
@@ -89,7 +99,9 @@ def test_a_stranger_gets_401_from_any_page_asked_for_by_htmx(client, acme):
 def test_carol_finds_no_acme_object_on_any_route_page_or_fragment(world, as_person, acme):
     client = as_person(world.people.carol)
     for route in ROUTES:
-        if route.object in ("", "pool"):  # lists show globex's own rows; pools are fleet-wide
+        # Lists show globex's own rows; pools are fleet-wide; agents are registered fleet-wide
+        # and each tenant sees its own grants of them (tests/console/test_grant_screens.py).
+        if route.object in ("", "pool", "agent"):
             continue
         url = acme[route.name]
         for htmx in (False, True):
@@ -103,13 +115,14 @@ def test_carol_finds_no_acme_object_on_any_route_page_or_fragment(world, as_pers
     assert Effect.objects.get(id=world.effect.id).state == "unknown"
     assert ApiToken.objects.get(prefix__isnull=False, name="ci").revoked_at is None
     assert _roles() == ACME_ROLES
+    assert _grants() == [("repo:acme/*", None)]
 
 
 def test_carol_sees_none_of_acme_in_lists_and_fragments(world, as_person, acme):
     client = as_person(world.people.carol)
     acme_ids = [str(world.parent.id), str(world.blocked.id), str(world.done.id), str(world.child.id)]
     for name in ("dashboard", "dashboard-live", "tasks", "tasks-live", "effects", "audit", "audit-export", "audit-seals",
-                 "tokens", "members"):
+                 "tokens", "members", "agents", "agent", "grants", "decisions"):
         response = client.get(acme[name] + ("&" if "?" in acme[name] else "?") + "state=any",
                               headers={"HX-Request": "true"} if BY_NAME[name].fragment else {})
         body = b"".join(response.streaming_content) if response.streaming else response.content
@@ -139,6 +152,7 @@ def test_bob_is_refused_every_action_even_a_crafted_post_and_nothing_changes(wor
     assert not ApiToken.objects.filter(name="crafted").exists()
     assert ApiToken.objects.get(name="ci").revoked_at is None
     assert _roles() == ACME_ROLES
+    assert _grants() == [("repo:acme/*", None)]
 
 
 def test_bob_is_refused_the_member_confirmation_pages_too(world, as_person, acme):
@@ -151,7 +165,7 @@ def test_bob_is_refused_the_member_confirmation_pages_too(world, as_person, acme
 def test_bob_sees_no_action_button_or_form_on_any_screen(world, as_person, acme):
     client = as_person(world.people.bob)
     forbidden = [b"/cancel/", b"/resume/", b"/resolve/", b"/limits/", b"/tokens/new/", b"/revoke/",
-                 b"/members/add/", b"/role/", b"/remove/",
+                 b"/members/add/", b"/role/", b"/remove/", b"/narrow/", b"/grants/new/", b"/stewards/",
                  b'href="/tasks/new/"', b"Submit task", b">Resolve<"]
     for route in ROUTES:
         if route.action or route.public or route.name in POST_ONLY or route.name in ("audit-export", "audit-seals"):
@@ -159,6 +173,10 @@ def test_bob_sees_no_action_button_or_form_on_any_screen(world, as_person, acme)
         response = client.get(acme[route.name], headers={"HX-Request": "true"} if route.fragment else {})
         for marker in forbidden:
             assert marker not in response.content, (route.name, marker)
+
+
+def _grants() -> list:
+    return list(Grant.objects.order_by("id").values_list("resource", "revoked_at"))
 
 
 def _roles() -> dict:

@@ -12,7 +12,8 @@ from console.access import token_create
 from console.dev.demo.fake_service import FakeService
 from console.models import ApiToken
 from runtime import states
-from runtime.models import AuditEvent, Effect, Step, Task
+from runtime.authz.services import grant_create
+from runtime.models import AuditEvent, Effect, Grant, Step, Task
 from tests.e2e.stack import EVENT_S
 from tests.faults.support import submit
 from tests.harness import wait_until
@@ -27,6 +28,7 @@ class Acme:
     event: AuditEvent  # acme's newest audit event
     token: ApiToken    # alice's, in acme
     pool: str          # the pool the blocked task was admitted to
+    grant: Grant       # t.steps may search acme's repositories, given by dave
 
 
 def task_in(task_id, status: str):
@@ -45,7 +47,9 @@ def acme(fleet, alice_principal) -> Acme:
                              message="the notification to block")
         done = wait_until(lambda: task_in(done_id, states.COMPLETED), timeout=EVENT_S, message="t.steps to complete")
         token = token_create(principal=alice_principal, name="e2e", scope="operate").token
+        grant = grant_create(tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*",
+                             actor="user:dave")
         yield Acme(blocked=blocked, effect=Effect.objects.get(task_id=blocked_id, state=states.UNKNOWN), done=done,
                    seq=Step.objects.filter(task_id=done_id).order_by("seq").values_list("seq", flat=True).last(),
                    event=AuditEvent.objects.filter(tenant="acme").order_by("-id").first(), token=token,
-                   pool=blocked.pool_id)
+                   pool=blocked.pool_id, grant=grant)

@@ -14,9 +14,11 @@ from runtime.models import AuditEvent, Effect, Task
 from tests.e2e.stack import csrf_token
 
 PARAM = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
-ACTIONS = re.compile(r"/(cancel|resume|resolve|revoke|limits)/$")  # POST these, and they must 404 too
+ACTIONS = re.compile(r"/(cancel|resume|resolve|revoke|narrow|limits)/$")  # POST these, and they must 404 too
 # Pools are fleet-wide, not a tenant's: carol is meant to see the same pools alice does.
-SHARED = ("pools/",)
+# Agents are registered fleet-wide too; each tenant sees its own grants of them
+# (tests/console/test_grant_screens.py checks carol sees none of acme's there).
+SHARED = ("pools/", "agents/")
 
 
 def console_routes() -> list[str]:
@@ -59,6 +61,8 @@ def acme_url(route: str, acme) -> str | None:
             return str(acme.event.id)
         if "token" in name or (route.startswith("tokens/") and name in ("id", "pk")):
             return str(acme.token.id)
+        if "grant" in name:
+            return str(acme.grant.id)
         if name == "username":  # a member of acme, and of no tenant of carol's
             return "bob"
         raise AssertionError(f"route {route!r}: which acme object is <{match.group(0)[1:-1]}>? teach acme_url()")
@@ -74,7 +78,7 @@ def test_carol_gets_404_for_every_acme_url_as_a_page_and_as_an_htmx_fragment(per
                      f"/tasks/{acme.blocked.id}/resume/", f"/tasks/{acme.blocked.id}/steps/",
                      f"/tasks/{acme.done.id}/steps/{acme.seq}/", f"/effects/{acme.effect.id}/",
                      f"/effects/{acme.effect.id}/resolve/", f"/audit/{acme.event.id}/",
-                     f"/tokens/{acme.token.id}/revoke/"):
+                     f"/tokens/{acme.token.id}/revoke/", f"/grants/{acme.grant.id}/revoke/"):
         assert expected in urls, f"{expected} is not among the console's routes: {routes}"
 
     alice = person("alice")

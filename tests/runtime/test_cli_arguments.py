@@ -106,6 +106,7 @@ COMMANDS = {
     "pool-create": ["pool-create", "newpool", "--max-running", "1", "--max-queued", "1"],
     "pool-remove": ["pool-remove", "empty"],
     "agents": ["agents"],
+    "grants": ["grants", "list", "--tenant", "acme"],
 }
 BAD_ACTORS = {"over-long": "u" * 201, "nul": "user:\x00alice", "newline": "user:alice\nuser:root",
               "not-utf8": NOT_UTF8, "empty": ""}
@@ -253,6 +254,16 @@ ROWS = [
     # pools and agents take nothing
     ("pools-extra", ["pools", "batch"], "INVALID_ARGUMENT"),
     ("agents-extra", ["agents", "--all"], "INVALID_ARGUMENT"),
+    # grants (tests/runtime/authz/test_grants_cli.py has the rest)
+    ("grants-no-tenant", ["grants", "list"], "INVALID_ARGUMENT"),
+    ("grants-state-unknown", ["grants", "list", "--tenant", "acme", "--state", "gone"], "INVALID_ARGUMENT"),
+    ("grants-resource-pattern", ["grants", "list", "--tenant", "acme", "--resource", "a*b"],
+     "INVALID_RESOURCE_PATTERN"),
+    ("grants-principal-robot", ["grants", "list", "--tenant", "acme", "--principal", "robot:x"],
+     "INVALID_IDENTIFIER"),
+    ("grants-actor-not-a-person", ["grants", "revoke", "1", "--tenant", "acme", "--reason", "x"],
+     "GRANT_REQUIRES_PERSON"),
+    ("grants-id-not-a-number", ["grants", "revoke", "one", "--tenant", "acme"], "INVALID_ARGUMENT"),
     # pool
     ("pool-unknown", ["pool", "nosuch", "--max-running", "3"], "UNKNOWN_POOL"),
     ("pool-bad-name", ["pool", "bad pool!", "--max-running", "3"], "INVALID_IDENTIFIER"),

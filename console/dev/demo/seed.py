@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 
+from console.access import agent_steward_set, person_principal
 from console.dev.demo.logins import DEMO_ADMIN, DEMO_PEOPLE, DEMO_TENANTS
 from console.models import Membership, Tenant
+from runtime.authz.services import grant_create
 from runtime.errors import PoolExists
 from runtime.limits.services import pool_create
-from runtime.models import Pool
+from runtime.models import Grant, Pool
 from runtime.tasks.services import task_submit
 
 POOLS = {
@@ -32,8 +35,29 @@ TASKS = [
 ]
 
 
+# (tenant, principal, action, resource), granted by the tenant's first admin-or-operator
+# below. The demo agents do not call authorize() yet: these give the agents, grants and
+# decisions screens something to show, and the revoke journey something to revoke.
+GRANTS = [
+    ("acme", "agent:research.batch", "model.chat", "model:*"),
+    ("acme", "agent:research.batch", "tool.search", "repo:acme/*"),
+    ("acme", "agent:research.experiment", "model.chat", "model:*"),
+    ("acme", "agent:notify.send", "http.post", "notify:oncall@example.com"),
+    ("acme", "user:alice", "model.chat", "model:*"),
+    ("acme", "user:alice", "tool.search", "repo:*"),
+    ("acme", "user:alice", "http.post", "notify:*"),
+    ("globex", "agent:research.batch", "model.chat", "model:*"),
+    ("globex", "user:carol", "model.chat", "model:*"),
+]
+GRANTED_BY = {"acme": "dave", "globex": "carol"}
+# alice (operator of acme) may change research.batch's grants there: a guardian right.
+STEWARDS = [("acme", "research.batch", "alice")]
+
+
 def seed_demo(*, actor: str) -> list[str]:
     lines = _people()
+    if settings.DEBUG:
+        lines += _authority()
     for name, limits in POOLS.items():
         try:
             lines.append(f"pool {pool_create(name=name, actor=actor, note='demo seed', **limits)} created")
@@ -65,3 +89,27 @@ def _people() -> list[str]:
         users.create_superuser(username=username, email=f"{username}@example.com", password=password)
     lines.append(f"admin {username} / {password}: the Django admin (demo only)")
     return lines
+
+
+def _authority() -> list[str]:
+    """The demo's grants and stewards, each made only if missing (no grant of the same
+    principal, action and resource, live or not): a grant revoked in the console stays
+    revoked across restarts. dave may also use the Django admin's grant actions."""
+    users = get_user_model().objects
+    made = 0
+    for tenant, principal, action, resource in GRANTS:
+        if not Grant.objects.filter(tenant=tenant, principal=principal, action=action, resource=resource).exists():
+            grant_create(tenant=tenant, principal=principal, action=action, resource=resource,
+                         actor=f"user:{GRANTED_BY[tenant]}")
+            made += 1
+    for tenant, agent_name, username in STEWARDS:
+        admin = users.get(username=GRANTED_BY[tenant])
+        who = person_principal(admin, tenant, channel="seed", credential="seed_demo")
+        agent_steward_set(principal=who, name=agent_name, username=username, allowed=True, reason="demo seed")
+    dave = users.get(username="dave")
+    if not dave.is_staff:
+        dave.is_staff = True
+        dave.save(update_fields=["is_staff"])
+    dave.user_permissions.add(*Permission.objects.filter(content_type__app_label="runtime",
+                                                         codename__in=["view_grant", "view_task", "view_auditevent"]))
+    return [f"grants: {made} given, {len(GRANTS) - made} kept; alice may change research.batch's grants in acme"]

@@ -3,7 +3,7 @@
     submit AGENT --input JSON     tasks      show TASK [--full|--json]   effects   (lists page: --after)
     resolve-effect ID --as ...    resume     cancel         audit verify
     supervise                     pools      pool NAME      pool-create NAME   pool-remove NAME
-    agents
+    agents                        grants list|show|preview|create|narrow|revoke
 
 A TASK may be given whole or as a unique prefix of its id (`steward show 01a230af-d9`);
 a prefix that begins several ids is refused with AMBIGUOUS_TASK_ID, naming them.
@@ -29,6 +29,7 @@ from runtime.effects.services import RESOLUTIONS, effect_resolve
 from runtime.errors import InvalidArgument, InvalidEncoding, InvalidInput, StewardError
 from runtime.limits.selectors import pool_usage
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
+from runtime.management import grants
 from runtime.management.format import block, json_text, record, short, table, when
 from runtime.tasks.selectors import task_detail, task_get, task_id_from_prefix, task_page
 from runtime.tasks.services import task_cancel, task_resume, task_submit
@@ -140,6 +141,7 @@ class Command(BaseCommand):
         p.add_argument("--note", default="")
 
         sub.add_parser("agents", help="registered agents")
+        grants.add_parser(sub)
 
     def handle(self, *args, command, actor, **options):
         handler = getattr(self, "do_" + command.replace("-", "_"))
@@ -315,6 +317,9 @@ class Command(BaseCommand):
         rows = [[a.name, a.pool or "default", short(a.description, 70)] for a in agents.registered()]
         self.stdout.write(table(["agent", "pool", "description"], rows))
 
+    def do_grants(self, **options):
+        grants.run(self.stdout, **options)
+
     def _next(self, page) -> None:
         """The cursor of the next page, if there is one: pass it back with --after. A page
         filtered on more than its index covers may be short, or empty, and still have one."""
@@ -358,6 +363,9 @@ _CHECKS = {
                             else arguments.bounded("--after", value, minimum=0, maximum=2**63 - 1)),
     "note": lambda value: arguments.text("--note", value),
     "reason": lambda value: arguments.text("--reason", value),
+    "principal": lambda value: arguments.actor(value, "--principal"),
+    "resource": lambda value: arguments.text("--resource", value, max_length=500),
+    "expires": lambda value: arguments.text("--expires", value, max_length=64),
     "limit": lambda value: arguments.bounded("--limit", value, minimum=1, maximum=arguments.PAGE_MAX),
     "wait": lambda value: arguments.bounded("--wait", value, minimum=0, maximum=WAIT_MAX_SECONDS, integer=False),
     "interval": lambda value: arguments.bounded("--interval", value, minimum=INTERVAL_MIN_SECONDS,

@@ -1,0 +1,22 @@
+"""Every allow and deny of the tenant, newest first, filtered in the URL (task, outcome,
+boundary, principal); a denial is marked and names the boundary that enforced it."""
+
+from __future__ import annotations
+
+from console.ui.web import page, param, screen
+from runtime.authz.selectors import BOUNDARIES, decisions_page
+from runtime.errors import InvalidArgument
+
+OUTCOMES = {"allowed": True, "denied": False}
+
+
+@screen
+def decision_list(request, principal):
+    filters = {k: param(request, k) for k in ("task", "outcome", "boundary", "principal", "cursor")}
+    if filters["outcome"] is not None and filters["outcome"] not in OUTCOMES:
+        raise InvalidArgument("outcome must be allowed or denied", field="outcome")
+    decisions = decisions_page(tenant=principal.tenant, task=filters["task"],
+                               allowed=OUTCOMES.get(filters["outcome"]), boundary=filters["boundary"],
+                               principal=filters["principal"], after=filters["cursor"], limit=50)
+    return page(request, principal, "console/decisions.html",
+                {"decisions": decisions, "filters": filters, "boundaries": BOUNDARIES}, nav="decisions")
