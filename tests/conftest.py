@@ -52,6 +52,25 @@ def django_db_modify_db_settings():
     db.setdefault("TEST", {})["NAME"] = f"test_{db['NAME']}_{os.getpid()}"
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's, then a teardown that can always drop the test database. The drop
+    runs under the settings' statement timeout (a third of the lease), and after a suite
+    of real processes PostgreSQL's checkpoint before DROP DATABASE outlasted it on a
+    loaded machine; a session a killed process left behind would also block it. So:
+    no timeout, the leftover sessions ended, a checkpoint first."""
+    yield
+    with django_db_blocker.unblock():
+        options = connection.settings_dict.setdefault("OPTIONS", {})
+        options["options"] = f"{options.get('options', '')} -c statement_timeout=0".strip()
+        connection.close()
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            cur.execute("CHECKPOINT")
+        connection.close()
+
+
 @pytest.fixture(autouse=True)
 def _stop_lease_keeper():
     """A test that runs attempts in this process starts the lease keeper thread, whose

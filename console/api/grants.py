@@ -100,6 +100,8 @@ class InFlightOut(Schema):
     task: uuid.UUID
     name: str
     effect_class: str
+    gateway_route: str | None = Field(description="the credential gateway route serving it now (a stream is cut "
+                                      "at its next chunk), or null")
 
 
 class TaskUnderOut(Schema):
@@ -197,7 +199,8 @@ def preview_grant(request, grant_id: int = grant_id_path()):
     preview = revocation_preview(tenant=principal(request).tenant, grant_id=grant_id)
     return {"grant": grant_out(preview.grant), "affected_tasks": preview.count,
             "tasks": [{"id": t.id, "agent": t.agent, "status": t.status} for t in preview.tasks[:1000]],
-            "in_flight": [{"effect": e.id, "task": e.task_id, "name": e.name, "effect_class": e.effect_class}
+            "in_flight": [{"effect": e.id, "task": e.task_id, "name": e.name, "effect_class": e.effect_class,
+                           "gateway_route": e.gateway_route}
                           for e in preview.in_flight], "authz_revision": preview.revision, "limits": LIMITS}
 
 

@@ -79,7 +79,10 @@ def _live(principal, task_id) -> dict:
             "decisions": decisions_page(tenant=principal.tenant, task=task.id, limit=DECISIONS_SHOWN).items,
             "authority": effective_authority(detail.task),
             "may_cancel": detail.task.status in states.LIVE,
-            "may_resume": detail.task.status in states.sources("resume")}
+            # A blocked task is resumed only if a denial blocked it; an unknown effect is
+            # settled on its own page (states.BLOCKED_BY).
+            "may_resume": detail.task.status in states.sources("resume") and (
+                detail.task.status != states.BLOCKED or detail.task.blocked_reason == states.BLOCKED_BY["resume"])}
 
 
 @screen

@@ -13,7 +13,7 @@ from django.db.models.functions import Now
 from runtime import arguments, db, states
 from runtime.authz import patterns
 from runtime.errors import GrantNotFound, InvalidArgument, InvalidInput
-from runtime.models import AuditEvent, AuthzRevision, Decision, Effect, Grant, Task
+from runtime.models import AuditEvent, AuthzRevision, Decision, Effect, GatewayCall, Grant, Task
 from runtime.models.decision import BOUNDARIES
 from runtime.paging import Keyset, Page, keyset_page
 from runtime.tasks.selectors import task_get
@@ -214,6 +214,7 @@ class InFlight:
     task_id: uuid.UUID
     name: str
     effect_class: str
+    gateway_route: str | None = None  # admitted by the credential gateway and not yet answered
 
 
 @dataclass(frozen=True)
@@ -237,9 +238,16 @@ def revocation_preview(*, tenant: str, grant_id) -> RevocationPreview:
     grant = grant_get(grant_id=grant_id, tenant=tenant)
     tasks = tasks_under(tenant=tenant, principal=grant.principal)
     ids = [t.id for t in tasks]
-    effects = Effect.objects.filter(tenant=tenant, task_id__in=ids, state=states.INTENT).order_by("id") if ids else []
+    effects = list(Effect.objects.filter(tenant=tenant, task_id__in=ids, state=states.INTENT).order_by("id")[:1000]
+                   if ids else [])
+    # Which of them the gateway is serving now (a stream it will cut): its admitted call
+    # under the same task and key (the worker sends the effect's key with the call).
+    routes = dict(((c.task_id, c.idempotency_key), c.route) for c in GatewayCall.objects.filter(
+        task_id__in={e.task_id for e in effects}, idempotency_key__in=[e.key for e in effects],
+        outcome="admitted").only("task_id", "idempotency_key", "route")) if effects else {}
     return RevocationPreview(grant=grant, tasks=tasks,
-                             in_flight=[InFlight(e.id, e.task_id, e.name, e.effect_class) for e in effects],
+                             in_flight=[InFlight(e.id, e.task_id, e.name, e.effect_class, routes.get((e.task_id, e.key)))
+                                        for e in effects],
                              revision=authz_revision(tenant=tenant))
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from console.dev.demo.fake_model import FakeModel
 from console.dev.demo.fake_service import FakeService
 from console.models import OPERATOR
 from tests.e2e.acme import acme  # noqa: F401 - a fixture: one of everything in acme
@@ -48,10 +49,23 @@ def child_env(child_env, results_service) -> dict:
     return {**child_env, "STEWARD_DEMO_RESULTS_URL": results_service.url}
 
 
+# The model provider's key: only this module, the web process and the fake model hold it.
+MODEL_KEY = f"sk-e2e-{os.getpid()}-model"
+
+
 @pytest.fixture(scope="session")
-def web(child_env):
-    """`manage.py runserver --noreload` on a free loopback port, in the test database."""
-    env = {**child_env, "STEWARD_DEBUG": "1", "STEWARD_DB_POOL_MAX": "8", "PYTHONUNBUFFERED": "1"}
+def fake_model():
+    """The model provider behind the web process's credential gateway (loopback HTTP)."""
+    with FakeModel(key=MODEL_KEY) as model:
+        yield model
+
+
+@pytest.fixture(scope="session")
+def web(child_env, fake_model):
+    """`manage.py runserver --noreload` on a free loopback port, in the test database,
+    with the credential gateway pointed at the fake model."""
+    env = {**child_env, "STEWARD_DEBUG": "1", "STEWARD_DB_POOL_MAX": "8", "PYTHONUNBUFFERED": "1",
+           "STEWARD_MODEL_URL": fake_model.url, "STEWARD_MODEL_KEY": MODEL_KEY}
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the server is a plain WSGI process
     server = WebServer(env).start()
     try:

@@ -3,8 +3,10 @@ page, reads what revoking one of its grants will reach, and revokes it with a re
 grant shows revoked, and its history and the audit trail say who, when and why. bob, a
 viewer, is offered no revoke and his crafted POST is refused.
 
-Kept in steps (`revoke_from_agent_page`) so the gateway's half can follow it: the
-agent's next gateway call is denied and the denial shows on its task page."""
+The gateway's half: a t.model task's model reply is streaming through the credential
+gateway; the preview names that call; alice revokes its agent's grant; the stream is cut
+at its next chunk, the task is blocked and its page names the boundary; resumed, its
+next gateway call is denied again on current grants."""
 
 from __future__ import annotations
 
@@ -13,10 +15,13 @@ import re
 from playwright.sync_api import expect
 
 from console.access import agent_steward_set, person_principal
+from runtime import states
 from runtime.authz.services import authorize, grant_create
-from runtime.models import AuditEvent, Grant
-from tests.e2e.stack import EVENT_MS, csrf_token, screenshot
+from runtime.models import AuditEvent, Decision, GatewayCall, Grant, Task
+from runtime.tasks.services import task_submit
+from tests.e2e.stack import EVENT_MS, EVENT_S, csrf_token, screenshot
 from tests.faults.support import submit
+from tests.harness import wait_until
 
 REASON = "t.steps no longer needs the docs repository"
 
@@ -100,3 +105,64 @@ def test_alice_reads_the_preview_then_revokes_an_agents_grant_and_bob_cannot(per
                                 headers={"X-CSRFToken": token, "Referer": bob.url})
     assert response.status == 403
     assert Grant.objects.get(id=chat.id).revoked_at is None
+
+
+def test_after_alice_revokes_an_agents_grant_its_stream_is_cut_its_next_gateway_call_denied_and_shown(
+        person, people, fleet, web, fake_model):
+    agent_grant = grant_create(tenant="acme", principal="agent:t.model", action="model.call", resource="model:*",
+                               actor="user:dave")
+    grant_create(tenant="acme", principal="user:alice", action="model.call", resource="model:*", actor="user:dave")
+    agent_steward_set(principal=person_principal(people.dave, "acme", channel="console", credential="e2e-setup"),
+                      name="t.model", username="alice", allowed=True, reason="on call")
+    fleet.workers(1, env={"STEWARD_GATEWAY_URL": web.url})
+    fleet.supervisors(1)
+    with fake_model.lock:
+        fake_model.requests.clear()
+    # A reply streamed over a minute: it is still in flight while alice reads and confirms.
+    fake_model.set(reply=" ".join(f"w{i}" for i in range(600)), chunks=600, chunk_delay=0.1)
+    try:
+        task_id = task_submit(agent="t.model", input={"prompt": "summarise the week", "stream": True}, tenant="acme",
+                              owner="user:alice", actor="user:alice").task_id
+        wait_until(lambda: GatewayCall.objects.filter(task_id=task_id, outcome="admitted").exists(), timeout=EVENT_S,
+                   message="the task's model stream to be under way in the gateway")
+
+        page = person("alice")
+        page.goto("/agents/t.model/")
+        page.locator(f"#grant-{agent_grant.id}").get_by_role("link", name="Revoke…").click()
+        expect(page.locator("#in-flight")).to_contain_text("1 call in flight")
+        expect(page.locator("#preview")).to_contain_text("in the credential gateway at")
+        page.goto("/agents/t.model/")
+        shown = revoke_from_agent_page(page, "t.model", agent_grant, "the model budget moved to another agent")
+        assert shown == 1
+        event = AuditEvent.objects.get(kind="grant.revoked", data__grant=agent_grant.id)
+        assert event.data["affected_tasks"] == shown
+
+        task = wait_until(lambda: Task.objects.filter(id=task_id, status=states.BLOCKED).first(), timeout=EVENT_S,
+                          message="the cut stream's denial to block the task")
+    finally:
+        fake_model.set(reply=None, chunks=4, chunk_delay=0.0)
+    assert GatewayCall.objects.get(task_id=task_id, outcome="partial")  # cut at its next chunk
+    first = Decision.objects.get(task_id=task_id, allowed=False)
+    assert (first.boundary, first.reason_code, task.blocked_decision_id) == ("credential_gateway", "no_grant_agent",
+                                                                             first.id)
+
+    page.goto(f"/tasks/{task_id}/")
+    expect(page.locator("#task-status")).to_have_text("blocked")
+    expect(page.locator("#blocked-denied")).to_contain_text("authority denied at credential_gateway")
+    expect(page.locator("#blocked-denied")).to_contain_text("no_grant_agent")
+    expect(page.locator("#task-decisions tr[data-allowed=false]")).to_contain_text("credential_gateway")
+    screenshot(page, "task-denied")
+
+    # Resumed without a new grant, the agent's next gateway call is decided on current
+    # rows again, and denied again: a resume never brings the authority back.
+    page.get_by_role("link", name="Resume…").click()
+    page.locator("textarea[name=reason]").fill("try again")
+    page.get_by_role("button", name="Resume task").click()
+    wait_until(lambda: Decision.objects.filter(task_id=task_id, allowed=False).count() == 2, timeout=EVENT_S,
+               message="the resumed attempt's gateway call to be denied")
+    again = Decision.objects.filter(task_id=task_id, allowed=False).latest("at")
+    task = wait_until(lambda: Task.objects.filter(id=task_id, status=states.BLOCKED, blocked_decision=again.id).first(),
+                      timeout=EVENT_S, message="the task to be blocked again by the new denial")
+    assert (again.boundary, again.epoch) == ("credential_gateway", task.epoch) and task.epoch > first.epoch
+    page.goto(f"/tasks/{task_id}/")
+    expect(page.locator("#blocked-denied")).to_contain_text(str(again.id))
