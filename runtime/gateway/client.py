@@ -77,7 +77,8 @@ def model(ctx, seq: int, recorded, name: str, messages, *, model: str, stream: b
         def call(body, *, idempotency_key):
             return _chat(ctx, seq, body, idempotency_key)
 
-        receipt = ledger.perform(ctx, seq, name, call, (body,), {}, effect_class="idempotent", key=None, keyed=True)
+        receipt = ledger.perform(ctx, seq, name, call, (body,), {}, effect_class="idempotent", key=None, keyed=True,
+                                 untrusted=True)  # a model wrote it (the journal and ledger say so)
     return UntrustedText(receipt["text"], source=source, receipt=receipt)
 
 
@@ -95,7 +96,8 @@ def tool(ctx, seq: int, recorded, name: str, tool_name: str, method: str, path: 
 
     # The gateway deduplicates committed keys, and passes the key on to the tool.
     chosen = effect_class or ("read" if method in READ_METHODS else "idempotent")
-    return ledger.perform(ctx, seq, name, call, (request,), {}, effect_class=chosen, key=None, keyed=True)
+    return ledger.perform(ctx, seq, name, call, (request,), {}, effect_class=chosen, key=None, keyed=True,
+                          untrusted=True)  # an outside API wrote it
 
 
 def _chat(ctx, seq: int, body: dict, key: str) -> dict:

@@ -68,6 +68,10 @@ def test_a_worker_calls_the_model_and_a_tool_through_the_gateway_and_replays_wit
             "committed", effect.step_seq, effect.epoch, effect.attempt_id)
         assert effect.receipt["untrusted"] is True and effect.receipt["call"] == str(call.id)
     assert Step.objects.filter(task_id=t, kind="effect").count() == 2
+    # Model and tool output is marked untrusted where it is kept: ledger and journal alike.
+    assert [e.untrusted for e in effects] == [True, True]
+    assert list(Step.objects.filter(task_id=t).order_by("seq").values_list("kind", "untrusted")) == [
+        ("effect", True), ("effect", True), ("step", False)]
 
 
 def test_the_real_keys_are_nowhere_but_the_web_side(live, worker, gateway_web, model):
