@@ -22,14 +22,16 @@ SHARED = ("pools/", "agents/")
 
 
 def console_routes() -> list[str]:
-    """Every route of the site (django.urls) but the Django admin and the API (its own
-    tests), as Django's route strings: the console's, whoever's views serve them."""
+    """Every route of the site (django.urls) but the Django admin, the API and the
+    credential gateway (each with its own tests: the gateway's tenant is the capability
+    token's, never a session's; tests/console/gateway/ sends a tenant A token at tenant
+    B), as Django's route strings: the console's, whoever's views serve them."""
     found = []
 
     def walk(patterns, prefix: str) -> None:
         for pattern in patterns:
             route = prefix + str(pattern.pattern)
-            if route.startswith(("admin/", "api/")):
+            if route.startswith(("admin/", "api/", "gateway/")):
                 continue
             assert not route.startswith("^") and "(?P" not in route, f"{route}: a regex route; teach acme_url()"
             if isinstance(pattern, URLResolver):
