@@ -60,6 +60,13 @@ def _body(request) -> bytes:
         raise InputTooLarge("the body is too large", limit=services.MAX_BODY_BYTES) from None
 
 
+def _admit(request, claims: dict, route: str, action: str, resource: str):
+    """Decide the call on current rows and record it (one transaction, runtime/gateway/)."""
+    return services.gateway_admit(claims=claims, route=route, action=action, resource=resource,
+                                  idempotency_key=request.headers.get("Idempotency-Key"), step_seq=_step(request),
+                                  in_flight_seconds=settings.GATEWAY["TIMEOUT_SECONDS"])
+
+
 def _step(request) -> int | None:
     raw = request.headers.get("Steward-Step")
     if raw is None:
@@ -99,11 +106,7 @@ def chat_completions(request):
         model, stream = _completion_request(body)
         if not settings.GATEWAY["MODEL_URL"]:
             raise GatewayNotConfigured("no model provider is configured (STEWARD_MODEL_URL)")
-        admission = services.gateway_admit(claims=claims, route=MODEL_ROUTE, action=MODEL_ACTION,
-                                           resource=model_resource(model),
-                                           idempotency_key=request.headers.get("Idempotency-Key"),
-                                           step_seq=_step(request),
-                                           in_flight_seconds=settings.GATEWAY["TIMEOUT_SECONDS"])
+        admission = _admit(request, claims, MODEL_ROUTE, MODEL_ACTION, model_resource(model))
     except StewardError as exc:
         return _error(exc)
     if admission.outcome == "denied":
@@ -246,11 +249,7 @@ def tool(request, name: str, path: str = ""):
             raise InvalidArgument("the tool path must be plain path segments (no '..', no '//')", field="path")
         raw = _body(request)
         body = services.gateway_body(raw, content_type=request.content_type) if raw else None
-        admission = services.gateway_admit(claims=claims, route=route, action=TOOL_ACTION,
-                                           resource=tool_resource(name, path),
-                                           idempotency_key=request.headers.get("Idempotency-Key"),
-                                           step_seq=_step(request),
-                                           in_flight_seconds=settings.GATEWAY["TIMEOUT_SECONDS"])
+        admission = _admit(request, claims, route, TOOL_ACTION, tool_resource(name, path))
     except StewardError as exc:
         return _error(exc)
     if admission.outcome == "denied":
