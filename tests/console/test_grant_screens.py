@@ -76,10 +76,10 @@ def test_taking_the_right_back_refuses_the_next_change(world, grants, as_person)
 
 
 def test_the_right_is_for_operators_only(world):
-    from tests.snapshot import refused
-    refused("INVALID_ARGUMENT", lambda: _delegate(world, username="bob"))
-    refused("FORBIDDEN", lambda: agent_steward_set(principal=_principal(world.people.alice), name="t.steps",
-                                                   username="alice", allowed=True))
+    from tests.snapshot import refusal
+    assert refusal(lambda: _delegate(world, username="bob")) == ("INVALID_ARGUMENT", [])  # bob is a viewer
+    assert refusal(lambda: agent_steward_set(principal=_principal(world.people.alice), name="t.steps",
+                                             username="alice", allowed=True)) == ("FORBIDDEN", [])  # not an admin
 
 
 def test_an_admin_previews_then_revokes_and_the_count_shown_is_the_count_recorded(world, grants, as_person):
