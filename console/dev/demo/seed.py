@@ -39,15 +39,15 @@ TASKS = [
 # below. The demo agents do not call authorize() yet: these give the agents, grants and
 # decisions screens something to show, and the revoke journey something to revoke.
 GRANTS = [
-    ("acme", "agent:research.batch", "model.chat", "model:*"),
+    ("acme", "agent:research.batch", "model.call", "model:*"),
     ("acme", "agent:research.batch", "tool.search", "repo:acme/*"),
-    ("acme", "agent:research.experiment", "model.chat", "model:*"),
+    ("acme", "agent:research.experiment", "model.call", "model:*"),
     ("acme", "agent:notify.send", "http.post", "notify:oncall@example.com"),
-    ("acme", "user:alice", "model.chat", "model:*"),
+    ("acme", "user:alice", "model.call", "model:*"),
     ("acme", "user:alice", "tool.search", "repo:*"),
     ("acme", "user:alice", "http.post", "notify:*"),
-    ("globex", "agent:research.batch", "model.chat", "model:*"),
-    ("globex", "user:carol", "model.chat", "model:*"),
+    ("globex", "agent:research.batch", "model.call", "model:*"),
+    ("globex", "user:carol", "model.call", "model:*"),
 ]
 GRANTED_BY = {"acme": "dave", "globex": "carol"}
 # alice (operator of acme) may change research.batch's grants there: a guardian right.
