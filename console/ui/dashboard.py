@@ -6,7 +6,6 @@ band (the charts redraw from them in place)."""
 
 from __future__ import annotations
 
-from django.http import HttpResponse
 from django.utils import timezone
 
 from console.ui.web import page, screen
@@ -48,10 +47,7 @@ def dashboard(request, principal):
 @screen
 def dashboard_live(request, principal):
     """The `now` partial, and the last hour's totals and chart data out of band."""
-    parts = [page(request, principal, "console/dashboard.html#now", _now(principal))]
-    hour = {**_last_hour(), "oob": True}
-    parts += [page(request, principal, f"console/dashboard.html#{name}", hour) for name in ("hour", "chart")]
-    return HttpResponse(b"\n".join(p.content for p in parts))
+    return page(request, principal, "console/dashboard.html#live", {**_now(principal), **_last_hour(), "oob": True})
 
 
 def _last_hour() -> dict:
