@@ -188,6 +188,12 @@ STEWARD = {
     # Whether the gateway waits for the WAL flush of an admitted call's decision before
     # forwarding it (denials always do): docs/adr/0014-credential-gateway.md.
     "GATEWAY_DURABLE_ADMIT": env.get_bool("STEWARD_GATEWAY_DURABLE_ADMIT", False),
+    # A stop (runtime/stops/) waits this long at each level of a tree for its boundaries'
+    # acknowledgments (leaves first, each level up one bound later), then cancels anyway,
+    # listing what never answered. A worker whose step ignores a stop for STOP_GRACE_SECONDS
+    # ends its attempt by force (runtime/worker/).
+    "STOP_BOUND_SECONDS": env.get_number("STEWARD_STOP_BOUND_SECONDS", 30.0, minimum=0.1, maximum=86_400.0),
+    "STOP_GRACE_SECONDS": env.get_number("STEWARD_STOP_GRACE_SECONDS", 10.0, minimum=0.0, maximum=86_400.0),
     # Largest pool limits an operator may set (docs/limits.md). Each running place is a
     # slot row, hence a bound well below the column's; running + queued must fit the
     # integer arithmetic of admission (steward_submit), hence the queued bound's maximum.

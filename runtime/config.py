@@ -25,6 +25,14 @@ def sweep_seconds() -> float:
     return float(_get("SWEEP_SECONDS"))
 
 
+def stop_bound_seconds() -> float:
+    return float(_get("STOP_BOUND_SECONDS"))
+
+
+def stop_grace_seconds() -> float:
+    return float(_get("STOP_GRACE_SECONDS"))
+
+
 def redispatch_seconds() -> float:
     return float(_get("REDISPATCH_SECONDS"))
 
@@ -84,3 +92,9 @@ def gateway_durable_admit() -> bool:
     """Whether an admitted gateway call's decision and row wait for the WAL flush
     before the call is forwarded (docs/adr/0014-credential-gateway.md)."""
     return bool(_get("GATEWAY_DURABLE_ADMIT"))
+
+
+def gateway_timeout_seconds() -> float:
+    """How long the gateway carries one call at most: an admitted call older than this
+    is no longer in flight (settings.GATEWAY, the web side's)."""
+    return float(getattr(settings, "GATEWAY", {}).get("TIMEOUT_SECONDS", 120.0))

@@ -202,6 +202,21 @@ class InvalidTransition(StewardError):
     status = 409
 
 
+# --- Stops (runtime/stops/) ---------------------------------------------------------------
+
+
+class AgentStopped(StewardError):
+    """The agent's kill switch is closed in this tenant: no task of it is admitted."""
+
+    code = "AGENT_STOPPED"
+    status = 409
+
+
+class StopNotFound(StewardError):
+    code = "STOP_NOT_FOUND"
+    status = 404
+
+
 # --- Authority (runtime/authz/) ----------------------------------------------------------
 
 

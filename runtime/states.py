@@ -14,11 +14,12 @@ SLEEPING = "sleeping"    # a durable timer; holds no worker and no slot until wa
 WAITING = "waiting"      # waits for children; holds no worker and no slot
 BLOCKED = "blocked"      # waits for an operator: an unknown effect, or a denial (blocked_reason)
 DEAD = "dead"            # its worker died MAX_CRASHES times in a row; waits for a resume
+STOPPING = "stopping"    # a stop closed its admission; waits for its boundaries' acknowledgments
 COMPLETED = "completed"  # the agent returned; terminal
 FAILED = "failed"        # the agent raised, or replay was nondeterministic; terminal
 CANCELLED = "cancelled"  # stopped by an operator; terminal unless explicitly resumed
 
-TASK_STATUSES = (QUEUED, RUNNING, SLEEPING, WAITING, BLOCKED, DEAD, COMPLETED, FAILED, CANCELLED)
+TASK_STATUSES = (QUEUED, RUNNING, SLEEPING, WAITING, BLOCKED, DEAD, STOPPING, COMPLETED, FAILED, CANCELLED)
 TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
 LIVE = frozenset(TASK_STATUSES) - TERMINAL
 
@@ -37,8 +38,19 @@ TASK_TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
     "wake": (frozenset({SLEEPING, WAITING}), QUEUED),     # timer due / children finished
     "unblock": (frozenset({BLOCKED}), QUEUED),            # an operator resolved the effect (effect_unknown only)
     "resume": (frozenset({DEAD, FAILED, BLOCKED, CANCELLED}), QUEUED),  # explicit, audited; blocked: denied only
-    "cancel": (frozenset(LIVE), CANCELLED),               # operator stop (cascades to children)
+    # A stop (runtime/stops/): every live task of the tree moves to stopping in one
+    # transaction, which closes its admission; each becomes cancelled once its four
+    # boundaries acknowledged and its children are cancelled, or its bound passed.
+    "stop": (frozenset(LIVE - {STOPPING}), STOPPING),   # operator stop (the tree, or an agent's tasks)
+    "cancel": (frozenset({STOPPING}), CANCELLED),         # acknowledged, or the stop's bound passed
 }
+
+# --- Stop boundaries: each writes one acknowledgment per stopped task (steward_stop_ack) --
+WORKER = "worker"                          # the attempt ended: cleanly at a step boundary, or by force
+STORAGE = "storage"                        # the fence is in place: every write of the task is refused
+CREDENTIAL_GATEWAY = "credential_gateway"  # its tokens are refused; its in-flight calls cut or unresolved
+SCHEDULER = "scheduler"                    # its timers and queued work dropped
+STOP_BOUNDARIES = (WORKER, STORAGE, CREDENTIAL_GATEWAY, SCHEDULER)
 
 # --- Why a task is blocked (steward_task.blocked_reason) ---------------------------------
 # Both wait for a person, but for different acts: an unknown effect is settled by

@@ -17,8 +17,9 @@ from console.api.errors import ERRORS
 from console.api.schemas import Moment, Name, Page, PoolName, cursor_query, limit_query, page_of
 from runtime import states
 from runtime.effects.selectors import effect_page
+from runtime.stops.services import task_stop
 from runtime.tasks.selectors import attempt_page, step_page, task_get, task_page
-from runtime.tasks.services import task_cancel, task_resume, task_submit
+from runtime.tasks.services import task_resume, task_submit
 from runtime.trail.selectors import audit_page
 
 router = Router(tags=["tasks"])
@@ -205,7 +206,7 @@ def cancel(request, task_id: uuid.UUID, body: Cancel | None = None):
     body = body or Cancel()
     with operating(request) as who:
         task = task_get(task_id, tenant=who.tenant)
-        return {"cancelled": task_cancel(task_id=task.id, actor=who.actor, reason=body.reason)}
+        return {"cancelled": task_stop(task_id=task.id, actor=who.actor, reason=body.reason).cancelled}
 
 
 @router.post("/tasks/{task_id}/resume", response={200: TaskOut, **ERRORS},

@@ -22,6 +22,7 @@ from console.ui.web import form_status, page, param, screen
 from runtime import states
 from runtime.authz.selectors import decisions_page, effective_authority
 from runtime.errors import InvalidInput, StewardError
+from runtime.stops.services import task_stop
 from runtime.tasks.selectors import (
     journal_page,
     step_count,
@@ -31,7 +32,7 @@ from runtime.tasks.selectors import (
     task_page,
     task_subtree_live,
 )
-from runtime.tasks.services import task_cancel, task_resume
+from runtime.tasks.services import task_resume
 
 STEPS_PER_PAGE = 100
 TREE_SHOWN = 200
@@ -136,8 +137,10 @@ def _confirm(request, principal, task_id, action: str):
                 raise InvalidInput("say why: the reason is kept in the audit trail", field="reason")
             with acting(principal):
                 if action == "cancel":
-                    done = task_cancel(task_id=task.id, actor=principal.actor, reason=reason)
-                    messages.success(request, f"Cancelled {len(done)} task{'s' if len(done) != 1 else ''}.")
+                    done = task_stop(task_id=task.id, actor=principal.actor, reason=reason)
+                    messages.success(request, f"Stop requested for {len(done.tasks)} task"
+                                              f"{'s' if len(done.tasks) != 1 else ''}: {len(done.cancelled)} "
+                                              f"cancelled, {len(done.stopping)} stopping.")
                 else:
                     task_resume(task_id=task.id, actor=principal.actor, note=reason)
                     messages.success(request, "Queued for a new attempt.")

@@ -20,6 +20,7 @@ from runtime.models.process import Process, ProcessMinute
 from runtime.models.seal import AuditSeal
 from runtime.models.slot import Slot
 from runtime.models.step import Step
+from runtime.models.stop import AgentSwitch, Stop, StopAck
 from runtime.models.task import Task
 
-__all__ = ["Attempt", "AuditEvent", "AuditSeal", "AuthzRevision", "Decision", "Effect", "GatewayCall", "Grant", "Pool", "PoolCount", "Process", "ProcessMinute", "Slot", "Step", "Task"]
+__all__ = ["AgentSwitch", "Attempt", "AuditEvent", "AuditSeal", "AuthzRevision", "Decision", "Effect", "GatewayCall", "Grant", "Pool", "PoolCount", "Process", "ProcessMinute", "Slot", "Step", "Stop", "StopAck", "Task"]

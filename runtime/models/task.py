@@ -52,6 +52,15 @@ class Task(models.Model):
     # reason_code, policy_version and authz_revision. No index: read from the task only.
     blocked_decision = models.ForeignKey("runtime.Decision", null=True, blank=True, on_delete=models.PROTECT,
                                          related_name="+", db_index=False)
+    # The stop that covers it (runtime/stops/), and when that stop stops waiting for it:
+    # the leaves' bound comes first, each level up one bound later.
+    stop = models.ForeignKey("runtime.Stop", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks",
+                             db_index=False)
+    stop_deadline = models.DateTimeField(null=True, blank=True)
+    # A deliberate new run of a cancelled task (task_rerun) names the run it repeats;
+    # the old one finds its new runs through this column (`reruns`).
+    rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="reruns",
+                                 db_index=False)
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     status_note = models.CharField(max_length=500, blank=True, default="")
@@ -91,6 +100,10 @@ class Task(models.Model):
                 | Q(blocked_decision__isnull=False),
                 name="task_denied_names_its_decision",
             ),
+            models.CheckConstraint(
+                condition=~Q(status=states.STOPPING) | Q(stop__isnull=False, stop_deadline__isnull=False),
+                name="task_stopping_names_its_stop",
+            ),
         ]
         indexes = [
             # Claim order within a pool, and each pool's oldest queued task for the sweep.
@@ -103,6 +116,9 @@ class Task(models.Model):
             # and a running task always holds a slot, so `pools` counts them through
             # steward_slot. Dropping it saved an index entry on every claim.
             models.Index(fields=["wake_at"], condition=Q(status=states.SLEEPING), name="task_sleeping_due"),
+            models.Index(fields=["stop_deadline"], condition=Q(status=states.STOPPING), name="task_stopping_due"),
+            models.Index(fields=["stop"], condition=Q(stop__isnull=False), name="task_by_stop"),
+            models.Index(fields=["rerun_of"], condition=Q(rerun_of__isnull=False), name="task_reruns"),
             # The list pages (runtime/tasks/selectors.py task_page), newest first by id (ids are
             # time-ordered). Each full index here costs about 8 µs on every write of a
             # task row (status changes are never HOT), some 25 µs per task, about 1% of

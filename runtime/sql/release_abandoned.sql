@@ -18,4 +18,4 @@ WITH ended AS (
                               'slot_freed', freed.pool IS NOT NULL)
     FROM ended LEFT JOIN freed ON freed.task_id = ended.task_id
 )
-SELECT freed.pool FROM ended LEFT JOIN freed ON freed.task_id = ended.task_id
+SELECT freed.pool, ended.task_id, ended.epoch, ended.worker FROM ended LEFT JOIN freed ON freed.task_id = ended.task_id

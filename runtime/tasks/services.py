@@ -1,5 +1,5 @@
 """Tasks: submitting them (validation, idempotent create, pool admission), and what an
-operator does to one (cancel, resume)."""
+operator does to one (resume; stopping is runtime/stops/)."""
 
 from __future__ import annotations
 
@@ -7,18 +7,21 @@ import json
 import uuid
 from dataclasses import dataclass
 
+import psycopg
 from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import Now
 
 from runtime import agents, arguments, config, db, encoding, states
 from runtime.attempts import dispatch
-from runtime.attempts.transitions import wake_parent
 from runtime.audit import audit_append, with_via
-from runtime.errors import IdempotencyConflict, InvalidInput, InvalidTransition, QueueFull
+from runtime.errors import AgentStopped, IdempotencyConflict, InvalidInput, InvalidTransition, QueueFull
 from runtime.limits.services import default_pool_name, first_use_reason, pool_create_on_first_use, unknown_pool
 from runtime.models import Task
 from runtime.tasks.selectors import task_get
+
+# What migration 0014's trigger raises for a task of an agent whose kill switch is closed.
+AGENT_STOPPED_SQLSTATE = "SW001"
 
 
 @dataclass(frozen=True)
@@ -78,13 +81,13 @@ def insert_task(*, agent: str, input_text: str, digest: str, tenant: str, owner:
                                       **({"requested_scope": requested_scope}
                                          if requested_scope is not None else {})})),
     }
-    outcome, found_id, status, admitted, max_running, max_queued, wake = db.fetchone("submit", params)
+    outcome, found_id, status, admitted, max_running, max_queued, wake = _submit(params)
     if outcome == "no_pool":
         why = first_use_reason(pool, agent=agent, agent_pool=agents.get(agent).pool)
         if why is None:
             raise unknown_pool(pool)
         pool_create_on_first_use(name=pool, actor=actor, why=why)
-        outcome, found_id, status, admitted, max_running, max_queued, wake = db.fetchone("submit", params)
+        outcome, found_id, status, admitted, max_running, max_queued, wake = _submit(params)
         if outcome == "no_pool":  # removed again between the two statements (pool_remove)
             raise unknown_pool(pool)
     if outcome == "conflict":
@@ -102,6 +105,17 @@ def insert_task(*, agent: str, input_text: str, digest: str, tenant: str, owner:
     if wake:
         dispatch.pool_has_work(pool)
     return Submission(found_id, outcome == "created", status)
+
+
+def _submit(params: dict):
+    try:
+        return db.fetchone("submit", params)
+    except psycopg.Error as exc:
+        if exc.sqlstate != AGENT_STOPPED_SQLSTATE:
+            raise
+        # The kill switch (runtime/stops/, migration 0014's trigger): nothing was inserted.
+        raise AgentStopped(f"agent {params['agent']!r} is stopped in tenant {params['tenant']!r}: submission is "
+                           f"closed until an operator reopens it", agent=params["agent"]) from None
 
 
 def validate_input(spec: agents.AgentSpec, value) -> tuple[str, str]:
@@ -152,40 +166,6 @@ def _printable(text: str, width: int) -> str:
 # conditional writes and audits them in the same transaction; not callable from agent code.
 
 
-def task_cancel(*, task_id, actor: str, reason: str = "") -> list:
-    """Cancel a task and every live descendant; return the ids cancelled.
-
-    1. Lock the task's parent (if any), then the subtree top-down: the same order in
-       which finishing children lock their parents, so the two cannot deadlock.
-    2. Move each live task to cancelled with one conditional UPDATE. Running attempts
-       keep their lease and slot until their worker notices at its next fenced write
-       (or the supervisor finds it gone): a slot is free only when the work stopped.
-       If nothing was live, refuse (INVALID_TRANSITION): the task has finished, and
-       whether it completed, failed or was cancelled before, cancelling it now is the
-       same mistake.
-    3. Audit each, and wake the parent if it was waiting for this task.
-    """
-    arguments.actor(actor)
-    arguments.text("reason", reason)
-    with transaction.atomic(durable=True):
-        task = task_get(arguments.task_id(task_id))
-        if task.parent_id:
-            db.execute("lock_task", {"task": task.parent_id})
-        cancelled = [row[0] for row in db.fetchall("cancel_tree", {"task": task.id})]
-        if not cancelled:
-            # Read again under cancel_tree's lock: the status read above may be older
-            # than a finish that committed since (a worker completing it, another cancel).
-            status = Task.objects.filter(id=task.id).values_list("status", flat=True).get()
-            raise InvalidTransition(f"task {task.id} has already finished ({status}); "
-                                    f"only a live task can be cancelled", status=status)
-        for cancelled_id in cancelled:
-            audit_append(actor=actor, tenant=task.tenant, task_id=cancelled_id, kind="task.cancelled",
-                         data={"reason": reason, "requested_on": str(task.id)})
-        if task.parent_id and task.id in cancelled:
-            wake_parent(parent_id=task.parent_id, child_id=task.id, actor=actor)
-        return cancelled
-
-
 def task_resume(*, task_id, actor: str, note: str = "") -> None:
     """Queue a dead, failed, cancelled or denied task for a new attempt (reason `resume`).
 
@@ -208,7 +188,7 @@ def task_resume(*, task_id, actor: str, note: str = "") -> None:
         won = Task.objects.filter(resumable, id=task.id, status__in=states.sources("resume")).update(
             status=states.QUEUED, next_reason=states.RESUME, crash_count=0, queued_at=Now(),
             finished_at=None, status_note=f"resumed by {actor}", updated_at=Now(),
-            blocked_reason=None, blocked_decision=None,
+            blocked_reason=None, blocked_decision=None, stop=None, stop_deadline=None,
         )
         if not won:
             # Another operator (a resume, a cancel, a resolve) or the worker moved it first,

@@ -25,7 +25,7 @@ import uuid
 
 from django.db import transaction
 
-from runtime import agents, config, db, encoding, faults, outages
+from runtime import agents, config, db, encoding, faults, outages, states
 from runtime.attempts import dispatch, journal
 from runtime.attempts.lease import Claim, claim_next, keeper
 from runtime.attempts.transitions import end_attempt, release_stopped
@@ -42,6 +42,7 @@ from runtime.errors import (
     Suspend,
 )
 from runtime.models import Decision
+from runtime.stops.services import stop_ack
 from runtime.worker.context import Context
 
 log = logging.getLogger(__name__)
@@ -269,7 +270,10 @@ def _refused(claim: Claim, refused: Fenced) -> None:
         with transaction.atomic(durable=True):
             audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="write.refused",
                          data={"boundary": "storage", "write": refused.write, "epoch": lease.epoch})
-            release_stopped(task_id=lease.task_id, epoch=lease.epoch, end_reason="fenced", actor=lease.actor)
+            if release_stopped(task_id=lease.task_id, epoch=lease.epoch, end_reason="fenced", actor=lease.actor):
+                # A stop's worker boundary: this attempt left agent code at a step boundary.
+                stop_ack(task_id=lease.task_id, boundary=states.WORKER, by=lease.actor,
+                         detail={"ended": "cleanly", "epoch": lease.epoch, "at": refused.write})
     except db.CONNECTION_ERRORS:
         db.discard_connection()
         log.info("could not record the refusal of %s epoch %s; the supervisor releases it", lease.task_id,

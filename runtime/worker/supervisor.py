@@ -16,9 +16,10 @@ from dataclasses import asdict, dataclass
 
 from django.db import transaction
 
-from runtime import config, db, outages
+from runtime import config, db, outages, states
 from runtime.attempts import dispatch
 from runtime.meter import meter
+from runtime.stops.services import stop_ack, stops_settle_due
 from runtime.trail.seals import audit_seal
 from runtime.worker.heartbeat import Heartbeat
 
@@ -31,6 +32,7 @@ class SweepReport:
     woken: int = 0          # sleeping tasks whose timer is due, and waiting parents
     redispatched: int = 0   # wake-ups re-sent for queued work nobody picked up
     sealed: int = 0         # tenants whose moved audit chain heads were sealed
+    stops_bounded: int = 0  # stopping tasks cancelled because their stop's bound passed
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -80,6 +82,7 @@ def sweep(*, supervisor_id: str) -> SweepReport:
     _retire_slots()
     _fold_counts()
     _wake(report, actor)
+    _settle_stops(report, actor)
     _redispatch(report)
     _seal(report)
     for name, value in report.as_dict().items():
@@ -121,10 +124,14 @@ def _release_abandoned(report: SweepReport, actor: str) -> None:
     """2. Attempts of tasks that moved on without them (cancelled, say) whose worker
     stopped heartbeating: nobody will acknowledge, so end them and free their slots."""
     with transaction.atomic(durable=True):
-        for (pool,) in db.fetchall("release_abandoned", {"actor": actor}):
+        for pool, task_id, epoch, worker in db.fetchall("release_abandoned", {"actor": actor}):
             report.released += 1
             if pool:
                 dispatch.pool_has_work(pool)
+            # If a stop was waiting for this worker, it never will answer: the attempt
+            # ended because its lease lapsed, and the acknowledgment says exactly that.
+            stop_ack(task_id=task_id, boundary=states.WORKER, by=actor,
+                     detail={"ended": "lease lapsed", "epoch": epoch, "worker": worker})
 
 
 def _retire_slots() -> None:
@@ -146,6 +153,12 @@ def _wake(report: SweepReport, actor: str) -> None:
         for pool, count in db.fetchall("wake_due", {"actor": actor}):
             report.woken += count
             dispatch.pool_has_work(pool, count)
+
+
+def _settle_stops(report: SweepReport, actor: str) -> None:
+    """3b. Stopping tasks whose stop's bound passed: cancelled anyway, leaves first, with
+    the acknowledgments that never came listed (runtime/stops/)."""
+    report.stops_bounded += stops_settle_due(actor=actor)
 
 
 def _redispatch(report: SweepReport) -> None:

@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from playwright.sync_api import expect
 
 from runtime.models import AuditEvent
-from runtime.tasks.services import task_cancel
+from runtime.stops.services import task_stop
 from tests.e2e.stack import EVENT_MS, screenshot
 from tests.faults.support import submit
 
@@ -45,7 +45,7 @@ def test_alice_filters_verifies_and_exports_the_audit_trail_and_the_export_holds
     # Two tasks, so that each filter has something to leave out; the kept one has a history.
     kept = submit("t.steps", {"n": 2}).task_id
     other = submit("t.steps", {"n": 2}).task_id
-    task_cancel(task_id=kept, actor="user:alice", reason="the filter's subject")
+    task_stop(task_id=kept, actor="user:alice", reason="the filter's subject")
     acme = AuditEvent.objects.filter(tenant="acme").order_by("id")
     of_kept = list(acme.filter(task_id=kept).values_list("id", flat=True))
     submitted = list(acme.filter(kind="task.submitted").values_list("id", flat=True))

@@ -16,8 +16,9 @@ import pytest
 from runtime import states
 from runtime.limits.services import pool_create
 from runtime.models import Attempt, AuditEvent, Slot, Step, Task
+from runtime.stops.services import task_stop
 from runtime.tasks.selectors import task_detail
-from runtime.tasks.services import task_cancel, task_submit
+from runtime.tasks.services import task_submit
 from tests.harness import wait_until
 
 pytestmark = [pytest.mark.integration]
@@ -133,21 +134,31 @@ def test_cancelling_a_parent_cancels_its_live_children_and_nothing_overwrites_it
     reached(finished.id, states.COMPLETED)
     reached(parent, states.WAITING)
 
-    cancelled = task_cancel(task_id=parent, actor="user:alice", reason="stop the batch")
+    started = task_stop(task_id=parent, actor="user:alice", reason="stop the batch")
 
-    assert set(cancelled) == {parent, *(c.id for c in running)}
+    assert set(started.tasks) == {parent, *(c.id for c in running)}
     assert status_of(finished.id) == states.COMPLETED  # already finished: it stays finished
-    assert {status_of(c.id) for c in running} == {states.CANCELLED}
-    assert status_of(parent) == states.CANCELLED
-    for task_id in cancelled:
-        event = AuditEvent.objects.get(task_id=task_id, kind="task.cancelled")
+    # The running children's workers have not answered yet, and the parent waits for its
+    # children (leaf first): nothing is cancelled before its boundaries acknowledge.
+    assert started.cancelled == []
+    assert {status_of(c.id) for c in running} == {states.STOPPING}
+    assert status_of(parent) == states.STOPPING
+    for task_id in started.tasks:
+        event = AuditEvent.objects.get(task_id=task_id, kind="task.stopping")
         assert (event.actor, event.data["requested_on"]) == ("user:alice", str(parent))
 
-    # The running children come back from their calls; every write they try is refused.
+    # The running children come back from their calls; every write they try is refused,
+    # each worker acknowledges, and the tree is cancelled leaves first.
     fake.release()
     wait_until(lambda: not Attempt.objects.filter(ended_at__isnull=True).exists(),
                message="the stopped children's workers to acknowledge")
+    wait_until(lambda: status_of(parent) == states.CANCELLED, message="the parent to be cancelled")
     assert [status_of(t) for t in (parent, *(c.id for c in running))] == [states.CANCELLED] * 3
+    cancelled_at = {e.task_id: e.id for e in AuditEvent.objects.filter(task_id__in=started.tasks,
+                                                                         kind="task.cancelled")}
+    assert all(cancelled_at[c.id] < cancelled_at[parent] for c in running)  # leaf first
+    assert all(e.data["acknowledged"] for e in AuditEvent.objects.filter(task_id__in=started.tasks,
+                                                                         kind="task.cancelled"))
     assert {a.end_reason for c in running for a in Attempt.objects.filter(task_id=c.id)} == {"fenced"}
     assert not Step.objects.filter(task_id__in=[c.id for c in running]).exists()
     assert not Slot.objects.filter(task__isnull=False).exists()
@@ -176,7 +187,7 @@ def test_two_children_finishing_at_the_same_moment_always_wake_their_parent(live
             outcomes["parent woken"] += 1
         except AssertionError:
             outcomes[f"lost wake-up ({status_of(parent)})"] += 1
-            task_cancel(task_id=parent, actor="test", reason="lost wake-up")  # next trial starts clean
+            task_stop(task_id=parent, actor="test", reason="lost wake-up")  # next trial starts clean
         wakes = AuditEvent.objects.filter(task_id=parent, kind="task.woken")
         assert all(w.data["by"] == "children" for w in wakes)
         outcomes[f"woken {wakes.count()} time(s)"] += 1

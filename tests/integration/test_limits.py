@@ -21,7 +21,8 @@ from runtime.attempts import dispatch
 from runtime.errors import QueueFull
 from runtime.limits.services import pool_create
 from runtime.models import Attempt, AuditEvent, Slot, Step, Task
-from runtime.tasks.services import Submission, task_cancel, task_submit
+from runtime.stops.services import task_stop
+from runtime.tasks.services import Submission, task_submit
 from tests.harness import race, wait_until
 
 pytestmark = [pytest.mark.integration]
@@ -206,7 +207,7 @@ def test_a_cancelled_task_keeps_its_slot_until_its_worker_notices_then_frees_it(
     assert fake.wait_for_hung(1, timeout=20)
     behind = submit("t.busy", {"url": fake.url}, "one").task_id
 
-    assert task_cancel(task_id=doomed, actor="user:alice", reason="test") == [doomed]
+    assert task_stop(task_id=doomed, actor="user:alice", reason="test").tasks == [doomed]
 
     # The work has not stopped yet (the worker is inside the call): the slot stays held,
     # so the queued task cannot start alongside it.
@@ -239,7 +240,7 @@ def test_a_cancelled_task_whose_worker_died_gets_its_slot_back_from_the_supervis
     fake.push("hang")
     doomed = submit("t.busy", {"url": fake.url}, "one").task_id
     assert fake.wait_for_hung(1, timeout=20)
-    task_cancel(task_id=doomed, actor="user:alice", reason="test")
+    task_stop(task_id=doomed, actor="user:alice", reason="test")
     worker_in_call(workers, fake).kill()  # it will never acknowledge the stop
     after = submit("t.busy", {"url": fake.url}, "one").task_id
 

@@ -18,7 +18,8 @@ from django.db import DatabaseError, connection, transaction
 
 from runtime import states
 from runtime.models import AuditEvent, Task
-from runtime.tasks.services import task_cancel, task_resume
+from runtime.stops.services import task_stop
+from runtime.tasks.services import task_resume
 from runtime.trail.services import Tampered, audit_problems, audit_verify
 from tests.runtime.inprocess import NAP, run, submit, wake
 
@@ -122,7 +123,7 @@ def test_failures_and_operator_transitions_are_chained_too(live):
     failing = submit("t.child", {"value": 1, "fail": True})
     stopped = submit("t.sleeper", {"seconds": 3600})
     run()
-    task_cancel(task_id=stopped, actor="user:alice", reason="enough")
+    task_stop(task_id=stopped, actor="user:alice", reason="enough")
     task_resume(task_id=stopped, actor="user:alice", note="go on")
 
     assert [r.kind for r in chain(failing)] == ["task.submitted", "attempt.started", "task.failed"]
@@ -130,7 +131,8 @@ def test_failures_and_operator_transitions_are_chained_too(live):
         ("task.submitted", "user:alice"),
         ("attempt.started", "worker:test"),
         ("task.sleeping", "worker:test"),
-        ("task.cancelled", "user:alice"),
+        ("task.stopping", "user:alice"),   # admission closed, timer dropped
+        ("task.cancelled", "user:alice"),  # nothing ran: every boundary acknowledged at once
         ("task.resumed", "user:alice"),
     ]
     for task_id in (failing, stopped):
@@ -163,7 +165,7 @@ def audit_insert_fails(live):
 @pytest.mark.parametrize("kind, act, status_stays", [
     ("attempt.started", lambda task_id: run(), states.QUEUED),
     ("task.completed", lambda task_id: run(), states.RUNNING),
-    ("task.cancelled", lambda task_id: task_cancel(task_id=task_id, actor="user:alice"), states.QUEUED),
+    ("task.cancelled", lambda task_id: task_stop(task_id=task_id, actor="user:alice", reason="test"), states.QUEUED),
 ], ids=["claim", "complete", "cancel"])
 def test_a_transition_whose_audit_row_cannot_be_written_does_not_happen(audit_insert_fails, kind, act, status_stays):
     task_id = submit("t.steps", {"n": 1})

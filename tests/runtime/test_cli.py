@@ -18,7 +18,8 @@ from django.utils import timezone
 from runtime import states
 from runtime.limits.services import pool_create
 from runtime.models import Attempt, AuditEvent, Effect, Pool, Task
-from runtime.tasks.services import task_cancel, task_submit
+from runtime.stops.services import task_stop
+from runtime.tasks.services import task_submit
 from tests.harness import REPO
 
 ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
@@ -73,7 +74,7 @@ def test_submit_prints_the_new_task_id_and_a_repeat_of_its_key_names_the_same_ta
 def test_tasks_lists_tasks_with_their_status_and_filters_by_status(db):
     queued = task_submit(agent="t.steps", input={}, **ALICE).task_id
     cancelled = task_submit(agent="t.child", input={"value": 1}, **ALICE).task_id
-    task_cancel(task_id=cancelled, actor="user:alice")
+    task_stop(task_id=cancelled, actor="user:alice", reason="test")
 
     out = steward("tasks")
     assert out.splitlines()[0].split() == ["task", "agent", "status", "epoch", "pool", "updated", "note"]

@@ -26,7 +26,8 @@ from django.db import connections
 
 from runtime.limits.services import pool_create
 from runtime.models import Effect, Task
-from runtime.tasks.services import task_cancel, task_submit
+from runtime.stops.services import task_stop
+from runtime.tasks.services import task_submit
 from tests.harness import REPO
 from tests.runtime.test_cli import ALICE, blocked_task_with_unknown_effect
 from tests.snapshot import snapshot
@@ -70,7 +71,7 @@ def world(db, tmp_path):
     queued = task_submit(agent="t.steps", input={"n": 1}, pool="batch", **ALICE).task_id
     blocked, effect = blocked_task_with_unknown_effect()
     cancelled = task_submit(agent="t.steps", input={"n": 2}, pool="batch", **ALICE).task_id
-    task_cancel(task_id=cancelled, actor="user:alice")
+    task_stop(task_id=cancelled, actor="user:alice", reason="test")
     completed = task_submit(agent="t.steps", input={"n": 3}, pool="batch", **ALICE).task_id
     Task.objects.filter(id=completed).update(status="completed")
     _, settled = blocked_task_with_unknown_effect()

@@ -17,7 +17,8 @@ from runtime import encoding
 from runtime.effects.services import effect_resolve
 from runtime.errors import InvalidInput, StewardError
 from runtime.models import Effect, Task
-from runtime.tasks.services import task_cancel, task_submit
+from runtime.stops.services import task_stop
+from runtime.tasks.services import task_submit
 from tests.runtime.test_cli import ALICE, blocked_task_with_unknown_effect
 from tests.snapshot import snapshot
 
@@ -201,6 +202,6 @@ def test_a_reason_that_cannot_be_stored_is_refused_before_the_cancel(db, reason,
     task_id = task_submit(agent="t.steps", input={}, **ALICE).task_id
     before = snapshot()
     with pytest.raises(StewardError) as refused:
-        task_cancel(task_id=task_id, actor="user:alice", reason=reason)
+        task_stop(task_id=task_id, actor="user:alice", reason=reason)
     assert refused.value.code == code
     assert snapshot() == before

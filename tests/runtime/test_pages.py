@@ -22,8 +22,9 @@ from runtime.errors import InvalidInput, TaskNotFound
 from runtime.ids import epoch_ms
 from runtime.limits.selectors import pool_usage
 from runtime.models import AuditEvent, Effect, Pool, Task
+from runtime.stops.services import task_stop
 from runtime.tasks.selectors import task_page
-from runtime.tasks.services import task_cancel, task_submit
+from runtime.tasks.services import task_submit
 from runtime.trail.selectors import audit_page
 from tests.plans import explain, rows_read
 from tests.pools import pool_with
@@ -116,8 +117,8 @@ def test_each_task_filter_returns_exactly_its_tasks(db):
     other_agent = [submit("t.child", value=i) for i in range(3)]
     in_batch = [task_submit(agent="t.steps", input={"b": i}, pool="batch", **ALICE).task_id for i in range(2)]
     carols = [submit(who=CAROL, i=i) for i in range(3)]
-    task_cancel(task_id=plain[0], actor="user:alice")
-    task_cancel(task_id=carols[0], actor="user:carol")
+    task_stop(task_id=plain[0], actor="user:alice", reason="test")
+    task_stop(task_id=carols[0], actor="user:carol", reason="test")
     everything = plain + other_agent + in_batch + carols
 
     def ids(**filters):
@@ -324,7 +325,7 @@ def test_effect_pages_filter_by_task_state_and_class(db):
 
 def test_audit_pages_filter_by_task_actor_kind_and_time(live):  # each act its own transaction: its own `at`
     first = submit()
-    task_cancel(task_id=first, actor="user:bob")
+    task_stop(task_id=first, actor="user:bob", reason="test")
     carols = submit(who=CAROL)
     second = submit()
     rows = list(AuditEvent.objects.filter(tenant="acme").order_by("-at", "-id"))

@@ -25,7 +25,8 @@ from runtime.errors import QueueFull
 from runtime.limits.selectors import pool_usage
 from runtime.limits.services import default_pool_name
 from runtime.models import Attempt, Effect, PoolCount, Task
-from runtime.tasks.services import Submission, task_cancel, task_resume, task_submit
+from runtime.stops.services import task_stop
+from runtime.tasks.services import Submission, task_resume, task_submit
 from runtime.worker.executor import run_attempt
 from runtime.worker.supervisor import sweep
 from tests.conftest import database_url
@@ -71,7 +72,7 @@ def test_the_kept_count_follows_a_task_through_sleep_wake_completion_failure_can
 
     task_resume(task_id=failing, actor="user:alice")
     assert kept() == 1
-    task_cancel(task_id=failing, actor="user:alice")
+    task_stop(task_id=failing, actor="user:alice", reason="test")
     assert kept() == 0
 
 
@@ -174,7 +175,7 @@ def test_racing_submits_and_cancels_keep_the_bound_and_the_count(live):
 
         def act(i):
             if i < 4:
-                return task_cancel(task_id=victims[i], actor="user:alice")
+                return task_stop(task_id=victims[i], actor="user:alice", reason="test")
             return task_submit(agent="t.steps", input={"i": i}, pool=pool, **ALICE)
 
         results = race(12, act)

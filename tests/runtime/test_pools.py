@@ -14,7 +14,8 @@ from django.conf import settings
 from console.dev.demo.seed import POOLS, seed_demo
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
 from runtime.models import AuditEvent, Pool, Slot, Task
-from runtime.tasks.services import Submission, task_cancel, task_submit
+from runtime.stops.services import task_stop
+from runtime.tasks.services import Submission, task_submit
 from tests.harness import race
 from tests.runtime.test_cli import ALICE
 from tests.snapshot import refusal, refused
@@ -176,7 +177,7 @@ def test_a_pool_any_task_ever_named_cannot_be_removed(db):
     task_id = task_submit(agent="t.steps", input={}, pool="batch", **ALICE).task_id
     assert refusal(lambda: pool_remove(name="batch", actor="user:alice")) == ("POOL_IN_USE", [])
 
-    task_cancel(task_id=task_id, actor="user:alice")  # finished tasks are kept, and still name it
+    task_stop(task_id=task_id, actor="user:alice", reason="test")  # finished tasks are kept, and still name it
     error = refused("POOL_IN_USE", lambda: pool_remove(name="batch", actor="user:alice"))
     assert error.details == {"pool": "batch"}
 

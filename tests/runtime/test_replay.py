@@ -20,7 +20,7 @@ from runtime import config, states
 from runtime.agents import agent
 from runtime.errors import StepFailed
 from runtime.models import Attempt, AuditEvent, Effect, Slot, Step, Task
-from runtime.tasks.services import task_cancel
+from runtime.stops.services import task_stop
 from tests.runtime.inprocess import NAP, recover, run, submit, wake
 
 calls = collections.Counter()  # how often each step function really ran
@@ -293,7 +293,7 @@ def on_another_connection(fn, *args):
 
 
 def cancel(task_id) -> None:
-    task_cancel(task_id=task_id, actor="user:alice", reason="stop")
+    task_stop(task_id=task_id, actor="user:alice", reason="stop")
 
 
 STOPS = {"recovery": recover, "cancel": cancel}

@@ -23,8 +23,9 @@ from runtime.errors import (
 )
 from runtime.limits.services import pool_create
 from runtime.models import AuditEvent, Pool, Task
+from runtime.stops.services import task_stop
 from runtime.tasks.selectors import task_detail
-from runtime.tasks.services import Submission, task_cancel, task_resume, task_submit, validate_input
+from runtime.tasks.services import Submission, task_resume, task_submit, validate_input
 from tests.harness import race
 
 ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
@@ -194,7 +195,7 @@ def test_input_that_fits_an_agents_schema_is_accepted(db):
 @pytest.mark.parametrize("task_id", [uuid.uuid4(), "not-a-uuid"], ids=["unknown-uuid", "malformed"])
 def test_show_cancel_and_resume_of_an_unknown_task_are_refused_with_task_not_found(nothing_written, task_id):
     for act in (lambda: task_detail(task_id),
-                lambda: task_cancel(task_id=task_id, actor="user:alice"),
+                lambda: task_stop(task_id=task_id, actor="user:alice", reason="test"),
                 lambda: task_resume(task_id=task_id, actor="user:alice")):
         with pytest.raises(TaskNotFound) as refused:
             act()
@@ -238,7 +239,7 @@ def test_keys_belong_to_a_tenant(db):
 
 def test_resubmitting_the_key_of_a_cancelled_task_returns_it_still_cancelled(db):
     first = task_submit(agent="t.steps", input={"n": 2}, idempotency_key="k1", **ALICE)
-    task_cancel(task_id=first.task_id, actor="user:alice", reason="changed my mind")
+    task_stop(task_id=first.task_id, actor="user:alice", reason="changed my mind")
     before = written()
 
     again = task_submit(agent="t.steps", input={"n": 2}, idempotency_key="k1", **ALICE)

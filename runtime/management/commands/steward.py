@@ -31,8 +31,9 @@ from runtime.limits.selectors import pool_usage
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
 from runtime.management import grants
 from runtime.management.format import block, json_text, record, short, table, when
+from runtime.stops.services import task_stop
 from runtime.tasks.selectors import task_detail, task_get, task_id_from_prefix, task_page
-from runtime.tasks.services import task_cancel, task_resume, task_submit
+from runtime.tasks.services import task_resume, task_submit
 from runtime.trail.selectors import audit_seals
 from runtime.trail.services import audit_check, audit_seal, audit_verify
 
@@ -242,8 +243,9 @@ class Command(BaseCommand):
         self.stdout.write(f"{task} queued for a new attempt (reason: resume)")
 
     def do_cancel(self, *, actor, task, reason, **_):
-        ids = task_cancel(task_id=_task(task), actor=actor, reason=reason)
-        self.stdout.write(f"cancelled {len(ids)} task(s): " + ", ".join(map(str, ids)))
+        started = task_stop(task_id=_task(task), actor=actor, reason=reason)
+        self.stdout.write(f"stop {started.stop_id}: cancelled {len(started.cancelled)} task(s), "
+                          f"{len(started.stopping)} stopping: " + ", ".join(map(str, started.tasks)))
 
     def do_audit(self, *, action, after, tenant, **_):
         """The verdict on stdout says how many rows it covers; progress goes to stderr."""

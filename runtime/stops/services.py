@@ -1,0 +1,271 @@
+"""Starting, acknowledging and finishing stops; the agent kill switch; a new run of a
+cancelled task. Each is a durable transaction of conditional writes, audited in it, and
+none is callable from agent code (the stop's records refuse its connection)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.db.models.functions import Now
+
+from runtime import arguments, config, db, states
+from runtime.attempts.transitions import wake_parent
+from runtime.audit import audit_append
+from runtime.errors import InvalidTransition
+from runtime.models import AgentSwitch, Stop, StopAck, Task
+from runtime.tasks.selectors import task_get
+from runtime.tasks.services import insert_task
+
+# What a boundary in PostgreSQL answers in the stop's own transaction, in its words.
+STORAGE_FENCE = ("every write of an attempt of this task (step, child, timer, effect intent, status) "
+                 "is refused from the stop's commit on")
+
+
+@dataclass
+class StopStarted:
+    """What a stop request did: the tasks it covers, those already cancelled (nothing of
+    theirs was running), and those waiting for a boundary (stopping)."""
+
+    stop_id: uuid.UUID
+    tasks: list = field(default_factory=list)
+    cancelled: list = field(default_factory=list)
+    stopping: list = field(default_factory=list)
+
+
+def task_stop(*, task_id, actor: str, reason: str, bound_seconds: float | None = None) -> StopStarted:
+    """Stop a task and every live descendant.
+
+    1. Lock the task's parent (if any), then the tree top-down (stop_tree.sql).
+    2. Refuse (INVALID_TRANSITION) if nothing in it is live: it has finished, or is
+       already stopping under an earlier stop (which the details name).
+    3. Move every live task of the tree to `stopping` under one new Stop, with its
+       deadline: the leaves' bound first, each level up one bound later.
+    4. Acknowledge for the boundaries that live in PostgreSQL (storage, scheduler), and
+       for the worker and the gateway where nothing of the task is running there.
+    5. Cancel, leaf first, every task whose boundaries all acknowledged.
+    """
+    arguments.actor(actor)
+    reason = _reason(reason)
+    bound = _bound(bound_seconds)
+    with transaction.atomic(durable=True):
+        task = task_get(arguments.task_id(task_id))
+        if task.parent_id:
+            db.execute("lock_task", {"task": task.parent_id})
+        rows = db.fetchall("stop_tree", {"roots": [task.id], "in_flight": config.gateway_timeout_seconds()})
+        if not rows:
+            now = Task.objects.filter(id=task.id).values("status", "stop_id").get()
+            raise InvalidTransition(
+                f"task {task.id} is {now['status']}; only a live task can be stopped"
+                + (" (it is already stopping: see its stop summary)" if now["status"] == states.STOPPING else ""),
+                status=now["status"], **({"stop_id": str(now["stop_id"])} if now["stop_id"] else {}))
+        stop = Stop.objects.create(tenant=task.tenant, task_id=task.id, actor=actor, reason=reason,
+                                   bound_seconds=bound)
+        return _stop_rows(stop, rows, requested_on=task.id)
+
+
+def agent_stop(*, tenant: str, agent: str, actor: str, reason: str,
+               bound_seconds: float | None = None) -> StopStarted:
+    """The kill switch: close submission for `agent` in `tenant` (no task of it is
+    admitted until agent_reopen) and stop every live task of it, with its descendants,
+    under one Stop. The switch's advisory lock is taken first, exclusively: a submission
+    holds it shared while it inserts (migration 0014), so none slips between the close
+    and the search for live tasks."""
+    arguments.tenant(tenant)
+    arguments.agent_name(agent)
+    arguments.actor(actor)
+    reason = _reason(reason)
+    bound = _bound(bound_seconds)
+    with transaction.atomic(durable=True):
+        db.execute("agent_switch_lock", {"tenant": tenant, "agent": agent})
+        stop = Stop.objects.create(tenant=tenant, agent=agent, actor=actor, reason=reason, bound_seconds=bound)
+        AgentSwitch.objects.update_or_create(tenant=tenant, agent=agent, defaults={
+            "closed": True, "changed_by": actor, "reason": reason, "stop": stop})
+        audit_append(actor=actor, tenant=tenant, kind="agent.stopped",
+                     data={"agent": agent, "stop": str(stop.id), "reason": reason})
+        roots = list(Task.objects.filter(tenant=tenant, agent=agent, status__in=states.sources("stop"))
+                     .values_list("id", flat=True))
+        rows = db.fetchall("stop_tree", {"roots": roots, "in_flight": config.gateway_timeout_seconds()}) if roots else []
+        if rows:
+            # A parent outside the stop waits for its stopped child: lock those first.
+            inside = {row[0] for row in rows}
+            for parent in sorted({row[1] for row in rows if row[1] and row[1] not in inside}):
+                db.execute("lock_task", {"task": parent})
+        return _stop_rows(stop, rows, requested_on=None)
+
+
+def agent_reopen(*, tenant: str, agent: str, actor: str, reason: str = "") -> bool:
+    """Open submission for an agent again. Returns whether it was closed (a conditional
+    write: reopening an open agent changes nothing and says so)."""
+    arguments.tenant(tenant)
+    arguments.agent_name(agent)
+    arguments.actor(actor)
+    arguments.text("reason", reason)
+    with transaction.atomic(durable=True):
+        db.execute("agent_switch_lock", {"tenant": tenant, "agent": agent})
+        won = AgentSwitch.objects.filter(tenant=tenant, agent=agent, closed=True).update(
+            closed=False, changed_by=actor, reason=reason)
+        if won:
+            audit_append(actor=actor, tenant=tenant, kind="agent.reopened", data={"agent": agent, "reason": reason})
+        return bool(won)
+
+
+def _stop_rows(stop: Stop, rows, *, requested_on) -> StopStarted:
+    started = StopStarted(stop_id=stop.id)
+    heights = _heights(rows)
+    ids, deadlines = [row[0] for row in rows], [stop.bound_seconds * (1 + heights[row[0]]) for row in rows]
+    db.execute("stop_begin", {"ids": ids, "after": deadlines, "stop": stop.id,
+                              "note": f"stopping: {stop.reason}"[:500]})
+    acks = []
+    for task_id, _parent, status, epoch, wake_at, waiting_on, _depth, attempt_open, calls in rows:
+        started.tasks.append(task_id)
+        acks.append(StopAck(stop=stop, task_id=task_id, boundary=states.STORAGE, by="storage",
+                            detail={"fence": "closed", "epoch": epoch, "refuses": STORAGE_FENCE}))
+        acks.append(StopAck(stop=stop, task_id=task_id, boundary=states.SCHEDULER, by="scheduler", detail={
+            "was": status, "timer_cancelled": wake_at.isoformat() if wake_at else None,
+            "queued_dropped": status == states.QUEUED, "children_wait_cleared": waiting_on,
+            "messages": "a queued or late wake-up of this task finds nothing to claim"}))
+        if not attempt_open:
+            acks.append(StopAck(stop=stop, task_id=task_id, boundary=states.WORKER, by="storage",
+                                detail={"ended": "none running", "was": status}))
+        if not calls:
+            acks.append(StopAck(stop=stop, task_id=task_id, boundary=states.CREDENTIAL_GATEWAY, by="storage",
+                                detail={"in_flight": [], "tokens": "refused from the stop's commit on"}))
+        audit_append(actor=stop.actor, tenant=stop.tenant, task_id=task_id, kind="task.stopping",
+                     data={"stop": str(stop.id), "reason": stop.reason, "was": status,
+                           **({"requested_on": str(requested_on)} if requested_on else {"agent": stop.agent}),
+                           **({"attempt_running": epoch} if attempt_open else {}),
+                           **({"calls_in_flight": calls} if calls else {})})
+    StopAck.objects.bulk_create(acks)
+    # Workers holding a lease of these tasks hear of it at once (runtime/worker/), not
+    # at their next write; delivered at commit, so never for a stop that rolled back.
+    db.execute("stop_notify", {"payload": str(stop.id)})
+    # Leaves first: deepest rows first, so each parent is tried after its children.
+    for task_id in [row[0] for row in sorted(rows, key=lambda r: -r[6])]:
+        if _settle_one(task_id, actor=stop.actor, due=False):  # the whole tree is locked already
+            started.cancelled.append(task_id)
+    started.stopping = [t for t in started.tasks if t not in started.cancelled]
+    return started
+
+
+def _heights(rows) -> dict:
+    """Each stopped task's height in the stopped tree (a leaf is 0): its deadline is
+    (1 + height) bounds after the request, so a level waits for the one below it."""
+    children: dict = {}
+    for row in rows:
+        children.setdefault(row[1], []).append(row[0])
+    heights: dict = {}
+    for task_id in [row[0] for row in sorted(rows, key=lambda r: -r[6])]:
+        heights[task_id] = 1 + max((heights[c] for c in children.get(task_id, ()) if c in heights), default=-1)
+    return heights
+
+
+def stop_ack(*, task_id, boundary: str, by: str, detail: dict, stop_id=None) -> bool:
+    """Record `boundary`'s acknowledgment of the stop of `task_id` (its current stop
+    unless `stop_id` names one), and cancel the task, and then its ancestors in the
+    stop, if that was the last one they waited for. In the caller's transaction when
+    there is one. Returns whether this acknowledgment was new (each boundary answers a
+    task's stop once; a late one, after the bound cancelled the task, is still kept)."""
+    if boundary not in states.STOP_BOUNDARIES:
+        raise ValueError(f"unknown boundary {boundary!r}")
+    with transaction.atomic():
+        if stop_id is None:
+            stop_id = Task.objects.filter(id=task_id).values_list("stop_id", flat=True).first()
+            if stop_id is None:
+                return False
+        chain = _lock_chain(task_id)
+        made = db.fetchone("stop_ack_insert", {"stop": stop_id, "task": task_id, "boundary": boundary, "by": by,
+                                               "detail": json.dumps(detail, default=str)})
+        if made is None:
+            return False
+        _settle_chain(chain, actor=by, due=False)
+        return True
+
+
+def stops_settle_due(*, actor: str, limit: int = 500) -> int:
+    """The sweep's part (runtime/worker/supervisor.py): cancel stopping tasks whose bound
+    passed, leaves first (their deadlines come first). Returns how many were cancelled."""
+    due = list(Task.objects.filter(status=states.STOPPING, stop_deadline__lte=Now())
+               .order_by("stop_deadline", "id").values_list("id", flat=True)[:limit])
+    cancelled = 0
+    for task_id in due:
+        with transaction.atomic(durable=True):
+            cancelled += _settle_chain(_lock_chain(task_id), actor=actor, due=True)
+    return cancelled
+
+
+def _lock_chain(task_id) -> list:
+    """Lock the task and its ancestors, root first (the order every writer locks a
+    tree in); return their ids from the task up."""
+    return [row[0] for row in db.fetchall("lock_ancestors", {"task": task_id})]
+
+
+def _settle_chain(chain: list, *, actor: str, due: bool) -> int:
+    """Cancel the task (chain[0]) if its stop is done with it, then try its parent, and
+    so on up: the last acknowledgment of a leaf may finish a whole branch. A parent
+    outside the stop that waits for a cancelled task is woken (its lock is held)."""
+    cancelled = 0
+    for task_id in chain:
+        if not _settle_one(task_id, actor=actor, due=due):
+            break
+        cancelled += 1
+    return cancelled
+
+
+def _settle_one(task_id, *, actor: str, due: bool) -> bool:
+    """stop_settle.sql for one task, whose parent's row lock the caller holds. Returns
+    whether the task was cancelled; wakes its parent if that waits for it."""
+    row = db.fetchone("stop_settle", {"task": task_id, "actor": actor, "due": due})
+    if row is None:
+        return False
+    parent_id = row[1]
+    if parent_id is not None:
+        wake_parent(parent_id=parent_id, child_id=task_id, actor=actor)  # matches only a waiting parent
+    return True
+
+
+def task_rerun(*, task_id, actor: str, reason: str) -> uuid.UUID:
+    """A deliberate new run of a cancelled task: a new task with a new id, the same
+    agent, input, owner and pool, no caller key (the old key stays the old task's), and
+    `rerun_of` naming the old one (which finds it through `reruns`). Nothing of the old
+    run's journal or ledger carries over: its writes can never merge into this one."""
+
+    arguments.actor(actor)
+    reason = _reason(reason)
+    with transaction.atomic(durable=True):
+        old = task_get(arguments.task_id(task_id))
+        db.execute("lock_task", {"task": old.id})
+        old.refresh_from_db(fields=["status"])
+        if old.status != states.CANCELLED:
+            raise InvalidTransition(f"task {old.id} is {old.status}; a new run is made from a cancelled task",
+                                    status=old.status)
+        if old.parent_id:
+            raise InvalidTransition(f"task {old.id} is a child of {old.parent_id}; a child runs again only "
+                                    f"with its parent", status=old.status)
+        made = insert_task(agent=old.agent, input_text=json.dumps(old.input), digest=old.input_digest,
+                           tenant=old.tenant, owner=old.owner, pool=old.pool_id, actor=actor)
+        Task.objects.filter(id=made.task_id).update(rerun_of=old.id)
+        audit_append(actor=actor, tenant=old.tenant, task_id=old.id, kind="task.rerun",
+                     data={"new_task": str(made.task_id), "reason": reason})
+        audit_append(actor=actor, tenant=old.tenant, task_id=made.task_id, kind="task.rerun_of",
+                     data={"old_task": str(old.id), "reason": reason})
+        return made.task_id
+
+
+def _reason(reason) -> str:
+    text = arguments.text("reason", reason, max_length=2000)
+    if not text.strip():
+        from runtime.errors import InvalidArgument
+
+        raise InvalidArgument("a stop needs a reason: say why, for the audit trail", field="reason")
+    return text
+
+
+def _bound(bound_seconds) -> float:
+    if bound_seconds is None:
+        return config.stop_bound_seconds()
+    return float(arguments.bounded("bound_seconds", bound_seconds, minimum=0.1, maximum=86_400, integer=False))
+
+
