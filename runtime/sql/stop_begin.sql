@@ -6,4 +6,4 @@ UPDATE steward_task t
 SET status = 'stopping', stop_id = %(stop)s, stop_deadline = now() + make_interval(secs => d.after),
     wake_at = NULL, waiting_on = NULL, status_note = %(note)s, updated_at = now()
 FROM unnest(%(ids)s::uuid[], %(after)s::float8[]) AS d(id, after)
-WHERE t.id = d.id AND t.status NOT IN ('completed', 'failed', 'cancelled', 'stopping')
+WHERE t.id = d.id AND t.status IN ('blocked', 'dead', 'queued', 'running', 'sleeping', 'waiting')

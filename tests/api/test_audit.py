@@ -58,8 +58,8 @@ def test_a_tasks_export_is_its_chain_each_row_linked_to_the_one_before(alice):
     alice.post(f"tasks/{task_id}/cancel", {"reason": "r"})
     alice.post(f"tasks/{task_id}/resume", {"note": "n"})
     lines = export(alice, task=task_id)[::-1]
-    assert [e["kind"] for e in lines] == ["task.submitted", "task.cancelled", "task.resumed"]
-    assert [e["chain_seq"] for e in lines] == [1, 2, 3]
+    assert [e["kind"] for e in lines] == ["task.submitted", "task.stopping", "task.cancelled", "task.resumed"]
+    assert [e["chain_seq"] for e in lines] == [1, 2, 3, 4]
     assert all(later["prev_hash"] == earlier["hash"] for earlier, later in zip(lines, lines[1:]))
 
 

@@ -10,6 +10,8 @@ real worker processes were killed, frozen and recovered.)
 
 from __future__ import annotations
 
+import threading
+
 from collections import Counter
 from datetime import timedelta
 
@@ -173,10 +175,25 @@ def test_racing_submits_and_cancels_keep_the_bound_and_the_count(live):
         pool_with(pool, max_running=1, max_queued=3)
         victims = [task_submit(agent="t.steps", input={"v": i}, pool=pool, **ALICE).task_id for i in range(4)]
 
+        stops_left = [4]
+        lock = threading.Lock()
+
         def act(i):
             if i < 4:
-                return task_stop(task_id=victims[i], actor="user:alice", reason="test")
-            return task_submit(agent="t.steps", input={"i": i}, pool=pool, **ALICE)
+                try:
+                    return task_stop(task_id=victims[i], actor="user:alice", reason="test")
+                finally:
+                    with lock:
+                        stops_left[0] -= 1
+            # A stop is a longer transaction than a submit: a submit turned away while
+            # stops are still committing tries again, so some submit meets freed room.
+            while True:
+                try:
+                    return task_submit(agent="t.steps", input={"i": i}, pool=pool, **ALICE)
+                except QueueFull:
+                    with lock:
+                        if not stops_left[0]:
+                            raise
 
         results = race(12, act)
 
