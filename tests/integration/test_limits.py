@@ -20,7 +20,7 @@ from runtime import states
 from runtime.attempts import dispatch
 from runtime.errors import QueueFull
 from runtime.limits.services import pool_create
-from runtime.models import Attempt, AuditEvent, Slot, Step, Task
+from runtime.models import Attempt, AuditEvent, Slot, Step, StopAck, Task
 from runtime.stops.services import task_stop
 from runtime.tasks.services import Submission, task_submit
 from tests.harness import race, wait_until
@@ -199,7 +199,7 @@ def test_slots_come_back_on_completion_and_failure(live, fleet, fake):
         ["fail", "complete", "complete", "fail", "complete", "complete"])
 
 
-def test_a_cancelled_task_keeps_its_slot_until_its_worker_notices_then_frees_it(live, fleet, fake):
+def test_a_stopped_task_keeps_its_slot_until_its_worker_notices_then_frees_it(live, fleet, fake):
     pool_create(actor="user:alice", name="one", max_running=1, max_queued=5)
     fleet.workers(1)
     fake.push("hang")
@@ -209,9 +209,9 @@ def test_a_cancelled_task_keeps_its_slot_until_its_worker_notices_then_frees_it(
 
     assert task_stop(task_id=doomed, actor="user:alice", reason="test").tasks == [doomed]
 
-    # The work has not stopped yet (the worker is inside the call): the slot stays held,
-    # so the queued task cannot start alongside it.
-    assert Task.objects.get(id=doomed).status == states.CANCELLED
+    # The work has not stopped yet (the worker is inside the call): the task is stopping,
+    # not cancelled, and the slot stays held, so the queued task cannot start alongside it.
+    assert Task.objects.get(id=doomed).status == states.STOPPING
     assert list(Slot.objects.filter(pool="one", task__isnull=False).values_list("task_id", flat=True)) == [doomed]
     assert Task.objects.get(id=behind).status == states.QUEUED
 
@@ -220,6 +220,7 @@ def test_a_cancelled_task_keeps_its_slot_until_its_worker_notices_then_frees_it(
                message="the queued task to get the freed slot and complete")
 
     assert Task.objects.get(id=doomed).status == states.CANCELLED
+    assert StopAck.objects.get(task_id=doomed, boundary=states.WORKER).detail["ended"] == "cleanly"
     assert not Step.objects.filter(task_id=doomed).exists()
     assert [(a.epoch, a.end_reason) for a in Attempt.objects.filter(task_id=doomed)] == [(1, "fenced")]
     assert AuditEvent.objects.filter(task_id=doomed, kind="write.refused").count() == 1
@@ -233,7 +234,7 @@ def worker_in_call(workers, fake):
     return worker
 
 
-def test_a_cancelled_task_whose_worker_died_gets_its_slot_back_from_the_supervisor(live, fleet, fake):
+def test_a_stopped_task_whose_worker_died_gets_its_slot_back_from_the_supervisor(live, fleet, fake):
     pool_create(actor="user:alice", name="one", max_running=1, max_queued=5)
     workers = fleet.workers(2)  # the second one is idle until the slot comes back
     fleet.supervisors(1)
@@ -249,6 +250,8 @@ def test_a_cancelled_task_whose_worker_died_gets_its_slot_back_from_the_supervis
                message="the supervisor to release the abandoned attempt and the next task to run")
     assert [(a.epoch, a.end_reason) for a in Attempt.objects.filter(task_id=doomed)] == [(1, "abandoned")]
     assert Task.objects.get(id=doomed).status == states.CANCELLED
+    # The worker never answered: the supervisor's release says so, in the worker's row.
+    assert StopAck.objects.get(task_id=doomed, boundary=states.WORKER).detail["ended"] == "lease lapsed"
     assert held_slots("one") == 0
     fake.release()
 
