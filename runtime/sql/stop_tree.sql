@@ -6,10 +6,14 @@ WITH RECURSIVE tree AS (
     SELECT id, parent_id, 0 AS depth FROM steward_task WHERE id = ANY (%(roots)s::uuid[])
     UNION
     SELECT c.id, c.parent_id, tree.depth + 1 FROM steward_task c JOIN tree ON c.parent_id = tree.id
+), deepest AS (
+    -- A task reached from two roots (the kill switch stops every task of an agent, a
+    -- child's parent among them) appears once, at its deeper place: below its parent.
+    SELECT id, max(depth) AS depth FROM tree GROUP BY id
 ), locked AS (
-    SELECT t.id, t.parent_id, t.status, t.epoch, t.wake_at, t.waiting_on, tree.depth
-    FROM steward_task t JOIN tree USING (id)
-    ORDER BY tree.depth, t.id
+    SELECT t.id, t.parent_id, t.status, t.epoch, t.wake_at, t.waiting_on, deepest.depth
+    FROM steward_task t JOIN deepest USING (id)
+    ORDER BY deepest.depth, t.id
     FOR UPDATE OF t
 )
 SELECT l.id, l.parent_id, l.status, l.epoch, l.wake_at, coalesce(cardinality(l.waiting_on), 0), l.depth,

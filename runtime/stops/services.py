@@ -85,14 +85,17 @@ def agent_stop(*, tenant: str, agent: str, actor: str, reason: str,
             "closed": True, "changed_by": actor, "reason": reason, "stop": stop})
         audit_append(actor=actor, tenant=tenant, kind="agent.stopped",
                      data={"agent": agent, "stop": str(stop.id), "reason": reason})
-        roots = list(Task.objects.filter(tenant=tenant, agent=agent, status__in=states.sources("stop"))
-                     .values_list("id", flat=True))
-        rows = db.fetchall("stop_tree", {"roots": roots, "in_flight": config.gateway_timeout_seconds()}) if roots else []
-        if rows:
-            # A parent outside the stop waits for its stopped child: lock those first.
-            inside = {row[0] for row in rows}
-            for parent in sorted({row[1] for row in rows if row[1] and row[1] not in inside}):
-                db.execute("lock_task", {"task": parent})
+        found = list(Task.objects.filter(tenant=tenant, agent=agent, status__in=states.sources("stop"))
+                     .values_list("id", "parent_id"))
+        roots = [task_id for task_id, _ in found]
+        if not roots:
+            Stop.objects.filter(id=stop.id).update(finished_at=Now(), outcome="acknowledged")
+            return StopStarted(stop_id=stop.id)
+        # A parent of another agent waits for its stopped child: lock those first (parent
+        # before child). No new child of this agent can appear meanwhile: the switch is closed.
+        for parent in sorted({parent for _, parent in found if parent and parent not in set(roots)}):
+            db.execute("lock_task", {"task": parent})
+        rows = db.fetchall("stop_tree", {"roots": roots, "in_flight": config.gateway_timeout_seconds()})
         return _stop_rows(stop, rows, requested_on=None)
 
 
