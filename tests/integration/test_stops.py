@@ -70,6 +70,7 @@ def admitted_after(ids, moment) -> Counter:
         "steps": Step.objects.filter(task_id__in=ids, finished_at__gt=moment).count(),
         "attempts": Attempt.objects.filter(task_id__in=ids, started_at__gt=moment).count(),
         "effects": Effect.objects.filter(task_id__in=ids, created_at__gt=moment).count(),
+        "receipts": Effect.objects.filter(task_id__in=ids, settled_at__gt=moment).count(),
         "children": Task.objects.filter(parent_id__in=ids, created_at__gt=moment).count(),
     })
 
@@ -120,6 +121,39 @@ def test_a_stop_during_a_durable_sleep_cancels_at_once_and_the_timer_runs_nothin
     assert list(Step.objects.filter(task_id=sleeper).values_list("name", flat=True)) == ["before", "sleep"]
     assert not AuditEvent.objects.filter(task_id=sleeper, kind__in=["task.woken", "attempt.started"]).exclude(
         data__epoch=1).exists()
+
+
+SPAWN_TRIALS = RESTART_TRIALS
+
+
+@pytest.mark.parametrize("trials", SPAWN_TRIALS)
+def test_a_stop_racing_a_parent_spawning_in_a_worker_covers_every_child_it_admitted(live, workers, trials):
+    """A parent in a real worker spawns 30 children one after another (each its own
+    fenced transaction); the stop lands at a random moment among them."""
+    jitter = random.Random(13)
+    kids = [{"agent": "t.sleeper", "input": {"seconds": 600}}] * 30
+    outcomes = Counter()
+    for trial in range(trials):
+        parent = task_submit(agent="t.spawner", input={"trial": trial, "children": kids}, **ALICE).task_id
+        wait_until(lambda: Task.objects.filter(parent_id=parent).exists(), message="the first child")
+        time.sleep(jitter.uniform(0, 0.05))  # aim somewhere among the 30 spawns
+        started = task_stop(task_id=parent, actor="user:alice", reason="race the spawns")
+        committed_by = db_now()
+        wait_until(lambda: status(parent) == states.CANCELLED, message=f"trial {trial}'s parent to be cancelled")
+        children = list(Task.objects.filter(parent_id=parent).values("id", "status", "stop_id", "created_at"))
+        outcomes["children admitted"] += len(children)
+        outcomes["children covered and cancelled"] += sum(
+            1 for c in children if c["stop_id"] == started.stop_id and c["status"] == states.CANCELLED)
+        outcomes["admitted after the commit"] += sum(admitted_after([parent], committed_by).values())
+        outcomes["parent acknowledged by all four"] += acks_of(parent, started.stop_id) == FOUR
+        outcomes[f"parent's worker {AuditEvent.objects.filter(task_id=parent, kind='write.refused').count()} "
+                 f"refusal(s)"] += 1
+        outcomes["stopped mid-spawn"] += 0 < len(children) < len(kids)
+
+    print(f"\nstop vs a parent spawning in a worker over {trials} trials: {dict(outcomes)}")
+    assert outcomes["children covered and cancelled"] == outcomes["children admitted"]
+    assert outcomes["admitted after the commit"] == 0
+    assert outcomes["parent acknowledged by all four"] == trials
 
 
 def _tree_input(url: str, middles: int = 7, busy: int = 1, sleepers: int = 5) -> dict:
@@ -235,16 +269,16 @@ def test_a_stop_racing_a_supervisor_restart_and_a_due_timer_resurrects_nothing(l
     is killed (SIGKILL, mid-sweep as likely as not); a spare supervisor carries on and
     another spare is started."""
     jitter = random.Random(11)
-    # Three in rotation: each trial kills the oldest and starts a new one, which has two
-    # trials' time to boot before it is the oldest; two sweep during every trial.
-    sups = [sweeping(s) for s in fleet.supervisors(3)]
+    # Four in rotation: each trial kills the oldest and starts a new one, which has
+    # three trials' time to boot before it is the oldest; two or more sweep in every trial.
+    sups = [sweeping(s) for s in fleet.supervisors(4)]
     outcomes = Counter()
     for trial in range(trials):
         victim = sweeping(sups[0])
         sweeping(sups[1])
         root = task_submit(agent="t.spawner", **ALICE, input={"trial": trial, "children": [
-            {"agent": "t.sleeper", "input": {"seconds": 0.3}},
-            {"agent": "t.paced", "input": {"pause": 0.1, "url": fake.url, "steps": 2}}]}).task_id
+            {"agent": "t.sleeper", "input": {"seconds": 0.2}},
+            {"agent": "t.paced", "input": {"pause": 0.05, "url": fake.url, "steps": 5}}]}).task_id
         sleeper = wait_until(lambda: Task.objects.filter(parent_id=root, agent="t.sleeper", status=states.SLEEPING,
                                                          ).first(), message="the sleeper to fall asleep")
         # Aim at the timer: release the barrier within 0.1 s either side of its wake time.
@@ -256,6 +290,8 @@ def test_a_stop_racing_a_supervisor_restart_and_a_due_timer_resurrects_nothing(l
                 barrier.wait(5)
                 result["stop"] = task_stop(task_id=root, actor="user:alice", reason="race the restart")
                 result["committed_by"] = db_now()
+            except Exception as exc:  # noqa: BLE001 - asserted below, in the test's body
+                result["error"] = exc
             finally:
                 connection.close()
 
@@ -266,6 +302,7 @@ def test_a_stop_racing_a_supervisor_restart_and_a_due_timer_resurrects_nothing(l
         victim.kill()  # SIGKILL, while it sweeps every 0.1 s: mid-sweep as likely as not
         thread.join(10)
         sups = sups[1:] + fleet.supervisors(1)
+        assert "error" not in result, result["error"]  # the paced task outlives the race: there is a live tree
         stop = Stop.objects.get(id=result["stop"].stop_id)
         ids = tree_of(root)
         covered = result["stop"].tasks
@@ -287,6 +324,9 @@ def test_a_stop_racing_a_supervisor_restart_and_a_due_timer_resurrects_nothing(l
                                                                      created_at__lt=stop.requested_at).count()
         outcomes["effects in the stop's transaction"] += Effect.objects.filter(
             task_id__in=ids, created_at__gte=stop.requested_at, created_at__lte=result["committed_by"]).count()
+        # Begun before the stop, its receipt refused after it: in flight, outcome unknown.
+        outcomes["effects before the stop, unsettled"] += Effect.objects.filter(
+            task_id__in=ids, created_at__lt=stop.requested_at, settled_at__isnull=True).count()
         stop.refresh_from_db()
         outcomes[f"stop {stop.outcome}"] += 1
 
