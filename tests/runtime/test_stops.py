@@ -370,3 +370,42 @@ def test_terminal_is_final_only_an_audited_resume_leaves_cancelled(live):
     assert resumed.actor == "user:alice"
     again = claim(task_id)
     assert (again.reason, again.lease.epoch) == (states.RESUME, got.lease.epoch + 1)
+
+
+@pytest.mark.parametrize("trials", TRIALS)
+def test_the_kill_switch_racing_a_spawn_of_its_own_agent_covers_the_child_and_never_deadlocks(live, trials):
+    """A running task of the agent spawns a child of the same agent (the spawn holds its
+    parent's row, then its pool's row, then the switch's lock shared) while another
+    caller submits one and the operator closes the switch."""
+    outcomes = Counter()
+    for trial in range(trials):
+        agent_reopen(tenant="acme", agent="t.spawner", actor="user:alice", reason="next trial")
+        parent = submit("t.spawner", {"children": [], "trial": trial})
+        got = claim(parent)
+
+        def racer(i, got=got, parent=parent, trial=trial):
+            if i == 0:
+                return agent_stop(tenant="acme", agent="t.spawner", actor="user:alice", reason="kill switch")
+            if i == 1:
+                return children.spawn(got.lease, 0, None, agent="t.spawner", input={"children": []},
+                                      owner="user:alice", root_id=parent)
+            return task_submit(agent="t.spawner", input={"children": [], "other": trial}, **ALICE)
+
+        stopped, spawned, submitted = racing(3, racer)
+        for name, result in (("stop", stopped), ("spawn", spawned), ("submit", submitted)):
+            outcomes[f"{name}: {type(result).__name__}"] += 1
+        assert not isinstance(stopped, BaseException), stopped
+        worker_answers(got)
+        # Made in this trial: ids are time-ordered (runtime/ids.py).
+        made = list(Task.objects.filter(agent="t.spawner", id__gt=parent).values("status", "stop_id"))
+        outcomes["made and covered"] += sum(1 for m in made if m["stop_id"] == stopped.stop_id
+                                            and m["status"] == states.CANCELLED)
+        outcomes["made"] += len(made)
+        outcomes[f"parent {status(parent)}"] += 1
+
+    print(f"\nkill switch vs a spawn and a submission over {trials} trials: {dict(outcomes)}")
+    assert outcomes["stop: StopStarted"] == trials
+    assert outcomes["spawn: UUID"] + outcomes["spawn: Fenced"] + outcomes["spawn: SpawnRefused"] == trials
+    assert outcomes["submit: Submission"] + outcomes["submit: AgentStopped"] == trials
+    assert outcomes["made and covered"] == outcomes["made"]
+    assert outcomes["parent cancelled"] == trials
