@@ -409,3 +409,38 @@ def test_the_kill_switch_racing_a_spawn_of_its_own_agent_covers_the_child_and_ne
     assert outcomes["submit: Submission"] + outcomes["submit: AgentStopped"] == trials
     assert outcomes["made and covered"] == outcomes["made"]
     assert outcomes["parent cancelled"] == trials
+
+
+@pytest.mark.parametrize("trials", TRIALS)
+def test_the_kill_switch_racing_a_child_finishing_under_another_agents_parent_never_deadlocks(live, trials):
+    """The kill switch stops a child whose parent is of another agent: that parent waits
+    for it, and the finishing child locks its parent's row before its own."""
+    outcomes = Counter()
+    for trial in range(trials):
+        agent_reopen(tenant="acme", agent="t.steps", actor="user:alice", reason="next trial")
+        parent = submit("t.spawner", {"children": [], "trial": trial})
+        up = claim(parent)
+        kid = children.spawn(up.lease, 0, None, agent="t.steps", input={"trial": trial}, owner="user:alice",
+                             root_id=parent)
+        end_attempt(up.lease, "wait", waiting_on=[kid])  # the parent waits for its child
+        got = claim(kid)
+
+        def racer(i, got=got):
+            if i == 0:
+                return agent_stop(tenant="acme", agent="t.steps", actor="user:alice", reason="kill switch")
+            return end_attempt(got.lease, "complete", output='{"done": true}')
+
+        stopped, completed = racing(2, racer)
+        for name, result in (("stop", stopped), ("complete", completed)):
+            outcomes[f"{name}: {type(result).__name__}"] += 1
+        if isinstance(completed, Fenced):
+            _refused(got, completed)
+        outcomes[f"child {status(kid)}, parent {status(parent)}"] += 1
+        task_stop(task_id=parent, actor="test", reason="next trial")
+
+    print(f"\nkill switch vs a child finishing over {trials} trials: {dict(outcomes)}")
+    assert outcomes["stop: StopStarted"] == trials
+    assert outcomes["complete: NoneType"] + outcomes["complete: Fenced"] == trials
+    # The child finished first (and woke its parent) or was stopped (and its parent, outside
+    # the stop, was woken by its cancellation): either way the parent is queued again.
+    assert outcomes["child completed, parent queued"] + outcomes["child cancelled, parent queued"] == trials
