@@ -42,6 +42,24 @@ def workers(child_env):
     started.stop_all()
 
 
+@pytest.fixture
+def quiet(live, workers):
+    """`live`, and before its flush the module's workers are idle: no attempt open, no
+    other session of the test database inside a transaction (a flush that waited for
+    one could outlast its statement timeout on a loaded machine)."""
+    yield
+    wait_until(lambda: not Attempt.objects.filter(ended_at__isnull=True).exists(), timeout=20,
+               message="every attempt to end")
+
+    def idle():
+        with connection.cursor() as cur:
+            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND pid <> pg_backend_pid() AND xact_start IS NOT NULL")
+            return cur.fetchone()[0] == 0
+
+    wait_until(idle, timeout=10, message="the workers' sessions to be idle")
+
+
 def db_now():
     with connection.cursor() as cur:
         cur.execute("SELECT clock_timestamp()")
@@ -95,7 +113,7 @@ def sweeps_after(moment, *, timeout: float = 20.0) -> None:
     wait_until(lambda: beat_after(first), timeout=timeout, message="a supervisor's next sweep")
 
 
-def test_a_stop_during_a_durable_sleep_cancels_at_once_and_the_timer_runs_nothing(live, workers, fleet):
+def test_a_stop_during_a_durable_sleep_cancels_at_once_and_the_timer_runs_nothing(quiet, workers, fleet):
     fleet.supervisors(1)
     sleeper = task_submit(agent="t.sleeper", input={"seconds": 1.0}, **ALICE).task_id
     asleep = wait_until(lambda: Task.objects.filter(id=sleeper, status=states.SLEEPING).first(),
@@ -127,7 +145,7 @@ SPAWN_TRIALS = RESTART_TRIALS
 
 
 @pytest.mark.parametrize("trials", SPAWN_TRIALS)
-def test_a_stop_racing_a_parent_spawning_in_a_worker_covers_every_child_it_admitted(live, workers, trials):
+def test_a_stop_racing_a_parent_spawning_in_a_worker_covers_every_child_it_admitted(quiet, workers, trials):
     """A parent in a real worker spawns 30 children one after another (each its own
     fenced transaction); the stop lands at a random moment among them."""
     jitter = random.Random(13)
@@ -165,7 +183,7 @@ def _tree_input(url: str, middles: int = 7, busy: int = 1, sleepers: int = 5) ->
 
 @pytest.mark.parametrize("trials", TREE_TRIALS)
 def test_a_fifty_task_tree_stopped_mid_work_ends_cancelled_leaf_first_with_every_acknowledgment(
-        live, workers, fleet, fake, trials):
+        quiet, workers, fleet, fake, trials):
     fleet.supervisors(1)
     outcomes = Counter()
     for _ in range(trials):
@@ -226,7 +244,7 @@ def test_a_fifty_task_tree_stopped_mid_work_ends_cancelled_leaf_first_with_every
     assert outcomes["stop outcome acknowledged"] == trials
 
 
-def test_a_thawed_worker_never_overwrites_cancelled_and_only_a_resume_leaves_it(live, workers, fleet, fake):
+def test_a_thawed_worker_never_overwrites_cancelled_and_only_a_resume_leaves_it(quiet, workers, fleet, fake):
     sweeping(fleet.supervisors(1)[0])  # so the bound, not the lapsed lease, is what ends the stop
     task_id = task_submit(agent="t.paced", input={"pause": 0.3, "url": fake.url, "steps": 3}, **ALICE).task_id
     wait_until(lambda: Step.objects.filter(task_id=task_id, name="before0").exists(),
@@ -263,7 +281,7 @@ def test_a_thawed_worker_never_overwrites_cancelled_and_only_a_resume_leaves_it(
 
 
 @pytest.mark.parametrize("trials", RESTART_TRIALS)
-def test_a_stop_racing_a_supervisor_restart_and_a_due_timer_resurrects_nothing(live, workers, fleet, fake, trials):
+def test_a_stop_racing_a_supervisor_restart_and_a_due_timer_resurrects_nothing(quiet, workers, fleet, fake, trials):
     """Each trial: a parent waits for a sleeper whose timer comes due now and a paced
     task running in a worker. At the barrier the stop is requested and the supervisor
     is killed (SIGKILL, mid-sweep as likely as not); a spare supervisor carries on and
