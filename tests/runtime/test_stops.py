@@ -444,3 +444,33 @@ def test_the_kill_switch_racing_a_child_finishing_under_another_agents_parent_ne
     # The child finished first (and woke its parent) or was stopped (and its parent, outside
     # the stop, was woken by its cancellation): either way the parent is queued again.
     assert outcomes["child completed, parent queued"] + outcomes["child cancelled, parent queued"] == trials
+
+
+@pytest.mark.parametrize("trials", TRIALS)
+def test_two_last_acknowledgments_at_once_still_cancel_their_parent_and_two_stops_make_one(live, trials):
+    """Two running children of a waiting parent; two operators stop the parent at once,
+    then both children's workers answer at once. Each child's acknowledgment locks the
+    chain root first (lock_ancestors.sql), so one of them sees the other's child done."""
+    outcomes = Counter()
+    for trial in range(trials):
+        parent = submit("t.spawner", {"children": [], "trial": trial})
+        up = claim(parent)
+        kids = [children.spawn(up.lease, i, None, agent="t.steps", input={"kid": i}, owner="user:alice",
+                               root_id=parent) for i in range(2)]
+        end_attempt(up.lease, "wait", waiting_on=kids)
+        gots = [claim(kid) for kid in kids]
+
+        stops = racing(2, lambda i, parent=parent: task_stop(task_id=parent, actor=f"user:op{i}", reason="twice"))
+        outcomes["stops started"] += sum(1 for s in stops if not isinstance(s, BaseException))
+        outcomes["stops refused"] += sum(1 for s in stops if isinstance(s, InvalidTransition))
+        answers = racing(2, lambda i, gots=gots: worker_answers(gots[i]))
+        outcomes["workers refused"] += answers.count("refused")
+        outcomes[f"parent {status(parent)}"] += 1
+        outcomes["children cancelled"] += sum(status(k) == states.CANCELLED for k in kids)
+        outcomes["duplicate acknowledgments"] += StopAck.objects.filter(task_id__in=[parent, *kids]).count() - 12
+
+    print(f"\ntwo stops, then two last acknowledgments at once, over {trials} trials: {dict(outcomes)}")
+    assert outcomes["stops started"] == outcomes["stops refused"] == trials
+    assert outcomes["workers refused"] == outcomes["children cancelled"] == 2 * trials
+    assert outcomes["parent cancelled"] == trials
+    assert outcomes["duplicate acknowledgments"] == 0
