@@ -54,7 +54,7 @@ def task_stop(*, task_id, actor: str, reason: str, bound_seconds: float | None =
         task = task_get(arguments.task_id(task_id))
         if task.parent_id:
             db.execute("lock_task", {"task": task.parent_id})
-        rows = db.fetchall("stop_tree", {"roots": [task.id], "in_flight": config.gateway_timeout_seconds()})
+        rows = _lock_tree([task.id])
         if not rows:
             now = Task.objects.filter(id=task.id).values("status", "stop_id").get()
             raise InvalidTransition(
@@ -79,24 +79,63 @@ def agent_stop(*, tenant: str, agent: str, actor: str, reason: str,
     reason = _reason(reason)
     bound = _bound(bound_seconds)
     with transaction.atomic(durable=True):
+        # Lock order, against the writers this waits for: the agent's live trees first,
+        # each after its ancestors (a finishing child locks its parent's row, then its
+        # own; a spawn holds its parent's row and then wants its pool's row), then every
+        # pool row (a submission holds its pool's row and then wants the switch's lock,
+        # stop_pools_lock.sql), then the switch's lock. With the pools held no task can
+        # be inserted anywhere, so the second look for live tasks finds every one.
+        first = _live_roots(tenant, agent)
+        for parent in sorted(set(Task.objects.filter(id__in=first, parent__isnull=False)
+                                 .values_list("parent_id", flat=True))):
+            db.fetchall("lock_ancestors", {"task": parent})
+        _lock_tree(first)
+        db.execute("stop_pools_lock")
         db.execute("agent_switch_lock", {"tenant": tenant, "agent": agent})
         stop = Stop.objects.create(tenant=tenant, agent=agent, actor=actor, reason=reason, bound_seconds=bound)
         AgentSwitch.objects.update_or_create(tenant=tenant, agent=agent, defaults={
             "closed": True, "changed_by": actor, "reason": reason, "stop": stop})
         audit_append(actor=actor, tenant=tenant, kind="agent.stopped",
                      data={"agent": agent, "stop": str(stop.id), "reason": reason})
-        found = list(Task.objects.filter(tenant=tenant, agent=agent, status__in=states.sources("stop"))
-                     .values_list("id", "parent_id"))
-        roots = [task_id for task_id, _ in found]
-        if not roots:
+        roots = _live_roots(tenant, agent)
+        if not roots:  # nothing to wait for: the stop is over as it starts
             Stop.objects.filter(id=stop.id).update(finished_at=Now(), outcome="acknowledged")
             return StopStarted(stop_id=stop.id)
-        # A parent of another agent waits for its stopped child: lock those first (parent
-        # before child). No new child of this agent can appear meanwhile: the switch is closed.
-        for parent in sorted({parent for _, parent in found if parent and parent not in set(roots)}):
-            db.execute("lock_task", {"task": parent})
-        rows = db.fetchall("stop_tree", {"roots": roots, "in_flight": config.gateway_timeout_seconds()})
+        rows = _lock_tree(roots)
+        if rows:
+            # A parent outside the stop waits for its stopped child: lock those first.
+            inside = {row[0] for row in rows}
+            for parent in sorted({row[1] for row in rows if row[1] and row[1] not in inside}):
+                db.execute("lock_task", {"task": parent})
         return _stop_rows(stop, rows, requested_on=None)
+
+
+def _live_roots(tenant: str, agent: str) -> list:
+    return list(Task.objects.filter(tenant=tenant, agent=agent, status__in=states.sources("stop"))
+                .values_list("id", flat=True))
+
+
+def _lock_tree(roots: list) -> list:
+    """stop_tree.sql, read again until it finds no task it had not already locked.
+
+    Races a spawn: the statement reads the tree from its snapshot, taken before it
+    waited for any row lock. A child whose spawn committed while the statement waited
+    for the parent's row (the spawn's fence holds it FOR SHARE) is not in that
+    snapshot, and would run on, uncovered, under a parent stopping for ever. Once a
+    parent's row is locked here, no spawn under it can commit, so a second reading (a
+    new snapshot) finds every child; it locks them, and a third finds the children of
+    those that were spawning too. Usually two readings, the second finding nothing new.
+    """
+    if not roots:
+        return []
+    params = {"roots": roots, "in_flight": config.gateway_timeout_seconds()}
+    rows = db.fetchall("stop_tree", params)
+    while rows:
+        again = db.fetchall("stop_tree", params)
+        if {row[0] for row in again} == {row[0] for row in rows}:
+            return again
+        rows = again
+    return rows
 
 
 def agent_reopen(*, tenant: str, agent: str, actor: str, reason: str = "") -> bool:
