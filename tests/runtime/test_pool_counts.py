@@ -11,7 +11,6 @@ real worker processes were killed, frozen and recovered.)
 from __future__ import annotations
 
 import threading
-
 from collections import Counter
 from datetime import timedelta
 
