@@ -141,14 +141,13 @@ def _send(call: _Call, row: Effect):
             break
         except EffectNotApplied as exc:
             error = encoding.error_record(exc)
-            _settle(call, row, states.EFFECT_FAILED, error=error, audit_kind="effect.failed", event="reject")
+            _settle(call, row, "reject", error=error, audit_kind="effect.failed")
             _journal_error(call, error)
         except Cut as cut:
             # The boundary cut the answer midway: record what came, durably and fenced,
             # before the denial ends the attempt (the task is then blocked by it).
             receipt = json.loads(encoding.encode(cut.receipt, what=f"partial receipt of effect {call.name!r}"))
-            _settle(call, row, states.PARTIAL, receipt=receipt, audit_kind="effect.partial", event="cut",
-                    denial=cut.denial.decision_id)
+            _settle(call, row, "cut", receipt=receipt, audit_kind="effect.partial", denial=cut.denial.decision_id)
             raise cut.denial from None
         except (AuthorityDenied, CapabilityRefused):
             # A boundary refused the call (the credential gateway, runtime/gateway/client.py):
@@ -167,7 +166,7 @@ def _send(call: _Call, row: Effect):
         # The action happened; keep what we can show rather than lose the receipt.
         text = json.dumps({"unserializable_receipt": repr(receipt)[:2000]})
     receipt = json.loads(text)
-    _settle(call, row, states.COMMITTED, receipt=receipt, audit_kind="effect.committed", event="commit")
+    _settle(call, row, "commit", receipt=receipt, audit_kind="effect.committed")
     meter.count("effects_committed")  # _settle committed it
     faults.reach(faults.AFTER_RECEIPT_BEFORE_JOURNAL, task_id=ctx.task_id, step=call.name, epoch=ctx.epoch)
     return _journal_receipt(call, receipt, text)
@@ -213,11 +212,10 @@ def _take_over(call: _Call, row: Effect) -> None:
         row.state, row.receipt, row.settled_at = states.INTENT, None, None
 
 
-def _settle(call: _Call, row: Effect, state: str, *, receipt=None, error=None, audit_kind: str, event: str,
-            **audit) -> None:
-    """One EFFECT_TRANSITIONS event out of this attempt's intent (commit, reject or cut)."""
+def _settle(call: _Call, row: Effect, event: str, *, receipt=None, error=None, audit_kind: str, **audit) -> None:
+    """One EFFECT_TRANSITIONS event out of this attempt's intent: commit, reject or cut."""
     lease = call.lease
-    assert states.target(event, states.EFFECT_TRANSITIONS) == state, (event, state)
+    state = states.target(event, states.EFFECT_TRANSITIONS)
     with transaction.atomic(durable=True):
         fence(lease, "effect")
         won = Effect.objects.filter(id=row.id, state__in=states.sources(event, states.EFFECT_TRANSITIONS),
