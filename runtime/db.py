@@ -26,10 +26,27 @@ CONNECTION_ERRORS = (django.db.OperationalError, django.db.InterfaceError,
                      psycopg.OperationalError, psycopg.InterfaceError)
 
 
+EXTENDS = "-- extends: "
+RESULT = "\n-- result:"
+
+
 @cache
 def sql(name: str) -> str:
-    """The text of runtime/sql/<name>.sql, loaded once per process."""
-    return resources.files("runtime.sql").joinpath(f"{name}.sql").read_text()
+    """The text of runtime/sql/<name>.sql, loaded once per process.
+
+    A file whose first line is `-- extends: <base>` continues <base>'s statement: the
+    text is <base>'s up to its `-- result:` line (its WITH clause and CTEs), then this
+    file's (more CTEs, each starting with a comma, and its own result). One statement
+    then does both, in one round trip and one snapshot, with neither written twice."""
+    text = resources.files("runtime.sql").joinpath(f"{name}.sql").read_text()
+    first, _, rest = text.partition("\n")
+    if not first.startswith(EXTENDS):
+        return text
+    base = sql(first[len(EXTENDS):].strip())
+    head, marker, _ = base.rpartition(RESULT)
+    if not marker:
+        raise ValueError(f"{name}.sql extends {first[len(EXTENDS):].strip()}.sql, which marks no `-- result:`")
+    return head + "\n" + rest
 
 
 def cursor() -> psycopg.Cursor:

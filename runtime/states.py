@@ -81,12 +81,15 @@ INTENT = "intent"          # recorded before the call; the call may or may not h
 COMMITTED = "committed"    # the service answered; its receipt is recorded
 EFFECT_FAILED = "failed"   # the service said it did not perform the action
 UNKNOWN = "unknown"        # may or may not have happened; an operator must resolve it
-EFFECT_STATES = (INTENT, COMMITTED, EFFECT_FAILED, UNKNOWN)
+PARTIAL = "partial"        # a boundary cut the call after part of the answer; its receipt says what came
+EFFECT_STATES = (INTENT, COMMITTED, EFFECT_FAILED, UNKNOWN, PARTIAL)
 
 EFFECT_TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
     "commit": (frozenset({INTENT}), COMMITTED),          # receipt recorded
     "reject": (frozenset({INTENT}), EFFECT_FAILED),      # the service refused the action
-    "doubt": (frozenset({INTENT}), UNKNOWN),             # outcome cannot be known safely
+    "doubt": (frozenset({INTENT, PARTIAL}), UNKNOWN),    # outcome cannot be known safely
+    "cut": (frozenset({INTENT}), PARTIAL),               # the gateway cut a stream mid-answer (AUTHZ_REVOKED)
+    "retake": (frozenset({PARTIAL}), INTENT),            # a resumed attempt sends a partial call again, same key
     "resolve_committed": (frozenset({UNKNOWN}), COMMITTED),  # operator: it happened
     "resolve_failed": (frozenset({UNKNOWN}), EFFECT_FAILED),  # operator: it did not happen
     "resolve_retry": (frozenset({UNKNOWN}), INTENT),     # operator: send it again, same key

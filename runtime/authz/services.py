@@ -197,6 +197,24 @@ def decide(*, task, action: str, resource: str, boundary: str, epoch: int | None
     task's agent) and `evidence` (added to a denial's audit event) come from a token.
     With `bound_tenant`, `epoch` is binding too: a task of another tenant is denied
     tenant_mismatch, and one whose epoch moved on superseded_attempt, in the statement."""
+    params = decision_params(task=task, action=action, resource=resource, boundary=boundary, epoch=epoch,
+                             refuse=refuse, actor=actor, evidence=evidence, bound_tenant=bound_tenant)
+    # One statement: inside a caller's transaction it needs no savepoint of its own (a
+    # failure marks the caller's transaction for rollback either way); alone, it is its
+    # own transaction.
+    with transaction.atomic(savepoint=False):
+        cur = db.execute("authz_decide", params)
+        row = cur.fetchone()
+        if row is None:
+            raise TaskNotFound(f"no task {params['task']}", task=str(params["task"]))
+        return decision_from(row, [c.name for c in cur.description])
+
+
+def decision_params(*, task, action: str, resource: str, boundary: str, epoch: int | None = None,
+                    refuse: str | None = None, actor: str | None = None, evidence: dict | None = None,
+                    bound_tenant: str | None = None) -> dict:
+    """decide()'s arguments checked and made the parameters of runtime/sql/authz_decide.sql,
+    for a statement that extends it (the gateway's admission: runtime/sql/gateway_admit.sql)."""
     task_id = task.id if hasattr(task, "id") else arguments.task_id(task)
     patterns.action(action)
     patterns.concrete(resource)
@@ -204,21 +222,15 @@ def decide(*, task, action: str, resource: str, boundary: str, epoch: int | None
         raise InvalidArgument(f"boundary must be one of {', '.join(BOUNDARIES)}", field="boundary")
     if epoch is not None:
         arguments.bounded("epoch", epoch, minimum=0, maximum=2**31 - 1)
-    # One statement: inside a caller's transaction it needs no savepoint of its own (a
-    # failure marks the caller's transaction for rollback either way); alone, it is its
-    # own transaction.
-    with transaction.atomic(savepoint=False):
-        cur = db.execute("authz_decide", {
-            "task": task_id, "action": action, "resource": resource, "boundary": boundary, "epoch": epoch,
+    return {"task": task_id, "action": action, "resource": resource, "boundary": boundary, "epoch": epoch,
             "policy": POLICY_VERSION, "refuse": refuse, "actor": actor, "bound_tenant": bound_tenant,
             "bound_epoch": epoch if bound_tenant is not None else None,
-            "extra": json.dumps(with_via(evidence), default=str)})
-        row = cur.fetchone()
-        if row is None:
-            raise TaskNotFound(f"no task {task_id}", task=str(task_id))
-        names = [c.name for c in cur.description]
-    values = dict(zip(names, row))
-    decision = Decision(**values)
+            "extra": json.dumps(with_via(evidence), default=str)}
+
+
+def decision_from(row, names) -> Decision:
+    """The Decision of a row authz_decide.sql returned (its columns as `names`, in order)."""
+    decision = Decision(**dict(zip(names, row)))
     decision._state.adding = False
     return decision
 

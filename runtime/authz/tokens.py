@@ -22,7 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 from runtime import arguments, config
 from runtime.authz import patterns
 from runtime.authz.selectors import authz_revision, effective_authority
-from runtime.authz.services import decide
+from runtime.authz.services import decide, decision_params
 from runtime.errors import CapabilityRefused
 from runtime.models import Decision, Task
 from runtime.tasks.selectors import task_get
@@ -136,9 +136,7 @@ def token_decide(*, claims: dict, task=None, action: str, resource: str) -> Deci
     (one round trip fewer on the gateway's path)."""
     patterns.action(action)
     if task is None:
-        return decide(task=arguments.task_id(claims["task"]), action=action, resource=resource,
-                      boundary="credential_gateway", epoch=claims["epoch"], bound_tenant=claims["tenant"],
-                      actor=f"{patterns.AGENT}{claims['agent']}", evidence=_evidence(claims))
+        return decide(**_bound(claims, action, resource))
     found = task if isinstance(task, Task) else task_get(arguments.task_id(task))
     if claims["tenant"] != found.tenant:
         refuse = "tenant_mismatch"
@@ -153,6 +151,22 @@ def token_decide(*, claims: dict, task=None, action: str, resource: str) -> Deci
     return decide(task=found, action=action, resource=resource, boundary="credential_gateway",
                   epoch=claims["epoch"], refuse=refuse, actor=f"{patterns.AGENT}{claims['agent']}",
                   evidence=_evidence(claims))
+
+
+def token_decision_params(*, claims: dict, action: str, resource: str) -> dict:
+    """The parameters of token_decide(claims=...)'s statement (runtime/sql/authz_decide.sql)
+    for a statement that extends it: the gateway decides and records its call in one
+    (runtime/sql/gateway_admit.sql). The same checks, the same binding to the token."""
+    patterns.action(action)
+    return decision_params(**_bound(claims, action, resource))
+
+
+def _bound(claims: dict, action: str, resource: str) -> dict:
+    """decide()'s arguments for the token's own task: its tenant and epoch are checked in
+    the statement (bound_tenant), its agent acts, and a denial's event names the token."""
+    return {"task": arguments.task_id(claims["task"]), "action": action, "resource": resource,
+            "boundary": "credential_gateway", "epoch": claims["epoch"], "bound_tenant": claims["tenant"],
+            "actor": f"{patterns.AGENT}{claims['agent']}", "evidence": _evidence(claims)}
 
 
 def _evidence(claims: dict) -> dict:

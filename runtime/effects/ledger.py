@@ -1,7 +1,8 @@
 """The effect ledger protocol: commit the intent, call with the key, commit the receipt.
 
     intent ──call──▶ committed        the service answered
-       │  └──────▶ failed            the service said it did not act (EffectNotApplied)
+       │  ├──────▶ failed            the service said it did not act (EffectNotApplied)
+       │  └──────▶ partial           a boundary cut the answer midway (Cut); retaken on resume
        └─────────▶ unknown           it may have acted; a person decides (effect_resolve)
 
 Recovery finds an `intent` with no receipt when the worker died mid-call. Reads,
@@ -9,6 +10,15 @@ idempotent actions and reversible actions on a keyed service are re-sent with th
 same key (the service deduplicates); anything else becomes `unknown` and the task is
 blocked until an operator resolves it. An irreversible effect is never re-sent
 automatically (states.may_resend_with_same_key).
+
+A `partial` effect is one the credential gateway cut mid-stream because its authority
+went away (runtime/gateway/client.py raises Cut): part of the answer was delivered, and
+its receipt says how much. The denial then propagates and the task is blocked. A later
+attempt that replays it treats it like an interrupted intent: a re-sendable one (a
+model call is idempotent and keyed) is retaken (`retake`: back to `intent` under the
+new epoch, same key) and sent again on the authority the task has then, which the
+gateway decides before forwarding anything; any other becomes `unknown`. The partial
+receipt stays in the audit trail (`effect.partial`, and `effect.resent` repeats it).
 """
 
 from __future__ import annotations
@@ -41,6 +51,16 @@ from runtime.models import Effect
 
 # In-attempt re-sends of a resendable effect whose call raised, before it is doubted.
 RESEND_DELAYS = (0.2, 1.0)
+
+
+class Cut(Exception):
+    """Raised by an effect function when a boundary cut its call after the service began
+    to answer (a gateway stream ended by AUTHZ_REVOKED): the ledger settles the effect
+    `partial` with `receipt` (what was delivered), then raises `denial` itself."""
+
+    def __init__(self, denial: AuthorityDenied, receipt: dict):
+        super().__init__(str(denial))
+        self.denial, self.receipt = denial, receipt
 
 
 def derive_key(task_id, seq: int, name: str) -> str:
@@ -87,6 +107,7 @@ def perform(ctx, seq: int, name: str, fn, args, kwargs, *, effect_class: str, ke
     if row.state == states.UNKNOWN:
         _block(call, row, doubt=False)
     # An intent from an earlier attempt: the call may or may not have reached the service.
+    # A partial one was cut midway by a boundary: the same rule decides whether it is sent again.
     if row.resend_approved or states.may_resend_with_same_key(row.effect_class, row.keyed):
         if before_send is not None:
             before_send()  # a recovered attempt re-checks before it sends again
@@ -120,8 +141,14 @@ def _send(call: _Call, row: Effect):
             break
         except EffectNotApplied as exc:
             error = encoding.error_record(exc)
-            _settle(call, row, states.EFFECT_FAILED, error=error, audit_kind="effect.failed")
+            _settle(call, row, "reject", error=error, audit_kind="effect.failed")
             _journal_error(call, error)
+        except Cut as cut:
+            # The boundary cut the answer midway: record what came, durably and fenced,
+            # before the denial ends the attempt (the task is then blocked by it).
+            receipt = json.loads(encoding.encode(cut.receipt, what=f"partial receipt of effect {call.name!r}"))
+            _settle(call, row, "cut", receipt=receipt, audit_kind="effect.partial", denial=cut.denial.decision_id)
+            raise cut.denial from None
         except (AuthorityDenied, CapabilityRefused):
             # A boundary refused the call (the credential gateway, runtime/gateway/client.py):
             # not the service's answer, so nothing is settled or journaled. The intent
@@ -139,7 +166,7 @@ def _send(call: _Call, row: Effect):
         # The action happened; keep what we can show rather than lose the receipt.
         text = json.dumps({"unserializable_receipt": repr(receipt)[:2000]})
     receipt = json.loads(text)
-    _settle(call, row, states.COMMITTED, receipt=receipt, audit_kind="effect.committed")
+    _settle(call, row, "commit", receipt=receipt, audit_kind="effect.committed")
     meter.count("effects_committed")  # _settle committed it
     faults.reach(faults.AFTER_RECEIPT_BEFORE_JOURNAL, task_id=ctx.task_id, step=call.name, epoch=ctx.epoch)
     return _journal_receipt(call, receipt, text)
@@ -164,30 +191,39 @@ def _record_intent(call: _Call, *, effect_class: str, keyed: bool, digest: str) 
 
 
 def _take_over(call: _Call, row: Effect) -> None:
-    """Make this attempt the ledger row's sender before sending again under its key."""
+    """Make this attempt the ledger row's sender before sending again under its key. A
+    `partial` row is retaken: back to `intent`, its partial receipt cleared from the row
+    (an intent has none) and repeated in the `effect.resent` audit row, which keeps it."""
     lease = call.lease
+    retake = row.state == states.PARTIAL
+    changes = {"epoch": lease.epoch, "attempt_id": lease.attempt_id, "sends": F("sends") + 1, "resend_approved": False}
+    if retake:
+        changes.update(state=states.target("retake", states.EFFECT_TRANSITIONS), receipt=None, settled_at=None)
     with transaction.atomic(durable=True):
         fence(lease, "effect")
-        won = Effect.objects.filter(id=row.id, state=states.INTENT, epoch=row.epoch).update(
-            epoch=lease.epoch, attempt_id=lease.attempt_id, sends=F("sends") + 1, resend_approved=False
-        )
+        won = Effect.objects.filter(id=row.id, state=row.state, epoch=row.epoch).update(**changes)
         if not won:  # another attempt took it over or settled it first
             raise Fenced(lease.task_id, lease.epoch, "effect")
         _audit(lease, "effect.resent", row, previous_epoch=row.epoch,
-               approved_by=row.resolved_by if row.resend_approved else None)
+               approved_by=row.resolved_by if row.resend_approved else None,
+               **({"partial": row.receipt} if retake else {}))
     row.epoch, row.attempt_id, row.sends, row.resend_approved = lease.epoch, lease.attempt_id, row.sends + 1, False
+    if retake:
+        row.state, row.receipt, row.settled_at = states.INTENT, None, None
 
 
-def _settle(call: _Call, row: Effect, state: str, *, receipt=None, error=None, audit_kind: str) -> None:
+def _settle(call: _Call, row: Effect, event: str, *, receipt=None, error=None, audit_kind: str, **audit) -> None:
+    """One EFFECT_TRANSITIONS event out of this attempt's intent: commit, reject or cut."""
     lease = call.lease
+    state = states.target(event, states.EFFECT_TRANSITIONS)
     with transaction.atomic(durable=True):
         fence(lease, "effect")
-        won = Effect.objects.filter(id=row.id, state=states.INTENT, epoch=lease.epoch).update(
-            state=state, receipt=receipt, error=error, settled_at=Now()
-        )
+        won = Effect.objects.filter(id=row.id, state__in=states.sources(event, states.EFFECT_TRANSITIONS),
+                                    epoch=lease.epoch).update(state=state, receipt=receipt, error=error,
+                                                              settled_at=Now())
         if not won:  # a newer attempt took the row over while we were calling
             raise Fenced(lease.task_id, lease.epoch, "effect")
-        _audit(lease, audit_kind, row, receipt=receipt, error=error and error["message"])
+        _audit(lease, audit_kind, row, receipt=receipt, error=error and error["message"], **audit)
 
 
 def _block(call: _Call, row: Effect, *, doubt: bool, cause: BaseException | None = None):
@@ -196,7 +232,7 @@ def _block(call: _Call, row: Effect, *, doubt: bool, cause: BaseException | None
     with transaction.atomic(durable=True):
         fence(lease, "status", exclusive=True)
         if doubt:
-            won = Effect.objects.filter(id=row.id, state=states.INTENT).update(
+            won = Effect.objects.filter(id=row.id, state__in=states.sources("doubt", states.EFFECT_TRANSITIONS)).update(
                 state=states.UNKNOWN, error=encoding.error_record(cause) if cause else None
             )
             if not won:

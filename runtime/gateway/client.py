@@ -9,9 +9,13 @@ re-sends an interrupted one with the same key, and a replay returns the journale
 receipt without any request at all.
 
 A 403 from the gateway raises AuthorityDenied naming the boundary that enforced it
-(credential_gateway, or tenant_isolation) and why; a stream cut because its authority
-went away raises it too (code AUTHZ_REVOKED in its details). Neither is journaled: the
-intent stays, so a resumed task asks the gateway again, on the authority it has then.
+(credential_gateway, or tenant_isolation) and why; it is not journaled and the intent
+stays, so a resumed task asks the gateway again, on the authority it has then. A stream
+cut because its authority went away (an `event: error` with code AUTHZ_REVOKED after the
+stream began) was forwarded and partly answered: it raises ledger.Cut, so the effect is
+settled `partial` with what was delivered before the same AuthorityDenied propagates; a
+resumed attempt sends it again under its key, decided by the gateway on the authority
+the task has then (runtime/effects/ledger.py).
 """
 
 from __future__ import annotations
@@ -106,7 +110,17 @@ def _chat(ctx, seq: int, body: dict, key: str) -> dict:
     tags = _tags(response)
     with response:
         if body["stream"]:
-            text, ident, finish = _read_stream(response)
+            delivered: list[str] = []
+            try:
+                text, ident, finish = _read_stream(response, delivered)
+            except AuthorityDenied as denial:
+                if denial.details.get("gateway_code") != "AUTHZ_REVOKED":
+                    raise
+                raise ledger.Cut(denial, receipt={
+                    "untrusted": True, "source": model_resource(body["model"]), "cut": "AUTHZ_REVOKED",
+                    "chunks": len(delivered), "text_length": sum(len(piece) for piece in delivered),
+                    "call": tags["call"], "decision": tags["decision"], "denial": denial.decision_id,
+                    "boundary": denial.boundary, "reason_code": denial.reason_code}) from None
         else:
             completion = json.loads(response.read())
             choice = completion["choices"][0]
@@ -176,8 +190,10 @@ def _raise(status: int, refusal: dict):
     raise OSError(f"the gateway answered HTTP {status}: {refusal.get('code')}")  # may have acted: the ledger decides
 
 
-def _read_stream(response) -> tuple[str, str | None, str | None]:
-    text, ident, finish, event = [], None, None, None
+def _read_stream(response, text: list[str]) -> tuple[str, str | None, str | None]:
+    """The stream's text, id and finish reason; `text` holds the pieces as they come, so
+    a caller that sees it cut knows what was delivered."""
+    ident, finish, event = None, None, None
     for raw in response:
         line = raw.decode("utf-8").rstrip("\r\n")
         if not line:

@@ -62,6 +62,14 @@ class GatewayCall(models.Model):
         indexes = [
             models.Index(fields=["task", "id"], name="gateway_call_task_id"),
             models.Index(fields=["tenant", "id"], name="gateway_call_tenant_id"),
+            # gateway_admit.sql asks whether this key's earlier send is still in flight
+            # on every admission. Without this, that was a scan of all the task's calls
+            # (gateway_call_task_id): 7.4 ms of an 8.4 ms admission for a task with 5,450
+            # calls, growing with every call. Partial, so it holds only calls not yet
+            # ended: small, and one index write per call (its UPDATE to an ending leaves
+            # the entry to vacuum).
+            models.Index(fields=["task", "idempotency_key"], condition=Q(outcome="admitted"),
+                         name="gateway_call_admitted_key"),
         ]
 
     def __str__(self):

@@ -87,6 +87,7 @@ WITH RECURSIVE lineage AS (
                'authz_revision', d.authz_revision)
     FROM decided d WHERE NOT d.allowed
 )
+-- result: (a statement that extends this one, `-- extends: authz_decide`, replaces what follows)
 SELECT id, tenant, task_id, parent_task, epoch, actor, owner, boundary, action, resource, allowed,
        reason_code, policy_version, authz_revision, at
 FROM decided

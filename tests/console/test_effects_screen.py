@@ -64,3 +64,19 @@ def test_send_it_again_puts_the_effect_back_to_intent_and_queues_the_task(world,
     effect = Effect.objects.get(id=world.effect.id)
     assert effect.state == states.INTENT and effect.resend_approved
     assert Task.objects.get(id=world.blocked.id).status == states.QUEUED
+
+
+def test_a_partial_effect_is_listed_under_its_state_and_its_page_says_what_was_delivered(world, as_person):
+    Effect.objects.filter(id=world.effect.id).update(state=states.PARTIAL, receipt={
+        "untrusted": True, "cut": "AUTHZ_REVOKED", "chunks": 7, "text_length": 23, "call": "c-1", "decision": "d-1",
+        "denial": "d-2", "boundary": "credential_gateway", "reason_code": "no_grant_agent"})
+    client = as_person(world.people.bob)
+    listed = client.get("/effects/?state=partial").content.decode()
+    assert f'<tr id="effect-{world.effect.id}" data-state="partial">' in listed
+    assert '<option selected>partial</option>' in listed
+    assert f"effect-{world.effect.id}" not in client.get("/effects/").content.decode()  # not waiting for a person
+    html = client.get(f"/effects/{world.effect.id}/").content.decode()
+    assert 'data-state="partial">partial</span>' in html
+    assert "Cut short" in html and "7 chunks (23 characters) had been delivered" in html
+    assert "no_grant_agent at credential_gateway" in html and "What was delivered" in html
+    assert ">Resolve<" not in html  # only an unknown effect is resolved by a person

@@ -83,6 +83,11 @@ def _pieces(text: str, n: int) -> list[str]:
 def _handler(model: FakeModel):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out as two writes. On a kept-alive connection (the gateway
+        # reuses its connections to a provider), Nagle would hold the body back until the
+        # client's delayed ACK of the headers, about 40 ms; real providers answer
+        # without that wait.
+        disable_nagle_algorithm = True
 
         def log_message(self, *args):  # quiet: the tests read /_requests, not a log
             pass

@@ -13,7 +13,7 @@ from django.db import connection
 
 from runtime import states
 from runtime.authz.services import grant_narrow, grant_revoke
-from runtime.models import Decision, Effect, GatewayCall, Step, Task
+from runtime.models import AuditEvent, Decision, Effect, GatewayCall, Step, Task
 from runtime.tasks.services import task_resume, task_submit
 from tests.console.gateway.conftest import MODEL_KEY, TOOL_KEY, ended
 from tests.harness import wait_until
@@ -161,7 +161,7 @@ def test_a_task_narrowed_while_asleep_is_denied_on_resume_and_replays_its_first_
     assert Decision.objects.filter(task_id=t, allowed=True, epoch=1).count() == 1
 
 
-def test_a_revocation_while_the_worker_streams_cuts_the_call_and_agent_code_sees_the_denial(
+def test_a_revocation_while_the_worker_streams_cuts_the_call_records_it_partial_and_a_resume_sends_it_once_more(
         live, worker, gateway_web, model):
     agent_grant, _ = give_both("model.call", "model:fake-1", agent=AGENT)
     model.set(reply=" ".join(f"w{i}" for i in range(80)), chunks=80, chunk_delay=0.05)  # a 4 s stream
@@ -175,8 +175,40 @@ def test_a_revocation_while_the_worker_streams_cuts_the_call_and_agent_code_sees
     assert call.outcome == "partial"
     denial = Decision.objects.get(task_id=t, allowed=False)
     assert (denial.boundary, denial.reason_code) == ("credential_gateway", "no_grant_agent")
-    assert Effect.objects.get(task_id=t).state == states.INTENT  # not settled: a resume asks again
     assert (task.status, task.blocked_reason, task.blocked_decision_id) == (
         states.BLOCKED, states.AUTHORITY_DENIED, denial.id)
     assert task.error["code"] == "AUTHORITY_DENIED"
     assert "authority changed" in task.error["message"] and "credential_gateway" in task.error["message"]
+    # The worker's ledger says the call was cut, and what of it came: the gateway's record
+    # of the same call holds the text itself.
+    effect = Effect.objects.get(task_id=t)
+    delivered = call.response["body"]["choices"][0]["message"]["content"]
+    assert (effect.state, effect.sends, effect.epoch) == (states.PARTIAL, 1, 1)
+    receipt = effect.receipt
+    assert (receipt["cut"], receipt["call"], receipt["denial"], receipt["boundary"], receipt["reason_code"]) == (
+        "AUTHZ_REVOKED", str(call.id), str(denial.id), "credential_gateway", "no_grant_agent")
+    assert receipt["decision"] == str(call.decision_id) == str(Decision.objects.get(task_id=t, allowed=True).id)
+    assert 0 < receipt["chunks"] < 80 and receipt["text_length"] == len(delivered) > 0
+    partial_event = AuditEvent.objects.get(task_id=t, kind="effect.partial")
+    assert (partial_event.data["effect"], partial_event.data["receipt"]) == (effect.id, receipt)
+    assert not Step.objects.filter(task_id=t, kind="effect").exists()  # nothing journaled
+    sent = len(model.recorded())
+    assert sent == 1
+
+    # Granted again and resumed: the partial call is retaken and sent once more under its
+    # key, decided on current rows; the partial receipt stays in the trail.
+    give_both("model.call", "model:fake-1", agent=AGENT)
+    model.set(reply="all of it", chunks=3, chunk_delay=0.0)
+    task_resume(task_id=t, actor="user:alice", note="granted again")
+    wait_until(lambda: Task.objects.filter(id=t, status=states.COMPLETED).exists(), timeout=60,
+               message="the resumed task to complete")
+    assert len(model.recorded()) == sent + 1
+    assert model.recorded()[-1]["idempotency_key"] == effect.key
+    effect.refresh_from_db()
+    assert (effect.state, effect.sends, effect.receipt["text"]) == (states.COMMITTED, 2, "all of it")
+    assert Task.objects.get(id=t).output["text"] == "all of it"
+    resent = AuditEvent.objects.get(task_id=t, kind="effect.resent")
+    assert resent.data["partial"] == receipt and resent.data["previous_epoch"] == 1
+    assert AuditEvent.objects.filter(task_id=t, kind="effect.partial").count() == 1
+    wait_until(lambda: sorted(GatewayCall.objects.filter(task_id=t).values_list("outcome", flat=True)) == [
+        "committed", "partial"], timeout=10, message="the resent call to be recorded committed")
