@@ -19,7 +19,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runtime', '0013_gateway'),
+        ('runtime', '0014_stops'),
     ]
 
     operations = [
