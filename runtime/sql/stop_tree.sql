@@ -23,5 +23,5 @@ SELECT l.id, l.parent_id, l.status, l.epoch, l.wake_at, coalesce(cardinality(l.w
              WHERE c.task_id = l.id AND c.outcome = 'admitted'
                AND c.started_at > statement_timestamp() - make_interval(secs => %(in_flight)s::float8))
 FROM locked l
-WHERE l.status NOT IN ('completed', 'failed', 'cancelled', 'stopping')
+WHERE l.status IN ('blocked', 'dead', 'queued', 'running', 'sleeping', 'waiting')
 ORDER BY l.depth, l.id
