@@ -112,6 +112,8 @@ class StopSummary:
 
     @property
     def outcome_words(self) -> str:
+        if not self.task_count:
+            return "nothing was live"
         if not self.over:
             return "stopping"
         return "cancelled" if self.stop.outcome == "acknowledged" else "cancelled at its bound"
@@ -174,7 +176,9 @@ def stop_summary(*, stop_id=None, task_id=None, tenant: str) -> StopSummary:
     all_ids = StopAck.objects.filter(stop=stop, boundary=states.STORAGE).values("task_id")
     effects = Effect.objects.filter(task_id__in=all_ids)
     summary = StopSummary(
-        stop=stop, read_at=now, over=stop.finished_at is not None, task_count=totals["tasks"],
+        stop=stop, read_at=now,
+        # A kill switch with no live task covers none: over at once (nothing is left to settle).
+        over=stop.finished_at is not None or not totals["tasks"], task_count=totals["tasks"],
         stopping=Task.objects.filter(stop=stop, status=states.STOPPING).count(), tasks=shown,
         tasks_more=max(0, totals["tasks"] - len(shown)), acks=totals["acks"], counts=counts,
         last_ack_at=totals["last"],
