@@ -66,7 +66,7 @@ def test_a_running_task_waits_for_its_worker_then_reads_cancelled():
 def test_past_its_bound_a_missing_worker_reads_missing_and_its_late_answer_reads_late():
     task = running(n=1)
     started = task_stop(task_id=task.id, actor="user:alice", reason="hung", bound_seconds=0.1)
-    Task.objects.filter(id=task.id).update(stop_deadline=timezone.now() - timedelta(seconds=1))
+    Task.objects.filter(id=task.id).update(stop_deadline=timezone.now() - timedelta(hours=1))
     assert stop_summary(task_id=task.id, tenant="acme").tasks[0].bound_passed
     assert stops_settle_due(actor="supervisor") == 1
     summary = stop_summary(task_id=task.id, tenant="acme")
@@ -134,3 +134,16 @@ def test_the_kill_switch_preview_and_state():
     assert stop_summary(stop_id=started.stop_id, tenant="acme").task_count == 2
     assert agent_reopen(tenant="acme", agent="t.steps", actor="user:alice", reason="fixed")
     assert not agent_switch(tenant="acme", agent="t.steps").closed
+
+
+def test_the_kill_switch_stops_a_child_of_its_own_agent_once():
+    """Its roots are every live task of the agent: a child of the same agent is reached
+    as a root and below its parent, and is stopped (and acknowledged) once."""
+    parent = running(n=1)
+    child = Task.objects.create(agent="t.steps", input={}, input_digest="x", tenant="acme", owner="user:alice",
+                                pool_id=parent.pool_id, parent=parent, root=parent, spawn_seq=1,
+                                status=states.QUEUED)
+    started = agent_stop(tenant="acme", agent="t.steps", actor="user:alice", reason="incident")
+    assert sorted(started.tasks) == sorted([parent.id, child.id]) and started.cancelled == [child.id]
+    summary = stop_summary(stop_id=started.stop_id, tenant="acme")
+    assert summary.task_count == 2 and summary.acks == 7  # the parent's worker is still to answer
