@@ -22,7 +22,7 @@ from console.ui.web import form_status, page, param, refusal, screen
 from runtime import states
 from runtime.errors import InvalidInput, StewardError, StopNotFound, UnknownAgent
 from runtime.stops.selectors import agent_stop_preview, agent_switch, stop_preview, stop_summary
-from runtime.stops.services import agent_reopen, agent_stop, task_stop
+from runtime.stops.services import agent_reopen, agent_stop, task_rerun, task_stop
 from runtime.tasks.selectors import agent_get, task_get
 
 SHOWN = 50  # tasks on a confirmation page; the rest are counted
@@ -111,6 +111,29 @@ def task_stop_view(request, principal, task_id):
                 {**context, "preview": stop_preview(task_id=task.id, tenant=principal.tenant)}, nav="tasks")
 
 
+@screen
+def task_rerun_view(request, principal, task_id):
+    """A new run of a cancelled root task: GET says what it makes, POST (with a reason)
+    makes it and goes to the new task's page."""
+    task = task_get(task_id, tenant=principal.tenant)
+    require(principal, OPERATE_ACTION)
+    context = {"task": task, "reason": "", "error": None}
+    if request.method == "POST":
+        reason = (request.POST.get("reason") or "").strip()
+        context["reason"] = reason
+        try:
+            if not reason:
+                raise InvalidInput("say why: the reason is kept in the audit trail", field="reason")
+            with acting(principal):
+                made = task_rerun(task_id=task.id, actor=principal.actor, reason=reason)
+            messages.success(request, f"A new run of {str(task.id)[:13]}: this task, queued.")
+            return redirect(f"/tasks/{made}/")
+        except StewardError as exc:
+            context["error"] = exc
+            return page(request, principal, "console/task_rerun.html", context, status=form_status(exc), nav="tasks")
+    return page(request, principal, "console/task_rerun.html", context, nav="tasks")
+
+
 def _agent(request, principal, name):
     try:
         return agent_get(name), None
@@ -165,5 +188,5 @@ def agent_reopen_view(request, principal, name):
     return redirect(f"/agents/{info.name}/#agent-switch")
 
 
-__all__ = ["stop_page", "stop_panel", "task_stop_view", "agent_stop_view", "agent_reopen_view", "panel_context",
+__all__ = ["stop_page", "stop_panel", "task_stop_view", "task_rerun_view", "agent_stop_view", "agent_reopen_view", "panel_context",
            "task_stop_context"]

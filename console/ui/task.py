@@ -81,6 +81,10 @@ def _live(principal, task_id) -> dict:
             # A stopping task is left to the stop it is under (its panel shows it).
             "may_stop": detail.task.status in states.sources("stop"),
             "stoppable": frozenset(states.sources("stop")),
+            # A deliberate new run (a new task, linked both ways) of a cancelled root task.
+            "may_rerun": detail.task.status == states.CANCELLED and not detail.task.parent_id,
+            "reruns": list(detail.task.reruns.order_by("id").only("id", "status")[:20])
+            if detail.task.status == states.CANCELLED else [],
             # A blocked task is resumed only if a denial blocked it; an unknown effect is
             # settled on its own page (states.BLOCKED_BY).
             "may_resume": detail.task.status in states.sources("resume") and (

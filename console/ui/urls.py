@@ -60,6 +60,7 @@ ROUTES = [
     Route("task-stop", "tasks/<uuid:task_id>/stop/", stops.task_stop_view, object="task", action=True),
     # Its former name: the same confirmation and the same stop.
     Route("task-cancel", "tasks/<uuid:task_id>/cancel/", stops.task_stop_view, object="task", action=True),
+    Route("task-rerun", "tasks/<uuid:task_id>/rerun/", stops.task_rerun_view, object="task", action=True),
     Route("stop", "stops/<uuid:stop_id>/", stops.stop_page, object="stop"),
     Route("stop-panel", "stops/<uuid:stop_id>/panel/", stops.stop_panel, object="stop", fragment=True),
     Route("task-resume", "tasks/<uuid:task_id>/resume/", task.resume, object="task", action=True),

@@ -24,7 +24,7 @@ ACME_URLS = {
     "task-new": "/tasks/new/", "task": "/tasks/{parent}/", "task-live": "/tasks/{parent}/live/",
     "task-steps": "/tasks/{parent}/steps/", "task-step": "/tasks/{parent}/steps/1/",
     "task-cancel": "/tasks/{parent}/cancel/", "task-resume": "/tasks/{done}/resume/",
-    "task-stop": "/tasks/{parent}/stop/", "stop": "/stops/{stop}/", "stop-panel": "/stops/{stop}/panel/",
+    "task-stop": "/tasks/{parent}/stop/", "task-rerun": "/tasks/{stopped}/rerun/", "stop": "/stops/{stop}/", "stop-panel": "/stops/{stop}/panel/",
     "agent-stop": "/agents/t.steps/stop/", "agent-reopen": "/agents/t.steps/reopen/",
     "effects": "/effects/", "effect": "/effects/{effect}/", "effect-resolve": "/effects/{effect}/resolve/",
     "pools": "/pools/", "pool": "/pools/default/", "pool-limits": "/pools/default/limits/",
@@ -40,6 +40,7 @@ ACME_URLS = {
 POSTS = {
     "task-new": {"agent": "t.steps", "input": '{"n": 1}'},
     "task-cancel": {"reason": "crafted"}, "task-resume": {"reason": "crafted"}, "task-stop": {"reason": "crafted"},
+    "task-rerun": {"reason": "crafted"},
     "agent-stop": {"reason": "crafted"}, "agent-reopen": {"reason": "crafted"},
     "effect-resolve": {"outcome": "committed", "receipt": '{"ref": 1}', "note": "crafted"},
     "pool-limits": {"max_running": "7", "max_queued": "70"},
@@ -62,7 +63,7 @@ def acme(world: World):
     stopped = submit("acme", "alice", n=9)
     stop = task_stop(task_id=stopped.id, actor="user:alice", reason="a stop to point at").stop_id
     ids = {"parent": world.parent.id, "blocked": world.blocked.id, "done": world.done.id, "effect": world.effect.id,
-           "audit": world.audit.id, "token": token.id, "grant": grant.id, "stop": stop}
+           "audit": world.audit.id, "token": token.id, "grant": grant.id, "stop": stop, "stopped": stopped.id}
     return {name: url.format(**ids) for name, url in ACME_URLS.items()}
 
 
@@ -170,7 +171,7 @@ def test_bob_is_refused_the_member_confirmation_pages_too(world, as_person, acme
 
 def test_bob_sees_no_action_button_or_form_on_any_screen(world, as_person, acme):
     client = as_person(world.people.bob)
-    forbidden = [b"/cancel/", b"/stop/", b"/reopen/", b"/resume/", b"/resolve/", b"/limits/", b"/tokens/new/", b"/revoke/",
+    forbidden = [b"/cancel/", b"/stop/", b"/reopen/", b"/rerun/", b"/resume/", b"/resolve/", b"/limits/", b"/tokens/new/", b"/revoke/",
                  b"/members/add/", b"/role/", b"/remove/", b"/narrow/", b"/grants/new/", b"/stewards/",
                  b'href="/tasks/new/"', b"Submit task", b">Resolve<"]
     for route in ROUTES:

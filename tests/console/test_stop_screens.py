@@ -149,3 +149,20 @@ def test_the_list_filters_stopping_and_the_dashboard_counts_it(world, as_person)
 def test_a_never_stopped_task_has_no_panel(world, as_person):
     other = submit("acme", "alice", n=5)
     assert 'id="stop-panel"' not in as_person(world.people.alice).get(f"/tasks/{other.id}/").content.decode()
+
+
+def test_a_cancelled_root_task_offers_a_new_run_linked_both_ways(world, as_person):
+    done = submit("acme", "alice", n=7)
+    task_stop(task_id=done.id, actor="user:alice", reason="wrong input")
+    client = as_person(world.people.alice)
+    assert f'href="/tasks/{done.id}/rerun/"' in client.get(f"/tasks/{done.id}/").content.decode()
+    assert b"nothing of this run" in client.get(f"/tasks/{done.id}/rerun/").content
+    assert client.post(f"/tasks/{done.id}/rerun/", {"reason": " "}).status_code == 422
+    response = client.post(f"/tasks/{done.id}/rerun/", {"reason": "input fixed"})
+    new = Task.objects.get(rerun_of=done.id)
+    assert response.status_code == 302 and response["Location"] == f"/tasks/{new.id}/"
+    assert f'href="/tasks/{done.id}/"' in client.get(f"/tasks/{new.id}/").content.decode()
+    assert f'href="/tasks/{new.id}/"' in client.get(f"/tasks/{done.id}/").content.decode()
+    event = AuditEvent.objects.get(task_id=done.id, kind="task.rerun")
+    assert event.data["reason"] == "input fixed" and event.data["via"]["channel"] == "console"
+    assert f'href="/tasks/{world.child.id}/rerun/"' not in client.get(f"/tasks/{world.child.id}/").content.decode()

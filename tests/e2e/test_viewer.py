@@ -13,7 +13,7 @@ from runtime.models import AuditEvent, Effect, Pool, Task
 from tests.e2e.stack import csrf_token, screenshot
 
 # Every way the console offers an action: its link or form by URL, its button by name.
-ACTION_LINKS = ("/cancel/", "/stop/", "/reopen/", "/resume/", "/resolve/", "/limits/", "/tasks/new/")
+ACTION_LINKS = ("/cancel/", "/stop/", "/reopen/", "/rerun/", "/resume/", "/resolve/", "/limits/", "/tasks/new/")
 ACTION_BUTTONS = ("Cancel", "Stop", "Resume", "Resolve", "Submit task", "Save limits", "Save")
 
 
