@@ -53,6 +53,8 @@ def acme_url(route: str, acme) -> str | None:
 
     def value(match) -> str:
         converter, name = match.group("converter"), match.group("name")
+        if "stop" in name:
+            return str(acme.stop.id)
         if converter == "uuid" or "task" in name:
             return str(acme.done.id if steps else acme.blocked.id)
         if "seq" in name:
