@@ -19,14 +19,14 @@ REASON = "the experiment's budget ran out"
 
 def test_alice_stops_a_running_task_after_reading_the_preview_and_watches_the_panel_fill_in(
         person, people, fleet, results_service):
+    page = person("alice")  # signed in first: the stop lands early in the task's first step
     fleet.workers(1)
     fleet.supervisors(1)
-    # Steps of 4 s: the worker reaches its next step boundary a few seconds after the stop.
-    task_id = submit("t.paced", {"pause": 4, "steps": 10, "url": results_service.url}).task_id
+    # Steps of 10 s: the worker reaches its next step boundary seconds after the stop.
+    task_id = submit("t.paced", {"pause": 10, "steps": 4, "url": results_service.url}).task_id
     wait_until(lambda: Task.objects.filter(id=task_id, status=states.RUNNING).exists(), timeout=EVENT_S,
                message="the task to be running on the worker")
 
-    page = person("alice")
     page.goto(f"/tasks/{task_id}/")
     expect(page.locator("#task-status")).to_have_text("running", timeout=EVENT_MS)
     page.locator("#stop-button").click()
@@ -46,7 +46,7 @@ def test_alice_stops_a_running_task_after_reading_the_preview_and_watches_the_pa
     expect(panel).to_contain_text(REASON)
     expect(page.locator(f"#ack-{task_id}-storage")).to_have_attribute("data-state", "acknowledged")
     expect(page.locator(f"#ack-{task_id}-scheduler")).to_have_attribute("data-state", "acknowledged")
-    # The worker is still inside its 4 s step: waiting, and the stop is not over.
+    # The worker is still inside its 10 s step: waiting, and the stop is not over.
     expect(page.locator(f"#ack-{task_id}-worker")).to_have_attribute("data-state", "waiting")
     expect(page.locator("#stop-state")).to_have_text("stopping")
     screenshot(page, "task-stop-panel")
@@ -81,3 +81,28 @@ def test_alice_stops_a_running_task_after_reading_the_preview_and_watches_the_pa
                                 headers={"X-CSRFToken": token, "Referer": bob.url}, max_redirects=0)
     assert response.status == 403
     assert Task.objects.get(id=other).status != states.STOPPING
+
+
+def test_alice_uses_an_agents_kill_switch_after_its_preview_and_reopens_it(person, people, fleet):
+    queued = [submit("t.sleeper", {"seconds": 600}).task_id for _ in range(2)]  # no worker: they stay queued
+    page = person("alice")
+    page.goto("/agents/t.sleeper/")
+    expect(page.locator("#agent-switch")).to_have_attribute("data-submission", "open")
+    page.locator("#kill-switch").click()
+    expect(page.locator("#covered-count")).to_have_attribute("data-count", "2")
+    for task_id in queued:
+        expect(page.locator(f"#covered-{task_id}")).to_be_visible()
+    screenshot(page, "agent-stop")
+    page.locator("textarea[name=reason]").fill("incident 42: the sleeper loops")
+    page.get_by_role("button", name="Stop 2 tasks and close submission").click()
+    expect(page.locator("#stop-panel")).to_have_attribute("data-over", "true", timeout=EVENT_MS)
+    expect(page.locator("#stop-state")).to_have_text("cancelled")
+    assert all(Task.objects.get(id=t).status == states.CANCELLED for t in queued)
+
+    page.goto("/agents/t.sleeper/")
+    expect(page.locator("#agent-switch")).to_have_attribute("data-submission", "closed")
+    expect(page.locator("#agent-switch")).to_contain_text("incident 42")
+    screenshot(page, "agent-stopped")
+    page.locator("#reopen-form input[name=reason]").fill("fixed")
+    page.get_by_role("button", name="Reopen submission").click()
+    expect(page.locator("#agent-switch")).to_have_attribute("data-submission", "open", timeout=EVENT_MS)
