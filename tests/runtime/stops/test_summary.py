@@ -147,3 +147,16 @@ def test_the_kill_switch_stops_a_child_of_its_own_agent_once():
     assert sorted(started.tasks) == sorted([parent.id, child.id]) and started.cancelled == [child.id]
     summary = stop_summary(stop_id=started.stop_id, tenant="acme")
     assert summary.task_count == 2 and summary.acks == 7  # the parent's worker is still to answer
+
+
+def test_the_kill_switch_preview_reaches_live_tasks_of_other_agents_below_its_own():
+    parent = running(n=1)
+    done = Task.objects.create(agent="t.child", input={}, input_digest="x", tenant="acme", owner="user:alice",
+                               pool_id=parent.pool_id, parent=parent, root=parent, spawn_seq=1,
+                               status=states.COMPLETED)
+    below = Task.objects.create(agent="t.child", input={}, input_digest="y", tenant="acme", owner="user:alice",
+                                pool_id=parent.pool_id, parent=done, root=parent, spawn_seq=1,
+                                status=states.QUEUED)
+    preview = agent_stop_preview(tenant="acme", agent="t.steps")
+    assert [t.id for t in preview.tasks] == [parent.id, below.id] and preview.count == 2
+    assert agent_stop_preview(tenant="globex", agent="t.steps").count == 0
