@@ -66,6 +66,10 @@ class TaskOut(TaskSummary):
     spawn_seq: int | None
     queued_at: datetime | None
     started_at: datetime | None
+    stop: uuid.UUID | None = Field(description="the stop it is (or was last) under: GET /stops/{id}; null: none, "
+                                               "or a resume cleared it (GET /tasks/{id}/stop-summary still finds it)")
+    stop_deadline: datetime | None = Field(description="while stopping: when its stop stops waiting for it")
+    rerun_of: uuid.UUID | None = Field(description="the cancelled task this is a deliberate new run of")
 
 
 class StepOut(Schema):
@@ -106,7 +110,8 @@ def task_out(task) -> dict:
     return {**summary_out(task), "input": task.input, "output": task.output, "error": task.error,
             "next_reason": task.next_reason, "crash_count": task.crash_count, "wake_at": task.wake_at,
             "waiting_on": task.waiting_on, "spawn_seq": task.spawn_seq, "queued_at": task.queued_at,
-            "started_at": task.started_at}
+            "started_at": task.started_at, "stop": task.stop_id, "stop_deadline": task.stop_deadline,
+            "rerun_of": task.rerun_of_id}
 
 
 def step_out(step) -> dict:

@@ -55,6 +55,8 @@ def test_a_new_run_of_a_cancelled_task_links_to_it(alice):
     new = made.json()
     assert new["rerun_of"] == task_id and new["id"] != task_id
     assert Task.objects.get(id=new["id"]).rerun_of_id == uuid.UUID(task_id)
+    assert alice.get(f"tasks/{new['id']}").json()["rerun_of"] == task_id
+    assert alice.get(f"tasks/{task_id}").json()["stop"] is not None
     assert_error(alice.post(f"tasks/{new['id']}/rerun", {"reason": "it is queued"}), 409, "INVALID_TRANSITION")
 
 
