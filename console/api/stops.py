@@ -119,7 +119,7 @@ class SummaryOut(Schema):
     last_ack_at: datetime | None
     to_last_ack_ms: float | None = Field(description="from the request to the last acknowledgment so far")
     committed_before: EffectsOut = Field(description="effects of its tasks committed before the request")
-    in_flight: EffectsOut = Field(description="effects with no known outcome: intent or unknown")
+    in_flight: EffectsOut = Field(description="effects with no known outcome: intent, partial or unknown")
     settled_since: EffectsOut = Field(description="effects that settled (committed or failed) after the request")
     calls: CallsOut = Field(description="gateway calls unanswered or cut part-way")
     unresolved: list[str] = Field(description="what the stop leaves open, in words")

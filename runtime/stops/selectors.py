@@ -34,6 +34,9 @@ MISSING = "missing"            # never: the task was cancelled (by its bound) wi
 LATE = "late"                  # it answered after the task was cancelled by its bound
 ROW_STATES = (ACKNOWLEDGED, WAITING, MISSING, LATE)
 
+# Effects whose outcome nobody knows yet: an intent recorded (the call may be under way),
+# a stream cut part-way (partial: its receipt says what came), or unknown (a person decides).
+EFFECTS_OPEN = (states.INTENT, states.PARTIAL, states.UNKNOWN)
 # Gateway calls whose outcome nobody knows yet, or that were cut part-way.
 CALLS_UNRESOLVED = ("admitted", "partial")
 
@@ -95,7 +98,7 @@ class StopSummary:
     counts: dict[str, int]        # rows by state, over the tasks shown
     last_ack_at: datetime | None
     committed_before: Capped      # effects the stop's tasks committed before it was requested
-    in_flight: Capped             # effects with no known outcome: intent or unknown
+    in_flight: Capped             # effects with no known outcome: intent, partial or unknown
     settled_since: Capped         # effects that settled (committed or failed) after the request
     calls: Capped                 # gateway calls still admitted (no answer) or cut part-way (partial)
     unresolved: list[str] = field(default_factory=list)  # in words: what the stop leaves open
@@ -184,7 +187,7 @@ def stop_summary(*, stop_id=None, task_id=None, tenant: str) -> StopSummary:
         last_ack_at=totals["last"],
         committed_before=_capped(effects.filter(state=states.COMMITTED, settled_at__lt=stop.requested_at)
                                  .order_by("-id")),
-        in_flight=_capped(effects.filter(state__in=(states.INTENT, states.UNKNOWN)).order_by("id")),
+        in_flight=_capped(effects.filter(state__in=EFFECTS_OPEN).order_by("id")),
         settled_since=_capped(effects.filter(state__in=(states.COMMITTED, states.EFFECT_FAILED),
                                              settled_at__gte=stop.requested_at).order_by("id")),
         calls=_capped(GatewayCall.objects.filter(task_id__in=all_ids, outcome__in=CALLS_UNRESOLVED)
@@ -249,7 +252,7 @@ def _unresolved(summary: StopSummary) -> list[str]:
                    f"still awaited")
     n = len(summary.in_flight) + summary.in_flight.more
     if n:
-        out.append(f"{n} effect{'s' if n != 1 else ''} with no known outcome (intent or unknown): "
+        out.append(f"{n} effect{'s' if n != 1 else ''} with no known outcome (intent, partial or unknown): "
                    f"a person may have to reconcile {'them' if n != 1 else 'it'}")
     calls = len(summary.calls) + summary.calls.more
     if calls:
@@ -267,7 +270,7 @@ class StopPreview:
 
     tasks: Capped                 # live tasks a stop would move to stopping
     already_stopping: Capped      # live, but stopping under an earlier stop: left to it
-    in_flight: Capped             # their effects with no outcome yet (intent or unknown)
+    in_flight: Capped             # their effects with no outcome yet (intent, partial or unknown)
     calls: Capped                 # their gateway calls in flight now (the gateway cuts them)
     limits: str = ("effects already committed are not undone; a call already sent may still land, and is "
                    "reported unresolved; a cancelled task runs again only by an explicit resume or a new run")
@@ -309,7 +312,7 @@ def _preview(live: list) -> StopPreview:
     stopping = [t for t in live if t.status == states.STOPPING]
     ids = [t.id for t in stoppable]
     since = timezone.now() - timedelta(seconds=config.gateway_timeout_seconds())
-    effects = Effect.objects.filter(task_id__in=ids, state__in=(states.INTENT, states.UNKNOWN)).order_by("id")
+    effects = Effect.objects.filter(task_id__in=ids, state__in=EFFECTS_OPEN).order_by("id")
     calls = GatewayCall.objects.filter(task_id__in=ids, outcome="admitted", started_at__gt=since).order_by("id")
     return StopPreview(tasks=Capped(stoppable[:PREVIEW_SHOWN], max(0, len(stoppable) - PREVIEW_SHOWN)),
                        already_stopping=Capped(stopping[:PREVIEW_SHOWN], max(0, len(stopping) - PREVIEW_SHOWN)),

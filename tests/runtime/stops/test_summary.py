@@ -86,11 +86,12 @@ def test_effects_committed_before_the_stop_are_apart_from_those_in_flight():
     before = effect(task, 1, states.COMMITTED, settled_ago=5)
     in_flight = effect(task, 2, states.INTENT)
     unknown = effect(task, 3, states.UNKNOWN)
+    cut = effect(task, 4, states.PARTIAL)  # a gateway stream cut part-way: what came is known, not the rest
     task_stop(task_id=task.id, actor="user:alice", reason="enough")
     summary = stop_summary(task_id=task.id, tenant="acme")
     assert [e.id for e in summary.committed_before] == [before.id]
-    assert [e.id for e in summary.in_flight] == [in_flight.id, unknown.id]
-    assert any("2 effects with no known outcome" in line for line in summary.unresolved)
+    assert [e.id for e in summary.in_flight] == [in_flight.id, unknown.id, cut.id]
+    assert any("3 effects with no known outcome" in line for line in summary.unresolved)
 
 
 def test_a_tree_lists_every_task_and_a_resumed_task_keeps_its_old_stop():
