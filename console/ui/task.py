@@ -20,6 +20,7 @@ from django.utils import timezone
 from console.access import OPERATE_ACTION, acting, require
 from console.ui.web import form_status, page, param, screen
 from runtime import states
+from runtime.approvals.selectors import approvals_of_task
 from runtime.authz.selectors import decisions_page, effective_authority
 from runtime.errors import InvalidInput, StewardError
 from runtime.stops.services import task_stop
@@ -78,6 +79,7 @@ def _live(principal, task_id) -> dict:
             "steps_total": step_count(task=task), "unknown_effects": [e for e in detail.effects
                                                                       if e.state == states.UNKNOWN],
             "decisions": decisions_page(tenant=principal.tenant, task=task.id, limit=DECISIONS_SHOWN).items,
+            "approvals": approvals_of_task(task_id=task.id),
             "authority": effective_authority(detail.task),
             "may_cancel": detail.task.status in states.LIVE,
             # A blocked task is resumed only if a denial blocked it; an unknown effect is
