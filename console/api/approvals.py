@@ -40,6 +40,8 @@ class ApprovalOut(Schema):
     context_digest: str
     untrusted: bool = Field(description="whether the action holds text from a model's or a tool's reply")
     untrusted_paths: list[str]
+    untrusted_steps: int = Field(description="the task's steps before the request that read a model's or a "
+                                             "tool's reply (the action may derive from them)")
     requested_at: datetime
     expires_at: datetime
     state: ApprovalState
@@ -57,6 +59,7 @@ def approval_out(a) -> dict:
     return {"id": a.id, "task": a.task_id, "seq": a.seq, "name": a.name, "agent": a.agent, "owner": a.owner,
             "action": a.action, "action_hash": a.action_hash, "effect_class": a.effect_class, "context": a.context,
             "context_digest": a.context_digest, "untrusted": a.untrusted, "untrusted_paths": a.untrusted_paths,
+            "untrusted_steps": a.untrusted_steps,
             "requested_at": a.requested_at, "expires_at": a.expires_at, "state": a.state,
             "decided_by": a.decided_by, "decided_at": a.decided_at, "comment": a.comment,
             "stale_reason": a.stale_reason}

@@ -25,7 +25,7 @@ from runtime.attempts.journal import Recorded
 from runtime.attempts.transitions import end_attempt, fence
 from runtime.audit import audit_append
 from runtime.errors import InvalidArgument, Suspend
-from runtime.models import Approval
+from runtime.models import Approval, Step
 
 
 class ApprovalResult(NamedTuple):
@@ -95,7 +95,8 @@ def _ask(ctx, seq: int, *, name: str, built: package.Built, effect_class: str, e
             tenant=lease.tenant, task_id=lease.task_id, seq=seq, name=name, agent=ctx.agent, owner=ctx.owner,
             action=built.action, action_hash=built.action_hash, effect_class=effect_class,
             context=built.context, context_digest=built.context_digest, untrusted=bool(built.untrusted_paths),
-            untrusted_paths=built.untrusted_paths, expires_at=_utc(later))
+            untrusted_paths=built.untrusted_paths, expires_at=_utc(later),
+            untrusted_steps=Step.objects.filter(task_id=lease.task_id, seq__lt=seq, untrusted=True).count())
         journal.write(lease, seq=seq, name=name, kind="approval",
                       output=encoding.encode({"approval_id": str(approval.id)}, what="the approval"))
         end_attempt(lease, "await", note=f"waiting for approval {approval.id}",

@@ -68,6 +68,7 @@ class Migration(migrations.Migration):
                 ('context_digest', models.CharField(max_length=64)),
                 ('untrusted', models.BooleanField()),
                 ('untrusted_paths', models.JSONField(default=list)),
+                ('untrusted_steps', models.IntegerField(default=0, help_text="The task's journaled steps before the request whose output came from a model or a tool.")),
                 ('requested_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
                 ('expires_at', models.DateTimeField()),
                 ('state', models.CharField(choices=[('pending', 'pending'), ('approved', 'approved'), ('denied', 'denied'), ('expired', 'expired'), ('stale', 'stale'), ('consumed', 'consumed')], default='pending', max_length=16)),

@@ -39,6 +39,10 @@ class Approval(models.Model):
     # tool's reply (UntrustedText, {"untrusted": true}), and where in the action.
     untrusted = models.BooleanField()
     untrusted_paths = models.JSONField(default=list)
+    # Coarser and sound where the above is not: text the agent derived from a reply (sliced,
+    # formatted) is plain str again, so also count what the task had read before asking.
+    untrusted_steps = models.IntegerField(
+        default=0, help_text="The task's journaled steps before the request whose output came from a model or a tool.")
     requested_at = models.DateTimeField(db_default=Now())
     expires_at = models.DateTimeField()
     state = models.CharField(max_length=16, choices=_choices(states.APPROVAL_STATES), default=states.PENDING)

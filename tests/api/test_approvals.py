@@ -10,12 +10,14 @@ from runtime import states
 from runtime.authz.tokens import token_mint
 from runtime.models import Approval, Task
 from tests.api.conftest import Api, assert_error
-from tests.runtime.approvals.test_approvals import sent
+from tests.runtime.approvals.test_approvals import sent, world
 from tests.runtime.inprocess import run, submit
 
 
 @pytest.fixture
 def pending(live, people):
+    sent.clear()
+    world.update(amount=10, etag="v1")
     task_id = submit("approvals.pay", {"memo": "invoice 9"})  # started by alice
     run()
     return Approval.objects.get(task_id=task_id, state=states.PENDING)

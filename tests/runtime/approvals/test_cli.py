@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from runtime import states
 from runtime.models import Approval, Task
-from tests.runtime.approvals.test_approvals import sent
+from tests.runtime.approvals.test_approvals import sent, world
 from tests.runtime.inprocess import run, submit
 from tests.runtime.test_cli import refused, steward
 
 
 def test_list_show_and_approve_from_the_terminal(live):
+    sent.clear()
+    world.update(amount=10, etag="v1")
     task_id = submit("approvals.pay", {"memo": "from the cli"})
     run()
     approval = Approval.objects.get(task_id=task_id)
