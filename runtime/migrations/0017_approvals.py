@@ -58,6 +58,7 @@ class Migration(migrations.Migration):
                 ('id', models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False)),
                 ('tenant', models.CharField(max_length=100)),
                 ('seq', models.IntegerField(help_text="The step seq of the request in the task's journal.")),
+                ('part', models.IntegerField(default=0, help_text="Which of the request's approvals (ctx.request_approvals).")),
                 ('name', models.CharField(max_length=200)),
                 ('agent', models.CharField(max_length=200)),
                 ('owner', models.CharField(max_length=200)),
@@ -110,7 +111,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='approval',
-            constraint=models.UniqueConstraint(fields=('task', 'seq'), name='approval_one_per_step'),
+            constraint=models.UniqueConstraint(fields=('task', 'seq', 'part'), name='approval_one_per_part'),
         ),
         migrations.AddConstraint(
             model_name='approval',

@@ -23,6 +23,7 @@ class Approval(models.Model):
     tenant = models.CharField(max_length=100)
     task = models.ForeignKey("runtime.Task", on_delete=models.PROTECT, related_name="approvals", db_index=False)
     seq = models.IntegerField(help_text="The step seq of the request in the task's journal.")
+    part = models.IntegerField(default=0, help_text="Which of the request's approvals (ctx.request_approvals).")
     name = models.CharField(max_length=200)
     # The requester: the agent that asked, and the person on whose authority its task runs.
     agent = models.CharField(max_length=200)
@@ -56,7 +57,7 @@ class Approval(models.Model):
     class Meta:
         db_table = "steward_approval"
         constraints = [
-            models.UniqueConstraint(fields=["task", "seq"], name="approval_one_per_step"),
+            models.UniqueConstraint(fields=["task", "seq", "part"], name="approval_one_per_part"),
             models.CheckConstraint(condition=Q(state__in=states.APPROVAL_STATES), name="approval_state_known"),
             models.CheckConstraint(condition=Q(effect_class__in=states.EFFECT_CLASSES),
                                    name="approval_effect_class_known"),

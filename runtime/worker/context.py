@@ -142,13 +142,22 @@ class Context:
         authority are unchanged since the request; `.expired` (expiry means deny),
         `.denied`, or `.stale` (ask again, under another name). Journaled: a replay
         returns the same result without asking again, so act on an approval once."""
-        if requires is not None:
-            authority.check(self, *authority.need(requires))
+        spec = {"action": action, "effect_class": effect_class, "expires_in": expires_in,
+                "precondition": precondition, "requires": requires}
+        return self.request_approvals([spec], name=name)[0]
+
+    @_not_the_agents_error
+    def request_approvals(self, requests: list[dict], *, name: str = "approvals") -> list[ApprovalResult]:
+        """Ask for several approvals at once, each its own package with its own id, decided
+        on its own (one approved, another denied, another expired); wait durably until all
+        are decided and return their results in order. Each request is {action,
+        effect_class, expires_in, precondition?, requires?}, as for request_approval()."""
+        for spec in requests if isinstance(requests, list) else []:
+            if isinstance(spec, dict) and spec.get("requires") is not None:
+                authority.check(self, *authority.need(spec["requires"]))
         seq, recorded = self._next(name, "approval")
         check_seq, checked = self._next(name, "approval_check")
-        return approvals.request(self, seq, recorded, check_seq, checked, name=name, action=action,
-                                 effect_class=effect_class, expires_in=expires_in, precondition=precondition,
-                                 requires=requires)
+        return approvals.request(self, seq, recorded, check_seq, checked, name=name, specs=requests)
 
     # --- the credential gateway (runtime/gateway/client.py) -----------------------------
 

@@ -299,3 +299,53 @@ def test_steps_that_read_outside_output_before_the_request_are_counted(live):
     run()
     approval = _pending(task_id)
     assert (approval.untrusted, approval.untrusted_paths, approval.untrusted_steps) == (False, [], 1)
+
+
+@agent("approvals.parallel")
+def parallel(ctx, input):
+    results = ctx.request_approvals([
+        {"action": {"op": "refund", "order": n}, "effect_class": "reversible", "expires_in": 600}
+        for n in (1, 2)])
+    for r, n in zip(results, (1, 2), strict=True):
+        if r.approved:
+            ctx.effect(f"refund-{n}", _send, f"refund-{n}", effect_class="reversible")
+    return {"states": [r.state for r in results]}
+
+
+def _parts(task_id) -> list[Approval]:
+    return list(Approval.objects.filter(task_id=task_id).order_by("part"))
+
+
+def test_parallel_approvals_in_one_task_resolve_independently(live):
+    task_id = _asked(agent_name="approvals.parallel")
+    first, second = _parts(task_id)
+    assert first.id != second.id and (first.seq, first.part, second.seq, second.part) == (0, 0, 0, 1)
+
+    approval_decide(approval_id=second.id, tenant="acme", actor=BOB, decision="approve")
+    run()  # one decided, one still pending: the task waits again, holding nothing
+    task = Task.objects.get(id=task_id)
+    assert (task.status, task.blocked_reason) == (states.BLOCKED, states.APPROVAL_PENDING)
+    assert [a.state for a in _parts(task_id)] == [states.PENDING, states.APPROVED]
+
+    approval_decide(approval_id=first.id, tenant="acme", actor=BOB, decision="deny", comment="not this one")
+    run()
+    assert Task.objects.get(id=task_id).output == {"states": ["denied", "consumed"]}
+    assert sent == {"refund-2": 1}
+
+
+def test_two_parallel_approvals_decided_at_once_always_wake_the_task(live):
+    outcomes = collections.Counter()
+    for _ in range(20):
+        task_id = _asked(agent_name="approvals.parallel")
+        parts = _parts(task_id)
+        results = race(2, lambda i: approval_decide(approval_id=parts[i].id, tenant="acme", actor=BOB,
+                                                    decision="approve"))
+        assert all(isinstance(r, Approval) for r in results), results
+        for _attempt in range(3):  # a first attempt may see one decision, then wait for the other
+            run()
+            if Task.objects.get(id=task_id).status == states.COMPLETED:
+                break
+        task = Task.objects.get(id=task_id)
+        outcomes[task.status] += 1
+    print(dict(outcomes))
+    assert outcomes == {states.COMPLETED: 20}
