@@ -14,6 +14,7 @@ from typing import Any, Literal
 from ninja import Query, Router, Schema
 from pydantic import Field
 
+from console.access import require_approval_right
 from console.api.auth import operating, principal
 from console.api.errors import ERRORS
 from runtime import states
@@ -80,6 +81,7 @@ def detail(request, approval_id: str):
 
 def _decide(request, approval_id: str, body: Decide, decision: str) -> dict:
     with operating(request) as who:
+        require_approval_right(who, approval_get(approval_id=approval_id, tenant=who.tenant).agent)
         return approval_out(approval_decide(approval_id=approval_id, tenant=who.tenant, actor=who.actor,
                                             decision=decision, comment=body.comment))
 

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.shortcuts import redirect
 
-from console.access import OPERATE_ACTION, acting, require
+from console.access import OPERATE_ACTION, acting, require, require_approval_right
 from console.ui.web import form_status, page, param, screen
 from runtime import states
 from runtime.approvals.selectors import ORDERS, approval_get, approvals_list
@@ -49,6 +49,7 @@ def _decide(request, principal, approval_id, decision: str):
     require(principal, OPERATE_ACTION)
     comment = param(request, "comment", request.POST) or ""
     try:
+        require_approval_right(principal, approval.agent)
         with acting(principal):
             approval_decide(approval_id=approval.id, tenant=principal.tenant, actor=principal.actor,
                             decision=decision, comment=comment)

@@ -95,3 +95,39 @@ def test_hostile_requests_are_refused_with_a_stable_code(pending, dave, name, su
 @pytest.mark.parametrize("query", [{"state": "bogus"}, {"order": "random"}, {"limit": 0}, {"limit": 501}])
 def test_hostile_filters_are_refused(pending, alice, query):
     assert_error(alice.get("approvals", **query), 422)
+
+
+def _operator(username: str):
+    from django.contrib.auth import get_user_model
+
+    from console.models import OPERATOR, Membership
+
+    user = get_user_model().objects.create_user(username, f"{username}@example.com", "pw")
+    Membership.objects.create(user=user, tenant_id="acme", role=OPERATOR)
+    return user
+
+
+def _token(user) -> Api:
+    from console.access import Principal, token_create
+    from console.models import OPERATE, OPERATOR
+
+    principal = Principal(user=user, tenant="acme", role=OPERATOR, channel="api", scope=OPERATE,
+                          credential="test:setup")
+    return Api(token_create(principal=principal, name="t", scope=OPERATE).secret)
+
+
+def test_any_operator_approves_until_an_admin_names_approvers_for_the_agent(pending, dave):
+    from guardian.shortcuts import assign_perm
+
+    from console.models import APPROVE_AGENT_REQUESTS, AgentIdentity
+
+    erin, frank = _operator("erin"), _operator("frank")
+    identity = AgentIdentity.objects.create(tenant_id="acme", name="approvals.pay")
+    assign_perm(f"console.{APPROVE_AGENT_REQUESTS}", frank, identity)
+    assert_error(_token(erin).post(f"approvals/{pending.id}/approve", {}), 403, "FORBIDDEN")
+    assert Approval.objects.get(id=pending.id).state == states.PENDING
+    assert _token(frank).post(f"approvals/{pending.id}/approve", {}).json()["decided_by"] == "user:frank"
+
+
+def test_with_no_approvers_named_any_operator_of_the_tenant_decides(pending):
+    assert _token(_operator("erin")).post(f"approvals/{pending.id}/deny", {}).json()["state"] == "denied"
