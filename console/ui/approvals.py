@@ -74,7 +74,8 @@ def deny(request, principal, approval_id):
 
 def _context(approval, *, comment: str = "", error=None) -> dict:
     action = approval.action if isinstance(approval.action, dict) else {"(action)": approval.action}
+    task = task_get(approval.task_id)
     laid_out = [(key, value, isinstance(value, (dict, list))) for key, value in sorted(action.items())]
-    return {"approval": approval, "task": task_get(approval.task_id), "arguments": laid_out,
+    return {"approval": approval, "task": task, "arguments": laid_out,
             "context_items": sorted((approval.context or {}).items()), "comment": comment, "error": error,
-            "decidable": approval.state == states.PENDING}
+            "decidable": approval.state == states.PENDING and task.status in states.LIVE - {states.STOPPING}}

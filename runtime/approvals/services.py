@@ -16,6 +16,7 @@ from runtime.errors import (
     ApprovalNotFound,
     ApprovalRequiresPerson,
     InvalidArgument,
+    InvalidTransition,
     SelfApprovalRefused,
 )
 from runtime.models import Approval, Task
@@ -30,7 +31,8 @@ def approval_decide(*, approval_id, tenant: str, actor: str, decision: str, comm
     1. Check the actor is a person, the decision and the comment.
     2. Find the package in the tenant (ApprovalNotFound otherwise: an unknown id is an
        error, never ignored).
-    3. Separation of duties: the person who started the task cannot approve it.
+    3. Separation of duties: the person who started the task cannot approve it; and a
+       task a stop reached (stopping, or finished) takes no decision (INVALID_TRANSITION).
     4. One conditional UPDATE from `pending` before `expires_at`: of two concurrent
        decisions, or a decision and the expiry sweep, exactly one wins; the loser gets
        ApprovalAlreadyDecided naming the state the winner left.
@@ -62,6 +64,11 @@ def _decide(ident, tenant: str, actor: str, decision: str, comment: str) -> Appr
     if decision == "approve" and config.approval_separation_of_duties() and actor == approval.owner:
         raise SelfApprovalRefused(f"{actor} started task {approval.task_id}; someone else must approve its requests",
                                   approval_id=str(ident))
+    status = Task.objects.filter(id=approval.task_id).values_list("status", flat=True).get()
+    if approval.state == states.PENDING and (status in states.TERMINAL or status == states.STOPPING):
+        # A stop got there first: nothing would act on the decision, so none is recorded.
+        raise InvalidTransition(f"task {approval.task_id} is {status}: its requests can no longer be decided",
+                                status=status, approval_id=str(ident))
     target = DECISIONS[decision]
     won = Approval.objects.filter(id=ident, state=states.PENDING, expires_at__gt=Now()).update(
         state=target, decided_by=actor, decided_at=Now(), comment=comment)

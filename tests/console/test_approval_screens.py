@@ -38,7 +38,7 @@ def test_an_operator_approves_in_two_clicks_with_a_comment(world, as_person):
     approval = Approval.objects.get(id=world.approval.id)
     assert (approval.state, approval.decided_by, approval.comment) == ("approved", "user:dave", "checked the invoice")
     assert AuditEvent.objects.filter(kind="approval.approved", actor="user:dave").count() == 1
-    task_page = client.get(f"/tasks/{world.done.id}/").content.decode()
+    task_page = client.get(f"/tasks/{world.blocked.id}/").content.decode()
     assert f'id="task-approval-{world.approval.id}"' in task_page and "checked the invoice" in task_page
 
 

@@ -28,7 +28,7 @@ class World:
     other_effect: Effect
     audit: AuditEvent       # an acme event
     other_audit: AuditEvent  # a globex event
-    approval: Approval | None = None  # acme, pending, a request of `done` (a row: no task waits on it)
+    approval: Approval | None = None  # acme, pending, a request of `blocked` (a row: the task waits on its effect)
 
 
 def submit(tenant: str, owner: str, **input) -> Task:
@@ -78,7 +78,7 @@ def make_world() -> World:
     other = submit("globex", "carol", n=1)
     other_effect = unknown_effect(other, attempt(other, ended=True))
     approval = Approval.objects.create(
-        tenant="acme", task_id=done.id, seq=9, name="pay", agent="t.steps", owner="user:alice",
+        tenant="acme", task_id=blocked.id, seq=9, name="pay", agent="t.steps", owner="user:alice",
         action={"op": "pay", "amount": 10, "lines": [{"sku": "a", "n": 2}]}, action_hash="cd" * 32,
         effect_class=states.IRREVERSIBLE, context={"input_digest": "x", "precondition": "v1",
                                                    "policy_version": "p", "authz_revision": 0},

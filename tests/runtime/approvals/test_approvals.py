@@ -349,3 +349,16 @@ def test_two_parallel_approvals_decided_at_once_always_wake_the_task(live):
         outcomes[task.status] += 1
     print(dict(outcomes))
     assert outcomes == {states.COMPLETED: 20}
+
+
+def test_a_stopped_tasks_request_can_no_longer_be_decided(live):
+    from runtime.errors import InvalidTransition
+    from runtime.stops.services import task_stop
+
+    task_id = _asked()
+    approval = _pending(task_id)
+    task_stop(task_id=task_id, actor="user:alice", reason="not needed")
+    with pytest.raises(InvalidTransition):
+        approval_decide(approval_id=approval.id, tenant="acme", actor=BOB, decision="approve")
+    assert Approval.objects.get(id=approval.id).state == states.PENDING
+    assert Task.objects.get(id=task_id).status in (states.STOPPING, states.CANCELLED)
