@@ -303,3 +303,16 @@ def approve(ctx, input):
     receipt = ctx.effect("submit", submit, url, {"task": str(ctx.task_id)}, effect_class="irreversible",
                          keyed=True)
     return {"outcome": "done", "by": decision.decided_by, "receipt": receipt, "pid": os.getpid()}
+
+
+@agent("t.approve_two")
+def approve_two(ctx, input):
+    """Two approvals asked at once; each approved one makes its own call, once."""
+    url = input["url"]
+    results = ctx.request_approvals([
+        {"action": {"op": "submit", "part": n}, "effect_class": "reversible", "expires_in": 600} for n in (0, 1)])
+    for n, r in enumerate(results):
+        if r.approved:
+            ctx.effect(f"submit-{n}", submit, url, {"task": str(ctx.task_id), "part": n}, effect_class="reversible",
+                       keyed=True)
+    return {"states": [r.state for r in results]}

@@ -25,7 +25,7 @@ def _waiting(task_id) -> Approval:
     wait_until(lambda: Task.objects.filter(id=task_id, status=states.BLOCKED,
                                            blocked_reason=states.APPROVAL_PENDING).exists(),
                message="the task to wait for approval")
-    return Approval.objects.get(task_id=task_id, state=states.PENDING)
+    return Approval.objects.filter(task_id=task_id, state=states.PENDING).order_by("part").first()
 
 
 def _finished(task_id) -> Task:
@@ -85,3 +85,19 @@ def test_an_expired_request_runs_the_timeout_branch_and_cannot_be_approved(live,
         approval_decide(approval_id=approval.id, tenant="acme", actor="user:dave", decision="approve")
     assert refused.value.details["state"] == states.EXPIRED
     assert fake.snapshot()["performed"] == 0
+
+
+def test_parallel_approvals_in_one_task_resolve_independently_across_workers(live, fleet, fake):
+    fleet.workers(2)
+    fleet.supervisors(1)
+    task_id = task_submit(agent="t.approve_two", input={"url": fake.url}, **ALICE).task_id
+    _waiting(task_id)
+    first, second = Approval.objects.filter(task_id=task_id).order_by("part")
+    approval_decide(approval_id=second.id, tenant="acme", actor="user:dave", decision="deny")
+    # The task runs again, finds the first still pending, and waits for it, holding nothing.
+    wait_until(lambda: Attempt.objects.filter(task_id=task_id, epoch=2, end_reason="await").exists(),
+               message="the task to wait again for the other approval")
+    approval_decide(approval_id=first.id, tenant="acme", actor="user:dave", decision="approve")
+    task = _finished(task_id)
+    assert task.output == {"states": ["consumed", "denied"]}
+    assert fake.snapshot()["performed"] == 1

@@ -362,3 +362,28 @@ def test_a_stopped_tasks_request_can_no_longer_be_decided(live):
         approval_decide(approval_id=approval.id, tenant="acme", actor=BOB, decision="approve")
     assert Approval.objects.get(id=approval.id).state == states.PENDING
     assert Task.objects.get(id=task_id).status in (states.STOPPING, states.CANCELLED)
+
+
+def test_a_decision_racing_the_expiry_sweep_is_one_or_the_other_over_20_trials(live):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    outcomes = collections.Counter()
+    for trial in range(20):
+        approval = _pending(_asked())
+        # Due within milliseconds (the threads connect meanwhile), later each trial: the
+        # decision and the sweep land on either side of it.
+        Approval.objects.filter(id=approval.id).update(
+            expires_at=timezone.now() + timedelta(milliseconds=5 + 4 * trial))
+        decided, _swept = race(2, lambda i: sweep(supervisor_id="race") if i else approval_decide(
+            approval_id=approval.id, tenant="acme", actor=BOB, decision="approve"))
+        time.sleep(0.1)
+        sweep(supervisor_id="late")  # a pending one the racing sweep came too early for
+        state = Approval.objects.get(id=approval.id).state
+        assert (state, type(decided)) in {(states.APPROVED, Approval), (states.EXPIRED, ApprovalAlreadyDecided)}
+        outcomes[state] += 1
+        run()  # either way the task goes on, once
+        assert Task.objects.get(id=approval.task_id).status == states.COMPLETED
+    print(dict(outcomes))
+    assert sum(outcomes.values()) == 20
