@@ -37,6 +37,7 @@ from guardian.shortcuts import assign_perm, get_users_with_perms, remove_perm
 
 from console.models import (
     ADMIN,
+    APPROVE_AGENT_REQUESTS,
     CHANGE_AGENT_GRANTS,
     OPERATE,
     OPERATOR,
@@ -419,11 +420,33 @@ def may_change_grants(principal: Principal, grant_principal: str) -> bool:
     return identity is not None and _holds(principal.user, identity)
 
 
-def _holds(user, identity: AgentIdentity) -> bool:
+def _holds(user, identity: AgentIdentity, codename: str = CHANGE_AGENT_GRANTS) -> bool:
     from guardian.models import UserObjectPermission
     return UserObjectPermission.objects.filter(
-        user=user, permission__codename=CHANGE_AGENT_GRANTS, permission__content_type__app_label="console",
+        user=user, permission__codename=codename, permission__content_type__app_label="console",
         object_pk=str(identity.pk)).exists()
+
+
+def require_approval_right(principal: Principal, agent: str) -> Principal:
+    """Whether the principal may approve or deny `agent`'s requests in their tenant: an
+    operator (or admin) with an operate credential; and once an admin named approvers for
+    that agent (APPROVE_AGENT_REQUESTS on its identity, a guardian object permission),
+    only those operators and the admins. The runtime then refuses the task's own starter
+    (separation of duties) and anything that is not a person."""
+    require(principal, OPERATE_ACTION)
+    if principal.may(ADMINISTER):
+        return principal
+    identity = AgentIdentity.objects.filter(tenant_id=principal.tenant, name=agent).first()
+    if identity is None or _holds(principal.user, identity, APPROVE_AGENT_REQUESTS):
+        return principal
+    from guardian.models import UserObjectPermission
+    named = UserObjectPermission.objects.filter(permission__codename=APPROVE_AGENT_REQUESTS,
+                                                permission__content_type__app_label="console",
+                                                object_pk=str(identity.pk)).exists()
+    if named:
+        raise Forbidden(f"only the approvers an admin named for agent:{agent} decide its requests",
+                        action="approve", role=principal.role, agent=arguments.show(agent))
+    return principal
 
 
 def require_grant_change(principal: Principal, grant_principal: str) -> Principal:

@@ -85,6 +85,9 @@ class ApiToken(models.Model):
 # The django-guardian object permission that lets an operator change one agent's grants
 # (console/access.py may_change_grants). Admins need none: they change every grant.
 CHANGE_AGENT_GRANTS = "change_agent_grants"
+# Once any operator holds this on an agent's identity, only they (and admins) approve
+# that agent's requests in the tenant; until then every operator may (console/access.py).
+APPROVE_AGENT_REQUESTS = "approve_agent_requests"
 
 
 class AgentIdentity(models.Model):
@@ -102,7 +105,8 @@ class AgentIdentity(models.Model):
     class Meta:
         db_table = "steward_agent_identity"
         constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="agent_identity_one_per_tenant")]
-        permissions = [(CHANGE_AGENT_GRANTS, "May narrow, revoke and create this agent's grants")]
+        permissions = [(CHANGE_AGENT_GRANTS, "May narrow, revoke and create this agent's grants"),
+                       (APPROVE_AGENT_REQUESTS, "May approve this agent's approval requests")]
 
     def __str__(self):
         return f"agent:{self.name} of {self.tenant_id}"

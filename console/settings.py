@@ -194,6 +194,12 @@ STEWARD = {
     # ends its attempt by force (runtime/worker/).
     "STOP_BOUND_SECONDS": env.get_number("STEWARD_STOP_BOUND_SECONDS", 30.0, minimum=0.1, maximum=86_400.0),
     "STOP_GRACE_SECONDS": env.get_number("STEWARD_STOP_GRACE_SECONDS", 10.0, minimum=0.0, maximum=86_400.0),
+    # Separation of duties for approvals (runtime/approvals/): the person who started a
+    # task cannot approve its requests. Deny is still theirs to give.
+    "APPROVAL_SEPARATION_OF_DUTIES": env.get_bool("STEWARD_APPROVAL_SEPARATION_OF_DUTIES", True),
+    # Longest a ctx.request_approval() may wait for a person (its expires_in).
+    "APPROVAL_MAX_SECONDS": env.get_number("STEWARD_APPROVAL_MAX_SECONDS", 30 * 86_400.0, minimum=1.0,
+                                           maximum=366 * 86_400.0),
     # Largest pool limits an operator may set (docs/limits.md). Each running place is a
     # slot row, hence a bound well below the column's; running + queued must fit the
     # integer arithmetic of admission (steward_submit), hence the queued bound's maximum.

@@ -33,6 +33,14 @@ def stop_grace_seconds() -> float:
     return float(_get("STOP_GRACE_SECONDS"))
 
 
+def approval_separation_of_duties() -> bool:
+    return bool(_get("APPROVAL_SEPARATION_OF_DUTIES"))
+
+
+def approval_max_seconds() -> float:
+    return float(_get("APPROVAL_MAX_SECONDS"))
+
+
 def redispatch_seconds() -> float:
     return float(_get("REDISPATCH_SECONDS"))
 

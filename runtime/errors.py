@@ -400,3 +400,37 @@ class Suspend(BaseException):
         super().__init__(why)
         self.why = why
 
+
+
+# --- Approvals (runtime/approvals/) ------------------------------------------------------
+
+
+class ApprovalNotFound(StewardError):
+    """No approval with that id in the caller's tenant: never ignored."""
+
+    code = "APPROVAL_NOT_FOUND"
+    status = 404
+
+
+class ApprovalAlreadyDecided(StewardError):
+    """A decision is single-use: this package was approved, denied, expired or found
+    stale before (details.state says which). Of two concurrent decisions, the second
+    gets this."""
+
+    code = "APPROVAL_ALREADY_DECIDED"
+    status = 409
+
+
+class ApprovalRequiresPerson(StewardError):
+    """Only a person (user:<name>) decides an approval: never an agent, a task or a worker."""
+
+    code = "APPROVAL_REQUIRES_PERSON"
+    status = 403
+
+
+class SelfApprovalRefused(StewardError):
+    """Separation of duties (STEWARD_APPROVAL_SEPARATION_OF_DUTIES): the person who started
+    the task cannot approve its requests."""
+
+    code = "SELF_APPROVAL_REFUSED"
+    status = 403

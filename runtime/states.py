@@ -12,7 +12,7 @@ QUEUED = "queued"        # admitted to its pool; waits for a free slot and a wor
 RUNNING = "running"      # an attempt holds the lease and one pool slot
 SLEEPING = "sleeping"    # a durable timer; holds no worker and no slot until wake_at
 WAITING = "waiting"      # waits for children; holds no worker and no slot
-BLOCKED = "blocked"      # waits for an operator: an unknown effect, or a denial (blocked_reason)
+BLOCKED = "blocked"      # waits for a person: an unknown effect, a denial or an approval (blocked_reason)
 DEAD = "dead"            # its worker died MAX_CRASHES times in a row; waits for a resume
 STOPPING = "stopping"    # a stop closed its admission; waits for its boundaries' acknowledgments
 COMPLETED = "completed"  # the agent returned; terminal
@@ -32,11 +32,13 @@ TASK_TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
     "wait": (frozenset({RUNNING}), WAITING),              # ctx.wait() with children pending
     "block": (frozenset({RUNNING}), BLOCKED),             # an effect became `unknown`
     "deny": (frozenset({RUNNING}), BLOCKED),              # authorize() denied what the agent asked for
+    "await": (frozenset({RUNNING}), BLOCKED),             # ctx.request_approval() persisted a package
     "yield": (frozenset({RUNNING}), QUEUED),              # database error: retry (dead-letter past MAX_CRASHES)
     "recover": (frozenset({RUNNING}), QUEUED),            # lease expired: supervisor re-queues
     "dead_letter": (frozenset({RUNNING}), DEAD),          # lease expired MAX_CRASHES times
     "wake": (frozenset({SLEEPING, WAITING}), QUEUED),     # timer due / children finished
     "unblock": (frozenset({BLOCKED}), QUEUED),            # an operator resolved the effect (effect_unknown only)
+    "decided": (frozenset({BLOCKED}), QUEUED),            # its approval was approved, denied or expired
     "resume": (frozenset({DEAD, FAILED, BLOCKED, CANCELLED}), QUEUED),  # explicit, audited; blocked: denied only
     # A stop (runtime/stops/): every live task of the tree moves to stopping in one
     # transaction, which closes its admission; each becomes cancelled once its four
@@ -58,7 +60,8 @@ STOP_BOUNDARIES = (WORKER, STORAGE, CREDENTIAL_GATEWAY, SCHEDULER)
 # A blocked task holds no lease, no timer and no slot: the supervisor never re-runs it.
 EFFECT_UNKNOWN = "effect_unknown"      # an effect may or may not have happened; resolve it
 AUTHORITY_DENIED = "authority_denied"  # authorize() denied an action; change grants, then resume
-BLOCKED_REASONS = (EFFECT_UNKNOWN, AUTHORITY_DENIED)
+APPROVAL_PENDING = "approval_pending"  # ctx.request_approval() waits for a person's decision (or expiry)
+BLOCKED_REASONS = (EFFECT_UNKNOWN, AUTHORITY_DENIED, APPROVAL_PENDING)
 
 # event -> the blocked_reason it writes (into blocked) or requires (out of blocked). An
 # event out of `blocked` that is not listed here does not leave it (cancel leaves any).
@@ -67,6 +70,26 @@ BLOCKED_BY: dict[str, str] = {
     "deny": AUTHORITY_DENIED,
     "unblock": EFFECT_UNKNOWN,    # resolving an effect never releases a denied task
     "resume": AUTHORITY_DENIED,   # resuming never skips past an unknown effect
+    "await": APPROVAL_PENDING,
+    "decided": APPROVAL_PENDING,  # only a decision (or expiry) of its approval releases it
+}
+
+# --- Approval states (steward_approval.state, runtime/approvals/) ---------------------
+PENDING = "pending"      # waits for a person's decision until expires_at
+APPROVED = "approved"    # a person approved it; the executor re-checks it before acting
+DENIED = "denied"        # a person denied it; the agent's denial branch runs
+EXPIRED = "expired"      # nobody decided before expires_at: expiry means deny
+STALE = "stale"          # approved, but the action, its context or authority changed since
+CONSUMED = "consumed"    # approved and re-checked unchanged: the agent acts on it, once
+APPROVAL_STATES = (PENDING, APPROVED, DENIED, EXPIRED, STALE, CONSUMED)
+APPROVAL_DECIDED = frozenset({APPROVED, DENIED, EXPIRED, STALE, CONSUMED})
+
+APPROVAL_TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
+    "approve": (frozenset({PENDING}), APPROVED),      # a person, before expires_at (approval_decide)
+    "deny": (frozenset({PENDING}), DENIED),           # a person (approval_decide)
+    "expire": (frozenset({PENDING}), EXPIRED),        # the sweep, or the executor on replay, past expires_at
+    "invalidate": (frozenset({APPROVED}), STALE),     # the executor's re-check found a change
+    "consume": (frozenset({APPROVED}), CONSUMED),     # the executor's re-check found none
 }
 
 # --- Attempt reasons: why a new attempt was made ------------------------------------

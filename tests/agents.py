@@ -7,7 +7,7 @@ import os
 import signal
 import time
 
-from console.dev.demo.fake_service import ServiceRejected, call
+from console.dev.demo.fake_service import ServiceRejected, call, http_json
 from runtime.agents import agent
 from runtime.errors import EffectNotApplied
 
@@ -288,3 +288,31 @@ def model_nap(ctx, input):
     ctx.sleep(input.get("seconds", 1.0))
     second = ctx.model([{"role": "user", "content": "after"}], model="fake-1")
     return {"first": str(first), "second": str(second)}
+
+
+@agent("t.approve")
+def approve(ctx, input):
+    """Asks a person to approve a call to the fake service, bound to the service's ETag
+    (read by its precondition callback on every attempt); makes the call once approved."""
+    url = input["url"]
+    action = {"op": "submit", "url": url, "amount": input.get("amount", 10)}
+    decision = ctx.request_approval(action, effect_class="irreversible", expires_in=input.get("expires_in", 600),
+                                    precondition=lambda: http_json("GET", url + "/_etag")[1]["etag"])
+    if not decision.approved:
+        return {"outcome": decision.state, "reason": decision.reason}
+    receipt = ctx.effect("submit", submit, url, {"task": str(ctx.task_id)}, effect_class="irreversible",
+                         keyed=True)
+    return {"outcome": "done", "by": decision.decided_by, "receipt": receipt, "pid": os.getpid()}
+
+
+@agent("t.approve_two")
+def approve_two(ctx, input):
+    """Two approvals asked at once; each approved one makes its own call, once."""
+    url = input["url"]
+    results = ctx.request_approvals([
+        {"action": {"op": "submit", "part": n}, "effect_class": "reversible", "expires_in": 600} for n in (0, 1)])
+    for n, r in enumerate(results):
+        if r.approved:
+            ctx.effect(f"submit-{n}", submit, url, {"task": str(ctx.task_id), "part": n}, effect_class="reversible",
+                       keyed=True)
+    return {"states": [r.state for r in results]}

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from console.ui.web import page, screen
 from runtime import states
+from runtime.approvals.selectors import approval_counts
 from runtime.effects.selectors import effect_page
 from runtime.fleet.selectors import fleet, health, throughput
 from runtime.limits.selectors import pool_usage
@@ -36,6 +37,7 @@ def _now(principal) -> dict:
         "pools": pool_usage().items,
         "health": health(),
         "unknown": effect_page(tenant=principal.tenant, state=states.UNKNOWN, limit=10),
+        "approvals": approval_counts(tenant=principal.tenant),
     }
 
 

@@ -21,6 +21,7 @@ from console.access import OPERATE_ACTION, acting, require
 from console.ui.stops import task_stop_context
 from console.ui.web import form_status, page, param, screen
 from runtime import states
+from runtime.approvals.selectors import approvals_of_task
 from runtime.authz.selectors import decisions_page, effective_authority
 from runtime.errors import InvalidInput, StewardError
 from runtime.tasks.selectors import (
@@ -77,6 +78,7 @@ def _live(principal, task_id) -> dict:
             "steps_total": step_count(task=task), "unknown_effects": [e for e in detail.effects
                                                                       if e.state == states.UNKNOWN],
             "decisions": decisions_page(tenant=principal.tenant, task=task.id, limit=DECISIONS_SHOWN).items,
+            "approvals": approvals_of_task(task_id=task.id),
             "authority": effective_authority(detail.task),
             # A stopping task is left to the stop it is under (its panel shows it).
             "may_stop": detail.task.status in states.sources("stop"),

@@ -13,6 +13,7 @@ from django.urls import path
 
 from console.ui import (
     agents,
+    approvals,
     audit,
     auth,
     dashboard,
@@ -36,8 +37,8 @@ class Route:
     name: str
     pattern: str
     view: object
-    object: str = ""        # "task", "step", "effect", "audit", "pool", "token", "member", "agent", "grant", "stop"
-                            # or ""
+    object: str = ""        # "task", "step", "effect", "audit", "pool", "token", "member", "agent", "grant", "stop",
+                            # "approval" or ""
     action: bool = False    # a POST that changes something: operators only (members: admins only; grants:
                             # admins, or operators with the right over that agent: console/access.py)
     fragment: bool = False  # an htmx fragment (401, not a redirect, when signed out)
@@ -67,6 +68,11 @@ ROUTES = [
     Route("effects", "effects/", effects.effect_list),
     Route("effect", "effects/<int:effect_id>/", effects.effect_detail, object="effect"),
     Route("effect-resolve", "effects/<int:effect_id>/resolve/", effects.resolve, object="effect", action=True),
+    Route("approvals", "approvals/", approvals.approval_list),
+    Route("approval", "approvals/<uuid:approval_id>/", approvals.approval_detail, object="approval"),
+    Route("approval-approve", "approvals/<uuid:approval_id>/approve/", approvals.approve, object="approval",
+          action=True),
+    Route("approval-deny", "approvals/<uuid:approval_id>/deny/", approvals.deny, object="approval", action=True),
     Route("pools", "pools/", pools.pool_list),
     Route("pool", "pools/<slug:name>/", pools.pool_detail, object="pool"),
     Route("pool-limits", "pools/<slug:name>/limits/", pools.pool_limits, object="pool", action=True),

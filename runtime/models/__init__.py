@@ -9,6 +9,7 @@ worker's: the claim order compares times written by different hosts, and a skewe
 clock there would reorder the queue.
 """
 
+from runtime.models.approval import Approval
 from runtime.models.attempt import Attempt
 from runtime.models.audit import AuditEvent
 from runtime.models.decision import Decision
@@ -23,4 +24,4 @@ from runtime.models.step import Step
 from runtime.models.stop import AgentSwitch, Stop, StopAck
 from runtime.models.task import Task
 
-__all__ = ["AgentSwitch", "Attempt", "AuditEvent", "AuditSeal", "AuthzRevision", "Decision", "Effect", "GatewayCall", "Grant", "Pool", "PoolCount", "Process", "ProcessMinute", "Slot", "Step", "Stop", "StopAck", "Task"]
+__all__ = ["AgentSwitch", "Approval", "Attempt", "AuditEvent", "AuditSeal", "AuthzRevision", "Decision", "Effect", "GatewayCall", "Grant", "Pool", "PoolCount", "Process", "ProcessMinute", "Slot", "Step", "Stop", "StopAck", "Task"]

@@ -16,6 +16,8 @@ import uuid
 from datetime import datetime, timezone
 
 from runtime import db, encoding, faults, states
+from runtime.approvals import request as approvals
+from runtime.approvals.request import ApprovalResult
 from runtime.attempts import journal, timers
 from runtime.attempts.journal import Recorded
 from runtime.attempts.lease import Lease
@@ -122,6 +124,40 @@ class Context:
         executor boundary: the recorded Decision, or AuthorityDenied (the task then ends
         blocked). Not journaled: a replay asks again."""
         return authority.check(self, *authority.need((action, resource)))
+
+    # --- human review (runtime/approvals/) -------------------------------------------------
+
+    @_not_the_agents_error
+    def request_approval(self, action: dict, *, effect_class: str, expires_in: float, precondition=None,
+                         requires: tuple[str, str] | None = None, name: str = "approval") -> ApprovalResult:
+        """Ask a person to approve `action` (a JSON object: what the agent means to do,
+        laid out for the reviewer) and wait durably for the decision: the attempt ends
+        and holds no worker and no slot until a person decides or it expires.
+
+        `precondition`: a callable returning what the target looks like now (an ETag,
+        a version), or such a value. `requires=(action, resource)`: the authority the
+        action needs, checked now and again before an approval is returned. Returns an
+        ApprovalResult: `.approved` only when, on this attempt, the action's hash, the
+        context digest (task input, precondition, policy_version, authz_revision) and
+        authority are unchanged since the request; `.expired` (expiry means deny),
+        `.denied`, or `.stale` (ask again, under another name). Journaled: a replay
+        returns the same result without asking again, so act on an approval once."""
+        spec = {"action": action, "effect_class": effect_class, "expires_in": expires_in,
+                "precondition": precondition, "requires": requires}
+        return self.request_approvals([spec], name=name)[0]
+
+    @_not_the_agents_error
+    def request_approvals(self, requests: list[dict], *, name: str = "approvals") -> list[ApprovalResult]:
+        """Ask for several approvals at once, each its own package with its own id, decided
+        on its own (one approved, another denied, another expired); wait durably until all
+        are decided and return their results in order. Each request is {action,
+        effect_class, expires_in, precondition?, requires?}, as for request_approval()."""
+        for spec in requests if isinstance(requests, list) else []:
+            if isinstance(spec, dict) and spec.get("requires") is not None:
+                authority.check(self, *authority.need(spec["requires"]))
+        seq, recorded = self._next(name, "approval")
+        check_seq, checked = self._next(name, "approval_check")
+        return approvals.request(self, seq, recorded, check_seq, checked, name=name, specs=requests)
 
     # --- the credential gateway (runtime/gateway/client.py) -----------------------------
 

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from django.db import transaction
 
 from runtime import config, db, outages, states
+from runtime.approvals.services import approvals_expire_due
 from runtime.attempts import dispatch
 from runtime.meter import meter
 from runtime.stops.services import stop_ack, stops_settle_due
@@ -33,6 +34,7 @@ class SweepReport:
     redispatched: int = 0   # wake-ups re-sent for queued work nobody picked up
     sealed: int = 0         # tenants whose moved audit chain heads were sealed
     stops_bounded: int = 0  # stopping tasks cancelled because their stop's bound passed
+    approvals_expired: int = 0  # tasks woken because their pending approval expired (expiry means deny)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -82,6 +84,7 @@ def sweep(*, supervisor_id: str) -> SweepReport:
     _retire_slots()
     _fold_counts()
     _wake(report, actor)
+    _expire_approvals(report, actor)
     _settle_stops(report, actor)
     _redispatch(report)
     _seal(report)
@@ -153,6 +156,13 @@ def _wake(report: SweepReport, actor: str) -> None:
         for pool, count in db.fetchall("wake_due", {"actor": actor}):
             report.woken += count
             dispatch.pool_has_work(pool, count)
+
+
+def _expire_approvals(report: SweepReport, actor: str) -> None:
+    """Pending approvals past their expiry: expired, their tasks re-queued to run the
+    agent's timeout branch (runtime/approvals/services.py)."""
+    with transaction.atomic(durable=True):
+        report.approvals_expired += approvals_expire_due(actor=actor)
 
 
 def _settle_stops(report: SweepReport, actor: str) -> None:

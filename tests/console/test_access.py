@@ -11,7 +11,7 @@ from console.access import session_principal, token_create
 from console.models import ApiToken, Membership
 from console.ui.urls import ROUTES
 from runtime.authz.services import grant_create
-from runtime.models import AuditEvent, Effect, Grant, Task
+from runtime.models import Approval, AuditEvent, Effect, Grant, Task
 from runtime.stops.services import task_stop
 from tests.console.world import World, submit
 
@@ -27,6 +27,8 @@ ACME_URLS = {
     "task-stop": "/tasks/{parent}/stop/", "task-rerun": "/tasks/{stopped}/rerun/", "stop": "/stops/{stop}/", "stop-panel": "/stops/{stop}/panel/",
     "agent-stop": "/agents/t.steps/stop/", "agent-reopen": "/agents/t.steps/reopen/",
     "effects": "/effects/", "effect": "/effects/{effect}/", "effect-resolve": "/effects/{effect}/resolve/",
+    "approvals": "/approvals/", "approval": "/approvals/{approval}/",
+    "approval-approve": "/approvals/{approval}/approve/", "approval-deny": "/approvals/{approval}/deny/",
     "pools": "/pools/", "pool": "/pools/default/", "pool-limits": "/pools/default/limits/",
     "audit": "/audit/", "audit-verify": "/audit/verify/", "audit-export": "/audit/export.jsonl", "audit-seals": "/audit/seals.jsonl",
     "audit-event": "/audit/{audit}/", "tokens": "/tokens/", "token-new": "/tokens/new/",
@@ -43,6 +45,7 @@ POSTS = {
     "task-rerun": {"reason": "crafted"},
     "agent-stop": {"reason": "crafted"}, "agent-reopen": {"reason": "crafted"},
     "effect-resolve": {"outcome": "committed", "receipt": '{"ref": 1}', "note": "crafted"},
+    "approval-approve": {"comment": "crafted"}, "approval-deny": {"comment": "crafted"},
     "pool-limits": {"max_running": "7", "max_queued": "70"},
     "token-new": {"name": "crafted", "scope": "read"}, "token-revoke": {},
     "member-add": {"username": "carol", "role": "admin"}, "member-role": {"role": "admin", "reason": "crafted"},
@@ -63,7 +66,8 @@ def acme(world: World):
     stopped = submit("acme", "alice", n=9)
     stop = task_stop(task_id=stopped.id, actor="user:alice", reason="a stop to point at").stop_id
     ids = {"parent": world.parent.id, "blocked": world.blocked.id, "done": world.done.id, "effect": world.effect.id,
-           "audit": world.audit.id, "token": token.id, "grant": grant.id, "stop": stop, "stopped": stopped.id}
+           "audit": world.audit.id, "token": token.id, "grant": grant.id, "stop": stop, "stopped": stopped.id,
+           "approval": world.approval.id}
     return {name: url.format(**ids) for name, url in ACME_URLS.items()}
 
 
@@ -120,6 +124,7 @@ def test_carol_finds_no_acme_object_on_any_route_page_or_fragment(world, as_pers
                 assert response.status_code == 404, (route.name, htmx, response.status_code)
     assert Task.objects.get(id=world.parent.id).status == "running"
     assert Effect.objects.get(id=world.effect.id).state == "unknown"
+    assert Approval.objects.get(id=world.approval.id).state == "pending"
     assert ApiToken.objects.get(prefix__isnull=False, name="ci").revoked_at is None
     assert _roles() == ACME_ROLES
     assert _grants() == [("repo:acme/*", None)]
@@ -128,7 +133,7 @@ def test_carol_finds_no_acme_object_on_any_route_page_or_fragment(world, as_pers
 def test_carol_sees_none_of_acme_in_lists_and_fragments(world, as_person, acme):
     client = as_person(world.people.carol)
     acme_ids = [str(world.parent.id), str(world.blocked.id), str(world.done.id), str(world.child.id)]
-    for name in ("dashboard", "dashboard-live", "tasks", "tasks-live", "effects", "audit", "audit-export", "audit-seals",
+    for name in ("dashboard", "dashboard-live", "tasks", "tasks-live", "effects", "approvals", "audit", "audit-export", "audit-seals",
                  "tokens", "members", "agents", "agent", "grants", "decisions"):
         response = client.get(acme[name] + ("&" if "?" in acme[name] else "?") + "state=any",
                               headers={"HX-Request": "true"} if BY_NAME[name].fragment else {})
@@ -156,6 +161,7 @@ def test_bob_is_refused_every_action_even_a_crafted_post_and_nothing_changes(wor
     assert Task.objects.get(id=world.parent.id).status == "running"
     assert Task.objects.get(id=world.done.id).status == "completed"
     assert Effect.objects.get(id=world.effect.id).state == "unknown"
+    assert Approval.objects.get(id=world.approval.id).state == "pending"
     assert not ApiToken.objects.filter(name="crafted").exists()
     assert ApiToken.objects.get(name="ci").revoked_at is None
     assert _roles() == ACME_ROLES
@@ -173,7 +179,7 @@ def test_bob_sees_no_action_button_or_form_on_any_screen(world, as_person, acme)
     client = as_person(world.people.bob)
     forbidden = [b"/cancel/", b"/stop/", b"/reopen/", b"/rerun/", b"/resume/", b"/resolve/", b"/limits/", b"/tokens/new/", b"/revoke/",
                  b"/members/add/", b"/role/", b"/remove/", b"/narrow/", b"/grants/new/", b"/stewards/",
-                 b'href="/tasks/new/"', b"Submit task", b">Resolve<"]
+                 b'href="/tasks/new/"', b"Submit task", b">Resolve<", b"/approve/", b"/deny/"]
     for route in ROUTES:
         if route.action or route.public or route.name in POST_ONLY or route.name in ("audit-export", "audit-seals"):
             continue

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from runtime import states
-from runtime.models import Attempt, AuditEvent, Effect, Step, Task
+from runtime.models import Approval, Attempt, AuditEvent, Effect, Step, Task
 from runtime.tasks.services import task_submit
 from tests.people import make_people
 
@@ -28,6 +28,7 @@ class World:
     other_effect: Effect
     audit: AuditEvent       # an acme event
     other_audit: AuditEvent  # a globex event
+    approval: Approval | None = None  # acme, pending, a request of `blocked` (a row: the task waits on its effect)
 
 
 def submit(tenant: str, owner: str, **input) -> Task:
@@ -76,7 +77,14 @@ def make_world() -> World:
     Task.objects.filter(id=done.id).update(status=states.COMPLETED, output={"total": 1})
     other = submit("globex", "carol", n=1)
     other_effect = unknown_effect(other, attempt(other, ended=True))
-    return World(people=people, parent=Task.objects.get(id=parent.id), child=child,
+    approval = Approval.objects.create(
+        tenant="acme", task_id=blocked.id, seq=9, name="pay", agent="t.steps", owner="user:alice",
+        action={"op": "pay", "amount": 10, "lines": [{"sku": "a", "n": 2}]}, action_hash="cd" * 32,
+        effect_class=states.IRREVERSIBLE, context={"input_digest": "x", "precondition": "v1",
+                                                   "policy_version": "p", "authz_revision": 0},
+        context_digest="ef" * 32, untrusted=True, untrusted_paths=["$.memo"],
+        expires_at=timezone.now() + timedelta(hours=2))
+    return World(approval=approval, people=people, parent=Task.objects.get(id=parent.id), child=child,
                  blocked=Task.objects.get(id=blocked.id), done=Task.objects.get(id=done.id), effect=effect,
                  other=Task.objects.get(id=other.id), other_effect=other_effect,
                  audit=AuditEvent.objects.filter(tenant="acme").order_by("id").first(),

@@ -22,12 +22,14 @@ EDGE = re.compile(r"^(\S+) --> (\S+) : (\S+)$")
 STARTS = {
     "TASK_TRANSITIONS": ("[*]", states.QUEUED, "submit"),        # task_submit / ctx.spawn
     "EFFECT_TRANSITIONS": ("[*]", states.INTENT, "record"),      # effects._record_intent
+    "APPROVAL_TRANSITIONS": ("[*]", states.PENDING, "request"),  # ctx.request_approval
 }
 LISTS = {  # heading in the doc -> the tuple in states.py it lists
     "Task statuses": "TASK_STATUSES",
     "Attempt reasons": "ATTEMPT_REASONS",
     "Effect states": "EFFECT_STATES",
     "Effect classes": "EFFECT_CLASSES",
+    "Approval states": "APPROVAL_STATES",
 }
 
 
@@ -76,7 +78,7 @@ def meanings(group: str) -> dict[str, str]:
     return {getattr(states, name): comments[name] for name in names}
 
 
-@pytest.mark.parametrize("table", ["TASK_TRANSITIONS", "EFFECT_TRANSITIONS"])
+@pytest.mark.parametrize("table", ["TASK_TRANSITIONS", "EFFECT_TRANSITIONS", "APPROVAL_TRANSITIONS"])
 def test_the_diagram_draws_exactly_the_transitions_in_the_code(table):
     edges = diagrams(doc())[table]
 
@@ -94,7 +96,8 @@ def test_the_doc_draws_one_diagram_per_table():
 
 def test_each_diagram_draws_every_status_of_its_machine():
     drawn = diagrams(doc())
-    for table, group in (("TASK_TRANSITIONS", states.TASK_STATUSES), ("EFFECT_TRANSITIONS", states.EFFECT_STATES)):
+    for table, group in (("TASK_TRANSITIONS", states.TASK_STATUSES), ("EFFECT_TRANSITIONS", states.EFFECT_STATES),
+                         ("APPROVAL_TRANSITIONS", states.APPROVAL_STATES)):
         nodes = {node for source, target, _ in drawn[table] for node in (source, target)} - {"[*]"}
         assert nodes == set(group), table
 

@@ -135,6 +135,7 @@ class FakeService:
         self._fifo: collections.deque[str] = collections.deque()
         self._hung: list[dict] = []  # tickets of requests blocked in hang / hang_before
         self._peak = self._active  # requests still in flight keep counting
+        self.etag = "v1"  # the target's version, as GET /_etag reports it (an approval's precondition)
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> FakeService:
@@ -344,6 +345,8 @@ class _Handler(BaseHTTPRequestHandler):
         query = urllib.parse.parse_qs(url.query)
         if url.path == "/_calls":
             self._send(200, fake.snapshot())
+        elif url.path == "/_etag":
+            self._send(200, {"etag": fake.etag})
         elif url.path.startswith("/_ops/"):
             op = fake.op_for_key(urllib.parse.unquote(url.path[len("/_ops/"):]))
             self._send(200, op) if op else self._send(404, {"error": "NOT_FOUND"})
@@ -375,6 +378,8 @@ class _Handler(BaseHTTPRequestHandler):
                     fake.reset()  # first, so {"reset": true, "next": [...]} works in one call
                 if "mode" in body:
                     fake.set_mode(body["mode"])
+                if "etag" in body:
+                    fake.etag = str(body["etag"])
                 fake.push(*body.get("next", []))
                 snap = fake.snapshot()
                 self._send(200, {"mode": snap["mode"], "pending": snap["pending"]})

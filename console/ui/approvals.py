@@ -1,0 +1,81 @@
+"""The approvals inbox: every request of the tenant (pending by default, newest or
+soonest to expire first, filters in the URL), one request on its own URL with its action
+laid out, and approve or deny with a comment (two clicks: open it, press the button).
+
+A request decided elsewhere or found stale while the page was open is shown as such;
+pressing approve then is refused by the runtime with the reason (APPROVAL_ALREADY_DECIDED
+names the state and who decided), and the page says so."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.shortcuts import redirect
+
+from console.access import OPERATE_ACTION, acting, require, require_approval_right
+from console.ui.web import form_status, page, param, screen
+from runtime import states
+from runtime.approvals.selectors import ORDERS, approval_get, approvals_list
+from runtime.approvals.services import approval_decide
+from runtime.errors import StewardError
+from runtime.tasks.selectors import task_get
+
+
+@screen
+def approval_list(request, principal):
+    state = param(request, "state") or states.PENDING
+    order = param(request, "order") or "newest"
+    agent = param(request, "agent")
+    rows = approvals_list(tenant=principal.tenant, state=None if state == "any" else state, agent=agent,
+                          order=order, limit=200)
+    return page(request, principal, "console/approvals.html", {
+        "rows": rows, "state": state, "order": order, "agent": agent, "states": states.APPROVAL_STATES,
+        "orders": tuple(ORDERS), "query": urlencode({"state": state, "order": order, **({"agent": agent} if agent
+                                                                                        else {})}),
+    }, nav="approvals")
+
+
+@screen
+def approval_detail(request, principal, approval_id):
+    approval = approval_get(approval_id=approval_id, tenant=principal.tenant)
+    return page(request, principal, "console/approval.html", _context(approval), nav="approvals")
+
+
+def _decide(request, principal, approval_id, decision: str):
+    approval = approval_get(approval_id=approval_id, tenant=principal.tenant)  # another tenant's: 404
+    if request.method != "POST":
+        return redirect(f"/approvals/{approval.id}/")
+    require(principal, OPERATE_ACTION)
+    comment = param(request, "comment", request.POST) or ""
+    try:
+        require_approval_right(principal, approval.agent)
+        with acting(principal):
+            approval_decide(approval_id=approval.id, tenant=principal.tenant, actor=principal.actor,
+                            decision=decision, comment=comment)
+    except StewardError as exc:
+        approval.refresh_from_db()
+        return page(request, principal, "console/approval.html", _context(approval, comment=comment, error=exc),
+                    status=form_status(exc), nav="approvals")
+    messages.success(request, "Approved: the task goes on, once the executor has checked that nothing changed."
+                     if decision == "approve" else "Denied: the task goes on with its denial branch.")
+    return redirect(f"/approvals/{approval.id}/")
+
+
+@screen
+def approve(request, principal, approval_id):
+    return _decide(request, principal, approval_id, "approve")
+
+
+@screen
+def deny(request, principal, approval_id):
+    return _decide(request, principal, approval_id, "deny")
+
+
+def _context(approval, *, comment: str = "", error=None) -> dict:
+    action = approval.action if isinstance(approval.action, dict) else {"(action)": approval.action}
+    task = task_get(approval.task_id)
+    laid_out = [(key, value, isinstance(value, (dict, list))) for key, value in sorted(action.items())]
+    return {"approval": approval, "task": task, "arguments": laid_out,
+            "context_items": sorted((approval.context or {}).items()), "comment": comment, "error": error,
+            "decidable": approval.state == states.PENDING and task.status in states.LIVE - {states.STOPPING}}

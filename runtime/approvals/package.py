@@ -1,0 +1,90 @@
+"""What an approval package binds: the canonical action and its hash, the context digest
+and the taint summary, built the same way at the request and at the re-check, so that
+comparing the two says whether anything the person approved has changed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from runtime import encoding
+from runtime.authz import EXECUTOR_BOUNDARY, POLICY_VERSION, patterns
+from runtime.authz.selectors import authz_revision
+from runtime.authz.services import authorize
+from runtime.errors import InvalidArgument, NotJournalable
+from runtime.models import Approval, Task
+
+
+class Built(NamedTuple):
+    action: object             # the canonical action (a JSON round trip of the agent's)
+    action_hash: str
+    context: dict              # what the context digest covers, in the clear
+    context_digest: str
+    untrusted_paths: list[str]  # where the action holds model or tool output
+    requires: tuple[str, str] | None
+
+
+def build(ctx, action, *, precondition=None, requires=None) -> Built:
+    """1. The action as canonical JSON (sorted keys) and its sha256.
+    2. The precondition: what the agent's callback reads of the target now (an ETag, a
+       version), called on every attempt that builds the package.
+    3. The context: the task's input digest, that precondition, the policy_version and
+       the tenant's authz_revision, and its sha256.
+    4. The taint summary: the paths in the action whose text came from a model or a tool."""
+    try:
+        text = encoding.encode(action, what="the action")
+    except NotJournalable as exc:
+        raise InvalidArgument(f"an approval's action must be JSON: {exc}", field="action") from None
+    canonical = encoding.decode(text)
+    current = precondition() if callable(precondition) else precondition
+    try:
+        current = encoding.decode(encoding.encode(current, what="the precondition"))
+    except NotJournalable as exc:
+        raise InvalidArgument(f"an approval's precondition must be JSON: {exc}", field="precondition") from None
+    needed = need(requires) if requires is not None else None
+    input_digest = Task.objects.filter(id=ctx.task_id).values_list("input_digest", flat=True).get()
+    context = {"input_digest": input_digest, "precondition": current, "policy_version": POLICY_VERSION,
+               "authz_revision": authz_revision(tenant=ctx.tenant),
+               "requires": list(needed) if needed else None}
+    return Built(canonical, encoding.digest(canonical), context, encoding.digest(context), _tainted(action, "$"),
+                 tuple(needed) if needed else None)
+
+
+def changed(approval: Approval, built: Built, ctx) -> str:
+    """Why an approved package no longer holds ("" if it does): the action, each part of
+    the context that differs, or authority that no longer allows the action."""
+    reasons = []
+    if built.action_hash != approval.action_hash:
+        reasons.append("the action changed")
+    if built.context_digest != approval.context_digest:
+        before = approval.context or {}
+        parts = [key for key in sorted(set(before) | set(built.context)) if before.get(key) != built.context.get(key)]
+        reasons.append("the context changed: " + ", ".join(parts or ["digest"]))
+    if built.requires is not None:
+        decision = authorize(task=ctx.task_id, action=built.requires[0], resource=built.requires[1],
+                             boundary=EXECUTOR_BOUNDARY, epoch=ctx.epoch)
+        if not decision.allowed:
+            reasons.append(f"authority no longer allows it ({decision.reason_code}, decision {decision.id})")
+    return "; ".join(reasons)[:500]
+
+
+def need(value) -> tuple[str, str]:
+    """requires=(action, resource): the authority the approved action needs, re-checked
+    before the agent may act on the approval."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise InvalidArgument("requires is an (action, resource) pair", field="requires")
+    return patterns.action(value[0], "requires"), patterns.concrete(value[1], "requires")
+
+
+def _tainted(value, path: str) -> list[str]:
+    """Paths to text from a model or a tool: an UntrustedText (`.untrusted`), or an
+    object a tool call returned ({"untrusted": true, ...})."""
+    if getattr(value, "untrusted", False) is True:
+        return [path]
+    if isinstance(value, Mapping):
+        if value.get("untrusted") is True:
+            return [path]
+        return [p for key, item in value.items() for p in _tainted(item, f"{path}.{key}")]
+    if isinstance(value, (list, tuple)):
+        return [p for i, item in enumerate(value) for p in _tainted(item, f"{path}[{i}]")]
+    return []

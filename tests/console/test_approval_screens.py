@@ -1,0 +1,75 @@
+"""The approvals inbox, one request's page, deciding it in two clicks, and what a request
+decided elsewhere or gone stale while its page was open shows."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from runtime import states
+from runtime.models import Approval, AuditEvent
+
+
+def test_the_inbox_lists_the_request_with_its_filters_in_the_url(world, as_person):
+    client = as_person(world.people.bob)
+    body = client.get("/approvals/?order=expiry").content.decode()
+    assert f'id="approval-{world.approval.id}"' in body and "waiting for approval" in body
+    assert 'value="expiry" selected' in body
+    assert f'id="approval-{world.approval.id}"' not in client.get("/approvals/?state=denied").content.decode()
+    assert f'id="approval-{world.approval.id}"' not in client.get("/approvals/?agent=other").content.decode()
+
+
+def test_a_request_shows_its_action_laid_out_the_digest_the_taint_and_the_time_left(world, as_person):
+    body = as_person(world.people.dave).get(f"/approvals/{world.approval.id}/").content.decode()
+    assert "<dt>amount</dt><dd>10</dd>" in body and "<dt>op</dt><dd>pay</dd>" in body
+    assert 'id="untrusted"' in body and "$.memo" in body
+    for covered in ("input_digest", "precondition", "policy_version", "authz_revision"):
+        assert f"<dt>{covered}</dt>" in body
+    assert 'id="time-left"' in body and "started by user:alice" in body and "irreversible" in body
+    assert 'formaction="/approvals/' in body
+
+
+def test_an_operator_approves_in_two_clicks_with_a_comment(world, as_person):
+    client = as_person(world.people.dave)
+    client.get(f"/approvals/{world.approval.id}/")  # click one: open it
+    response = client.post(f"/approvals/{world.approval.id}/approve/", {"comment": "checked the invoice"})
+    assert response.status_code == 302
+    approval = Approval.objects.get(id=world.approval.id)
+    assert (approval.state, approval.decided_by, approval.comment) == ("approved", "user:dave", "checked the invoice")
+    assert AuditEvent.objects.filter(kind="approval.approved", actor="user:dave").count() == 1
+    task_page = client.get(f"/tasks/{world.blocked.id}/").content.decode()
+    assert f'id="task-approval-{world.approval.id}"' in task_page and "checked the invoice" in task_page
+
+
+def test_a_request_decided_elsewhere_while_open_is_refused_with_the_reason(world, as_person):
+    client = as_person(world.people.dave)
+    Approval.objects.filter(id=world.approval.id).update(state=states.DENIED, decided_by="user:erin",
+                                                         decided_at=timezone.now())
+    response = client.post(f"/approvals/{world.approval.id}/approve/", {"comment": "late"})
+    assert response.status_code == 409
+    body = response.content.decode()
+    assert "APPROVAL_ALREADY_DECIDED" in body and "denied by user:erin" in body and 'id="not-decidable"' in body
+
+
+def test_a_stale_request_shows_why_and_cannot_be_approved(world, as_person):
+    client = as_person(world.people.dave)
+    Approval.objects.filter(id=world.approval.id).update(state=states.STALE, decided_at=timezone.now(),
+                                                         stale_reason="the context changed: precondition")
+    page = client.get(f"/approvals/{world.approval.id}/").content.decode()
+    assert "the context changed: precondition" in page and "formaction" not in page
+    response = client.post(f"/approvals/{world.approval.id}/approve/", {})
+    assert response.status_code == 409 and "the context changed: precondition" in response.content.decode()
+
+
+def test_the_starter_is_refused_approving_their_own_request(world, as_person):
+    response = as_person(world.people.alice).post(f"/approvals/{world.approval.id}/approve/", {})
+    assert response.status_code == 403 and "SELF_APPROVAL_REFUSED" in response.content.decode()
+    assert Approval.objects.get(id=world.approval.id).state == states.PENDING
+
+
+def test_the_dashboard_counts_pending_and_soon_to_expire(world, as_person):
+    body = as_person(world.people.bob).get("/").content.decode()
+    assert "1 approval waiting" in body and "1 expiring within the hour" not in body
+    Approval.objects.filter(id=world.approval.id).update(expires_at=timezone.now() + timedelta(minutes=5))
+    assert "1 expiring within the hour" in as_person(world.people.bob).get("/").content.decode()
