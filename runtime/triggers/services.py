@@ -13,8 +13,15 @@ from runtime.triggers.schedules import (
     schedules_fire_due,
     tick_key,
 )
-from runtime.triggers.webhooks import webhook_create, webhook_deliver, webhook_get, webhook_pause, webhook_resume
+from runtime.triggers.webhooks import (
+    webhook_body_limit,
+    webhook_create,
+    webhook_deliver,
+    webhook_get,
+    webhook_pause,
+    webhook_resume,
+)
 
 __all__ = ["dependencies_settle", "dependency_create", "dependency_get", "schedule_create", "schedule_fire",
            "schedule_get", "schedule_pause", "schedule_resume", "schedules_fire_due", "tick_key",
-           "webhook_create", "webhook_deliver", "webhook_get", "webhook_pause", "webhook_resume"]
+           "webhook_body_limit", "webhook_create", "webhook_deliver", "webhook_get", "webhook_pause", "webhook_resume"]

@@ -30,7 +30,7 @@ from cryptography.fernet import Fernet
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 
-from runtime import arguments, config, db
+from runtime import arguments, config, db, encoding
 from runtime.audit import audit_append
 from runtime.errors import (
     DeliveryReplayed,
@@ -47,6 +47,12 @@ from runtime.triggers import target
 TOLERANCE_SECONDS = 300
 DELIVERY_ID_MAX = 200
 SIGNATURE_PREFIX = "sha256="
+
+
+def webhook_body_limit() -> int:
+    """The most bytes a delivery's body may hold: the input limit with encode.parse()'s
+    slack for JSON text (escapes, whitespace); parse() and task_submit check the rest."""
+    return config.max_input_bytes() * encoding.TEXT_SLACK
 
 
 def _fernet() -> Fernet:
