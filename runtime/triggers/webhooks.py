@@ -1,4 +1,4 @@
-"""Signed webhooks: POST /hooks/<id> (console/gateway/hooks.py is the HTTP adapter).
+"""Signed webhooks: POST /hooks/<id> (console/hooks/views.py is the HTTP adapter).
 
 A sender signs `timestamp + "." + body` with HMAC-SHA256 under the webhook's secret and
 sends three headers: the timestamp (Unix seconds), the signature (`sha256=<hex>`) and a
