@@ -15,7 +15,7 @@ import uuid
 from django.db import transaction
 from django.db.models.functions import Now
 
-from runtime import arguments, states
+from runtime import arguments, db, states
 from runtime.audit import audit_append
 from runtime.errors import InvalidArgument, StewardError, TriggerNotFound
 from runtime.models import DependencyTrigger, Task
@@ -73,8 +73,7 @@ def dependency_get(trigger_id, *, tenant: str | None = None) -> DependencyTrigge
 def dependencies_settle(*, actor: str, limit: int = 200) -> int:
     """The sweep's step: settle every waiting trigger whose prerequisites decide it."""
     settled = 0
-    waiting = DependencyTrigger.objects.filter(state="waiting").order_by("created_at").values_list("id", flat=True)
-    for trigger_id in list(waiting[:limit]):
+    for (trigger_id,) in db.fetchall("dependency_ready", {"limit": limit}):
         settled += dependency_settle(trigger_id=trigger_id, actor=actor)
     return settled
 
