@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models.functions import Now
 
-from runtime import arguments, db, states
+from runtime import arguments, db, faults, states
 from runtime.audit import audit_append
 from runtime.errors import InvalidCron, InvalidTransition, ScheduleNotFound, StewardError
 from runtime.models import Schedule, Task
@@ -210,6 +210,9 @@ def _decide(row: Schedule, tick: dt.datetime, actor: str) -> Fired:
     audit_append(actor=actor, tenant=row.tenant, task_id=submission.task_id, kind="schedule.fired",
                  data={**data, "fired_tick": fire_tick.isoformat(), "task": str(submission.task_id),
                        "next_fire_at": _iso(upcoming)})
+    # Both writes made, neither committed: a process killed here loses both, and the
+    # tick is still due for the next sweep of any process (tests/integration/test_schedules.py).
+    faults.reach(faults.IN_SCHEDULE_FIRE, task_id=row.id, step="fire", epoch=0)
     return Fired("fired", fire_tick, submission.task_id)
 
 
