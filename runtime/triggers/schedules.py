@@ -12,6 +12,7 @@ restart of every process neither loses a tick nor repeats one.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import uuid
 from dataclasses import dataclass
 
@@ -27,6 +28,8 @@ from runtime.stops.services import task_stop
 from runtime.tasks.services import task_submit
 from runtime.triggers import cron as cronlib
 from runtime.triggers import target
+
+log = logging.getLogger(__name__)
 
 # A tick fired within this long of its time is on time; later, it is missed and the
 # schedule's missed policy decides (skip it, or one catch-up run for all missed ticks).
@@ -131,7 +134,13 @@ def schedules_fire_due(*, actor: str, limit: int = 100) -> list[Fired]:
     """The sweep's step: fire every due tick (runtime/worker/supervisor.py)."""
     done = []
     for schedule_id, tick in db.fetchall("schedule_due", {"limit": limit}):
-        done.append(schedule_fire(schedule_id=schedule_id, tick=tick, actor=actor))
+        try:
+            done.append(schedule_fire(schedule_id=schedule_id, tick=tick, actor=actor))
+        except StewardError as exc:
+            # One schedule's refusal (its previous run could not be stopped, say) must not
+            # hold back every other schedule's tick: logged, and retried next sweep.
+            log.warning("schedule %s tick %s not fired: %s: %s", schedule_id, tick, exc.code, exc.message)
+            done.append(Fired("error", tick))
     return done
 
 
