@@ -15,6 +15,8 @@ from console.ui.web import form_status, page, param, screen
 from runtime.errors import StewardError
 from runtime.tasks.services import input_parse
 from runtime.triggers.selectors import (
+    DEPENDENCY_STATES,
+    dependency_list,
     schedule_get,
     schedule_list,
     schedule_upcoming,
@@ -160,3 +162,13 @@ def webhook_pause_view(request, principal, webhook_id):
 @screen
 def webhook_resume_view(request, principal, webhook_id):
     return _webhook_toggle(request, principal, webhook_id, webhook_resume, "resumed")
+
+
+@screen
+def dependency_list_view(request, principal):
+    state = param(request, "state")
+    if state not in (None, *DEPENDENCY_STATES):
+        state = None
+    return page(request, principal, "console/dependencies.html",
+                {"triggers": dependency_list(tenant=principal.tenant, state=state), "state": state,
+                 "states": DEPENDENCY_STATES}, nav="dependencies")

@@ -97,6 +97,7 @@ ROUTES = [
           action=True),
     Route("schedule-resume", "schedules/<uuid:schedule_id>/resume/", triggers.schedule_resume_view,
           object="schedule", action=True),
+    Route("dependencies", "dependencies/", triggers.dependency_list_view),
     Route("webhooks", "webhooks/", triggers.webhook_list_view),
     Route("webhook-new", "webhooks/new/", triggers.webhook_new, action=True),
     Route("webhook", "webhooks/<uuid:webhook_id>/", triggers.webhook_page, object="webhook"),

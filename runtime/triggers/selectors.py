@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from runtime.models import DependencyTrigger, Schedule, Webhook, WebhookDelivery
+from runtime.models.trigger import DEPENDENCY_STATES
 from runtime.triggers import cron as cronlib
 from runtime.triggers.dependencies import dependency_get
 from runtime.triggers.schedules import schedule_get
@@ -13,7 +14,7 @@ from runtime.triggers.webhooks import webhook_get
 
 LIST_MAX = 200
 
-__all__ = ["dependency_get", "dependency_list", "schedule_get", "schedule_list", "schedule_upcoming",
+__all__ = ["DEPENDENCY_STATES", "dependency_get", "dependency_list", "schedule_get", "schedule_list", "schedule_upcoming",
            "webhook_deliveries", "webhook_get", "webhook_list"]
 
 

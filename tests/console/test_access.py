@@ -36,7 +36,7 @@ ACME_URLS = {
     "owner": "/owners/alice/", "decisions": "/decisions/",
     "schedules": "/schedules/", "schedule-new": "/schedules/new/", "schedule": "/schedules/{schedule}/",
     "schedule-pause": "/schedules/{schedule}/pause/", "schedule-resume": "/schedules/{schedule}/resume/",
-    "webhooks": "/webhooks/", "webhook-new": "/webhooks/new/", "webhook": "/webhooks/{webhook}/",
+    "dependencies": "/dependencies/", "webhooks": "/webhooks/", "webhook-new": "/webhooks/new/", "webhook": "/webhooks/{webhook}/",
     "webhook-pause": "/webhooks/{webhook}/pause/", "webhook-resume": "/webhooks/{webhook}/resume/",
 }
 POSTS = {

@@ -63,3 +63,16 @@ def test_bob_sees_schedules_but_gets_no_buttons_and_cannot_make_one(world, as_pe
     assert client.post("/schedules/new/", {"name": "mine", "agent": "t.steps", "cron": "0 3 * * *"}).status_code == 403
     assert client.post(f"/schedules/{schedule.id}/pause/").status_code == 403
     assert not Schedule.objects.get().paused
+
+
+def test_dependency_triggers_are_listed_with_their_state_filter_in_the_url(world, as_person):
+    from runtime.triggers.services import dependency_create
+
+    made = dependency_create(tenant="acme", agent="t.steps", input={}, owner="user:alice", actor="user:alice",
+                             prerequisites=[str(world.parent.id)], on_failure="run")
+    client = as_person(world.people.bob)
+    row = f'id="dependency-{made.id}"'.encode()
+    assert row in client.get("/dependencies/").content
+    assert row in client.get("/dependencies/?state=waiting").content
+    assert row not in client.get("/dependencies/?state=fired").content
+    assert row not in as_person(world.people.carol).get("/dependencies/").content
