@@ -83,25 +83,32 @@ def schedule_page(request, principal, schedule_id):
                  "input_json": json.dumps(schedule.input, indent=2, sort_keys=True)}, nav="schedules")
 
 
-def _toggle(request, principal, schedule_id, fn, done: str):
+def _toggle(request, principal, found, change, done: str, url: str, what: str):
+    """Pause or resume (the recipe both screens share): POST only, operators only, the
+    object already found in the principal's tenant (another tenant's is 404)."""
     require(principal, OPERATE_ACTION)
-    schedule = schedule_get(schedule_id, tenant=principal.tenant)
     if request.method != "POST":
-        return redirect(f"/schedules/{schedule.id}/")
+        return redirect(url)
     with acting(principal):
-        changed = fn(schedule_id=schedule.id, actor=principal.actor, tenant=principal.tenant)
-    messages.success(request, f"Schedule {schedule.name} {done}." if changed else f"{schedule.name} was already {done}.")
-    return redirect(f"/schedules/{schedule.id}/")
+        changed = change(actor=principal.actor, tenant=principal.tenant)
+    messages.success(request, f"{what} {found.name} {done}." if changed else f"{found.name} was already {done}.")
+    return redirect(url)
+
+
+def _schedule_toggle(request, principal, schedule_id, fn, done: str):
+    found = schedule_get(schedule_id, tenant=principal.tenant)
+    return _toggle(request, principal, found, lambda **kw: fn(schedule_id=found.id, **kw), done,
+                   f"/schedules/{found.id}/", "Schedule")
 
 
 @screen
 def schedule_pause_view(request, principal, schedule_id):
-    return _toggle(request, principal, schedule_id, schedule_pause, "paused")
+    return _schedule_toggle(request, principal, schedule_id, schedule_pause, "paused")
 
 
 @screen
 def schedule_resume_view(request, principal, schedule_id):
-    return _toggle(request, principal, schedule_id, schedule_resume, "resumed")
+    return _schedule_toggle(request, principal, schedule_id, schedule_resume, "resumed")
 
 
 def _webhooks(request, principal, **extra) -> dict:
@@ -144,14 +151,9 @@ def webhook_page(request, principal, webhook_id):
 
 
 def _webhook_toggle(request, principal, webhook_id, fn, done: str):
-    require(principal, OPERATE_ACTION)
-    hook = webhook_get(webhook_id, tenant=principal.tenant)
-    if request.method != "POST":
-        return redirect(f"/webhooks/{hook.id}/")
-    with acting(principal):
-        changed = fn(webhook_id=hook.id, actor=principal.actor, tenant=principal.tenant)
-    messages.success(request, f"Webhook {hook.name} {done}." if changed else f"{hook.name} was already {done}.")
-    return redirect(f"/webhooks/{hook.id}/")
+    found = webhook_get(webhook_id, tenant=principal.tenant)
+    return _toggle(request, principal, found, lambda **kw: fn(webhook_id=found.id, **kw), done,
+                   f"/webhooks/{found.id}/", "Webhook")
 
 
 @screen

@@ -57,17 +57,7 @@ def dependency_create(*, tenant: str, agent: str, input: dict, owner: str, prere
 
 
 def dependency_get(trigger_id, *, tenant: str | None = None) -> DependencyTrigger:
-    try:
-        tid = uuid.UUID(str(trigger_id))
-    except ValueError:
-        raise TriggerNotFound(f"no dependency trigger {str(trigger_id)[:40]!r}") from None
-    qs = DependencyTrigger.objects.filter(id=tid)
-    if tenant is not None:
-        qs = qs.filter(tenant=tenant)
-    found = qs.first()
-    if found is None:
-        raise TriggerNotFound(f"no dependency trigger {tid}")
-    return found
+    return target.get(DependencyTrigger, TriggerNotFound, "dependency trigger", trigger_id, tenant)
 
 
 def dependencies_settle(*, actor: str, limit: int = 200) -> int:

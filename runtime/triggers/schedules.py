@@ -77,17 +77,7 @@ def schedule_create(*, tenant: str, name: str, agent: str, input: dict, owner: s
 
 
 def schedule_get(schedule_id, *, tenant: str | None = None) -> Schedule:
-    try:
-        sid = uuid.UUID(str(schedule_id))
-    except ValueError:
-        raise ScheduleNotFound(f"no schedule {str(schedule_id)[:40]!r}") from None
-    qs = Schedule.objects.filter(id=sid)
-    if tenant is not None:
-        qs = qs.filter(tenant=tenant)
-    found = qs.first()
-    if found is None:
-        raise ScheduleNotFound(f"no schedule {sid}")
-    return found
+    return target.get(Schedule, ScheduleNotFound, "schedule", schedule_id, tenant)
 
 
 def schedule_pause(*, schedule_id, actor: str, tenant: str | None = None) -> bool:

@@ -79,17 +79,7 @@ def webhook_create(*, tenant: str, name: str, agent: str, owner: str, actor: str
 
 
 def webhook_get(webhook_id, *, tenant: str | None = None) -> Webhook:
-    try:
-        wid = uuid.UUID(str(webhook_id))
-    except ValueError:
-        raise WebhookNotFound(f"no webhook {str(webhook_id)[:40]!r}") from None
-    qs = Webhook.objects.filter(id=wid)
-    if tenant is not None:
-        qs = qs.filter(tenant=tenant)
-    found = qs.first()
-    if found is None:
-        raise WebhookNotFound(f"no webhook {wid}")
-    return found
+    return target.get(Webhook, WebhookNotFound, "webhook", webhook_id, tenant)
 
 
 def _set_paused(webhook_id, *, actor: str, tenant: str | None, paused: bool) -> bool:
