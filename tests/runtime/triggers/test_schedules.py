@@ -12,6 +12,7 @@ import pytest
 from runtime import db, states
 from runtime.errors import InvalidCron, InvalidInput, InvalidTimezone, UnknownAgent
 from runtime.models import AuditEvent, Schedule, Task
+from runtime.tasks.services import task_submit
 from runtime.triggers import schedules
 from runtime.triggers.services import (
     schedule_create,
@@ -164,3 +165,18 @@ def test_a_tick_while_the_previous_run_is_live_follows_the_overlap_policy(live, 
         db.execute("pool_count_fold", {})
         [third] = schedules_fire_due(actor="supervisor:test")
         assert third.outcome == "fired" and tasks_of(s).count() == 2
+
+
+def test_the_supervisor_sweep_fires_due_ticks_and_settles_dependencies(live):
+    from runtime.triggers.services import dependency_create
+    from runtime.worker.supervisor import sweep
+
+    s = make()
+    due(s)
+    done = Task.objects.filter(id=task_submit(agent="t.steps", input={}, **ALICE).task_id)
+    done.update(status=states.COMPLETED)
+    dependency_create(agent="t.steps", input={}, prerequisites=[str(done.get().id)], **ALICE)
+    report = sweep(supervisor_id="test")
+    assert (report.scheduled, report.triggered) == (1, 1)
+    assert tasks_of(s).count() == 1
+    assert sweep(supervisor_id="test").scheduled == 0
