@@ -9,7 +9,7 @@ SELECT s.id, s.next_fire_at
   FROM steward_schedule s
  WHERE NOT s.paused AND s.next_fire_at <= now()
    AND NOT (s.overlap_policy = 'queue' AND EXISTS (
-       SELECT 1 FROM steward_task t
-        WHERE t.id = s.last_task_id AND t.status NOT IN ('completed', 'failed', 'cancelled')))
+       SELECT 1 FROM steward_task c  -- read only: `c`, the previous run, never moves
+        WHERE c.id = s.last_task_id AND c.status NOT IN ('completed', 'failed', 'cancelled')))
  ORDER BY s.next_fire_at
  LIMIT %(limit)s
