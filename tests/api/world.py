@@ -11,8 +11,9 @@ from console.access import agent_steward_set
 from console.models import ApiToken
 from runtime import states
 from runtime.authz.services import grant_create
-from runtime.models import Attempt, AuditEvent, Effect, Grant, Task
+from runtime.models import Attempt, AuditEvent, DependencyTrigger, Effect, Grant, Schedule, Task, Webhook
 from runtime.tasks.services import task_submit
+from runtime.triggers.services import dependency_create, schedule_create, webhook_create
 from tests.api.conftest import principal_of
 
 ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
@@ -27,10 +28,14 @@ class World:
     event: AuditEvent
     token: ApiToken
     grant: Grant  # agent:t.steps tool.search on repo:acme/*, by dave; alice holds the right over t.steps
+    schedule: Schedule  # acme's nightly schedule of t.steps
+    webhook: Webhook
+    dependency: DependencyTrigger  # t.steps after the queued task
 
     def fill(self, path: str) -> str:
         return path.format(task=self.task.id, blocked=self.blocked.id, failed=self.failed.id, effect=self.effect.id, event=self.event.id,
-                           token=self.token.id, grant=self.grant.id)
+                           token=self.token.id, grant=self.grant.id, schedule=self.schedule.id,
+                           webhook=self.webhook.id, dependency=self.dependency.id)
 
 
 def blocked_task_with_unknown_effect(tenant: str = "acme") -> tuple[Task, Effect]:
@@ -60,4 +65,9 @@ def make_world(tokens) -> World:
                          actor="user:dave")
     dave = token.user.__class__.objects.get(username="dave")
     agent_steward_set(principal=principal_of(dave), name="t.steps", username="alice", allowed=True)
-    return World(task, blocked, failed, effect, event, token, grant)
+    schedule = schedule_create(tenant="acme", name="nightly", agent="t.steps", input={}, owner="user:alice",
+                               cron="0 3 * * *", actor="user:alice")
+    webhook, _ = webhook_create(tenant="acme", name="gh", agent="t.steps", owner="user:alice", actor="user:alice")
+    dependency = dependency_create(tenant="acme", agent="t.steps", input={}, owner="user:alice", actor="user:alice",
+                                   prerequisites=[str(task.id)])
+    return World(task, blocked, failed, effect, event, token, grant, schedule, webhook, dependency)
