@@ -68,6 +68,12 @@
       var word = status.getAttribute("data-status");
       if (region.dataset.last !== word) { region.dataset.last = word; region.textContent = "Task is " + word; }
     }
+    var panel = document.getElementById("stop-panel");
+    if (region && panel && e.detail.target && e.detail.target.id === "stop-panel") {
+      var said = panel.getAttribute("data-over") === "true" ? "Stop is over: " + panel.getAttribute("data-state")
+        : "Stop: " + panel.getAttribute("data-acks") + " of " + panel.getAttribute("data-expected") + " acknowledged";
+      if (region.dataset.stop !== said) { region.dataset.stop = said; region.textContent = said; }
+    }
     if (e.detail.target && e.detail.target.id === "verify-slot") {
       var result = document.getElementById("verify-result");
       if (result) result.focus();

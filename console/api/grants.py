@@ -32,6 +32,7 @@ from runtime.authz.selectors import (
     revocation_preview,
 )
 from runtime.authz.services import grant_create, grant_narrow, grant_revoke
+from runtime.stops.selectors import agent_switches
 from runtime.tasks.selectors import agent_list
 
 router = Router(tags=["grants"])
@@ -141,6 +142,8 @@ class IdentityOut(Schema):
     principal: str = Field(description="agent:<name>, as its grants name it")
     live_grants: int
     stewards: list[str] = Field(description="operators given the right over its grants (admins have it anyway)")
+    submission: Literal["open", "closed"] = Field(description="closed: its kill switch is on in the tenant "
+                                                  "(GET /agents/{name}/switch)")
 
 
 LIMITS = "effects already committed are not undone; other grants of the principal are not touched"
@@ -241,5 +244,7 @@ def list_identities(request):
     counts: dict[str, int] = {}
     for grant in grants_of(tenant=who.tenant):
         counts[grant.principal] = counts.get(grant.principal, 0) + 1
+    closed = agent_switches(tenant=who.tenant)
     return [{"name": a.name, "principal": f"agent:{a.name}", "live_grants": counts.get(f"agent:{a.name}", 0),
-             "stewards": agent_stewards(who, a.name)} for a in agent_list()]
+             "stewards": agent_stewards(who, a.name), "submission": "closed" if a.name in closed else "open"}
+            for a in agent_list()]

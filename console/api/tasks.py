@@ -1,5 +1,5 @@
 """Tasks: submit, list, one task with its journal, attempts, effects, children and audit
-events, cancel and resume."""
+events, and resume (stopping: console/api/stops.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from console.api.errors import ERRORS
 from console.api.schemas import Moment, Name, Page, PoolName, cursor_query, limit_query, page_of
 from runtime import states
 from runtime.effects.selectors import effect_page
-from runtime.stops.services import task_stop
 from runtime.tasks.selectors import attempt_page, step_page, task_get, task_page
 from runtime.tasks.services import task_resume, task_submit
 from runtime.trail.selectors import audit_page
@@ -67,6 +66,10 @@ class TaskOut(TaskSummary):
     spawn_seq: int | None
     queued_at: datetime | None
     started_at: datetime | None
+    stop: uuid.UUID | None = Field(description="the stop it is (or was last) under: GET /stops/{id}; null: none, "
+                                               "or a resume cleared it (GET /tasks/{id}/stop-summary still finds it)")
+    stop_deadline: datetime | None = Field(description="while stopping: when its stop stops waiting for it")
+    rerun_of: uuid.UUID | None = Field(description="the cancelled task this is a deliberate new run of")
 
 
 class StepOut(Schema):
@@ -92,14 +95,6 @@ class AttemptOut(Schema):
     end_reason: str
 
 
-class Cancel(Schema):
-    reason: str = Field("", max_length=2000)
-
-
-class Cancelled(Schema):
-    cancelled: list[uuid.UUID] = Field(description="the task and every live descendant it stopped")
-
-
 class Resume(Schema):
     note: str = Field("", max_length=2000)
 
@@ -115,7 +110,8 @@ def task_out(task) -> dict:
     return {**summary_out(task), "input": task.input, "output": task.output, "error": task.error,
             "next_reason": task.next_reason, "crash_count": task.crash_count, "wake_at": task.wake_at,
             "waiting_on": task.waiting_on, "spawn_seq": task.spawn_seq, "queued_at": task.queued_at,
-            "started_at": task.started_at}
+            "started_at": task.started_at, "stop": task.stop_id, "stop_deadline": task.stop_deadline,
+            "rerun_of": task.rerun_of_id}
 
 
 def step_out(step) -> dict:
@@ -197,16 +193,6 @@ def audit(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limi
     tenant = principal(request).tenant
     task_get(task_id, tenant=tenant)
     return page_of(audit_page(tenant=tenant, task=task_id, after=cursor, limit=limit), audit_out)
-
-
-@router.post("/tasks/{task_id}/cancel", response={200: Cancelled, **ERRORS},
-             summary="Cancel a task and its live descendants")
-def cancel(request, task_id: uuid.UUID, body: Cancel | None = None):
-    """A finished task is INVALID_TRANSITION (409), whoever finished it. The body is optional."""
-    body = body or Cancel()
-    with operating(request) as who:
-        task = task_get(task_id, tenant=who.tenant)
-        return {"cancelled": task_stop(task_id=task.id, actor=who.actor, reason=body.reason).cancelled}
 
 
 @router.post("/tasks/{task_id}/resume", response={200: TaskOut, **ERRORS},

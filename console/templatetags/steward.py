@@ -114,3 +114,27 @@ def principal_url(value: str) -> str:
     """An agent's page or a person's owner page."""
     kind, _, name = str(value).partition(":")
     return f"/agents/{name}/" if kind == "agent" else f"/owners/{name}/"
+
+
+BOUNDARY_NAMES = {"worker": "worker", "storage": "storage", "credential_gateway": "credential gateway",
+                  "scheduler": "scheduler"}
+
+
+@register.filter
+def boundary_name(value) -> str:
+    """A stop boundary in words (credential_gateway: credential gateway)."""
+    return BOUNDARY_NAMES.get(str(value), str(value))
+
+
+@register.filter
+def pairs(value, width: int = 140) -> str:
+    """What a boundary reported, as `key: value · key: value` in one line of at most
+    `width` characters (lists and objects as compact JSON)."""
+    if not isinstance(value, dict):
+        return compact(value, width)
+    parts = []
+    for key, item in value.items():
+        text = item if isinstance(item, str) else json.dumps(item, cls=DjangoJSONEncoder, ensure_ascii=False)
+        parts.append(f"{str(key).replace('_', ' ')}: {text}")
+    line = " · ".join(parts)
+    return line if len(line) <= width else line[: width - 1] + "…"

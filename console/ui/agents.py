@@ -1,7 +1,8 @@
 """Agents as principals of the tenant: the list (every registered agent, with its live
 grants counted), and one agent's page: its grants, what it may do with each owner, the
-live tasks acting under it and its recent decisions, denials marked with their boundary.
-An admin gives operators the right over this agent's grants from here."""
+live tasks acting under it and its recent decisions, denials marked with their boundary,
+and its kill switch (console/ui/stops.py). An admin gives operators the right over this
+agent's grants from here."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from console.models import OPERATOR
 from console.ui.web import page, param, refusal, screen
 from runtime.authz.selectors import agent_authority, decisions_page, grants_of, tasks_under
 from runtime.errors import InvalidArgument, UnknownAgent
+from runtime.stops.selectors import agent_switch, agent_switches
 from runtime.tasks.selectors import agent_get, agent_list
 
 DECISIONS_SHOWN = 20
@@ -25,7 +27,9 @@ def agent_list_view(request, principal):
     counts: dict[str, int] = {}
     for grant in live:
         counts[grant.principal] = counts.get(grant.principal, 0) + 1
-    agents = [{"info": info, "grants": counts.get(f"agent:{info.name}", 0)} for info in agent_list()]
+    closed = agent_switches(tenant=principal.tenant)
+    agents = [{"info": info, "grants": counts.get(f"agent:{info.name}", 0), "closed": closed.get(info.name)}
+              for info in agent_list()]
     return page(request, principal, "console/agents.html", {"agents": agents}, nav="agents")
 
 
@@ -45,6 +49,7 @@ def agent_page(request, principal, name):
         "decisions": decisions.items, "may_change": may_change_grants(principal, who),
         "can_administer": principal.may(ADMINISTER), "stewards": agent_stewards(principal, info.name),
         "operators": [m.user.get_username() for m in members_of(principal) if m.role == OPERATOR],
+        "switch": agent_switch(tenant=principal.tenant, agent=info.name),
     }, nav="agents")
 
 

@@ -1,6 +1,6 @@
-"""One task: its header, lineage, journal (paged), effects, attempts and audit events,
-kept live while it runs; and the operator's cancel and resume, each confirmed with what
-it will touch and a reason.
+"""One task: its header, lineage, journal (paged), effects, attempts, audit events and
+stop panel (console/ui/stops.py), kept live while it runs; and the operator's resume,
+confirmed with what it will touch and a reason (stopping: console/ui/stops.py).
 
 Live: the `#task-live` part polls its own fragment every 2 s while the tab is visible,
 morphing in place (idiomorph keeps scroll, focus and open <details>), and answers 204
@@ -18,11 +18,11 @@ from django.shortcuts import redirect
 from django.utils import timezone
 
 from console.access import OPERATE_ACTION, acting, require
+from console.ui.stops import task_stop_context
 from console.ui.web import form_status, page, param, screen
 from runtime import states
 from runtime.authz.selectors import decisions_page, effective_authority
 from runtime.errors import InvalidInput, StewardError
-from runtime.stops.services import task_stop
 from runtime.tasks.selectors import (
     journal_page,
     step_count,
@@ -30,7 +30,6 @@ from runtime.tasks.selectors import (
     task_detail,
     task_get,
     task_page,
-    task_subtree_live,
 )
 from runtime.tasks.services import task_resume
 
@@ -79,7 +78,13 @@ def _live(principal, task_id) -> dict:
                                                                       if e.state == states.UNKNOWN],
             "decisions": decisions_page(tenant=principal.tenant, task=task.id, limit=DECISIONS_SHOWN).items,
             "authority": effective_authority(detail.task),
-            "may_cancel": detail.task.status in states.LIVE,
+            # A stopping task is left to the stop it is under (its panel shows it).
+            "may_stop": detail.task.status in states.sources("stop"),
+            "stoppable": frozenset(states.sources("stop")),
+            # A deliberate new run (a new task, linked both ways) of a cancelled root task.
+            "may_rerun": detail.task.status == states.CANCELLED and not detail.task.parent_id,
+            "reruns": list(detail.task.reruns.order_by("id").only("id", "status")[:20])
+            if detail.task.status == states.CANCELLED else [],
             # A blocked task is resumed only if a denial blocked it; an unknown effect is
             # settled on its own page (states.BLOCKED_BY).
             "may_resume": detail.task.status in states.sources("resume") and (
@@ -90,7 +95,8 @@ def _live(principal, task_id) -> dict:
 def task_page_view(request, principal, task_id):
     context = _live(principal, task_id)
     steps = journal_page(task=context["task"], limit=STEPS_PER_PAGE)
-    return page(request, principal, "console/task.html", {**context, "steps": steps}, nav="tasks")
+    return page(request, principal, "console/task.html",
+                {**context, "steps": steps, **task_stop_context(principal, context["task"])}, nav="tasks")
 
 
 @screen
@@ -136,32 +142,16 @@ def _confirm(request, principal, task_id, action: str):
             if not reason:
                 raise InvalidInput("say why: the reason is kept in the audit trail", field="reason")
             with acting(principal):
-                if action == "cancel":
-                    done = task_stop(task_id=task.id, actor=principal.actor, reason=reason)
-                    messages.success(request, f"Stop requested for {len(done.tasks)} task"
-                                              f"{'s' if len(done.tasks) != 1 else ''}: {len(done.cancelled)} "
-                                              f"cancelled, {len(done.stopping)} stopping.")
-                else:
-                    task_resume(task_id=task.id, actor=principal.actor, note=reason)
-                    messages.success(request, "Queued for a new attempt.")
+                task_resume(task_id=task.id, actor=principal.actor, note=reason)
+                messages.success(request, "Queued for a new attempt.")
             return redirect(f"/tasks/{task.id}/")
         except StewardError as exc:
             context["error"] = exc
             status = form_status(exc)
             return page(request, principal, "console/task_confirm.html",
-                        {**context, "affected": _affected(task, action)}, status=status, nav="tasks")
+                        {**context, "affected": [task]}, status=status, nav="tasks")
     require(principal, OPERATE_ACTION)
-    return page(request, principal, "console/task_confirm.html",
-                {**context, "affected": _affected(task, action)}, nav="tasks")
-
-
-def _affected(task, action: str) -> list:
-    return task_subtree_live(task=task) if action == "cancel" else [task]
-
-
-@screen
-def cancel(request, principal, task_id):
-    return _confirm(request, principal, task_id, "cancel")
+    return page(request, principal, "console/task_confirm.html", {**context, "affected": [task]}, nav="tasks")
 
 
 @screen
@@ -169,4 +159,4 @@ def resume(request, principal, task_id):
     return _confirm(request, principal, task_id, "resume")
 
 
-__all__ = ["task_page_view", "task_live", "task_steps", "task_step", "cancel", "resume"]
+__all__ = ["task_page_view", "task_live", "task_steps", "task_step", "resume"]

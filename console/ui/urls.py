@@ -23,6 +23,7 @@ from console.ui import (
     members,
     owners,
     pools,
+    stops,
     submit,
     task,
     tasks,
@@ -36,7 +37,7 @@ class Route:
     name: str
     pattern: str
     view: object
-    object: str = ""        # "task", "step", "effect", "audit", "pool", "token", "member", "agent", "grant",
+    object: str = ""        # "task", "step", "effect", "audit", "pool", "token", "member", "agent", "grant", "stop",
                             # "schedule", "webhook" or ""
     action: bool = False    # a POST that changes something: operators only (members: admins only; grants:
                             # admins, or operators with the right over that agent: console/access.py)
@@ -57,7 +58,12 @@ ROUTES = [
     Route("task-live", "tasks/<uuid:task_id>/live/", task.task_live, object="task", fragment=True),
     Route("task-steps", "tasks/<uuid:task_id>/steps/", task.task_steps, object="task"),
     Route("task-step", "tasks/<uuid:task_id>/steps/<int:seq>/", task.task_step, object="step"),
-    Route("task-cancel", "tasks/<uuid:task_id>/cancel/", task.cancel, object="task", action=True),
+    Route("task-stop", "tasks/<uuid:task_id>/stop/", stops.task_stop_view, object="task", action=True),
+    # Its former name: the same confirmation and the same stop.
+    Route("task-cancel", "tasks/<uuid:task_id>/cancel/", stops.task_stop_view, object="task", action=True),
+    Route("task-rerun", "tasks/<uuid:task_id>/rerun/", stops.task_rerun_view, object="task", action=True),
+    Route("stop", "stops/<uuid:stop_id>/", stops.stop_page, object="stop"),
+    Route("stop-panel", "stops/<uuid:stop_id>/panel/", stops.stop_panel, object="stop", fragment=True),
     Route("task-resume", "tasks/<uuid:task_id>/resume/", task.resume, object="task", action=True),
     Route("effects", "effects/", effects.effect_list),
     Route("effect", "effects/<int:effect_id>/", effects.effect_detail, object="effect"),
@@ -81,6 +87,8 @@ ROUTES = [
     Route("agents", "agents/", agents.agent_list_view),
     Route("agent", "agents/<str:name>/", agents.agent_page, object="agent"),
     Route("agent-stewards", "agents/<str:name>/stewards/", agents.agent_steward, object="agent", action=True),
+    Route("agent-stop", "agents/<str:name>/stop/", stops.agent_stop_view, object="agent", action=True),
+    Route("agent-reopen", "agents/<str:name>/reopen/", stops.agent_reopen_view, object="agent", action=True),
     Route("grants", "grants/", grants.grant_list),
     Route("grant-new", "grants/new/", grants.grant_new, action=True),
     Route("grant", "grants/<int:grant_id>/", grants.grant_page, object="grant"),

@@ -24,6 +24,7 @@ WITH acks AS (
                                           WHERE NOT EXISTS (SELECT 1 FROM steward_stop_ack a
                                                             WHERE a.task_id = done.id AND a.stop_id = done.stop_id
                                                               AND a.boundary = b)))
+           || %(via)s::jsonb  -- the channel and credential of the action that settled it, if one did
     FROM done
 ), finished AS (
     -- The stop is over once no task it covers is live.

@@ -13,7 +13,7 @@ from django.db.models.functions import Now
 
 from runtime import arguments, config, db, states
 from runtime.attempts.transitions import wake_parent
-from runtime.audit import audit_append
+from runtime.audit import audit_append, with_via
 from runtime.errors import InvalidTransition
 from runtime.models import AgentSwitch, Stop, StopAck, Task
 from runtime.tasks.selectors import task_get
@@ -259,7 +259,8 @@ def _settle_chain(chain: list, *, actor: str, due: bool) -> int:
 def _settle_one(task_id, *, actor: str, due: bool) -> bool:
     """stop_settle.sql for one task, whose parent's row lock the caller holds. Returns
     whether the task was cancelled; wakes its parent if that waits for it."""
-    row = db.fetchone("stop_settle", {"task": task_id, "actor": actor, "due": due})
+    row = db.fetchone("stop_settle", {"task": task_id, "actor": actor, "due": due,
+                                      "via": json.dumps(with_via({}))})
     if row is None:
         return False
     parent_id = row[1]

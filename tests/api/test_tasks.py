@@ -158,23 +158,26 @@ def test_a_cursor_from_another_list_or_filter_is_refused(alice):
 
 def test_cancel_stops_a_live_task_once_and_resume_queues_it_again(alice):
     task_id = submit(alice).json()["id"]
-    assert alice.post(f"tasks/{task_id}/cancel", {"reason": "wrong input"}).json() == {"cancelled": [task_id]}
+    stopped = alice.post(f"tasks/{task_id}/cancel", {"reason": "wrong input"}).json()
+    assert (stopped["tasks"], stopped["cancelled"], stopped["stopping"]) == ([task_id], [task_id], [])
     assert_error(alice.post(f"tasks/{task_id}/cancel", {"reason": "again"}), 409, "INVALID_TRANSITION")
     resumed = alice.post(f"tasks/{task_id}/resume", {"note": "fixed"}).json()
     assert (resumed["status"], resumed["next_reason"]) == ("queued", "resume")
     assert_error(alice.post(f"tasks/{task_id}/resume", {"note": "twice"}), 409, "INVALID_TRANSITION")
     kinds = [e["kind"] for e in alice.get(f"tasks/{task_id}/audit").json()["items"]]
-    assert kinds == ["task.resumed", "task.cancelled", "task.submitted"]
+    assert kinds == ["task.resumed", "task.cancelled", "task.stopping", "task.submitted"]
 
 
 def test_an_unknown_task_is_404(alice):
     assert_error(alice.get(f"tasks/{uuid.uuid4()}"), 404, "TASK_NOT_FOUND")
-    assert_error(alice.post(f"tasks/{uuid.uuid4()}/cancel", {"reason": ""}), 404, "TASK_NOT_FOUND")
+    assert_error(alice.post(f"tasks/{uuid.uuid4()}/cancel", {"reason": "gone"}), 404, "TASK_NOT_FOUND")
 
 
-def test_cancel_and_resume_take_no_body_as_well(alice):
+def test_cancel_needs_a_reason_like_stop_and_resume_takes_no_body(alice):
     task_id = submit(alice).json()["id"]
-    assert alice.call("POST", f"tasks/{task_id}/cancel").json() == {"cancelled": [task_id]}
+    assert_error(alice.call("POST", f"tasks/{task_id}/cancel"), 422, "INVALID_REQUEST")
+    assert_error(alice.post(f"tasks/{task_id}/cancel", {"reason": ""}), 422, "INVALID_REQUEST")
+    assert alice.post(f"tasks/{task_id}/cancel", {"reason": "no longer needed"}).json()["cancelled"] == [task_id]
     assert alice.call("POST", f"tasks/{task_id}/resume").json()["status"] == "queued"
 
 

@@ -12,8 +12,9 @@ from console.models import ApiToken, Membership
 from console.ui.urls import ROUTES
 from runtime.authz.services import grant_create
 from runtime.models import AuditEvent, Effect, Grant, Schedule, Task, Webhook
+from runtime.stops.services import task_stop
 from runtime.triggers.services import schedule_create, webhook_create
-from tests.console.world import World
+from tests.console.world import World, submit
 
 BY_NAME = {r.name: r for r in ROUTES}
 
@@ -24,6 +25,8 @@ ACME_URLS = {
     "task-new": "/tasks/new/", "task": "/tasks/{parent}/", "task-live": "/tasks/{parent}/live/",
     "task-steps": "/tasks/{parent}/steps/", "task-step": "/tasks/{parent}/steps/1/",
     "task-cancel": "/tasks/{parent}/cancel/", "task-resume": "/tasks/{done}/resume/",
+    "task-stop": "/tasks/{parent}/stop/", "task-rerun": "/tasks/{stopped}/rerun/", "stop": "/stops/{stop}/", "stop-panel": "/stops/{stop}/panel/",
+    "agent-stop": "/agents/t.steps/stop/", "agent-reopen": "/agents/t.steps/reopen/",
     "effects": "/effects/", "effect": "/effects/{effect}/", "effect-resolve": "/effects/{effect}/resolve/",
     "pools": "/pools/", "pool": "/pools/default/", "pool-limits": "/pools/default/limits/",
     "audit": "/audit/", "audit-verify": "/audit/verify/", "audit-export": "/audit/export.jsonl", "audit-seals": "/audit/seals.jsonl",
@@ -41,7 +44,9 @@ ACME_URLS = {
 }
 POSTS = {
     "task-new": {"agent": "t.steps", "input": '{"n": 1}'},
-    "task-cancel": {"reason": "crafted"}, "task-resume": {"reason": "crafted"},
+    "task-cancel": {"reason": "crafted"}, "task-resume": {"reason": "crafted"}, "task-stop": {"reason": "crafted"},
+    "task-rerun": {"reason": "crafted"},
+    "agent-stop": {"reason": "crafted"}, "agent-reopen": {"reason": "crafted"},
     "effect-resolve": {"outcome": "committed", "receipt": '{"ref": 1}', "note": "crafted"},
     "pool-limits": {"max_running": "7", "max_queued": "70"},
     "token-new": {"name": "crafted", "scope": "read"}, "token-revoke": {},
@@ -63,11 +68,14 @@ def acme(world: World):
     token = token_create(principal=_principal(world.people.alice), name="ci", scope="read").token
     grant = grant_create(tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*",
                          actor="user:dave")
+    stopped = submit("acme", "alice", n=9)
+    stop = task_stop(task_id=stopped.id, actor="user:alice", reason="a stop to point at").stop_id
     schedule = schedule_create(tenant="acme", name="nightly", agent="t.steps", input={}, owner="user:alice",
                                cron="0 3 * * *", actor="user:alice")
     webhook, _ = webhook_create(tenant="acme", name="gh", agent="t.steps", owner="user:alice", actor="user:alice")
-    ids = {"schedule": schedule.id, "webhook": webhook.id, "parent": world.parent.id, "blocked": world.blocked.id, "done": world.done.id, "effect": world.effect.id,
-           "audit": world.audit.id, "token": token.id, "grant": grant.id}
+    ids = {"parent": world.parent.id, "blocked": world.blocked.id, "done": world.done.id, "effect": world.effect.id,
+           "audit": world.audit.id, "token": token.id, "grant": grant.id, "stop": stop, "stopped": stopped.id,
+           "schedule": schedule.id, "webhook": webhook.id}
     return {name: url.format(**ids) for name, url in ACME_URLS.items()}
 
 
@@ -177,7 +185,7 @@ def test_bob_is_refused_the_member_confirmation_pages_too(world, as_person, acme
 
 def test_bob_sees_no_action_button_or_form_on_any_screen(world, as_person, acme):
     client = as_person(world.people.bob)
-    forbidden = [b"/cancel/", b"/resume/", b"/resolve/", b"/limits/", b"/tokens/new/", b"/revoke/",
+    forbidden = [b"/cancel/", b"/stop/", b"/reopen/", b"/rerun/", b"/resume/", b"/resolve/", b"/limits/", b"/tokens/new/", b"/revoke/",
                  b"/members/add/", b"/role/", b"/remove/", b"/narrow/", b"/grants/new/", b"/stewards/",
                  b'href="/tasks/new/"', b"Submit task", b">Resolve<"]
     for route in ROUTES:

@@ -1,6 +1,6 @@
 """Something of every kind in tenant acme, made by real workers, for the journeys that
 look at it from outside (bob, a viewer; carol, of another tenant): a task blocked on an
-unknown effect, a finished task with steps, its audit events, alice's API token."""
+unknown effect, a finished task with steps, its audit events, alice's API token, a stop."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from console.dev.demo.fake_service import FakeService
 from console.models import ApiToken
 from runtime import states
 from runtime.authz.services import grant_create
-from runtime.models import AuditEvent, Effect, Grant, Step, Task
+from runtime.models import AuditEvent, Effect, Grant, Step, Stop, Task
+from runtime.stops.services import task_stop
 from tests.e2e.stack import EVENT_S
 from tests.faults.support import submit
 from tests.harness import wait_until
@@ -29,6 +30,7 @@ class Acme:
     token: ApiToken    # alice's, in acme
     pool: str          # the pool the blocked task was admitted to
     grant: Grant       # t.steps may search acme's repositories, given by dave
+    stop: Stop         # alice's stop of a t.steps task
 
 
 def task_in(task_id, status: str):
@@ -49,7 +51,9 @@ def acme(fleet, alice_principal) -> Acme:
         token = token_create(principal=alice_principal, name="e2e", scope="operate").token
         grant = grant_create(tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*",
                              actor="user:dave")
+        stopped = submit("t.steps", {"n": 3}).task_id
+        stop = Stop.objects.get(id=task_stop(task_id=stopped, actor="user:alice", reason="e2e").stop_id)
         yield Acme(blocked=blocked, effect=Effect.objects.get(task_id=blocked_id, state=states.UNKNOWN), done=done,
                    seq=Step.objects.filter(task_id=done_id).order_by("seq").values_list("seq", flat=True).last(),
                    event=AuditEvent.objects.filter(tenant="acme").order_by("-id").first(), token=token,
-                   pool=blocked.pool_id, grant=grant)
+                   pool=blocked.pool_id, grant=grant, stop=stop)

@@ -14,7 +14,7 @@ from runtime.models import AuditEvent, Effect, Task
 from tests.e2e.stack import csrf_token
 
 PARAM = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
-ACTIONS = re.compile(r"/(cancel|resume|resolve|revoke|narrow|limits)/$")  # POST these, and they must 404 too
+ACTIONS = re.compile(r"/(cancel|stop|reopen|resume|resolve|revoke|narrow|limits)/$")  # POST these, and they must 404 too
 # Pools are fleet-wide, not a tenant's: carol is meant to see the same pools alice does.
 # Agents are registered fleet-wide too; each tenant sees its own grants of them
 # (tests/console/test_grant_screens.py checks carol sees none of acme's there).
@@ -53,6 +53,8 @@ def acme_url(route: str, acme) -> str | None:
 
     def value(match) -> str:
         converter, name = match.group("converter"), match.group("name")
+        if "stop" in name:
+            return str(acme.stop.id)
         if converter == "uuid" or "task" in name:
             return str(acme.done.id if steps else acme.blocked.id)
         if "seq" in name:

@@ -13,8 +13,8 @@ from runtime.models import AuditEvent, Effect, Pool, Task
 from tests.e2e.stack import csrf_token, screenshot
 
 # Every way the console offers an action: its link or form by URL, its button by name.
-ACTION_LINKS = ("/cancel/", "/resume/", "/resolve/", "/limits/", "/tasks/new/")
-ACTION_BUTTONS = ("Cancel", "Resume", "Resolve", "Submit task", "Save limits", "Save")
+ACTION_LINKS = ("/cancel/", "/stop/", "/reopen/", "/rerun/", "/resume/", "/resolve/", "/limits/", "/tasks/new/")
+ACTION_BUTTONS = ("Cancel", "Stop", "Resume", "Resolve", "Submit task", "Save limits", "Save")
 
 
 def actions_offered(page) -> list[str]:
@@ -75,16 +75,15 @@ def test_bob_sees_all_of_acme_but_is_offered_no_action_and_each_crafted_action_i
     # The same pages offer alice, an operator, each action bob was not offered: the
     # checks above would have seen them.
     alice = person("alice")
-    for url, fragment in ((f"/tasks/{acme.blocked.id}/", "/cancel/"), (f"/effects/{acme.effect.id}/", "/resolve/"),
+    for url, fragment in ((f"/tasks/{acme.blocked.id}/", "/stop/"), (f"/effects/{acme.effect.id}/", "/resolve/"),
                           (f"/pools/{acme.pool}/", "/limits/"), ("/tasks/", "/tasks/new/")):
         alice.goto(url)
         offered = actions_offered(alice)
         assert any(offer.startswith(fragment) for offer in offered), f"alice is not offered {fragment} at {url}"
         if fragment == "/limits/":
             screenshot(alice, "pool")
-    alice.goto(f"/tasks/{acme.blocked.id}/cancel/")  # the confirmation alice would get, not sent
+    alice.goto(f"/tasks/{acme.blocked.id}/stop/")  # the confirmation alice would get, not sent
     expect(alice.locator("[name=reason]")).to_be_visible()
-    screenshot(alice, "task-cancel")
 
     # Now as a person with the devtools open: a token from the page, the POSTs by hand.
     page.goto("/tasks/")
@@ -105,6 +104,7 @@ def test_bob_sees_all_of_acme_but_is_offered_no_action_and_each_crafted_action_i
     actions = {
         "submit": ("/tasks/new/", {"agent": "t.steps", "input": json.dumps({"n": 1}), "idempotency_key": "bob"}),
         "cancel": (f"/tasks/{acme.blocked.id}/cancel/", {"reason": "bob tries"}),
+        "stop": (f"/tasks/{acme.blocked.id}/stop/", {"reason": "bob tries"}),
         "resume": (f"/tasks/{acme.blocked.id}/resume/", {"reason": "bob tries"}),
         "resolve": (f"/effects/{acme.effect.id}/resolve/",
                     {"outcome": states.COMMITTED, "receipt": json.dumps({"op_id": "bob"}), "note": "bob tries"}),

@@ -181,7 +181,8 @@ def test_agents_lists_every_registered_agent_with_its_pool(db):
 def test_cancel_and_resume_print_what_they_did(db):
     task_id = task_submit(agent="t.steps", input={}, **ALICE).task_id
 
-    assert steward("cancel", str(task_id), "--reason", "oops") == f"cancelled 1 task(s): {task_id}\n"
+    stopped = steward("cancel", str(task_id), "--reason", "oops")
+    assert re.fullmatch(f"stop {UUID}: 1 task\\(s\\), 1 cancelled, 0 stopping\n  {task_id}  cancelled\n", stopped)
     assert steward("resume", str(task_id)) == f"{task_id} queued for a new attempt (reason: resume)\n"
 
     task = Task.objects.get(id=task_id)
@@ -218,7 +219,10 @@ def test_audit_verify_prints_verified_and_how_many_rows_it_checked(live):
         (["submit", "research.batch", "--input", '{"question": ""}'], "INVALID_INPUT"),
         (["show", str(uuid.UUID(int=1))], "TASK_NOT_FOUND"),
         (["show", "not-a-task"], "TASK_NOT_FOUND"),
-        (["cancel", str(uuid.UUID(int=1))], "TASK_NOT_FOUND"),
+        (["cancel", str(uuid.UUID(int=1)), "--reason", "x"], "TASK_NOT_FOUND"),
+        (["stop", str(uuid.UUID(int=1)), "--reason", "x"], "TASK_NOT_FOUND"),
+        (["stop-summary", str(uuid.UUID(int=1))], "TASK_NOT_FOUND"),
+        (["rerun", str(uuid.UUID(int=1)), "--reason", "x"], "TASK_NOT_FOUND"),
         (["resume", str(uuid.UUID(int=1))], "TASK_NOT_FOUND"),
         (["effects", "--task", str(uuid.UUID(int=1))], "TASK_NOT_FOUND"),
         (["resolve-effect", "987654", "--as", "failed"], "EFFECT_NOT_FOUND"),
@@ -287,15 +291,14 @@ def test_cancelling_a_finished_task_is_an_invalid_transition_however_it_finished
     """A second cancel is refused like a cancel of a completed task: both are too late."""
     task_id = task_submit(agent="t.steps", input={}, **ALICE).task_id
     if ended_by == states.CANCELLED:
-        steward("cancel", str(task_id))
+        steward("cancel", str(task_id), "--reason", "first")
     else:
         Task.objects.filter(id=task_id).update(status=ended_by)
     audit_rows = AuditEvent.objects.count()
 
-    message = refused("cancel", str(task_id))
+    message = refused("cancel", str(task_id), "--reason", "second")
 
-    assert message == (f"INVALID_TRANSITION: task {task_id} has already finished ({ended_by}); "
-                       f"only a live task can be cancelled")
+    assert message == f"INVALID_TRANSITION: task {task_id} is {ended_by}; only a live task can be stopped"
     assert Task.objects.get(id=task_id).status == ended_by
     assert AuditEvent.objects.count() == audit_rows
 
@@ -306,8 +309,51 @@ def test_cancelling_a_finished_task_still_cancels_its_live_children(db):
     Task.objects.filter(id=child.id).update(parent_id=parent, root_id=parent, spawn_seq=1)
     Task.objects.filter(id=parent).update(status=states.COMPLETED)
 
-    assert steward("cancel", str(parent)) == f"cancelled 1 task(s): {child.id}\n"
+    assert steward("stop", str(parent), "--reason", "tidy").endswith(f"\n  {child.id}  cancelled\n")
     assert Task.objects.get(id=child.id).status == states.CANCELLED
+
+
+def test_stop_summary_prints_each_boundary_in_words_and_json_prints_it_whole(db):
+    task_id = task_submit(agent="t.steps", input={}, **ALICE).task_id
+    Task.objects.filter(id=task_id).update(status=states.RUNNING, epoch=1)
+    now = timezone.now()
+    Attempt.objects.create(task_id=task_id, epoch=1, worker="vm:1", reason=states.FIRST, started_at=now,
+                           heartbeat_at=now, lease_expires_at=now + timezone.timedelta(seconds=30))
+    out = steward("stop", str(task_id)[:13], "--reason", "runaway")
+    assert f"  {task_id}  stopping\n" in out and f"follow it: steward stop-summary {task_id}" in out
+
+    summary = steward("stop-summary", str(task_id))
+    assert "state  stopping" in summary and "reason  runaway" in summary
+    assert re.search(rf"^{task_id}  stopping  worker +waiting ", summary, re.M), summary
+    assert re.search(rf"^{task_id}  stopping  storage +acknowledged .* storage +{{", summary, re.M), summary
+    assert "unresolved: 1 acknowledgment still awaited" in summary
+
+    whole = json.loads(steward("stop-summary", str(task_id), "--json"))
+    assert whole["stop"]["reason"] == "runaway" and whole["stopping"] == 1
+    assert {b["boundary"]: b["state"] for b in whole["tasks"][0]["boundaries"]}["worker"] == "waiting"
+
+
+def test_rerun_makes_a_new_task_linked_to_the_cancelled_one(db):
+    task_id = task_submit(agent="t.steps", input={"n": 4}, **ALICE).task_id
+    steward("stop", str(task_id), "--reason", "wrong")
+    out = steward("rerun", str(task_id), "--reason", "again, deliberately")
+    new = uuid.UUID(out.split()[0])
+    assert out == f"{new}  a new run of {task_id}  [queued]\n"
+    assert Task.objects.get(id=new).rerun_of_id == task_id
+    assert refused("rerun", str(new), "--reason", "it is queued").startswith("INVALID_TRANSITION: ")
+
+
+def test_agent_stop_closes_submission_until_agent_reopen(live):
+    # live, not db: the refused insert aborts the transaction it runs in.
+    task_id = task_submit(agent="t.steps", input={}, **ALICE).task_id
+    out = steward("agent-stop", "t.steps", "--tenant", "acme", "--reason", "incident")
+    assert out.startswith("agent t.steps is stopped in acme: submission closed until agent-reopen\n")
+    assert f"  {task_id}  cancelled" in out
+    assert refused("submit", "t.steps", "--tenant", "acme").startswith("AGENT_STOPPED: ")
+    assert steward("agent-reopen", "t.steps", "--tenant", "acme") == "agent t.steps is open in acme\n"
+    assert steward("agent-reopen", "t.steps", "--tenant", "acme") == (
+        "agent t.steps is open in acme (it was open already)\n")
+    assert "submitted" in steward("submit", "t.steps", "--tenant", "acme")
 
 
 # --- a real process --------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """`manage.py steward <command>`: operate Steward from a terminal.
 
     submit AGENT --input JSON     tasks      show TASK [--full|--json]   effects   (lists page: --after)
-    resolve-effect ID --as ...    resume     cancel         audit verify
+    resolve-effect ID --as ...    resume     audit verify
+    stop TASK --reason R (or cancel)          stop-summary TASK [--json]   rerun TASK --reason R
+    agent-stop AGENT --tenant T --reason R    agent-reopen AGENT --tenant T
     supervise                     pools      pool NAME      pool-create NAME   pool-remove NAME
     agents                        grants list|show|preview|create|narrow|revoke
     schedules list|show|create|pause|resume     webhooks list|show|create|pause|resume
@@ -31,9 +33,8 @@ from runtime.effects.services import RESOLUTIONS, effect_resolve
 from runtime.errors import InvalidArgument, InvalidEncoding, InvalidInput, StewardError
 from runtime.limits.selectors import pool_usage
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
-from runtime.management import grants, triggers
+from runtime.management import grants, stops, triggers
 from runtime.management.format import block, json_text, record, short, table, when
-from runtime.stops.services import task_stop
 from runtime.tasks.selectors import task_detail, task_get, task_id_from_prefix, task_page
 from runtime.tasks.services import task_resume, task_submit
 from runtime.trail.selectors import audit_seals
@@ -107,9 +108,7 @@ class Command(BaseCommand):
         p.add_argument("task", help=TASK_HELP)
         p.add_argument("--note", default="")
 
-        p = sub.add_parser("cancel", help="cancel a task and its live descendants")
-        p.add_argument("task", help=TASK_HELP)
-        p.add_argument("--reason", default="")
+        stops.add_parsers(sub)
 
         p = sub.add_parser("audit", help="audit trail: verify it, seal it, export its seals",
                            description="verify: walk every chain and check the seals over them (exit 3 names "
@@ -245,10 +244,22 @@ class Command(BaseCommand):
         task_resume(task_id=task, actor=actor, note=note)
         self.stdout.write(f"{task} queued for a new attempt (reason: resume)")
 
-    def do_cancel(self, *, actor, task, reason, **_):
-        started = task_stop(task_id=_task(task), actor=actor, reason=reason)
-        self.stdout.write(f"stop {started.stop_id}: cancelled {len(started.cancelled)} task(s), "
-                          f"{len(started.stopping)} stopping: " + ", ".join(map(str, started.tasks)))
+    def do_stop(self, **options):
+        stops.do_stop(self.stdout, **options)
+
+    do_cancel = do_stop  # its former name (an alias of the parser)
+
+    def do_stop_summary(self, **options):
+        stops.do_stop_summary(self.stdout, **options)
+
+    def do_rerun(self, **options):
+        stops.do_rerun(self.stdout, **options)
+
+    def do_agent_stop(self, **options):
+        stops.do_agent_stop(self.stdout, **options)
+
+    def do_agent_reopen(self, **options):
+        stops.do_agent_reopen(self.stdout, **options)
 
     def do_audit(self, *, action, after, tenant, **_):
         """The verdict on stdout says how many rows it covers; progress goes to stderr."""
