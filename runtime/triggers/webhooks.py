@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 import uuid
 from dataclasses import dataclass
 
-from cryptography.fernet import Fernet
+from cryptography.fernet import Fernet, InvalidToken
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 
@@ -43,6 +44,8 @@ from runtime.errors import (
 from runtime.models import Webhook, WebhookDelivery
 from runtime.tasks.services import input_parse, task_submit
 from runtime.triggers import target
+
+log = logging.getLogger(__name__)
 
 TOLERANCE_SECONDS = 300
 DELIVERY_ID_MAX = 200
@@ -124,7 +127,12 @@ def webhook_deliver(*, webhook_id: str, timestamp: str | None, signature: str | 
         hook = webhook_get(webhook_id)
     except WebhookNotFound:
         raise SignatureInvalid("the signature does not match") from None
-    secret = _fernet().decrypt(bytes(hook.secret_encrypted)).decode()
+    try:
+        secret = _fernet().decrypt(bytes(hook.secret_encrypted)).decode()
+    except InvalidToken:
+        # SECRET_KEY changed since the webhook was made: no delivery can be verified.
+        log.error("webhook %s: its secret cannot be decrypted (was STEWARD_SECRET_KEY changed?)", hook.id)
+        raise SignatureInvalid("the signature does not match") from None
     if not hmac.compare_digest(sign(secret, timestamp, body).encode(), signature.strip().encode("utf-8", "replace")):
         raise SignatureInvalid("the signature does not match")
     (now, _) = db.fetchone("clock", {"seconds": 0})

@@ -125,3 +125,10 @@ def test_a_paused_webhook_refuses_deliveries(client, hook):
 def test_get_is_not_a_delivery(client, hook):
     made, _ = hook
     assert client.get(f"/hooks/{made.id}").status_code == 405
+
+
+def test_a_secret_that_no_longer_decrypts_refuses_deliveries_instead_of_failing(client, hook):
+    made, secret = hook
+    type(made).objects.filter(id=made.id).update(secret_encrypted=b"not a fernet token")
+    answer = post(client, made.id, b"{}", secret=secret)
+    assert (answer.status_code, answer.json()["code"]) == (401, "SIGNATURE_INVALID")
