@@ -9,5 +9,6 @@ urlpatterns = [
     path("api/v1/", api.urls),
     path("metrics", metrics, name="metrics"),
     path("gateway/", include("console.gateway.urls")),
+    path("hooks/", include("console.hooks.urls")),
     path("", include("console.ui.urls")),
 ]

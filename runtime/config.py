@@ -106,3 +106,12 @@ def gateway_timeout_seconds() -> float:
     """How long the gateway carries one call at most: an admitted call older than this
     is no longer in flight (settings.GATEWAY, the web side's)."""
     return float(getattr(settings, "GATEWAY", {}).get("TIMEOUT_SECONDS", 120.0))
+
+
+def webhook_key() -> bytes:
+    """The Fernet key that encrypts webhook secrets at rest: derived from SECRET_KEY, so
+    a database dump alone does not yield them."""
+    import base64
+
+    material = hashlib.sha256(b"steward-webhook-secrets:" + settings.SECRET_KEY.encode()).digest()
+    return base64.urlsafe_b64encode(material)

@@ -434,3 +434,63 @@ class SelfApprovalRefused(StewardError):
 
     code = "SELF_APPROVAL_REFUSED"
     status = 403
+
+
+# --- Triggers (runtime/triggers/) ----------------------------------------------------------
+
+
+class InvalidCron(InvalidArgument):
+    """A cron expression that does not parse, or never fires."""
+
+    code = "INVALID_CRON"
+
+
+class InvalidTimezone(InvalidArgument):
+    code = "INVALID_TIMEZONE"
+
+
+class ScheduleNotFound(StewardError):
+    code = "SCHEDULE_NOT_FOUND"
+    status = 404
+
+
+class WebhookNotFound(StewardError):
+    code = "WEBHOOK_NOT_FOUND"
+    status = 404
+
+
+class TriggerNotFound(StewardError):
+    code = "TRIGGER_NOT_FOUND"
+    status = 404
+
+
+class SignatureMissing(StewardError):
+    """A webhook delivery without its signature, timestamp or delivery id header."""
+
+    code = "SIGNATURE_MISSING"
+    status = 401
+
+
+class SignatureInvalid(StewardError):
+    """The HMAC does not match this webhook's secret (or the webhook does not exist:
+    the two are not told apart, so ids cannot be probed)."""
+
+    code = "SIGNATURE_INVALID"
+    status = 401
+
+
+class TimestampOutOfRange(StewardError):
+    code = "TIMESTAMP_OUT_OF_RANGE"
+    status = 401
+
+
+class DeliveryReplayed(StewardError):
+    """This delivery id was already accepted with a different body."""
+
+    code = "DELIVERY_REPLAYED"
+    status = 409
+
+
+class WebhookPaused(StewardError):
+    code = "WEBHOOK_PAUSED"
+    status = 409

@@ -10,7 +10,21 @@ from django.http import HttpResponseNotAllowed, JsonResponse
 from django.urls import re_path
 from ninja import NinjaAPI
 
-from console.api import agents, approvals, audit, effects, errors, grants, health, members, pools, stops, tasks, tokens
+from console.api import (
+    agents,
+    approvals,
+    audit,
+    effects,
+    errors,
+    grants,
+    health,
+    members,
+    pools,
+    stops,
+    tasks,
+    tokens,
+    triggers,
+)
 from console.api.auth import BearerToken
 from console.api.schemas import Renderer
 
@@ -57,5 +71,5 @@ api = StewardAPI(
     renderer=Renderer(),
 )
 errors.install(api)
-for module in (tasks, stops, agents, effects, approvals, pools, audit, tokens, members, grants, health):
+for module in (tasks, stops, agents, effects, approvals, pools, audit, tokens, members, grants, health, triggers):
     api.add_router("", module.router)

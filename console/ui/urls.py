@@ -29,6 +29,7 @@ from console.ui import (
     task,
     tasks,
     tokens,
+    triggers,
 )
 
 
@@ -38,7 +39,7 @@ class Route:
     pattern: str
     view: object
     object: str = ""        # "task", "step", "effect", "audit", "pool", "token", "member", "agent", "grant", "stop",
-                            # "approval" or ""
+                            # "approval", "schedule", "webhook" or ""
     action: bool = False    # a POST that changes something: operators only (members: admins only; grants:
                             # admins, or operators with the right over that agent: console/access.py)
     fragment: bool = False  # an htmx fragment (401, not a redirect, when signed out)
@@ -103,6 +104,21 @@ ROUTES = [
           action=True),
     Route("owner", "owners/<str:username>/", owners.owner_page, object="member"),
     Route("decisions", "decisions/", decisions.decision_list),
+    Route("schedules", "schedules/", triggers.schedule_list_view),
+    Route("schedule-new", "schedules/new/", triggers.schedule_new, action=True),
+    Route("schedule", "schedules/<uuid:schedule_id>/", triggers.schedule_page, object="schedule"),
+    Route("schedule-pause", "schedules/<uuid:schedule_id>/pause/", triggers.schedule_pause_view, object="schedule",
+          action=True),
+    Route("schedule-resume", "schedules/<uuid:schedule_id>/resume/", triggers.schedule_resume_view,
+          object="schedule", action=True),
+    Route("dependencies", "dependencies/", triggers.dependency_list_view),
+    Route("webhooks", "webhooks/", triggers.webhook_list_view),
+    Route("webhook-new", "webhooks/new/", triggers.webhook_new, action=True),
+    Route("webhook", "webhooks/<uuid:webhook_id>/", triggers.webhook_page, object="webhook"),
+    Route("webhook-pause", "webhooks/<uuid:webhook_id>/pause/", triggers.webhook_pause_view, object="webhook",
+          action=True),
+    Route("webhook-resume", "webhooks/<uuid:webhook_id>/resume/", triggers.webhook_resume_view, object="webhook",
+          action=True),
 ]
 
 app_name = "ui"

@@ -23,5 +23,6 @@ from runtime.models.slot import Slot
 from runtime.models.step import Step
 from runtime.models.stop import AgentSwitch, Stop, StopAck
 from runtime.models.task import Task
+from runtime.models.trigger import DependencyTrigger, Schedule, Webhook, WebhookDelivery
 
-__all__ = ["AgentSwitch", "Approval", "Attempt", "AuditEvent", "AuditSeal", "AuthzRevision", "Decision", "Effect", "GatewayCall", "Grant", "Pool", "PoolCount", "Process", "ProcessMinute", "Slot", "Step", "Stop", "StopAck", "Task"]
+__all__ = ["AgentSwitch", "Approval", "Attempt", "AuditEvent", "AuditSeal", "AuthzRevision", "Decision", "DependencyTrigger", "Effect", "GatewayCall", "Grant", "Pool", "PoolCount", "Process", "ProcessMinute", "Schedule", "Slot", "Step", "Stop", "StopAck", "Task", "Webhook", "WebhookDelivery"]

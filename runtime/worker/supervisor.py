@@ -22,6 +22,7 @@ from runtime.attempts import dispatch
 from runtime.meter import meter
 from runtime.stops.services import stop_ack, stops_settle_due
 from runtime.trail.seals import audit_seal
+from runtime.triggers.services import dependencies_settle, schedules_fire_due
 from runtime.worker.heartbeat import Heartbeat
 
 
@@ -35,6 +36,8 @@ class SweepReport:
     sealed: int = 0         # tenants whose moved audit chain heads were sealed
     stops_bounded: int = 0  # stopping tasks cancelled because their stop's bound passed
     approvals_expired: int = 0  # tasks woken because their pending approval expired (expiry means deny)
+    scheduled: int = 0      # cron ticks that submitted a task (runtime/triggers/)
+    triggered: int = 0      # dependency triggers settled (fired, skipped or failed)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -86,6 +89,7 @@ def sweep(*, supervisor_id: str) -> SweepReport:
     _wake(report, actor)
     _expire_approvals(report, actor)
     _settle_stops(report, actor)
+    _triggers(report, actor)
     _redispatch(report)
     _seal(report)
     for name, value in report.as_dict().items():
@@ -169,6 +173,13 @@ def _settle_stops(report: SweepReport, actor: str) -> None:
     """3b. Stopping tasks whose stop's bound passed: cancelled anyway, leaves first, with
     the acknowledgments that never came listed (runtime/stops/)."""
     report.stops_bounded += stops_settle_due(actor=actor)
+
+
+def _triggers(report: SweepReport, actor: str) -> None:
+    """3c. Due cron ticks, each fired once however many supervisors race it, and
+    dependency triggers whose prerequisites settled (runtime/triggers/)."""
+    report.scheduled += sum(1 for fired in schedules_fire_due(actor=actor) if fired.outcome == "fired")
+    report.triggered += dependencies_settle(actor=actor)
 
 
 def _redispatch(report: SweepReport) -> None:

@@ -63,6 +63,18 @@ ROUTES = [
     ("POST", "grants/{grant}/revoke", {"reason": "rotating"}, True, "GRANT_NOT_FOUND"),
     ("GET", "decisions", None, False, None),
     ("GET", "agent-identities", None, False, None),
+    ("GET", "schedules", None, False, None),
+    ("POST", "schedules", {"name": "hourly", "agent": "t.steps", "cron": "0 * * * *"}, True, None),
+    ("GET", "schedules/{schedule}", None, False, "SCHEDULE_NOT_FOUND"),
+    ("POST", "schedules/{schedule}/pause", None, True, "SCHEDULE_NOT_FOUND"),
+    ("GET", "webhooks", None, False, None),
+    ("POST", "webhooks", {"name": "ci", "agent": "t.steps"}, True, None),
+    ("GET", "webhooks/{webhook}", None, False, "WEBHOOK_NOT_FOUND"),
+    ("GET", "webhooks/{webhook}/deliveries", None, False, "WEBHOOK_NOT_FOUND"),
+    ("POST", "webhooks/{webhook}/pause", None, True, "WEBHOOK_NOT_FOUND"),
+    ("GET", "dependencies", None, False, None),
+    ("POST", "dependencies", {"agent": "t.steps", "prerequisites": ["{task}"]}, True, None),
+    ("GET", "dependencies/{dependency}", None, False, "TRIGGER_NOT_FOUND"),
 ]
 ACTIONS = [r for r in ROUTES if r[3]]
 # Administering (members): an admin's operate token; an operator's is FORBIDDEN too.
@@ -80,6 +92,8 @@ def world(tokens):
 
 
 def call(api: Api, world, method, path, body):
+    if isinstance(body, dict):  # a body naming an object: {"prerequisites": ["{task}"]}
+        body = {k: [world.fill(v) for v in value] if isinstance(value, list) else value for k, value in body.items()}
     return api.call(method, world.fill(path), body)
 
 

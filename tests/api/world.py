@@ -11,9 +11,10 @@ from console.access import agent_steward_set
 from console.models import ApiToken
 from runtime import states
 from runtime.authz.services import grant_create
-from runtime.models import Attempt, AuditEvent, Effect, Grant, Stop, Task
+from runtime.models import Attempt, AuditEvent, DependencyTrigger, Effect, Grant, Schedule, Stop, Task, Webhook
 from runtime.stops.services import agent_stop, task_stop
 from runtime.tasks.services import task_submit
+from runtime.triggers.services import dependency_create, schedule_create, webhook_create
 from tests.api.conftest import principal_of
 
 ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
@@ -30,11 +31,15 @@ class World:
     grant: Grant  # agent:t.steps tool.search on repo:acme/*, by dave; alice holds the right over t.steps
     stopped: Task  # acme, cancelled by alice's stop `stop` (it was queued: every boundary answered at once)
     stop: Stop     # and t.crashes's submission is closed in acme (its kill switch, no task of it live)
+    schedule: Schedule  # acme's nightly schedule of t.steps
+    webhook: Webhook
+    dependency: DependencyTrigger  # t.steps after the queued task
 
     def fill(self, path: str) -> str:
         return path.format(task=self.task.id, blocked=self.blocked.id, failed=self.failed.id, effect=self.effect.id,
                            event=self.event.id, token=self.token.id, grant=self.grant.id, stopped=self.stopped.id,
-                           stop=self.stop.id)
+                           stop=self.stop.id, schedule=self.schedule.id, webhook=self.webhook.id,
+                           dependency=self.dependency.id)
 
 
 def blocked_task_with_unknown_effect(tenant: str = "acme") -> tuple[Task, Effect]:
@@ -67,4 +72,10 @@ def make_world(tokens) -> World:
     stopped = Task.objects.get(id=task_submit(agent="t.steps", input={"n": 3}, **ALICE).task_id)
     stop = Stop.objects.get(id=task_stop(task_id=stopped.id, actor="user:alice", reason="wrong input").stop_id)
     agent_stop(tenant="acme", agent="t.crashes", actor="user:alice", reason="incident")
-    return World(task, blocked, failed, effect, event, token, grant, Task.objects.get(id=stopped.id), stop)
+    schedule = schedule_create(tenant="acme", name="nightly", agent="t.steps", input={}, owner="user:alice",
+                               cron="0 3 * * *", actor="user:alice")
+    webhook, _ = webhook_create(tenant="acme", name="gh", agent="t.steps", owner="user:alice", actor="user:alice")
+    dependency = dependency_create(tenant="acme", agent="t.steps", input={}, owner="user:alice", actor="user:alice",
+                                   prerequisites=[str(task.id)])
+    return World(task, blocked, failed, effect, event, token, grant, Task.objects.get(id=stopped.id), stop,
+                 schedule, webhook, dependency)

@@ -11,8 +11,9 @@ from console.access import session_principal, token_create
 from console.models import ApiToken, Membership
 from console.ui.urls import ROUTES
 from runtime.authz.services import grant_create
-from runtime.models import Approval, AuditEvent, Effect, Grant, Task
+from runtime.models import Approval, AuditEvent, Effect, Grant, Schedule, Task, Webhook
 from runtime.stops.services import task_stop
+from runtime.triggers.services import schedule_create, webhook_create
 from tests.console.world import World, submit
 
 BY_NAME = {r.name: r for r in ROUTES}
@@ -38,6 +39,10 @@ ACME_URLS = {
     "grants": "/grants/", "grant-new": "/grants/new/", "grant": "/grants/{grant}/",
     "grant-revoke": "/grants/{grant}/revoke/", "grant-narrow": "/grants/{grant}/narrow/",
     "owner": "/owners/alice/", "decisions": "/decisions/",
+    "schedules": "/schedules/", "schedule-new": "/schedules/new/", "schedule": "/schedules/{schedule}/",
+    "schedule-pause": "/schedules/{schedule}/pause/", "schedule-resume": "/schedules/{schedule}/resume/",
+    "dependencies": "/dependencies/", "webhooks": "/webhooks/", "webhook-new": "/webhooks/new/", "webhook": "/webhooks/{webhook}/",
+    "webhook-pause": "/webhooks/{webhook}/pause/", "webhook-resume": "/webhooks/{webhook}/resume/",
 }
 POSTS = {
     "task-new": {"agent": "t.steps", "input": '{"n": 1}'},
@@ -53,9 +58,12 @@ POSTS = {
     "agent-stewards": {"username": "alice", "allow": "yes"},
     "grant-new": {"principal": "agent:t.steps", "action": "tool.search", "resource": "repo:*"},
     "grant-revoke": {"reason": "crafted"}, "grant-narrow": {"resource": "repo:acme/x", "reason": "crafted"},
+    "schedule-new": {"name": "crafted", "agent": "t.steps", "cron": "* * * * *"},
+    "schedule-pause": {}, "schedule-resume": {},
+    "webhook-new": {"name": "crafted", "agent": "t.steps"}, "webhook-pause": {}, "webhook-resume": {},
 }
 ACME_ROLES = {"alice": "operator", "bob": "viewer", "dave": "admin"}
-POST_ONLY = {"logout", "tenant", "audit-verify", "token-new", "member-add"}
+POST_ONLY = {"logout", "tenant", "audit-verify", "token-new", "member-add", "schedule-new", "webhook-new"}
 
 
 @pytest.fixture
@@ -65,9 +73,12 @@ def acme(world: World):
                          actor="user:dave")
     stopped = submit("acme", "alice", n=9)
     stop = task_stop(task_id=stopped.id, actor="user:alice", reason="a stop to point at").stop_id
+    schedule = schedule_create(tenant="acme", name="nightly", agent="t.steps", input={}, owner="user:alice",
+                               cron="0 3 * * *", actor="user:alice")
+    webhook, _ = webhook_create(tenant="acme", name="gh", agent="t.steps", owner="user:alice", actor="user:alice")
     ids = {"parent": world.parent.id, "blocked": world.blocked.id, "done": world.done.id, "effect": world.effect.id,
            "audit": world.audit.id, "token": token.id, "grant": grant.id, "stop": stop, "stopped": stopped.id,
-           "approval": world.approval.id}
+           "approval": world.approval.id, "schedule": schedule.id, "webhook": webhook.id}
     return {name: url.format(**ids) for name, url in ACME_URLS.items()}
 
 
@@ -128,6 +139,8 @@ def test_carol_finds_no_acme_object_on_any_route_page_or_fragment(world, as_pers
     assert ApiToken.objects.get(prefix__isnull=False, name="ci").revoked_at is None
     assert _roles() == ACME_ROLES
     assert _grants() == [("repo:acme/*", None)]
+    assert list(Schedule.objects.values_list("name", "paused")) == [("nightly", False)]
+    assert list(Webhook.objects.values_list("name", "paused")) == [("gh", False)]
 
 
 def test_carol_sees_none_of_acme_in_lists_and_fragments(world, as_person, acme):

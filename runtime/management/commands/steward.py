@@ -7,6 +7,8 @@
     supervise                     pools      pool NAME      pool-create NAME   pool-remove NAME
     agents                        grants list|show|preview|create|narrow|revoke
     approvals list|show|approve|deny
+    schedules list|show|create|pause|resume     webhooks list|show|create|pause|resume
+    dependencies list|create
 
 A TASK may be given whole or as a unique prefix of its id (`steward show 01a230af-d9`);
 a prefix that begins several ids is refused with AMBIGUOUS_TASK_ID, naming them.
@@ -32,7 +34,7 @@ from runtime.effects.services import RESOLUTIONS, effect_resolve
 from runtime.errors import InvalidArgument, InvalidEncoding, InvalidInput, StewardError
 from runtime.limits.selectors import pool_usage
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
-from runtime.management import approvals, grants, stops
+from runtime.management import approvals, grants, stops, triggers
 from runtime.management.format import block, json_text, record, short, table, when
 from runtime.tasks.selectors import task_detail, task_get, task_id_from_prefix, task_page
 from runtime.tasks.services import task_resume, task_submit
@@ -144,6 +146,7 @@ class Command(BaseCommand):
         sub.add_parser("agents", help="registered agents")
         grants.add_parser(sub)
         approvals.add_parser(sub)
+        triggers.add_parsers(sub)
 
     def handle(self, *args, command, actor, **options):
         handler = getattr(self, "do_" + command.replace("-", "_"))
@@ -337,6 +340,15 @@ class Command(BaseCommand):
 
     def do_approvals(self, **options):
         approvals.run(self.stdout, **options)
+
+    def do_schedules(self, **options):
+        triggers.schedules(self.stdout, **options)
+
+    def do_webhooks(self, **options):
+        triggers.webhooks(self.stdout, **options)
+
+    def do_dependencies(self, **options):
+        triggers.dependencies(self.stdout, **options)
 
     def _next(self, page) -> None:
         """The cursor of the next page, if there is one: pass it back with --after. A page
