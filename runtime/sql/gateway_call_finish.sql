@@ -6,6 +6,8 @@
 -- It commits without waiting for the WAL flush (the caller's SET LOCAL): the receipt is
 -- durable in the worker's ledger already, and a crash that loses this copy leaves the
 -- call `admitted`, which says a call was forwarded and did not report back.
+-- It returns the stop of the call's task if that is no longer running: the gateway
+-- then sees whether this was the stop's last call in flight (gateway_stop_report.sql).
 UPDATE steward_gateway_call c
 SET outcome = CASE WHEN %(outcome)s = 'committed' AND EXISTS (
                        SELECT 1 FROM steward_gateway_call o
@@ -15,3 +17,4 @@ SET outcome = CASE WHEN %(outcome)s = 'committed' AND EXISTS (
     status = %(status)s, receipt = %(receipt)s::jsonb, response = %(response)s::jsonb,
     finished_at = statement_timestamp()
 WHERE c.id = %(id)s AND c.outcome = 'admitted'
+RETURNING c.task_id, (SELECT t.stop_id FROM steward_task t WHERE t.id = c.task_id AND t.status <> 'running')
