@@ -18,7 +18,7 @@ import signal
 import pytest
 
 from runtime import states
-from runtime.models import Attempt, AuditEvent, Step, Stop, StopAck, Task
+from runtime.models import Attempt, AuditEvent, Process, Step, Stop, StopAck, Task
 from runtime.stops.services import task_stop
 from tests.faults.support import armed, held_slots, release, submit, wait_marker, wait_nothing_held
 from tests.harness import wait_until
@@ -129,7 +129,10 @@ def psutil_alive(pid: int) -> bool:
 
 
 def test_a_hung_worker_never_acknowledges_and_the_stop_finishes_at_its_bound(live, fleet, tmp_path):
-    fleet.supervisors(1)
+    (supervisor,) = fleet.supervisors(1)
+    # The bound is the sweep's to enforce: wait until the supervisor has swept (it beats after each).
+    wait_until(lambda: Process.objects.filter(kind="supervisor", pid=supervisor.pid).exists(), timeout=30,
+               message="the supervisor to sweep")
     point = "before_step_journal@first"
     (frozen,) = fleet.workers(1, env=armed(tmp_path, point), wait=False)
     task_id = submit("t.stoppable", {"dir": str(tmp_path), "how": "block"}).task_id
