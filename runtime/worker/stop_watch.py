@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 
@@ -40,7 +41,7 @@ import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 
-from runtime import config, db, outages, states
+from runtime import config, db, faults, outages, states
 from runtime.attempts import interrupts
 from runtime.attempts.lease import keeper
 from runtime.attempts.transitions import release_stopped
@@ -66,7 +67,6 @@ class StopWatch:
         self._thread: threading.Thread | None = None
         self._pid: int | None = None
         self._quit = threading.Event()
-        self._connected = threading.Event()  # for tests: LISTEN is in place
 
     def enable(self, *, force_exit: bool = True) -> None:
         """Watch the attempts this process runs. `force_exit`: end the process when a
@@ -102,10 +102,6 @@ class StopWatch:
         if thread is not None:
             self._quit.set()
             thread.join(5)
-        self._connected.clear()
-
-    def wait_listening(self, timeout: float = 10.0) -> bool:
-        return self._connected.wait(timeout)
 
     # --- the watcher thread ---------------------------------------------------------------
 
@@ -124,7 +120,6 @@ class StopWatch:
                         self._tend()  # the keeper's renewals may have seen a stop meanwhile
                         continue
                     delays = None
-                    self._connected.set()
                     self._check(listener)  # notifications sent while we were away are lost
                 try:
                     timeout = RESIGNAL_SECONDS if self._delivering() else IDLE_WAIT_SECONDS
@@ -132,7 +127,6 @@ class StopWatch:
                         self._check(listener)
                 except psycopg.Error as exc:
                     log.info("the stop listener lost its connection (%s); reconnecting", type(exc).__name__)
-                    self._connected.clear()
                     _close(listener)
                     listener = None
                     continue
@@ -155,9 +149,11 @@ class StopWatch:
                 self._seen(task_id, epoch, "notified")
 
     def _renewed(self, task_id, epoch: int, status: str) -> None:
-        """The lease keeper's renewal read the task's status (its thread)."""
+        """The lease keeper's renewal read the task's status (its thread). It also tends
+        the stops seen, so a watcher stuck reconnecting still ends them on time."""
         if status in STOPPED:
             self._seen(task_id, epoch, "lease renewal")
+            self._tend()
 
     def _seen(self, task_id, epoch: int, where: str) -> None:
         run = interrupts.seen(task_id, epoch, where=where)
@@ -174,10 +170,14 @@ class StopWatch:
         for run in interrupts.running():
             if run.seen_at is None or run.forced:
                 continue
-            if now - run.seen_at >= grace:
-                self._force(run, now - run.seen_at)
-            else:
-                self._deliver(run)
+            try:
+                if now - run.seen_at >= grace:
+                    self._force(run, now - run.seen_at)
+                else:
+                    self._deliver(run)
+            except Exception:  # noqa: BLE001 - tried again at the next round
+                log.exception("could not end the stopped attempt %s of %s", run.epoch, run.task_id)
+                db.discard_connection()
 
     def _deliver(self, run: interrupts.Running) -> None:
         if run.thread == threading.main_thread().ident:
@@ -191,7 +191,7 @@ class StopWatch:
         process. The release and the acknowledgment commit first, so the stop's record
         is complete before anything dies; a release that matches nothing (the attempt
         ended meanwhile) changes nothing and ends nothing."""
-        worker = f"{os.uname().nodename}:{os.getpid()}"
+        worker = f"{socket.gethostname()}:{os.getpid()}"
         actor = f"worker:{worker}"
         try:
             with transaction.atomic(durable=True):
@@ -219,6 +219,7 @@ class StopWatch:
 
 
 def _listen():
+    faults.reach(faults.BEFORE_STOP_LISTEN, task_id="worker", step="listen", epoch=0)
     params = settings.DATABASES["default"]
     options = {k: v for k, v in params.get("OPTIONS", {}).items() if k not in _NOT_LIBPQ}
     listener = psycopg.connect(dbname=params["NAME"], user=params.get("USER") or None,

@@ -73,6 +73,26 @@ def test_a_step_blocked_in_a_long_call_is_interrupted_by_the_stop(live, fleet, f
     wait_nothing_held()
 
 
+def test_a_worker_that_cannot_listen_sees_the_stop_at_its_next_lease_renewal(live, fleet, tmp_path):
+    """Its stop watcher is held before LISTEN (as while it reconnects after a database
+    loss): the lease keeper's renewal reads the task's status and delivers the stop."""
+    (tmp_path / "faults").mkdir()
+    fleet.workers(1, env=armed(tmp_path / "faults", "before_stop_listen@listen"))
+    task_id = submit("t.stoppable", {"dir": str(tmp_path), "how": "block"}).task_id
+    _wait_file(tmp_path / "block")
+    wait_marker(tmp_path / "faults", "worker", "before_stop_listen@listen")
+
+    task_stop(task_id=task_id, actor=ACTOR, reason="no notification reaches it")
+    task = _cancelled(task_id, timeout=5)
+
+    worker = _acks(task_id)[states.WORKER]
+    assert (worker.detail["ended"], worker.detail["seen"]) == ("cleanly", "lease renewal")
+    to_ack, _ = _figures(task, worker)
+    print(f"\nno LISTEN: stop -> worker ack {to_ack * 1000:.0f} ms (heartbeat 300 ms)")
+    assert to_ack < 1.0
+    assert not (tmp_path / "next").exists()
+
+
 def test_an_absorbed_stop_still_ends_at_the_next_boundary(live, fleet, tmp_path):
     fleet.workers(1)
     task_id = submit("t.stoppable", {"dir": str(tmp_path), "how": "absorb"}).task_id
