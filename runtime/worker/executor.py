@@ -275,40 +275,39 @@ def _refused(claim: Claim, refused: Fenced, run: interrupts.Running | None = Non
     if run is not None and run.forced:
         return  # the stop watcher ended this attempt by force and acknowledged it
     log.info("attempt %s of %s refused: %s", lease.epoch, lease.task_id, refused)
-    try:
-        with transaction.atomic(durable=True):
-            audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="write.refused",
-                         data={"boundary": "storage", "write": refused.write, "epoch": lease.epoch})
-            if release_stopped(task_id=lease.task_id, epoch=lease.epoch, end_reason="fenced", actor=lease.actor):
-                # A stop's worker boundary: this attempt left agent code at a step boundary.
-                stop_ack(task_id=lease.task_id, boundary=states.WORKER, by=lease.actor,
-                         detail={"ended": "cleanly", "epoch": lease.epoch, "at": refused.write, **_since(run)})
-    except db.CONNECTION_ERRORS:
-        db.discard_connection()
-        log.info("could not record the refusal of %s epoch %s; the supervisor releases it", lease.task_id,
-                 lease.epoch)
+    _leave(lease, run, end_reason="fenced", at=refused.write,
+           refusal={"boundary": "storage", "write": refused.write, "epoch": lease.epoch})
 
 
 def _stopped(claim: Claim, stopped: StopRequested, run: interrupts.Running) -> None:
     """A stop reached the running step (delivered by the stop watcher, or the gateway
     cut a call of the stopped task): the agent's code has been left, so end the attempt,
-    free its slot and acknowledge at the worker boundary, in one transaction. Nothing
-    else of the attempt is written: the step it was in stays unjournaled."""
+    free its slot and acknowledge at the worker boundary. Nothing else of the attempt is
+    written: the step it was in stays unjournaled."""
     lease = claim.lease
     log.info("attempt %s of %s stopped: %s", lease.epoch, lease.task_id, stopped)
     if run.forced:
         return
-    # The signal may have landed inside a statement of the agent's own: start afresh.
-    db.discard_connection()
+    db.discard_connection()  # the signal may have landed inside a statement of the agent's own
+    _leave(lease, run, end_reason="stopped", at=stopped.where)
+
+
+def _leave(lease, run: interrupts.Running | None, *, end_reason: str, at: str, refusal: dict | None = None) -> None:
+    """In one transaction: the refusal's audit row (if any), the end of our attempt and
+    its slot if the task moved on without us, and then, if a stop moved it, the worker
+    boundary's acknowledgment: this attempt left agent code at a step boundary."""
     try:
         with transaction.atomic(durable=True):
-            if release_stopped(task_id=lease.task_id, epoch=lease.epoch, end_reason="stopped", actor=lease.actor):
+            if refusal is not None:
+                audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="write.refused",
+                             data=refusal)
+            if release_stopped(task_id=lease.task_id, epoch=lease.epoch, end_reason=end_reason, actor=lease.actor):
                 stop_ack(task_id=lease.task_id, boundary=states.WORKER, by=lease.actor,
-                         detail={"ended": "cleanly", "epoch": lease.epoch, "at": stopped.where, **_since(run)})
+                         detail={"ended": "cleanly", "epoch": lease.epoch, "at": at, **_since(run)})
     except db.CONNECTION_ERRORS:
         db.discard_connection()
-        log.info("could not record the stop of %s epoch %s; the supervisor releases it", lease.task_id,
-                 lease.epoch)
+        log.info("could not record the end of %s epoch %s (%s); the supervisor releases it", lease.task_id,
+                 lease.epoch, end_reason)
 
 
 def _since(run: interrupts.Running | None) -> dict:

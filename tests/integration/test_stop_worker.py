@@ -18,10 +18,11 @@ import signal
 import pytest
 
 from runtime import states
-from runtime.models import Attempt, AuditEvent, Process, Step, Stop, StopAck, Task
+from runtime.models import Attempt, AuditEvent, Step, Stop, StopAck, Task
 from runtime.stops.services import task_stop
 from tests.faults.support import armed, held_slots, release, submit, wait_marker, wait_nothing_held
 from tests.harness import wait_until
+from tests.stops import acks, cancelled, missing_at_cancel, since_stop, sweeping
 
 pytestmark = [pytest.mark.integration]
 
@@ -32,19 +33,9 @@ def _wait_file(path, timeout: float = 30.0) -> str:
     return wait_until(lambda: path.exists() and path.read_text(), timeout=timeout, message=f"{path.name} marked")
 
 
-def _cancelled(task_id, timeout: float = 30.0) -> Task:
-    return wait_until(lambda: Task.objects.filter(id=task_id, status=states.CANCELLED).first(), timeout=timeout,
-                      message="the task to be cancelled")
-
-
-def _acks(task_id) -> dict:
-    return {a.boundary: a for a in StopAck.objects.filter(task_id=task_id)}
-
-
 def _figures(task: Task, ack: StopAck) -> tuple[float, float]:
     """Seconds from the stop request to the worker's acknowledgment, and to cancelled."""
-    stop = Stop.objects.get(id=task.stop_id)
-    return ((ack.at - stop.requested_at).total_seconds(), (task.finished_at - stop.requested_at).total_seconds())
+    return since_stop(task, ack.at), since_stop(task, task.finished_at)
 
 
 @pytest.mark.parametrize("via", ["sleep", "http"])
@@ -54,11 +45,11 @@ def test_a_step_blocked_in_a_long_call_is_interrupted_by_the_stop(live, fleet, f
     _wait_file(tmp_path / "block")
 
     task_stop(task_id=task_id, actor=ACTOR, reason="interrupt the long call")
-    task = _cancelled(task_id, timeout=5)
+    task = cancelled(task_id, timeout=5)
 
-    acks = _acks(task_id)
-    assert set(acks) == set(states.STOP_BOUNDARIES)
-    worker = acks[states.WORKER]
+    answered = acks(task_id)
+    assert set(answered) == set(states.STOP_BOUNDARIES)
+    worker = answered[states.WORKER]
     assert (worker.detail["ended"], worker.detail["at"]) == ("cleanly", "in agent code")
     assert worker.detail["seen"] in ("notified", "lease renewal")
     to_ack, to_cancelled = _figures(task, worker)
@@ -83,9 +74,9 @@ def test_a_worker_that_cannot_listen_sees_the_stop_at_its_next_lease_renewal(liv
     wait_marker(tmp_path / "faults", "worker", "before_stop_listen@listen")
 
     task_stop(task_id=task_id, actor=ACTOR, reason="no notification reaches it")
-    task = _cancelled(task_id, timeout=5)
+    task = cancelled(task_id, timeout=5)
 
-    worker = _acks(task_id)[states.WORKER]
+    worker = acks(task_id)[states.WORKER]
     assert (worker.detail["ended"], worker.detail["seen"]) == ("cleanly", "lease renewal")
     to_ack, _ = _figures(task, worker)
     print(f"\nno LISTEN: stop -> worker ack {to_ack * 1000:.0f} ms (heartbeat 300 ms)")
@@ -99,10 +90,10 @@ def test_an_absorbed_stop_still_ends_at_the_next_boundary(live, fleet, tmp_path)
     _wait_file(tmp_path / "block")
 
     task_stop(task_id=task_id, actor=ACTOR, reason="the step swallows it")
-    task = _cancelled(task_id, timeout=5)
+    task = cancelled(task_id, timeout=5)
 
     assert (tmp_path / "absorbed").exists(), "the step caught the stop and returned normally"
-    worker = _acks(task_id)[states.WORKER]
+    worker = acks(task_id)[states.WORKER]
     assert worker.detail["ended"] == "cleanly"
     # Its return value is not journaled, and the next step never starts.
     assert list(Step.objects.filter(task_id=task_id).values_list("name", flat=True)) == ["first"]
@@ -123,9 +114,9 @@ def test_a_step_that_ignores_the_stop_is_ended_by_force_after_the_grace(live, fl
         assert runner != workers[0].pid  # a child of the master runs it
 
     task_stop(task_id=task_id, actor=ACTOR, reason="the step ignores it")
-    task = _cancelled(task_id, timeout=10)
+    task = cancelled(task_id, timeout=10)
 
-    ack = _acks(task_id)[states.WORKER]
+    ack = acks(task_id)[states.WORKER]
     assert ack.detail["ended"] == "by force"
     assert 1.0 <= ack.detail["after_seconds"] < 2.0
     to_ack, to_cancelled = _figures(task, ack)
@@ -158,10 +149,7 @@ def psutil_alive(pid: int) -> bool:
 
 
 def test_a_hung_worker_never_acknowledges_and_the_stop_finishes_at_its_bound(live, fleet, tmp_path):
-    (supervisor,) = fleet.supervisors(1)
-    # The bound is the sweep's to enforce: wait until the supervisor has swept (it beats after each).
-    wait_until(lambda: Process.objects.filter(kind="supervisor", pid=supervisor.pid).exists(), timeout=30,
-               message="the supervisor to sweep")
+    sweeping(fleet)
     point = "before_step_journal@first"
     (frozen,) = fleet.workers(1, env=armed(tmp_path, point), wait=False)
     task_id = submit("t.stoppable", {"dir": str(tmp_path), "how": "block"}).task_id
@@ -171,18 +159,17 @@ def test_a_hung_worker_never_acknowledges_and_the_stop_finishes_at_its_bound(liv
     try:
         started = task_stop(task_id=task_id, actor=ACTOR, reason="the worker hangs", bound_seconds=0.5)
         assert started.stopping == [task_id]
-        task = _cancelled(task_id, timeout=10)
+        task = cancelled(task_id, timeout=10)
         stop = Stop.objects.get(id=task.stop_id)
-        bounded = (task.finished_at - stop.requested_at).total_seconds()
+        bounded = since_stop(task, task.finished_at)
         print(f"\nhung worker: stop -> cancelled at its bound in {bounded * 1000:.0f} ms (bound 500 ms)")
         assert 0.5 <= bounded < 2.0
-        cancelled = AuditEvent.objects.get(task_id=task_id, kind="task.cancelled")
-        assert (cancelled.data["acknowledged"], cancelled.data["missing"]) == (False, ["worker"])
+        assert missing_at_cancel(task_id) == (False, ["worker"])
         assert task.status_note == "cancelled: the stop's bound passed; see its stop summary"
         assert stop.outcome == "bounded" or Stop.objects.get(id=stop.id).outcome == "bounded"
         # No worker acknowledged before the bound (a later one, the supervisor's "lease
         # lapsed" once the frozen worker's lease ran out, comes after the cancellation).
-        worker_ack = _acks(task_id).get(states.WORKER)
+        worker_ack = acks(task_id).get(states.WORKER)
         assert worker_ack is None or worker_ack.at > task.finished_at
     finally:
         release(marker)

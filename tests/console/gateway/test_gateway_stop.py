@@ -16,20 +16,25 @@ import time
 import pytest
 
 from runtime import states
-from runtime.models import AuditEvent, Decision, Effect, GatewayCall, Process, Stop, StopAck, Task
+from runtime.models import AuditEvent, Decision, Effect, GatewayCall, Stop, Task
 from runtime.stops.services import task_stop
-from tests.console.gateway.conftest import completion_body, events, model_token, model_url, open_stream, post
+from tests.console.gateway.conftest import (
+    completion_body,
+    events,
+    model_token,
+    model_url,
+    open_stream,
+    post,
+    until_error,
+)
 from tests.harness import wait_until
 from tests.runtime.authz.common import give_both, running_task
+from tests.stops import acks, cancelled, missing_at_cancel, since_stop, sweeping
 
 pytestmark = [pytest.mark.integration]
 
 ACTOR = "user:alice"
 LONG = " ".join(f"w{i}" for i in range(60))  # 60 chunks 100 ms apart: a 6 s stream
-
-
-def _acks(task_id) -> dict:
-    return {a.boundary: a for a in StopAck.objects.filter(task_id=task_id)}
 
 
 def test_a_stopped_tasks_token_is_refused_task_stopped_and_recorded(live, gateway_web, model):
@@ -62,12 +67,7 @@ def test_a_stream_in_flight_is_cut_by_the_stop_within_a_second_and_the_gateway_a
         started = task_stop(task_id=t, actor=ACTOR, reason="cut the stream")
         stopped = time.monotonic()
         assert started.stopping == [t]  # the gateway carries a call of it: it must answer
-        after = []
-        for event in stream:
-            after.append(event)
-            if event[0] == "error":
-                cut = time.monotonic()
-                break
+        after, cut = until_error(stream)
         rest = list(stream)
     assert after and after[-1][0] == "error", after[-3:]
     print(f"\nstream cut {(cut - stopped) * 1000:.0f} ms after the stop committed")
@@ -82,7 +82,7 @@ def test_a_stream_in_flight_is_cut_by_the_stop_within_a_second_and_the_gateway_a
     # The gateway's acknowledgment, and with it the last one: the task is cancelled.
     task = wait_until(lambda: Task.objects.filter(id=t, status=states.CANCELLED).first(),
                       message="the task to be cancelled once the gateway acknowledged")
-    ack = _acks(t)[states.CREDENTIAL_GATEWAY]
+    ack = acks(t)[states.CREDENTIAL_GATEWAY]
     assert ack.detail == {"cut": [str(call.id)], "finished": [], "unresolved": [], "tokens_refused": 1}
     assert ack.by == "credential_gateway"
     stop = Stop.objects.get(id=task.stop_id)
@@ -114,16 +114,16 @@ def test_a_workers_streaming_model_call_is_cut_and_the_task_ends_cancelled_not_b
     task = wait_until(lambda: Task.objects.filter(id=t, status__in=states.TERMINAL | {states.BLOCKED}).first(),
                       timeout=10, message="the task to end")
     assert task.status == states.CANCELLED, (task.status, task.status_note)
-    acks = _acks(t)
-    assert set(acks) == set(states.STOP_BOUNDARIES)
-    assert (acks[states.WORKER].detail["ended"], acks[states.WORKER].detail["at"]) == (
+    answered = acks(t)
+    assert set(answered) == set(states.STOP_BOUNDARIES)
+    assert (answered[states.WORKER].detail["ended"], answered[states.WORKER].detail["at"]) == (
         "cleanly", "stream cut by the gateway")
     call.refresh_from_db()
     assert (call.outcome, call.receipt["cut_by"]) == ("partial", "task_stopped")
-    assert acks[states.CREDENTIAL_GATEWAY].detail["cut"] == [str(call.id)]
+    assert answered[states.CREDENTIAL_GATEWAY].detail["cut"] == [str(call.id)]
     stop = Stop.objects.get(id=task.stop_id)
     figures = {name: (at - stop.requested_at).total_seconds() for name, at in (
-        ("stream cut", call.finished_at), ("worker ack", acks[states.WORKER].at), ("cancelled", task.finished_at))}
+        ("stream cut", call.finished_at), ("worker ack", answered[states.WORKER].at), ("cancelled", task.finished_at))}
     print("\n" + ", ".join(f"stop -> {name} {s * 1000:.0f} ms" for name, s in figures.items()))
     assert all(s < 1.0 for s in figures.values()), figures
     # The model call is an effect whose outcome the stop left unknown: its intent stays.
@@ -133,10 +133,7 @@ def test_a_workers_streaming_model_call_is_cut_and_the_task_ends_cancelled_not_b
 
 def test_a_gateway_call_that_never_returns_leaves_the_gateway_unresolved_and_the_bound_finishes_the_stop(
         live, fleet, worker, gateway_web, model):
-    (supervisor,) = fleet.supervisors(1)
-    # The bound is the sweep's to enforce: wait until the supervisor has swept (it beats after each).
-    wait_until(lambda: Process.objects.filter(kind="supervisor", pid=supervisor.pid).exists(), timeout=30,
-               message="the supervisor to sweep")
+    sweeping(fleet)
     give_both("model.call", "model:fake-1", agent="t.model")
     model.set(reply="first then nothing", chunks=2, chunk_delay=600)  # one chunk, then it hangs
     from runtime.tasks.services import task_submit
@@ -145,18 +142,16 @@ def test_a_gateway_call_that_never_returns_leaves_the_gateway_unresolved_and_the
     call = _streaming(t)
     wait_until(lambda: model.recorded(), message="the model to be streaming")
     task_stop(task_id=t, actor=ACTOR, reason="the provider hangs", bound_seconds=2.0)
-    task = wait_until(lambda: Task.objects.filter(id=t, status=states.CANCELLED).first(), timeout=10,
-                      message="the stop to finish at its bound")
+    task = cancelled(t, timeout=10)
     stop = Stop.objects.get(id=task.stop_id)
-    bounded = (task.finished_at - stop.requested_at).total_seconds()
+    bounded = since_stop(task, task.finished_at)
     print(f"\ngateway call never returns: cancelled at the bound after {bounded * 1000:.0f} ms (bound 2000 ms)")
     assert 2.0 <= bounded < 3.5
-    cancelled = AuditEvent.objects.get(task_id=t, kind="task.cancelled")
-    assert (cancelled.data["acknowledged"], cancelled.data["missing"]) == (False, ["credential_gateway"])
+    assert missing_at_cancel(t) == (False, ["credential_gateway"])
     # The worker left the call (after its wait for the gateway's cut) and answered.
-    worker_ack = _acks(t)[states.WORKER]
+    worker_ack = acks(t)[states.WORKER]
     assert (worker_ack.detail["ended"], worker_ack.detail["at"]) == ("cleanly", "in gateway code")
     # The call is still in flight at the gateway: unresolved, and shown as such.
     call.refresh_from_db()
-    assert call.outcome == "admitted" and states.CREDENTIAL_GATEWAY not in _acks(t)
+    assert call.outcome == "admitted" and states.CREDENTIAL_GATEWAY not in acks(t)
     assert Stop.objects.get(id=stop.id).outcome == "bounded"

@@ -10,7 +10,15 @@ import pytest
 
 from runtime.authz.services import grant_narrow, grant_revoke
 from runtime.models import Decision, GatewayCall
-from tests.console.gateway.conftest import completion_body, events, model_token, model_url, open_stream, post
+from tests.console.gateway.conftest import (
+    completion_body,
+    events,
+    model_token,
+    model_url,
+    open_stream,
+    post,
+    until_error,
+)
 from tests.harness import wait_until
 from tests.runtime.authz.common import ADMIN, give_both, running_task
 
@@ -48,12 +56,7 @@ def test_a_grant_change_mid_stream_cuts_it_within_a_second_with_a_terminal_error
         else:
             grant_narrow(grant_id=agent_grant.id, tenant="acme", resource="model:other", actor=ADMIN, reason="cut")
         changed = time.monotonic()
-        after = []
-        for event in stream:
-            after.append(event)
-            if event[0] == "error":
-                cut = time.monotonic()
-                break
+        after, cut = until_error(stream)
         rest = list(stream)
     assert after and after[-1][0] == "error", after[-3:]
     assert cut - changed < 1.0
