@@ -161,20 +161,20 @@ def gateway_finish(admission: Admission, *, outcome: str, status: int | None = N
     params = {"id": admission.call_id, "outcome": outcome, "status": status,
               "receipt": _storable(receipt), "response": _storable(response)}
     try:
-        return _finish(params)
+        return _finish(params, admission.task_id)
     except IntegrityError:  # another send of this key committed between our read and write
-        return _finish({**params, "outcome": "partial"})
+        return _finish({**params, "outcome": "partial"}, admission.task_id)
 
 
-def _finish(params: dict) -> bool:
+def _finish(params: dict, task_id) -> bool:
     with transaction.atomic(durable=True):
         db.execute("set_local_async_commit", {})
-        row = db.fetchone("gateway_call_finish", params)
-    if row is None:
-        return False
-    task_id, stop_id = row
-    if stop_id is not None:
-        gateway_stop_ack(task_id=task_id, stop_id=stop_id)
+        task = db.fetchone("gateway_call_task", {"id": params["id"]})
+        if db.execute("gateway_call_finish", params).rowcount != 1:
+            return False
+    if task is not None and task[0] != states.RUNNING and task[1] is not None:
+        # The call's task was stopped: was this the last of its calls in flight?
+        gateway_stop_ack(task_id=task_id, stop_id=task[1])
     return True
 
 

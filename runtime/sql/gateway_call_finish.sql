@@ -8,6 +8,11 @@
 -- call `admitted`, which says a call was forwarded and did not report back.
 -- It returns the stop of the call's task if that is no longer running: the gateway
 -- then sees whether this was the stop's last call in flight (gateway_stop_report.sql).
+-- The task row is read FOR KEY SHARE whatever its status (a lock is taken only on the
+-- rows a WHERE keeps), ordered against a stop's FOR UPDATE of it: a stop
+-- that commits first is seen here (the row's latest version), and a stop that comes
+-- after this commit sees the call ended (runtime/stops/services.py _locked_tree), so
+-- one of the two always acknowledges for the gateway.
 UPDATE steward_gateway_call c
 SET outcome = CASE WHEN %(outcome)s = 'committed' AND EXISTS (
                        SELECT 1 FROM steward_gateway_call o
@@ -17,4 +22,3 @@ SET outcome = CASE WHEN %(outcome)s = 'committed' AND EXISTS (
     status = %(status)s, receipt = %(receipt)s::jsonb, response = %(response)s::jsonb,
     finished_at = statement_timestamp()
 WHERE c.id = %(id)s AND c.outcome = 'admitted'
-RETURNING c.task_id, (SELECT t.stop_id FROM steward_task t WHERE t.id = c.task_id AND t.status <> 'running')

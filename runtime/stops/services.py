@@ -54,7 +54,7 @@ def task_stop(*, task_id, actor: str, reason: str, bound_seconds: float | None =
         task = task_get(arguments.task_id(task_id))
         if task.parent_id:
             db.execute("lock_task", {"task": task.parent_id})
-        rows = db.fetchall("stop_tree", {"roots": [task.id], "in_flight": config.gateway_timeout_seconds()})
+        rows = _locked_tree([task.id])
         if not rows:
             now = Task.objects.filter(id=task.id).values("status", "stop_id").get()
             raise InvalidTransition(
@@ -87,7 +87,7 @@ def agent_stop(*, tenant: str, agent: str, actor: str, reason: str,
                      data={"agent": agent, "stop": str(stop.id), "reason": reason})
         roots = list(Task.objects.filter(tenant=tenant, agent=agent, status__in=states.sources("stop"))
                      .values_list("id", flat=True))
-        rows = db.fetchall("stop_tree", {"roots": roots, "in_flight": config.gateway_timeout_seconds()}) if roots else []
+        rows = _locked_tree(roots) if roots else []
         if rows:
             # A parent outside the stop waits for its stopped child: lock those first.
             inside = {row[0] for row in rows}
@@ -110,6 +110,19 @@ def agent_reopen(*, tenant: str, agent: str, actor: str, reason: str = "") -> bo
         if won:
             audit_append(actor=actor, tenant=tenant, kind="agent.reopened", data={"agent": agent, "reason": reason})
         return bool(won)
+
+
+def _locked_tree(roots: list) -> list:
+    """stop_tree.sql twice: the first takes the tree's row locks, waiting for any writer
+    that holds one (a claim, a gateway admission: its decision reads the task row FOR KEY
+    SHARE); the second reads under those locks. In READ COMMITTED a statement keeps the
+    snapshot it started with even after waiting for a lock, so the first one's answer
+    misses what those writers committed meanwhile (an attempt just claimed, a gateway
+    call just admitted: tests/console/gateway/test_gateway_stop.py races one); the
+    second's new snapshot sees it, and nothing new can start until the stop commits."""
+    params = {"roots": roots, "in_flight": config.gateway_timeout_seconds()}
+    db.fetchall("stop_tree", params)
+    return db.fetchall("stop_tree", params)
 
 
 def _stop_rows(stop: Stop, rows, *, requested_on) -> StopStarted:

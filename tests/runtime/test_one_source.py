@@ -42,8 +42,6 @@ EVENTS = {
     "fence.sql": ["complete"], "fence_update.sql": ["complete"], "step_insert.sql": ["complete"],
     "attempt_release.sql": ["complete"], "release_abandoned.sql": ["complete"],
     "stale_queued.sql": ["claim"], "pool_usage.sql": ["claim"],
-    # The gateway reads whether a call's task still runs (a stop's acknowledgment).
-    "gateway_call_finish.sql": ["complete"],
 }
 # The named sets a statement may spell out as a list.
 NAMED_SETS = {

@@ -27,7 +27,7 @@ from tests.console.gateway.conftest import (
     post,
     until_error,
 )
-from tests.harness import wait_until
+from tests.harness import race, wait_until
 from tests.runtime.authz.common import give_both, running_task
 from tests.stops import acks, cancelled, missing_at_cancel, since_stop, sweeping
 
@@ -155,3 +155,57 @@ def test_a_gateway_call_that_never_returns_leaves_the_gateway_unresolved_and_the
     call.refresh_from_db()
     assert call.outcome == "admitted" and states.CREDENTIAL_GATEWAY not in acks(t)
     assert Stop.objects.get(id=stop.id).outcome == "bounded"
+
+
+TRIALS = 20
+
+
+def test_no_gateway_call_is_admitted_after_the_stop_commits(live, gateway_web, model):
+    """A stop racing a call, over barrier trials: a call sent after the stop committed is
+    denied task_stopped; one admitted before it is carried to its end and the gateway
+    acknowledges it as finished (the stop saw it in flight: the decision's FOR KEY SHARE
+    of the task row orders the two), or it ended before the stop looked."""
+    counts = {"admitted before": 0, "denied after": 0}
+    for trial in range(TRIALS):
+        t = running_task()
+        give_both("model.call", "model:fake-1")
+        token = model_token(t)
+        marks = {}
+
+        def act(i, t=t, token=token, marks=marks):
+            if i == 0:
+                # Spread the stop over the call's admission (an HTTP round trip to the
+                # gateway first): some calls are admitted before it, some after.
+                time.sleep((trial % 10) * 0.004)
+                started = task_stop(task_id=t, actor=ACTOR, reason=f"race {trial}")
+                marks["committed"] = time.monotonic()
+                return started
+            marks["sent"] = time.monotonic()
+            return post(model_url(gateway_web), token=token, body=completion_body(), key=f"stop-race-{trial}")
+
+        started, (status, answer, _) = race(2, act)
+        assert status in (200, 403), answer
+        try:
+            wait_until(lambda t=t: Task.objects.filter(id=t, status=states.CANCELLED).exists(),
+                       message=f"trial {trial}: the task to be cancelled")
+        except AssertionError:
+            raise AssertionError((status, started, {k: (v.by, v.detail) for k, v in acks(t).items()},
+                                  list(GatewayCall.objects.filter(task_id=t).values("outcome", "started_at",
+                                                                                    "finished_at"))))
+        gateway = acks(t)[states.CREDENTIAL_GATEWAY]
+        if status == 200:
+            counts["admitted before"] += 1
+            call = GatewayCall.objects.get(task_id=t)
+            if gateway.by == "credential_gateway":  # the stop saw it in flight and waited for it
+                assert gateway.detail["finished"] == [str(call.id)] and started.stopping == [t]
+            else:  # it had ended before the stop looked for calls in flight (under its locks)
+                assert started.cancelled == [t] and call.outcome == "committed"
+                assert gateway.detail["in_flight"] == []
+        else:
+            assert answer["details"]["reason_code"] == "task_stopped", answer
+            counts["denied after"] += 1
+        if marks["sent"] > marks["committed"]:
+            assert status == 403, f"trial {trial}: a call sent after the stop committed was admitted"
+    assert len(model.recorded()) == counts["admitted before"]
+    print(f"\nstop race over {TRIALS} trials: {counts}")
+    assert counts["denied after"] > 0
