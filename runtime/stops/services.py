@@ -113,15 +113,16 @@ def agent_reopen(*, tenant: str, agent: str, actor: str, reason: str = "") -> bo
 
 
 def _locked_tree(roots: list) -> list:
-    """stop_tree.sql twice: the first takes the tree's row locks, waiting for any writer
-    that holds one (a claim, a gateway admission: its decision reads the task row FOR KEY
-    SHARE); the second reads under those locks. In READ COMMITTED a statement keeps the
-    snapshot it started with even after waiting for a lock, so the first one's answer
-    misses what those writers committed meanwhile (an attempt just claimed, a gateway
-    call just admitted: tests/console/gateway/test_gateway_stop.py races one); the
-    second's new snapshot sees it, and nothing new can start until the stop commits."""
+    """stop_tree_lock.sql takes the tree's row locks, waiting for any writer that holds
+    one (a claim; a gateway admission, whose decision reads the task row FOR KEY SHARE);
+    then stop_tree.sql reads the tree under those locks. In READ COMMITTED a statement
+    keeps the snapshot it began with even after waiting for a lock, so one statement that
+    locked and read would miss what those writers committed meanwhile (an attempt just
+    claimed, a gateway call just admitted: tests/console/gateway/test_gateway_stop.py
+    races one). The read's new snapshot sees it, and nothing new starts until the stop
+    commits."""
     params = {"roots": roots, "in_flight": config.gateway_timeout_seconds()}
-    db.fetchall("stop_tree", params)
+    db.fetchone("stop_tree_lock", {"roots": roots})
     return db.fetchall("stop_tree", params)
 
 
