@@ -163,7 +163,7 @@ def test_a_hung_worker_never_acknowledges_and_the_stop_finishes_at_its_bound(liv
         stop = Stop.objects.get(id=task.stop_id)
         bounded = since_stop(task, task.finished_at)
         print(f"\nhung worker: stop -> cancelled at its bound in {bounded * 1000:.0f} ms (bound 500 ms)")
-        assert 0.5 <= bounded < 2.0
+        assert 0.45 <= bounded < 2.0  # requested_at: the insert's statement time; the deadline: its transaction's
         assert missing_at_cancel(task_id) == (False, ["worker"])
         assert task.status_note == "cancelled: the stop's bound passed; see its stop summary"
         assert stop.outcome == "bounded" or Stop.objects.get(id=stop.id).outcome == "bounded"

@@ -146,7 +146,7 @@ def test_a_gateway_call_that_never_returns_leaves_the_gateway_unresolved_and_the
     stop = Stop.objects.get(id=task.stop_id)
     bounded = since_stop(task, task.finished_at)
     print(f"\ngateway call never returns: cancelled at the bound after {bounded * 1000:.0f} ms (bound 2000 ms)")
-    assert 2.0 <= bounded < 3.5
+    assert 1.9 <= bounded < 3.5  # requested_at is the insert's statement time, the deadline the transaction's
     assert missing_at_cancel(t) == (False, ["credential_gateway"])
     # The worker left the call (after its wait for the gateway's cut) and answered.
     worker_ack = acks(t)[states.WORKER]
