@@ -373,6 +373,26 @@ class Fenced(BaseException):
         self.write = write
 
 
+class StopRequested(BaseException):
+    """A stop reached this attempt while agent code ran (runtime/worker/stop_watch.py
+    delivers it into the running step), or the credential gateway cut a call because
+    the task was stopped (TASK_STOPPED). The executor ends the attempt and acknowledges
+    the stop at the worker boundary (runtime/worker/executor.py).
+
+    A BaseException so that an agent's `except Exception` does not swallow it. Agent
+    code that catches it anyway (`except BaseException`) and returns still ends at its
+    next write: every write of a stopped task is fenced.
+    """
+
+    code = "TASK_STOPPED"
+
+    def __init__(self, task_id, epoch: int, where: str):
+        super().__init__(f"task {task_id} was stopped (attempt epoch {epoch}, seen {where})")
+        self.task_id = task_id
+        self.epoch = epoch
+        self.where = where
+
+
 class InfrastructureError(BaseException):
     """The database failed under an attempt: a lost connection, a server restart, a
     server-side timeout (runtime/db.py CONNECTION_ERRORS). Not the agent's error, so it

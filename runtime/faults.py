@@ -26,9 +26,10 @@ BEFORE_SPAWN = "before_spawn"                          # a child is about to be 
 IN_EFFECT_INTENT = "in_effect_intent"                  # inside the intent's transaction, task row held
 BEFORE_CLAIM = "before_claim"                          # a connection is in hand; the claim not sent
 IN_SCHEDULE_FIRE = "in_schedule_fire"                  # a tick moved on and its task submitted; not committed
+BEFORE_STOP_LISTEN = "before_stop_listen"              # the stop watcher has not LISTENed yet
 POINTS = (BEFORE_EFFECT, AFTER_EFFECT_BEFORE_RECEIPT, AFTER_RECEIPT_BEFORE_JOURNAL,
           BETWEEN_STEPS, BEFORE_STEP_JOURNAL, BEFORE_STATUS, BEFORE_SPAWN, IN_EFFECT_INTENT, BEFORE_CLAIM,
-          IN_SCHEDULE_FIRE)
+          IN_SCHEDULE_FIRE, BEFORE_STOP_LISTEN)
 
 
 def _parse(raw: str) -> frozenset[tuple[str, str | None]]:

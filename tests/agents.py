@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 from console.dev.demo.fake_service import ServiceRejected, call, http_json
 from runtime.agents import agent
@@ -316,3 +317,57 @@ def approve_two(ctx, input):
             ctx.effect(f"submit-{n}", submit, url, {"task": str(ctx.task_id), "part": n}, effect_class="reversible",
                        keyed=True)
     return {"states": [r.state for r in results]}
+
+
+# --- stops (tests/integration/test_stop_worker.py) -------------------------------------------
+# Each writes `<dir>/<name>` (its pid) as it reaches a point, so a test waits for files,
+# never for a fixed time, and can tell that a later step never started.
+
+
+def _mark(directory: str, name: str) -> str:
+    Path(directory, name).write_text(str(os.getpid()))
+    return name
+
+
+def _blocks(input: dict) -> str:
+    """Blocks for a minute: in time.sleep, or in an HTTP call to a fake service that
+    answers only after that long (`via`: "sleep" or "http")."""
+    _mark(input["dir"], "block")
+    if input.get("via") == "http":
+        call(input["url"], {"block": True}, key=input["dir"], delay=input.get("seconds", 60), timeout=120)
+    else:
+        time.sleep(input.get("seconds", 60))
+    return "woke"
+
+
+def _absorbs(input: dict) -> str:
+    """Swallows whatever interrupts its sleep, as careless agent code does, and returns."""
+    _mark(input["dir"], "block")
+    try:
+        time.sleep(input.get("seconds", 60))
+    except BaseException:  # noqa: BLE001 - the point of this agent
+        _mark(input["dir"], "absorbed")
+    return "absorbed"
+
+
+def _ignores(input: dict) -> str:
+    """Blocks the stop signal and spins: nothing but the end of its process ends it."""
+    from runtime.worker.stop_watch import STOP_SIGNAL
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {STOP_SIGNAL})
+    _mark(input["dir"], "block")
+    while True:
+        time.sleep(0.01)
+
+
+STOP_STEPS = {"block": _blocks, "absorb": _absorbs, "ignore": _ignores}
+
+
+@agent("t.stoppable")
+def stoppable(ctx, input):
+    """A first step, a step that blocks in the way `input["how"]` says, then a last one
+    that would mark `next`: the stop tests check that it never starts."""
+    ctx.step("first", _identity, 1)
+    ctx.step("block", STOP_STEPS[input.get("how", "block")], input)
+    ctx.step("next", _mark, input["dir"], "next")
+    return {"done": True}

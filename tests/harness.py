@@ -124,11 +124,13 @@ class Process:
 
 class Worker(Process):
     """`celery worker --pool=solo`: one process that runs one attempt at a time, so the
-    pid that runs an attempt is the pid a test kills."""
+    pid that runs an attempt is the pid a test kills. pool="prefork": a master and one
+    child that runs the attempts (the master replaces a child that exits)."""
 
-    def __init__(self, name: str, env: dict):
+    def __init__(self, name: str, env: dict, *, pool: str = "solo"):
         self.node = f"{name}@{socket.gethostname()}"
-        argv = [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool=solo",
+        argv = [sys.executable, "-m", "celery", "-A", "console", "worker", f"--pool={pool}",
+                *(["--concurrency=1"] if pool == "prefork" else []),
                 "-Q", env["STEWARD_QUEUE"], "-n", self.node, "--without-gossip", "--without-mingle",
                 "--without-heartbeat", "-l", "warning"]
         super().__init__(name, argv, env)
@@ -169,13 +171,13 @@ class Fleet:
         self.processes: list[Process] = []
         self._count = 0
 
-    def workers(self, n: int, *, env: dict | None = None, wait: bool = True) -> list[Worker]:
+    def workers(self, n: int, *, env: dict | None = None, wait: bool = True, pool: str = "solo") -> list[Worker]:
         """Start `n` workers. wait=False returns at once: a worker armed with a fault point
         may claim a task and hold still before it ever answers a ping."""
         started = []
         for _ in range(n):
             self._count += 1
-            started.append(Worker(f"w{self._count}-{os.getpid()}", {**self.env, **(env or {})}).start())
+            started.append(Worker(f"w{self._count}-{os.getpid()}", {**self.env, **(env or {})}, pool=pool).start())
         self.processes.extend(started)
         return [w.wait_ready() for w in started] if wait else started
 

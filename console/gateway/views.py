@@ -30,6 +30,7 @@ from runtime.gateway.services import MODEL_ACTION, MODEL_ROUTE, TOOL_ACTION, mod
 TOOL_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 TOOL_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@%/-]{0,400}")
 STREAM_CUT = "AUTHZ_REVOKED"  # the terminal SSE event of a stream whose authority went away
+STREAM_STOPPED = "TASK_STOPPED"  # ... and of a stream whose task was stopped (runtime/stops/)
 
 
 def refusal(status: int, code: str, message: str, details: dict | None = None) -> JsonResponse:
@@ -177,10 +178,11 @@ def _as_chunk(completion: dict) -> dict:
 
 def _relay(admission, answer, model: str):
     """Pass the provider's chunks on, checking between them that the call's authority
-    still holds (services.gateway_recheck: the tenant's authz_revision, at most every
-    RECHECK_SECONDS). A denial ends the stream at that chunk with a terminal error
-    event, and the call is recorded partial with what was delivered."""
-    text, ident, finish, ended = [], None, None, None
+    still holds (services.gateway_recheck: the tenant's authz_revision and the task's
+    status, at most every RECHECK_SECONDS). A denial ends the stream at that chunk with a
+    terminal error event (TASK_STOPPED when a stop denied it, AUTHZ_REVOKED otherwise),
+    and the call is recorded partial with what was delivered, and why it was cut."""
+    text, ident, finish, ended, cut_by = [], None, None, None, None
     try:
         for line in answer.lines():
             if not line.startswith(b"data:"):
@@ -191,7 +193,7 @@ def _relay(admission, answer, model: str):
                 break
             denial = services.gateway_recheck(admission)
             if denial is not None:
-                ended = "partial"
+                ended, cut_by = "partial", denial.reason_code
                 yield _cut(denial)
                 return
             try:
@@ -220,11 +222,16 @@ def _relay(admission, answer, model: str):
                                    "finish_reason": finish}]}
         services.gateway_finish(admission, outcome=ended or "partial", status=answer.status,
                                 receipt={"id": ident, "status": answer.status, "model": model,
-                                         "chunks": len(text), "stream": True},
+                                         "chunks": len(text), "stream": True,
+                                         **({"cut_by": cut_by} if cut_by else {})},
                                 response=services.untrusted(model_resource(model), body=completion))
 
 
 def _cut(decision) -> bytes:
+    if decision.reason_code == "task_stopped":
+        return b"event: error\n" + _data({
+            "code": STREAM_STOPPED, "message": "the stream's task was stopped: the gateway cut it",
+            "details": _denial_details(decision)})
     return b"event: error\n" + _data({
         "code": STREAM_CUT, "message": f"the stream's authority changed: {decision.action} on {decision.resource} "
                                        f"is now denied at {decision.boundary} ({decision.reason_code})",

@@ -76,6 +76,7 @@ class LeaseKeeper:
     """
 
     def __init__(self):
+        self._observers: list = []
         self._held: set[tuple[object, int]] = set()
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -87,6 +88,12 @@ class LeaseKeeper:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="steward-lease-keeper", daemon=True)
                 self._thread.start()
+
+    def observe(self, fn) -> None:
+        """Call fn(task_id, epoch, status) from the keeper's thread after each renewal
+        whose task is no longer running (runtime/worker/stop_watch.py: a stop it missed)."""
+        if fn not in self._observers:
+            self._observers.append(fn)
 
     def drop(self, lease: Lease) -> None:
         with self._lock:
@@ -119,9 +126,7 @@ class LeaseKeeper:
 
     def _renew(self, task_id, epoch: int) -> None:
         try:
-            renewed = db.execute(
-                "lease_renew", {"task": task_id, "epoch": epoch, "lease": config.lease_seconds()}
-            ).rowcount
+            renewed = db.fetchone("lease_renew", {"task": task_id, "epoch": epoch, "lease": config.lease_seconds()})
         except db.CONNECTION_ERRORS as exc:
             # The next heartbeat retries on a fresh connection. If the database stays
             # away past the lease, the supervisor recovers the task and this attempt's
@@ -138,6 +143,10 @@ class LeaseKeeper:
             log.warning("lease of %s epoch %s is gone (recovered or stopped)", task_id, epoch)
             with self._lock:
                 self._held.discard((task_id, epoch))
+            return
+        if renewed[0] != "running":
+            for observer in self._observers:
+                observer(task_id, epoch, renewed[0])
 
 
 keeper = LeaseKeeper()

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.exceptions import ImproperlyConfigured
 
-from runtime import arguments, config
+from runtime import arguments, config, states
 from runtime.authz import patterns
 from runtime.authz.selectors import authz_revision, effective_authority
 from runtime.authz.services import decide, decision_params
@@ -123,7 +123,8 @@ def token_authorize(*, token, audience: str, task, action: str, resource: str) -
 
     A token bound elsewhere is a recorded denial, not a silent pass: another tenant's
     (tenant_isolation, tenant_mismatch), another task's (token_task_mismatch) or a
-    superseded attempt's (superseded_attempt: the task has a newer epoch)."""
+    superseded attempt's (superseded_attempt: the task has a newer epoch), or a task that
+    is no longer running (task_stopped: a stop closed its admission, runtime/stops/)."""
     claims = token_verify(token, audience=audience)
     return token_decide(claims=claims, task=task, action=action, resource=resource)
 
@@ -144,6 +145,8 @@ def token_decide(*, claims: dict, task=None, action: str, resource: str) -> Deci
         refuse = "token_task_mismatch"
     elif claims["epoch"] != found.epoch:
         refuse = "superseded_attempt"
+    elif found.status != states.RUNNING:
+        refuse = "task_stopped"  # a stopping or cancelled task's token is good for nothing
     else:
         refuse = None
     # The actor is the token's agent, and the denial's audit event names what the token

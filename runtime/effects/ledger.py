@@ -32,7 +32,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from runtime import encoding, faults, states
-from runtime.attempts import journal
+from runtime.attempts import interrupts, journal
 from runtime.attempts.journal import Recorded
 from runtime.attempts.transitions import end_attempt, fence
 from runtime.audit import audit_append
@@ -137,7 +137,8 @@ def _send(call: _Call, row: Effect):
     delays = list(RESEND_DELAYS) if states.may_resend_with_same_key(row.effect_class, row.keyed) else []
     while True:
         try:
-            receipt = call.fn(*call.args, idempotency_key=call.key, **call.kwargs)
+            with interrupts.region(interrupts.AGENT):  # the effect's own code: a stop interrupts it
+                receipt = call.fn(*call.args, idempotency_key=call.key, **call.kwargs)
             break
         except EffectNotApplied as exc:
             error = encoding.error_record(exc)

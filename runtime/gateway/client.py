@@ -16,6 +16,11 @@ stream began) was forwarded and partly answered: it raises ledger.Cut, so the ef
 settled `partial` with what was delivered before the same AuthorityDenied propagates; a
 resumed attempt sends it again under its key, decided by the gateway on the authority
 the task has then (runtime/effects/ledger.py).
+
+A stopped task is not a denial: a token refused `task_stopped`, or a stream cut with
+TASK_STOPPED, raises StopRequested, and the attempt ends for the stop (the task ends
+cancelled, never blocked: runtime/worker/executor.py). The effect's intent stays, in
+flight with an unknown outcome, which the stop summary lists as such.
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ import time
 import urllib.error
 import urllib.request
 
-from runtime import config
+from runtime import config, states
+from runtime.attempts import interrupts
 from runtime.authz.tokens import token_mint
 from runtime.effects import ledger
-from runtime.errors import AuthorityDenied, CapabilityRefused, EffectNotApplied, Fenced
+from runtime.errors import AuthorityDenied, CapabilityRefused, EffectNotApplied, Fenced, StopRequested
 from runtime.gateway import MODEL_ROUTE, model_resource, tool_resource, tool_route
 from runtime.tasks.selectors import task_get
 
@@ -36,6 +42,7 @@ TOKEN_SECONDS = 300
 TOKEN_SLACK = 30  # a cached token with less than this left is minted again
 TIMEOUT_SECONDS = 300.0
 READ_METHODS = ("GET", "HEAD")
+STREAM_STOPPED = "TASK_STOPPED"  # the gateway's terminal stream event for a stopped task
 
 # Loopback or not, a proxy from the environment must never see a capability token.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -65,6 +72,8 @@ def token(ctx, audience: str) -> str:
     task = task_get(ctx.task_id)
     if task.epoch != ctx.epoch:
         raise Fenced(ctx.task_id, ctx.epoch, "gateway")
+    if task.status != states.RUNNING:
+        raise StopRequested(ctx.task_id, ctx.epoch, "minting a gateway token")  # its token would be refused
     minted = token_mint(task=task, audience=audience, seconds=TOKEN_SECONDS)
     cache[audience] = (minted, time.time() + TOKEN_SECONDS)
     return minted
@@ -108,11 +117,11 @@ def _chat(ctx, seq: int, body: dict, key: str) -> dict:
     response = _post(ctx, seq, "/gateway/model/v1/chat/completions", MODEL_ROUTE, key, "POST", body,
                      accept="text/event-stream" if body["stream"] else "application/json")
     tags = _tags(response)
-    with response:
+    with response, interrupts.region(interrupts.GATEWAY):
         if body["stream"]:
             delivered: list[str] = []
             try:
-                text, ident, finish = _read_stream(response, delivered)
+                text, ident, finish = _read_stream(ctx, response, delivered)
             except AuthorityDenied as denial:
                 if denial.details.get("gateway_code") != "AUTHZ_REVOKED":
                     raise
@@ -134,7 +143,7 @@ def _tool(ctx, seq: int, request: dict, key: str) -> dict:
     response = _post(ctx, seq, f"/gateway/tools/{name}/{request['path']}", tool_route(name), key,
                      request["method"], request["json"])
     tags = _tags(response)
-    with response:
+    with response, interrupts.region(interrupts.GATEWAY):
         answer = json.loads(response.read())
     return {"untrusted": True, "source": tool_resource(name, request["path"]), "status": answer["status"],
             "body": answer["body"], **tags}
@@ -146,7 +155,9 @@ def _tags(response) -> dict:
 
 
 def _post(ctx, seq: int, path: str, audience: str, key: str, method: str, body, *, accept="application/json"):
-    headers = {"Authorization": f"Bearer {token(ctx, audience)}", "Idempotency-Key": key,
+    with interrupts.region(interrupts.STEWARD):
+        bearer = token(ctx, audience)
+    headers = {"Authorization": f"Bearer {bearer}", "Idempotency-Key": key,
                "Steward-Step": str(seq), "Accept": accept}
     data = None
     if body is not None:
@@ -154,11 +165,12 @@ def _post(ctx, seq: int, path: str, audience: str, key: str, method: str, body, 
         headers["Content-Type"] = "application/json"
     request = urllib.request.Request(config.gateway_url() + path, data=data, headers=headers, method=method)
     try:
-        return _OPENER.open(request, timeout=TIMEOUT_SECONDS)
+        with interrupts.region(interrupts.GATEWAY):
+            return _OPENER.open(request, timeout=TIMEOUT_SECONDS)
     except urllib.error.HTTPError as err:
         with err:
             refusal = _refusal(err.read())
-        _raise(err.code, refusal)
+        _raise(err.code, refusal, ctx)
 
 
 def _refusal(raw: bytes) -> dict:
@@ -170,9 +182,13 @@ def _refusal(raw: bytes) -> dict:
                                                   "details": {}}
 
 
-def _raise(status: int, refusal: dict):
+def _raise(status: int, refusal: dict, ctx):
     details = refusal.get("details") or {}
     message = refusal.get("message") or f"the gateway answered HTTP {status}"
+    if refusal.get("code") == STREAM_STOPPED or details.get("reason_code") == "task_stopped":
+        # The task was stopped, not denied: the attempt ends for the stop (cancelled).
+        raise StopRequested(ctx.task_id, ctx.epoch, "stream cut by the gateway" if refusal.get("code") ==
+                            STREAM_STOPPED else "token refused by the gateway")
     if status == 403 or refusal.get("code") == "AUTHZ_REVOKED":
         raise AuthorityDenied(message, boundary=details.get("boundary", "credential_gateway"),
                               reason_code=details.get("reason_code", "denied"),
@@ -190,7 +206,7 @@ def _raise(status: int, refusal: dict):
     raise OSError(f"the gateway answered HTTP {status}: {refusal.get('code')}")  # may have acted: the ledger decides
 
 
-def _read_stream(response, text: list[str]) -> tuple[str, str | None, str | None]:
+def _read_stream(ctx, response, text: list[str]) -> tuple[str, str | None, str | None]:
     """The stream's text, id and finish reason; `text` holds the pieces as they come, so
     a caller that sees it cut knows what was delivered."""
     ident, finish, event = None, None, None
@@ -206,7 +222,7 @@ def _read_stream(response, text: list[str]) -> tuple[str, str | None, str | None
             continue
         payload = line[5:].strip()
         if event == "error":
-            _raise(200, _refusal(payload.encode()))
+            _raise(200, _refusal(payload.encode()), ctx)
         if payload == "[DONE]":
             return "".join(text), ident, finish
         chunk = json.loads(payload)

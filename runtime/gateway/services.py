@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 import psycopg
 from django.db import IntegrityError
 
-from runtime import arguments, config, db, encoding
-from runtime.authz.selectors import authz_revision
+from runtime import arguments, config, db, encoding, states
 from runtime.authz.services import decision_from
 from runtime.authz.tokens import token_decide, token_decision_params, token_verify
 from runtime.errors import (
@@ -40,11 +39,13 @@ from runtime.gateway import (  # noqa: F401 - the routes' names, for the web sid
     tool_route,
 )
 from runtime.models import Decision
+from runtime.stops.services import stop_ack
 
 # A request body larger than this is refused before it is parsed (INPUT_TOO_LARGE).
 MAX_BODY_BYTES = 1024 * 1024
-# How often a stream looks at its tenant's authz_revision between chunks: a revocation
-# cuts the stream at the first chunk after at most this long (the contract allows 1 s).
+# How often a stream looks at its tenant's authz_revision and its task's status between
+# chunks: a revocation or a stop cuts the stream at the first chunk after at most this
+# long (the contract allows 1 s).
 RECHECK_SECONDS = 0.1
 STEP_MAX = 2**31 - 1
 DECISION_COLUMNS = 15  # gateway_admit.sql returns the decision's columns first, as authz_decide does
@@ -139,16 +140,18 @@ def gateway_admit(*, claims: dict, route: str, action: str, resource: str, idemp
 def gateway_recheck(admission: Admission, *, now: float | None = None) -> Decision | None:
     """Between a stream's chunks: None while the call may go on, or the denying Decision.
 
-    At most every RECHECK_SECONDS, one indexed read of the tenant's authz_revision; only
-    when it moved (a grant changed) is the call decided again on current rows, recorded
-    like any decision. An unchanged revision means no grant changed, so the last
-    decision stands (an expiry passing mid-stream is seen at the next call)."""
+    At most every RECHECK_SECONDS, one round trip (runtime/sql/gateway_recheck.sql)
+    reads the tenant's authz_revision and the task's status by their primary keys; only
+    when the revision moved (a grant changed) or the task is no longer running (a stop)
+    is the call decided again on current rows, recorded like any decision: a stopped
+    task's token is denied task_stopped. An unchanged revision of a running task means
+    the last decision stands (an expiry passing mid-stream is seen at the next call)."""
     now = time.monotonic() if now is None else now
     if now - admission.checked_at < RECHECK_SECONDS:
         return None
     admission.checked_at = now
-    revision = authz_revision(tenant=admission.tenant)
-    if revision == admission.revision:
+    revision, status = db.fetchone("gateway_recheck", {"tenant": admission.tenant, "task": admission.task_id})
+    if revision == admission.revision and status == states.RUNNING:
         return None
     decision = token_decide(claims=admission.claims, action=admission.action, resource=admission.resource)
     admission.revision = decision.authz_revision
@@ -164,7 +167,10 @@ def gateway_finish(admission: Admission, *, outcome: str, status: int | None = N
                    response: dict | None = None) -> bool:
     """End an admitted call once: committed, partial or failed, with the provider's
     receipt (response id and status; never a key) and its output as untrusted data.
-    Returns whether this call was still admitted (a second finish changes nothing)."""
+    Returns whether this call was still admitted (a second finish changes nothing).
+
+    If the call's task is stopping (or its stop already ended it), and this was the
+    last of its calls in flight, the gateway acknowledges the stop (gateway_stop_ack)."""
     if outcome not in ("committed", "partial", "failed"):
         raise InvalidArgument("a call ends committed, partial or failed", field="outcome")
     if response is not None and response.get("untrusted") is not True:
@@ -172,17 +178,39 @@ def gateway_finish(admission: Admission, *, outcome: str, status: int | None = N
     params = {"id": admission.call_id, "outcome": outcome, "status": status,
               "receipt": _storable(receipt), "response": _storable(response)}
     try:
-        return _finish(params)
+        return _finish(params, admission.task_id)
     except (IntegrityError, psycopg.errors.UniqueViolation):
         # Another send of this key committed between our read and write. runtime.db's
         # cursor raises psycopg's own error, not Django's wrapper of it.
-        return _finish({**params, "outcome": "partial"})
+        return _finish({**params, "outcome": "partial"}, admission.task_id)
 
 
-def _finish(params: dict) -> bool:
-    # One statement in autocommit, which also turns off its own commit's WAL-flush wait
-    # (gateway_call_finish.sql): one round trip after the answer, not four.
-    return db.execute("gateway_call_finish", params).rowcount == 1
+def _finish(params: dict, task_id) -> bool:
+    # One statement in autocommit (gateway_call_finish.sql): it reads the call's task FOR
+    # KEY SHARE, ends the call and turns off its own commit's WAL-flush wait.
+    ended, status, stop_id, _ = db.fetchone("gateway_call_finish", params)
+    if not ended:
+        return False
+    if status != states.RUNNING and stop_id is not None:
+        # The call's task was stopped: was this the last of its calls in flight?
+        gateway_stop_ack(task_id=task_id, stop_id=stop_id)
+    return True
+
+
+def gateway_stop_ack(*, task_id, stop_id) -> bool:
+    """The credential gateway's acknowledgment of a task's stop, once none of its calls is
+    in flight any more: the calls it cut, those that ended by themselves, those that
+    never reported back (unresolved) and how many of the task's tokens it refused since
+    the stop (task_stopped decisions). Each call that ends runs this after its own
+    commit, so the last one to end sees all the others ended; two that end together may
+    both write it, and the acknowledgment is kept once (stop_ack). Returns whether this
+    call wrote it."""
+    open_calls, cut, finished, unresolved, refused = db.fetchone("gateway_stop_report", {
+        "stop": stop_id, "task": task_id, "in_flight": config.gateway_timeout_seconds()})
+    if open_calls:
+        return False  # another call of the task is still in flight: its end answers
+    return stop_ack(task_id=task_id, boundary=states.CREDENTIAL_GATEWAY, by="credential_gateway", stop_id=stop_id,
+                    detail={"cut": cut, "finished": finished, "unresolved": unresolved, "tokens_refused": refused})
 
 
 def _storable(value: dict | None) -> str | None:

@@ -9,12 +9,22 @@
 -- A resource pattern `p*` covers what starts with `p`; otherwise a grant covers its exact
 -- value (runtime/authz/patterns.py covers()). Expiry is against statement_timestamp(),
 -- not now(): a caller inside a long transaction must not see a grant as live past its expiry.
+--
+-- A capability token (%(bound_epoch)s given) is only good while its task is `running`:
+-- a stopping or cancelled task's token is denied task_stopped (runtime/stops/). Its task
+-- row is read FOR KEY SHARE, which a stop's FOR UPDATE of the tree (stop_tree.sql)
+-- waits for and which waits for it: either the stop commits first and this read sees
+-- `stopping` (the latest version, not the statement's snapshot), or this call's row is
+-- committed before the stop looks for calls in flight. No call slips between them.
 WITH RECURSIVE lineage AS (
     SELECT t.id, t.parent_id, t.tenant, t.agent, t.owner, t.requested_scope, t.epoch, 0 AS depth
     FROM steward_task t WHERE t.id = %(task)s
     UNION ALL
     SELECT p.id, p.parent_id, p.tenant, p.agent, p.owner, p.requested_scope, p.epoch, l.depth + 1
     FROM lineage l JOIN steward_task p ON p.id = l.parent_id
+), bound AS (
+    SELECT t.status FROM steward_task t WHERE t.id = %(task)s AND %(bound_epoch)s::int IS NOT NULL
+    FOR KEY SHARE
 ), levels AS (
     SELECT l.depth, l.tenant,
            bool_or(g.principal = 'agent:' || l.agent AND g.live) AS agent_live,
@@ -51,6 +61,7 @@ WITH RECURSIVE lineage AS (
     SELECT coalesce(%(refuse)s::text,
         CASE WHEN %(bound_tenant)s::text IS NOT NULL AND me.tenant <> %(bound_tenant)s::text THEN 'tenant_mismatch'
              WHEN %(bound_epoch)s::int IS NOT NULL AND me.epoch <> %(bound_epoch)s::int THEN 'superseded_attempt'
+             WHEN %(bound_epoch)s::int IS NOT NULL AND (SELECT b.status FROM bound b) <> 'running' THEN 'task_stopped'
         END, (
         SELECT CASE
             WHEN lv.tenant <> me.tenant THEN 'tenant_mismatch'

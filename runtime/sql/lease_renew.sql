@@ -1,5 +1,10 @@
 -- Heartbeat: extend a live attempt's lease. Matches nothing once the supervisor has
--- ended the attempt, so a late heartbeat cannot revive a recovered lease.
-UPDATE steward_attempt
+-- ended the attempt, so a late heartbeat cannot revive a recovered lease. It returns the
+-- task's status: a worker that missed a stop's notification sees it here, at its next
+-- renewal (runtime/worker/stop_watch.py). A stopping task's attempt is still renewed: its
+-- worker is alive and ending it, and the supervisor must not take it for abandoned.
+UPDATE steward_attempt a
 SET heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => %(lease)s::float8)
-WHERE task_id = %(task)s AND epoch = %(epoch)s AND ended_at IS NULL
+FROM steward_task t
+WHERE a.task_id = %(task)s AND a.epoch = %(epoch)s AND a.ended_at IS NULL AND t.id = a.task_id
+RETURNING t.status

@@ -125,6 +125,13 @@ def _lock_tree(roots: list) -> list:
     parent's row is locked here, no spawn under it can commit, so a second reading (a
     new snapshot) finds every child; it locks them, and a third finds the children of
     those that were spawning too. Usually two readings, the second finding nothing new.
+
+    The reading returned is always one made after the locks were held, in a snapshot of
+    its own: a statement keeps the snapshot it began with even after waiting for a lock,
+    so the first reading would miss what the writers it waited for committed (an attempt
+    just claimed, a gateway call just admitted, whose decision reads the task row FOR KEY
+    SHARE: tests/console/gateway/test_gateway_stop.py races one), and acknowledge for the
+    worker or the gateway with nothing in flight.
     """
     if not roots:
         return []

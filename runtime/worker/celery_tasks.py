@@ -2,15 +2,25 @@
 late message is harmless because PostgreSQL decides what runs."""
 
 from celery import shared_task
-from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
+from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutdown, worker_shutting_down
 
 from runtime import config, db, outages
 from runtime.worker import executor, supervisor
 from runtime.worker.heartbeat import Heartbeat
+from runtime.worker.stop_watch import watch
 
 # The worker process's heartbeat (runtime/worker/heartbeat.py), once Celery is ready.
 _heartbeat: list[Heartbeat] = []
 _swept: list[bool] = []  # whether this process has swept yet
+
+
+@worker_init.connect
+@worker_process_init.connect
+def _watch_stops(**_):
+    # The solo pool's process and each prefork child run attempts: a stop is delivered
+    # into their running step, and a step that ignores it ends the process after the
+    # grace (runtime/worker/stop_watch.py; a prefork child is replaced by the master).
+    watch.enable(force_exit=True)
 
 
 @worker_ready.connect

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from runtime import db, encoding, faults, states
 from runtime.approvals import request as approvals
 from runtime.approvals.request import ApprovalResult
-from runtime.attempts import journal, timers
+from runtime.attempts import interrupts, journal, timers
 from runtime.attempts.journal import Recorded
 from runtime.attempts.lease import Lease
 from runtime.effects import ledger
@@ -40,7 +40,9 @@ def _not_the_agents_error(method):
         if self.denied is not None:
             raise self.denied  # sticky: nothing more is journaled after a denial
         try:
-            return method(self, *args, **kwargs)
+            # Steward's own work: a stop is not delivered in the middle of it (runtime/attempts/interrupts.py).
+            with interrupts.region(interrupts.STEWARD):
+                return method(self, *args, **kwargs)
         except db.CONNECTION_ERRORS as exc:
             raise InfrastructureError(exc) from exc
         except AuthorityDenied as exc:
@@ -241,7 +243,8 @@ class Context:
     def _run(self, seq: int, name: str, kind: str, fn, args, kwargs):
         started = time.monotonic()
         try:
-            value = fn(*args, **kwargs)
+            with interrupts.region(interrupts.AGENT):  # the step's own code: a stop interrupts it
+                value = fn(*args, **kwargs)
         except Exception as exc:
             error = encoding.error_record(exc)
             journal.write(self.lease, seq=seq, name=name, kind=kind, error=error, started=started)

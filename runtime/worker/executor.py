@@ -26,7 +26,7 @@ import uuid
 from django.db import transaction
 
 from runtime import agents, config, db, encoding, faults, outages, states
-from runtime.attempts import dispatch, journal
+from runtime.attempts import dispatch, interrupts, journal
 from runtime.attempts.lease import Claim, claim_next, keeper
 from runtime.attempts.transitions import end_attempt, release_stopped
 from runtime.audit import audit_append
@@ -39,11 +39,13 @@ from runtime.errors import (
     NotJournalable,
     StepFailed,
     StewardError,
+    StopRequested,
     Suspend,
 )
 from runtime.models import Decision
 from runtime.stops.services import stop_ack
 from runtime.worker.context import Context
+from runtime.worker.stop_watch import watch
 
 log = logging.getLogger(__name__)
 
@@ -118,13 +120,17 @@ def run_attempt(claim: Claim, *, then_claim: bool = False) -> Claim | None:
     return that claim (None if there was none, or if the attempt ended otherwise)."""
     lease = claim.lease
     keeper.hold(lease)
+    run = watch.hold(lease)  # a stop of this attempt is delivered into its running step
     try:
         return _run(claim, then_claim)
+    except StopRequested as stopped:
+        _stopped(claim, stopped, run)
     except Fenced as refused:
-        _refused(claim, refused)
+        _refused(claim, refused, run)
     except (InfrastructureError, *db.CONNECTION_ERRORS) as exc:
         _yield(claim, exc.cause if isinstance(exc, InfrastructureError) else exc)
     finally:
+        watch.drop()
         keeper.drop(lease)
     return None
 
@@ -192,11 +198,12 @@ def _agent_code(task_id):
     rollback of the attempt's own writes unmarks it."""
     db.execute("agent_code", {"task": str(task_id)})
     try:
-        yield
+        with interrupts.region(interrupts.AGENT):
+            yield
     finally:
         try:
             db.execute("agent_code", {"task": ""})
-        except db.CONNECTION_ERRORS:
+        except Exception:  # noqa: BLE001 - also a connection a delivered stop left mid-statement
             db.discard_connection()  # a new connection starts unmarked; nothing ran on it yet
 
 
@@ -261,20 +268,50 @@ def _yield(claim: Claim, cause: BaseException) -> None:
         return
 
 
-def _refused(claim: Claim, refused: Fenced) -> None:
+def _refused(claim: Claim, refused: Fenced, run: interrupts.Running | None = None) -> None:
     """A newer attempt or a stop owns the task: record the refusal and, if the task
     moved on without us, acknowledge by ending our attempt and freeing our slot."""
     lease = claim.lease
+    if run is not None and run.forced:
+        return  # the stop watcher ended this attempt by force and acknowledged it
     log.info("attempt %s of %s refused: %s", lease.epoch, lease.task_id, refused)
+    _leave(lease, run, end_reason="fenced", at=refused.write,
+           refusal={"boundary": "storage", "write": refused.write, "epoch": lease.epoch})
+
+
+def _stopped(claim: Claim, stopped: StopRequested, run: interrupts.Running) -> None:
+    """A stop reached the running step (delivered by the stop watcher, or the gateway
+    cut a call of the stopped task): the agent's code has been left, so end the attempt,
+    free its slot and acknowledge at the worker boundary. Nothing else of the attempt is
+    written: the step it was in stays unjournaled."""
+    lease = claim.lease
+    log.info("attempt %s of %s stopped: %s", lease.epoch, lease.task_id, stopped)
+    if run.forced:
+        return
+    db.discard_connection()  # the signal may have landed inside a statement of the agent's own
+    _leave(lease, run, end_reason="stopped", at=stopped.where)
+
+
+def _leave(lease, run: interrupts.Running | None, *, end_reason: str, at: str, refusal: dict | None = None) -> None:
+    """In one transaction: the refusal's audit row (if any), the end of our attempt and
+    its slot if the task moved on without us, and then, if a stop moved it, the worker
+    boundary's acknowledgment: this attempt left agent code at a step boundary."""
     try:
         with transaction.atomic(durable=True):
-            audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="write.refused",
-                         data={"boundary": "storage", "write": refused.write, "epoch": lease.epoch})
-            if release_stopped(task_id=lease.task_id, epoch=lease.epoch, end_reason="fenced", actor=lease.actor):
-                # A stop's worker boundary: this attempt left agent code at a step boundary.
+            if refusal is not None:
+                audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="write.refused",
+                             data=refusal)
+            if release_stopped(task_id=lease.task_id, epoch=lease.epoch, end_reason=end_reason, actor=lease.actor):
                 stop_ack(task_id=lease.task_id, boundary=states.WORKER, by=lease.actor,
-                         detail={"ended": "cleanly", "epoch": lease.epoch, "at": refused.write})
+                         detail={"ended": "cleanly", "epoch": lease.epoch, "at": at, **_since(run)})
     except db.CONNECTION_ERRORS:
         db.discard_connection()
-        log.info("could not record the refusal of %s epoch %s; the supervisor releases it", lease.task_id,
-                 lease.epoch)
+        log.info("could not record the end of %s epoch %s (%s); the supervisor releases it", lease.task_id,
+                 lease.epoch, end_reason)
+
+
+def _since(run: interrupts.Running | None) -> dict:
+    """How long after the worker saw the stop its attempt ended (when it saw it)."""
+    if run is None or run.seen_at is None:
+        return {}
+    return {"after_seconds": round(time.monotonic() - run.seen_at, 3), "seen": run.where}

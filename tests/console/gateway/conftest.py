@@ -5,6 +5,7 @@ call the gateway over real HTTP as a worker would."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -117,6 +118,16 @@ def events(response):
         elif line.startswith("data:"):
             payload = line[5:].strip()
             yield (event or "message", payload if payload == "[DONE]" else json.loads(payload))
+
+
+def until_error(stream) -> tuple[list, float | None]:
+    """The events of a stream up to its terminal error, and when that came (monotonic)."""
+    seen = []
+    for event in stream:
+        seen.append(event)
+        if event[0] == "error":
+            return seen, time.monotonic()
+    return seen, None
 
 
 def model_url(web) -> str:

@@ -26,7 +26,7 @@ from tests.console.gateway.conftest import (
     open_stream,
     post,
 )
-from tests.runtime.authz.common import ADMIN, AGENT, OWNER, give_both, task
+from tests.runtime.authz.common import ADMIN, AGENT, OWNER, give_both, running_task
 from tests.runtime.authz.test_tokens import claims_of, signed, tampered
 from tests.snapshot import snapshot
 
@@ -36,7 +36,7 @@ MODEL = "model:fake-1"
 
 
 def allowed_task(tenant: str = "acme"):
-    t = task(tenant=tenant, owner=OWNER if tenant == "acme" else "user:carol")
+    t = running_task(tenant=tenant, owner=OWNER if tenant == "acme" else "user:carol")
     give_both("model.call", MODEL, tenant=tenant, owner=OWNER if tenant == "acme" else "user:carol")
     return t
 
@@ -125,7 +125,7 @@ def test_attribution_in_headers_or_body_is_ignored_the_token_decides(live, gatew
 
 
 def test_forged_attribution_without_authority_is_denied_in_the_tokens_own_tenant(live, gateway_web, model):
-    t = task()  # acme, no grants; globex grants model.call to everyone who asks there
+    t = running_task()  # acme, no grants; globex grants model.call to everyone who asks there
     allowed_task("globex")
     status, answer, _ = post(model_url(gateway_web), token=model_token(t), body=completion_body(tenant="globex"),
                              headers={"X-Steward-Tenant": "globex"})
@@ -159,7 +159,7 @@ def test_a_superseded_attempts_token_is_denied(live, gateway_web, model):
 @pytest.mark.parametrize("change", ["revoke", "narrow"])
 def test_a_token_minted_before_a_grant_change_is_denied_on_replay_naming_the_gateway(live, gateway_web, model,
                                                                                     change):
-    t = task()
+    t = running_task()
     agent_grant, _ = give_both("model.call", "model:*")
     token = model_token(t)
     assert post(model_url(gateway_web), token=token, body=completion_body(), key="before")[0] == 200
@@ -220,7 +220,7 @@ def test_a_call_without_an_idempotency_key_is_refused_and_writes_nothing(live, g
 
 
 def test_a_tool_call_gets_the_tool_key_injected_and_its_answer_recorded_untrusted(live, gateway_web, model):
-    t = task()
+    t = running_task()
     give_both("tool.call", "tool:echo/notes/*")
     url = gateway_web.url + "/gateway/tools/echo/notes/today?x=1"
     status, answer, headers = post(url, token=model_token(t, audience=tool_route("echo")), body={"text": "hi"},
@@ -243,7 +243,7 @@ def test_a_tool_call_gets_the_tool_key_injected_and_its_answer_recorded_untruste
 
 @pytest.mark.parametrize("path", ["notes/../admin", "notes//x", "notes/%2e%2e/admin"])
 def test_a_tool_path_that_climbs_out_is_refused(live, gateway_web, model, path):
-    t = task()
+    t = running_task()
     give_both("tool.call", "tool:echo/*")
     status, answer, _ = post(gateway_web.url + f"/gateway/tools/echo/{path}", body={},
                              token=model_token(t, audience=tool_route("echo")))
@@ -252,7 +252,7 @@ def test_a_tool_path_that_climbs_out_is_refused(live, gateway_web, model, path):
 
 
 def test_an_unknown_tool_is_404_unknown_tool(live, gateway_web, model):
-    t = task()
+    t = running_task()
     status, answer, _ = post(gateway_web.url + "/gateway/tools/nosuch/x", body={},
                              token=model_token(t, audience=tool_route("nosuch")))
     assert (status, answer["code"]) == (404, "UNKNOWN_TOOL")
@@ -278,7 +278,7 @@ def test_a_key_whose_first_send_is_still_in_flight_is_refused_409_and_not_forwar
 
 @pytest.mark.parametrize("case", ["huge", "deep", "malformed", "latin-1", "nul"])
 def test_hostile_bodies_to_a_tool_are_refused_the_same_way_and_write_nothing(live, gateway_web, model, case):
-    t = task()
+    t = running_task()
     give_both("tool.call", "tool:echo/*")
     raw, _, expected = HOSTILE[case]
     before = snapshot()

@@ -13,7 +13,7 @@ from runtime.authz.services import grant_revoke
 from runtime.models import Decision
 from tests.console.gateway.conftest import completion_body, model_token, model_url, post
 from tests.harness import race
-from tests.runtime.authz.common import ADMIN, give_both, task
+from tests.runtime.authz.common import ADMIN, give_both, running_task
 
 pytestmark = [pytest.mark.integration]
 
@@ -23,7 +23,7 @@ TRIALS = 60
 def test_no_gateway_call_is_admitted_after_the_revocation_commits(live, gateway_web, model):
     counts = {"admitted before": 0, "denied after": 0}
     for trial in range(TRIALS):
-        t = task()
+        t = running_task()
         agent_grant, _ = give_both("model.call", "model:fake-1")
         token = model_token(t)
         marks = {}

@@ -10,9 +10,17 @@ import pytest
 
 from runtime.authz.services import grant_narrow, grant_revoke
 from runtime.models import Decision, GatewayCall
-from tests.console.gateway.conftest import completion_body, events, model_token, model_url, open_stream, post
+from tests.console.gateway.conftest import (
+    completion_body,
+    events,
+    model_token,
+    model_url,
+    open_stream,
+    post,
+    until_error,
+)
 from tests.harness import wait_until
-from tests.runtime.authz.common import ADMIN, give_both, task
+from tests.runtime.authz.common import ADMIN, give_both, running_task
 
 pytestmark = [pytest.mark.integration]
 
@@ -20,7 +28,7 @@ LONG = " ".join(f"w{i}" for i in range(60))  # 60 chunks 50 ms apart: a 3 s stre
 
 
 def test_a_whole_stream_is_relayed_and_recorded_committed(live, gateway_web, model):
-    t = task()
+    t = running_task()
     give_both("model.call", "model:fake-1")
     model.set(reply="one two three four", chunks=4)
     with open_stream(model_url(gateway_web), token=model_token(t), body=completion_body(stream=True)) as response:
@@ -36,7 +44,7 @@ def test_a_whole_stream_is_relayed_and_recorded_committed(live, gateway_web, mod
 
 @pytest.mark.parametrize("change", ["revoke", "narrow"])
 def test_a_grant_change_mid_stream_cuts_it_within_a_second_with_a_terminal_error(live, gateway_web, model, change):
-    t = task()
+    t = running_task()
     agent_grant, _ = give_both("model.call", "model:*")
     model.set(reply=LONG, chunks=60, chunk_delay=0.05)
     token = model_token(t)
@@ -48,12 +56,7 @@ def test_a_grant_change_mid_stream_cuts_it_within_a_second_with_a_terminal_error
         else:
             grant_narrow(grant_id=agent_grant.id, tenant="acme", resource="model:other", actor=ADMIN, reason="cut")
         changed = time.monotonic()
-        after = []
-        for event in stream:
-            after.append(event)
-            if event[0] == "error":
-                cut = time.monotonic()
-                break
+        after, cut = until_error(stream)
         rest = list(stream)
     assert after and after[-1][0] == "error", after[-3:]
     assert cut - changed < 1.0
@@ -70,7 +73,7 @@ def test_a_grant_change_mid_stream_cuts_it_within_a_second_with_a_terminal_error
 
 
 def test_after_a_cut_the_next_request_with_the_same_token_is_denied_before_any_stream(live, gateway_web, model):
-    t = task()
+    t = running_task()
     agent_grant, _ = give_both("model.call", "model:*")
     token = model_token(t)
     grant_revoke(grant_id=agent_grant.id, tenant="acme", actor=ADMIN, reason="gone")
@@ -81,7 +84,7 @@ def test_after_a_cut_the_next_request_with_the_same_token_is_denied_before_any_s
 
 
 def test_an_unrelated_grant_change_does_not_cut_a_stream(live, gateway_web, model):
-    t = task()
+    t = running_task()
     give_both("model.call", "model:*")
     other, _ = give_both("tool.call", "tool:*")
     model.set(reply=" ".join(f"w{i}" for i in range(10)), chunks=10, chunk_delay=0.05)

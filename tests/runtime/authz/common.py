@@ -16,6 +16,15 @@ def task(*, tenant: str = "acme", owner: str = OWNER, agent: str = AGENT):
     return task_submit(agent=agent, input={}, tenant=tenant, owner=owner, actor=owner).task_id
 
 
+def running_task(**kwargs):
+    """task(), as if a worker ran it (status running, its epoch still 0): a capability
+    token is good only while its task runs (runtime/sql/authz_decide.sql, task_stopped).
+    queued -> running keeps the pool's kept admission count (it counts both)."""
+    made = task(**kwargs)
+    Task.objects.filter(id=made).update(status="running")
+    return made
+
+
 def child(parent_id, *, agent: str = AGENT, requested_scope=None, spawn_seq: int = 1):
     """A child of `parent_id` as the executor spawns one (same tenant and owner), asking
     for `requested_scope` (None: whatever the parent holds)."""

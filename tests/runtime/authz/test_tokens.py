@@ -19,7 +19,7 @@ from runtime.authz.services import grant_revoke
 from runtime.authz.tokens import CLAIMS, token_authorize, token_mint, token_verify
 from runtime.errors import CapabilityRefused
 from runtime.models import AuditEvent, Decision, Task
-from tests.runtime.authz.common import ADMIN, AGENT, OWNER, give, give_both, task
+from tests.runtime.authz.common import ADMIN, AGENT, OWNER, give, give_both, running_task
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -48,7 +48,7 @@ def tampered(token: str, **changes) -> str:
 
 
 def test_a_minted_token_carries_every_claim_and_verifies_for_its_audience():
-    t = task()
+    t = running_task()
     give_both()
     claims = token_verify(token_mint(task=t, audience=ROUTE), audience=ROUTE)
     assert set(CLAIMS) <= set(claims)
@@ -86,7 +86,7 @@ MISUSE = [
 
 @pytest.mark.parametrize("reason, make", MISUSE)
 def test_a_misused_token_is_refused_naming_why(reason, make):
-    t = task()
+    t = running_task()
     token = make(t)
     with pytest.raises(CapabilityRefused) as error:
         token_verify(token, audience=ROUTE)
@@ -98,8 +98,8 @@ def test_a_misused_token_is_refused_naming_why(reason, make):
 
 
 def test_a_tenant_a_token_reaching_for_a_tenant_b_task_is_denied_at_tenant_isolation():
-    mine = task()
-    theirs = task(tenant="globex", owner="user:carol")
+    mine = running_task()
+    theirs = running_task(tenant="globex", owner="user:carol")
     give_both(tenant="globex", owner="user:carol")
     token = token_mint(task=mine, audience=ROUTE)
     decision = token_authorize(token=token, audience=ROUTE, task=theirs, action="tool.search",
@@ -111,7 +111,7 @@ def test_a_tenant_a_token_reaching_for_a_tenant_b_task_is_denied_at_tenant_isola
 
 
 def test_a_token_for_another_task_or_a_superseded_attempt_is_denied():
-    t, other = task(), task()
+    t, other = running_task(), running_task()
     give_both()
     old = token_mint(task=t, audience=ROUTE)
     assert token_authorize(token=old, audience=ROUTE, task=other, action="tool.search",
@@ -125,7 +125,7 @@ def test_a_token_for_another_task_or_a_superseded_attempt_is_denied():
 
 
 def test_an_old_token_replayed_after_a_revocation_is_denied_by_current_rows():
-    t = task()
+    t = running_task()
     _, owner_grant = give_both()
     token = token_mint(task=t, audience=ROUTE)
     assert token_authorize(token=token, audience=ROUTE, task=t, action="tool.search", resource="repo:acme/x").allowed
@@ -137,7 +137,7 @@ def test_an_old_token_replayed_after_a_revocation_is_denied_by_current_rows():
 
 
 def test_a_token_scope_is_evidence_and_never_widens_current_authority():
-    t = task()
+    t = running_task()
     give(f"agent:{AGENT}", "tool.search", "repo:acme/*")
     give(OWNER, "tool.search", "repo:acme/*")
     token = token_mint(task=t, audience=ROUTE)

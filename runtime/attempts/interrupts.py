@@ -1,0 +1,124 @@
+"""Where a stop may interrupt the thread that runs an attempt.
+
+A stop is delivered into the running step by a signal to the thread running it
+(runtime/worker/stop_watch.py), whose handler raises StopRequested. That must happen in
+agent code only, never in the middle of Steward's own writes: an exception raised
+inside a psycopg round trip of the journal or the ledger would leave the connection,
+and what was written, in doubt. So every stretch of code an attempt runs says what it
+is, innermost last:
+
+    AGENT      agent code: the step's function, an effect's function. Interrupted at once.
+    STEWARD    a ctx call's own work (the journal, the ledger, minting a token).
+               Never interrupted; a stop seen meanwhile is raised as it returns to agent
+               code, or its next write is refused by the fence (status is not running).
+    GATEWAY    waiting for the credential gateway. The gateway itself cuts a stopped
+               task's stream at its next chunk (TASK_STOPPED) and acknowledges with what
+               it cut; the worker interrupts the wait only GATEWAY_WAIT_SECONDS after it
+               saw the stop, for a call that sends no chunk (one that never returns).
+
+Outside any of them (the executor before and after the agent's code) nothing is
+interrupted: the attempt's end is a fenced write, refused for a stopped task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass, field
+
+from runtime.errors import StopRequested
+
+AGENT, STEWARD, GATEWAY = "agent", "steward", "gateway"
+GATEWAY_WAIT_SECONDS = 1.0
+
+
+@dataclass
+class Running:
+    """The attempt one thread runs, and whether a stop of it was seen (and when)."""
+
+    task_id: object
+    epoch: int
+    thread: int
+    regions: list = field(default_factory=list)
+    seen_at: float | None = None   # time.monotonic() when the worker saw the stop
+    where: str = ""                # how it was seen: "notified", "lease renewal"
+    forced: bool = False           # ended by force (runtime/worker/stop_watch.py)
+
+    def due(self, now: float | None = None) -> bool:
+        """Whether a stop should be raised here now."""
+        if self.seen_at is None or not self.regions:
+            return False
+        region = self.regions[-1]
+        if region == AGENT:
+            return True
+        now = time.monotonic() if now is None else now
+        return region == GATEWAY and now - self.seen_at >= GATEWAY_WAIT_SECONDS
+
+
+_lock = threading.Lock()
+_running: dict[int, Running] = {}
+
+
+def begin(task_id, epoch: int) -> Running:
+    """The calling thread starts running this attempt."""
+    run = Running(task_id, epoch, threading.get_ident())
+    with _lock:
+        _running[run.thread] = run
+    return run
+
+
+def end() -> None:
+    with _lock:
+        _running.pop(threading.get_ident(), None)
+
+
+def running() -> list[Running]:
+    with _lock:
+        return list(_running.values())
+
+
+def current() -> Running | None:
+    return _running.get(threading.get_ident())
+
+
+def seen(task_id, epoch: int, *, where: str) -> Running | None:
+    """A stop of this attempt was seen: remember when (the grace counts from here).
+    Returns the attempt's Running, or None if no thread here runs it."""
+    with _lock:
+        for run in _running.values():
+            if run.task_id == task_id and run.epoch == epoch:
+                if run.seen_at is None:
+                    run.seen_at, run.where = time.monotonic(), where
+                return run
+    return None
+
+
+@contextlib.contextmanager
+def region(kind: str):
+    """Run the block as `kind`. Leaving a STEWARD or GATEWAY block normally, back into
+    code that may be interrupted, raises a stop that was seen meanwhile."""
+    run = current()
+    if run is None:
+        yield
+        return
+    run.regions.append(kind)
+    try:
+        yield
+    finally:
+        run.regions.pop()
+    raise_if_due(run, "returning to agent code")
+
+
+def raise_if_due(run: Running | None, where: str) -> None:
+    if run is not None and run.due():
+        raise StopRequested(run.task_id, run.epoch, where)
+
+
+def handler(signum, frame) -> None:
+    """The stop signal's handler (in the main thread, between two bytecodes, or as a
+    blocking call there returns EINTR): raise where the attempt may be interrupted,
+    ignore it elsewhere (the watcher sends it again until the attempt has ended)."""
+    run = current()
+    if run is not None and run.due():
+        raise StopRequested(run.task_id, run.epoch, f"in {run.regions[-1]} code")
