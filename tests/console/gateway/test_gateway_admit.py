@@ -14,7 +14,7 @@ from runtime.authz.services import grant_revoke
 from runtime.authz.tokens import token_decision_params, token_verify
 from runtime.gateway.services import MODEL_ACTION, MODEL_ROUTE, gateway_admit, model_resource
 from tests.console.gateway.conftest import model_token
-from tests.runtime.authz.common import ADMIN, give_both, task
+from tests.runtime.authz.common import ADMIN, give_both, running_task
 
 pytestmark = [pytest.mark.integration]
 
@@ -40,7 +40,7 @@ def synchronous_commit() -> str:
 
 
 def test_an_admission_commits_its_decision_and_call_together_and_leaves_commits_durable(live):
-    t = task()
+    t = running_task()
     grant, _ = give_both("model.call", "model:*")
     admitted = admit(t, "k-1")
     assert admitted.outcome == "admitted" and admitted.decision.allowed
@@ -56,7 +56,7 @@ def test_an_admission_commits_its_decision_and_call_together_and_leaves_commits_
 
 
 def test_the_admission_statement_chooses_an_async_commit_only_for_an_allowed_call(live):
-    t = task()
+    t = running_task()
     give_both("model.call", "model:fake-1")
     claims = token_verify(model_token(t), audience=MODEL_ROUTE)
 
