@@ -18,9 +18,9 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 
 from console.access import OPERATE_ACTION, acting, require
-from console.ui.web import form_status, page, param, refusal, screen
+from console.ui.web import confirm, page, param, refusal, screen
 from runtime import states
-from runtime.errors import InvalidInput, StewardError, StopNotFound, UnknownAgent
+from runtime.errors import StopNotFound, UnknownAgent
 from runtime.stops.selectors import agent_stop_preview, agent_switch, stop_preview, stop_summary
 from runtime.stops.services import agent_reopen, agent_stop, task_rerun, task_stop
 from runtime.tasks.selectors import agent_get, task_get
@@ -84,31 +84,21 @@ def stop_panel(request, principal, stop_id):
 @screen
 def task_stop_view(request, principal, task_id):
     """GET: what the stop will cover. POST: stop, with the reason, and go to the task's
-    page, where its stop panel fills in; on a refusal the same page again with the
-    message and the reason typed, status 4xx."""
+    page, where its stop panel fills in (web.confirm)."""
     task = task_get(task_id, tenant=principal.tenant)
     require(principal, OPERATE_ACTION)
-    context = {"task": task, "reason": "", "error": None}
-    if request.method == "POST":
-        reason = (request.POST.get("reason") or "").strip()
-        context["reason"] = reason
-        try:
-            if not reason:
-                raise InvalidInput("say why: the reason is kept in the stop and the audit trail", field="reason")
-            with acting(principal):
-                done = task_stop(task_id=task.id, actor=principal.actor, reason=reason)
-            n = len(done.tasks)
-            messages.success(request, f"Stop requested for {n} task{'s' if n != 1 else ''}: "
-                                      f"{len(done.cancelled)} cancelled at once, {len(done.stopping)} waiting for "
-                                      f"their boundaries.")
-            return redirect(f"/tasks/{task.id}/#stop-panel")
-        except StewardError as exc:
-            context["error"] = exc
-            return page(request, principal, "console/stop_confirm.html",
-                        {**context, "preview": stop_preview(task_id=task.id, tenant=principal.tenant)},
-                        status=form_status(exc), nav="tasks")
-    return page(request, principal, "console/stop_confirm.html",
-                {**context, "preview": stop_preview(task_id=task.id, tenant=principal.tenant)}, nav="tasks")
+
+    def act(reason):
+        done = task_stop(task_id=task.id, actor=principal.actor, reason=reason)
+        n = len(done.tasks)
+        messages.success(request, f"Stop requested for {n} task{'s' if n != 1 else ''}: "
+                                  f"{len(done.cancelled)} cancelled at once, {len(done.stopping)} waiting for "
+                                  f"their boundaries.")
+        return redirect(f"/tasks/{task.id}/#stop-panel")
+
+    return confirm(request, principal, "console/stop_confirm.html", {"task": task}, act=act,
+                   shows=lambda: {"preview": stop_preview(task_id=task.id, tenant=principal.tenant)}, nav="tasks",
+                   why="say why: the reason is kept in the stop and the audit trail")
 
 
 @screen
@@ -117,21 +107,13 @@ def task_rerun_view(request, principal, task_id):
     makes it and goes to the new task's page."""
     task = task_get(task_id, tenant=principal.tenant)
     require(principal, OPERATE_ACTION)
-    context = {"task": task, "reason": "", "error": None}
-    if request.method == "POST":
-        reason = (request.POST.get("reason") or "").strip()
-        context["reason"] = reason
-        try:
-            if not reason:
-                raise InvalidInput("say why: the reason is kept in the audit trail", field="reason")
-            with acting(principal):
-                made = task_rerun(task_id=task.id, actor=principal.actor, reason=reason)
-            messages.success(request, f"A new run of {str(task.id)[:13]}: this task, queued.")
-            return redirect(f"/tasks/{made}/")
-        except StewardError as exc:
-            context["error"] = exc
-            return page(request, principal, "console/task_rerun.html", context, status=form_status(exc), nav="tasks")
-    return page(request, principal, "console/task_rerun.html", context, nav="tasks")
+
+    def act(reason):
+        made = task_rerun(task_id=task.id, actor=principal.actor, reason=reason)
+        messages.success(request, f"A new run of {str(task.id)[:13]}: this task, queued.")
+        return redirect(f"/tasks/{made}/")
+
+    return confirm(request, principal, "console/task_rerun.html", {"task": task}, act=act, nav="tasks")
 
 
 def _agent(request, principal, name):
@@ -149,26 +131,17 @@ def agent_stop_view(request, principal, name):
     if refused:
         return refused
     require(principal, OPERATE_ACTION)
-    context = {"agent": info, "reason": "", "error": None,
-               "switch": agent_switch(tenant=principal.tenant, agent=info.name)}
-    if request.method == "POST":
-        reason = (request.POST.get("reason") or "").strip()
-        context["reason"] = reason
-        try:
-            if not reason:
-                raise InvalidInput("say why: the reason is kept in the stop and the audit trail", field="reason")
-            with acting(principal):
-                done = agent_stop(tenant=principal.tenant, agent=info.name, actor=principal.actor, reason=reason)
-            messages.success(request, f"{info.name} is stopped in {principal.tenant}: submission closed, "
-                                      f"{len(done.tasks)} task{'s' if len(done.tasks) != 1 else ''} stopped.")
-            return redirect(f"/stops/{done.stop_id}/")
-        except StewardError as exc:
-            context["error"] = exc
-            return page(request, principal, "console/agent_stop.html",
-                        {**context, "preview": agent_stop_preview(tenant=principal.tenant, agent=info.name)},
-                        status=form_status(exc), nav="agents")
-    return page(request, principal, "console/agent_stop.html",
-                {**context, "preview": agent_stop_preview(tenant=principal.tenant, agent=info.name)}, nav="agents")
+
+    def act(reason):
+        done = agent_stop(tenant=principal.tenant, agent=info.name, actor=principal.actor, reason=reason)
+        messages.success(request, f"{info.name} is stopped in {principal.tenant}: submission closed, "
+                                  f"{len(done.tasks)} task{'s' if len(done.tasks) != 1 else ''} stopped.")
+        return redirect(f"/stops/{done.stop_id}/")
+
+    return confirm(request, principal, "console/agent_stop.html",
+                   {"agent": info, "switch": agent_switch(tenant=principal.tenant, agent=info.name)}, act=act,
+                   shows=lambda: {"preview": agent_stop_preview(tenant=principal.tenant, agent=info.name)},
+                   nav="agents", why="say why: the reason is kept in the stop and the audit trail")
 
 
 @screen

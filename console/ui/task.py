@@ -17,13 +17,13 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
 
-from console.access import OPERATE_ACTION, acting, require
+from console.access import OPERATE_ACTION, require
 from console.ui.stops import task_stop_context
-from console.ui.web import form_status, page, param, screen
+from console.ui.web import confirm, page, param, screen
 from runtime import states
 from runtime.approvals.selectors import approvals_of_task
 from runtime.authz.selectors import decisions_page, effective_authority
-from runtime.errors import InvalidInput, StewardError
+from runtime.errors import InvalidInput
 from runtime.tasks.selectors import (
     journal_page,
     step_count,
@@ -132,28 +132,17 @@ def task_step(request, principal, task_id, seq):
 
 
 def _confirm(request, principal, task_id, action: str):
-    """GET: what the action will touch. POST: do it, with the reason; on a refusal the
-    same page again with the message and the reason typed, status 4xx."""
+    """GET: what the action will touch. POST: do it, with the reason (web.confirm)."""
     task = task_get(task_id, tenant=principal.tenant)
-    context = {"task": task, "action": action, "reason": "", "error": None}
-    if request.method == "POST":
-        require(principal, OPERATE_ACTION)
-        reason = (request.POST.get("reason") or "").strip()
-        context["reason"] = reason
-        try:
-            if not reason:
-                raise InvalidInput("say why: the reason is kept in the audit trail", field="reason")
-            with acting(principal):
-                task_resume(task_id=task.id, actor=principal.actor, note=reason)
-                messages.success(request, "Queued for a new attempt.")
-            return redirect(f"/tasks/{task.id}/")
-        except StewardError as exc:
-            context["error"] = exc
-            status = form_status(exc)
-            return page(request, principal, "console/task_confirm.html",
-                        {**context, "affected": [task]}, status=status, nav="tasks")
     require(principal, OPERATE_ACTION)
-    return page(request, principal, "console/task_confirm.html", {**context, "affected": [task]}, nav="tasks")
+
+    def act(reason):
+        task_resume(task_id=task.id, actor=principal.actor, note=reason)
+        messages.success(request, "Queued for a new attempt.")
+        return redirect(f"/tasks/{task.id}/")
+
+    return confirm(request, principal, "console/task_confirm.html", {"task": task, "action": action}, act=act,
+                   shows=lambda: {"affected": [task]}, nav="tasks")
 
 
 @screen

@@ -21,7 +21,7 @@ from django.shortcuts import render
 from django.utils.dateparse import parse_datetime
 from django.utils.timezone import is_naive, make_aware
 
-from console.access import OPERATE_ACTION, session_principal, tenants_of
+from console.access import OPERATE_ACTION, acting, session_principal, tenants_of
 from runtime import states
 from runtime.effects.selectors import effect_page
 from runtime.errors import InvalidEncoding, InvalidInput, StewardError, Unauthenticated
@@ -81,6 +81,26 @@ def page(request, principal, template: str, context: dict | None = None, *, stat
         **(context or {}),
     }
     return render(request, template, context, status=status)
+
+
+def confirm(request, principal, template: str, context: dict, *, act, shows=dict, nav: str = "",
+            why: str = "say why: the reason is kept in the audit trail"):
+    """A consequential action's page. GET: what it will affect (`shows()`, read afresh
+    for each answer). POST: do it with the reason typed (required), as the person
+    (`act(reason)` returns the answer, usually a redirect); on a refusal, the same page
+    again with the message and the reason kept, status 4xx."""
+    context = {**context, "reason": "", "error": None}
+    status = 200
+    if request.method == "POST":
+        context["reason"] = reason = (request.POST.get("reason") or "").strip()
+        try:
+            if not reason:
+                raise InvalidInput(why, field="reason")
+            with acting(principal):
+                return act(reason)
+        except StewardError as exc:
+            context["error"], status = exc, form_status(exc)
+    return page(request, principal, template, {**context, **shows()}, status=status, nav=nav)
 
 
 def param(request, name: str, source=None) -> str | None:
