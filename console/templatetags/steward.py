@@ -126,15 +126,26 @@ def boundary_name(value) -> str:
     return BOUNDARY_NAMES.get(str(value), str(value))
 
 
+def _word(item) -> str:
+    """One reported value in words: nothing as "none", flags as yes or no, a list of
+    plain values comma-separated; anything else as compact JSON."""
+    if item is None or item == [] or item == {}:
+        return "none"
+    if isinstance(item, bool):
+        return "yes" if item else "no"
+    if isinstance(item, str):
+        return item
+    if isinstance(item, list) and all(isinstance(x, (str, int, float)) for x in item):
+        return ", ".join(map(str, item))
+    return json.dumps(item, cls=DjangoJSONEncoder, ensure_ascii=False)
+
+
 @register.filter
 def pairs(value, width: int = 140) -> str:
     """What a boundary reported, as `key: value · key: value` in one line of at most
-    `width` characters (lists and objects as compact JSON)."""
+    `width` characters (values in words: _word)."""
     if not isinstance(value, dict):
         return compact(value, width)
-    parts = []
-    for key, item in value.items():
-        text = item if isinstance(item, str) else json.dumps(item, cls=DjangoJSONEncoder, ensure_ascii=False)
-        parts.append(f"{str(key).replace('_', ' ')}: {text}")
+    parts = [f"{str(key).replace('_', ' ')}: {_word(item)}" for key, item in value.items()]
     line = " · ".join(parts)
     return line if len(line) <= width else line[: width - 1] + "…"

@@ -166,3 +166,16 @@ def test_a_cancelled_root_task_offers_a_new_run_linked_both_ways(world, as_perso
     event = AuditEvent.objects.get(task_id=done.id, kind="task.rerun")
     assert event.data["reason"] == "input fixed" and event.data["via"]["channel"] == "console"
     assert f'href="/tasks/{world.child.id}/rerun/"' not in client.get(f"/tasks/{world.child.id}/").content.decode()
+
+
+def test_what_a_boundary_reported_reads_in_words_not_json(world, as_person):
+    stopped(world)
+    panel = as_person(world.people.alice).get(f"/tasks/{world.parent.id}/").content.decode()
+    panel = panel[panel.index('id="stop-panel"'):]
+    scheduler = panel[panel.index(f'id="ack-{world.child.id}-scheduler"'):]
+    scheduler = scheduler[:scheduler.index("</tr>")]
+    # Nothing reported as null, [] or false: "none" and "no" say it.
+    assert "null" not in scheduler and "[]" not in scheduler and "false" not in scheduler
+    assert "queued dropped: no" in scheduler or "queued dropped: yes" in scheduler
+    gateway = panel[panel.index(f'id="ack-{world.child.id}-credential_gateway"'):]
+    assert "in flight: none" in gateway[:gateway.index("</tr>")]
