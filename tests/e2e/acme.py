@@ -1,6 +1,7 @@
 """Something of every kind in tenant acme, made by real workers, for the journeys that
 look at it from outside (bob, a viewer; carol, of another tenant): a task blocked on an
-unknown effect, a finished task with steps, its audit events, alice's API token, a stop."""
+unknown effect, a finished task with steps, its audit events, alice's API token, a stop,
+a pending approval, a schedule and a webhook."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from console.dev.demo.fake_service import FakeService
 from console.models import ApiToken
 from runtime import states
 from runtime.authz.services import grant_create
-from runtime.models import AuditEvent, Effect, Grant, Step, Stop, Task
+from runtime.models import Approval, AuditEvent, Effect, Grant, Schedule, Step, Stop, Task, Webhook
 from runtime.stops.services import task_stop
+from runtime.triggers.schedules import schedule_create
+from runtime.triggers.webhooks import webhook_create
 from tests.e2e.stack import EVENT_S
 from tests.faults.support import submit
 from tests.harness import wait_until
@@ -31,6 +34,9 @@ class Acme:
     pool: str          # the pool the blocked task was admitted to
     grant: Grant       # t.steps may search acme's repositories, given by dave
     stop: Stop         # alice's stop of a t.steps task
+    approval: Approval  # t.approve's request, pending
+    schedule: Schedule  # a paused daily t.steps
+    webhook: Webhook   # one that starts t.steps
 
 
 def task_in(task_id, status: str):
@@ -41,7 +47,7 @@ def task_in(task_id, status: str):
 def acme(fleet, alice_principal) -> Acme:
     fleet.workers(1)
     # Drops every call after performing it: the effect's outcome is unknown (console/dev/demo).
-    with FakeService(mode="unkeyed", drop_every=1) as notify:
+    with FakeService(mode="unkeyed", drop_every=1) as notify, FakeService() as target:
         blocked_id = submit("notify.send", {"to": "oncall@example.com", "message": "e2e",
                                             "notify_url": notify.url}).task_id
         done_id = submit("t.steps", {"n": 2}).task_id
@@ -53,7 +59,15 @@ def acme(fleet, alice_principal) -> Acme:
                              actor="user:dave")
         stopped = submit("t.steps", {"n": 3}).task_id
         stop = Stop.objects.get(id=task_stop(task_id=stopped, actor="user:alice", reason="e2e").stop_id)
+        asking = submit("t.approve", {"url": target.url}).task_id
+        approval = wait_until(lambda: Approval.objects.filter(task_id=asking, state="pending").first(),
+                              timeout=EVENT_S, message="t.approve to ask for approval")
+        who = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
+        schedule = schedule_create(name="nightly", agent="t.steps", input={"n": 1}, cron="0 3 * * *", paused=True,
+                                   **who)
+        webhook, _ = webhook_create(name="e2e", agent="t.steps", **who)
         yield Acme(blocked=blocked, effect=Effect.objects.get(task_id=blocked_id, state=states.UNKNOWN), done=done,
                    seq=Step.objects.filter(task_id=done_id).order_by("seq").values_list("seq", flat=True).last(),
                    event=AuditEvent.objects.filter(tenant="acme").order_by("-id").first(), token=token,
-                   pool=blocked.pool_id, grant=grant, stop=stop)
+                   pool=blocked.pool_id, grant=grant, stop=stop, approval=approval, schedule=schedule,
+                   webhook=webhook)

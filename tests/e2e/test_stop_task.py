@@ -1,8 +1,9 @@
 """alice stops a running task from its page: she reads what the stop will cover (the
 task, nothing in flight, what it cannot undo), gives a reason, and watches the stop panel
 fill in without the page reloading: storage, scheduler and gateway acknowledge in the
-stop's own commit, the worker at its next step boundary, and only then does the panel
-say cancelled. bob, a viewer, sees the panel but no Stop button, and his POST is 403."""
+stop's own commit; the worker's step ignores the stop (it blocks the signal that would
+interrupt it), so the worker row waits until the grace passes and the worker ends the
+attempt by force; only then does the panel say cancelled. bob, a viewer, sees the panel but no Stop button, and his POST is 403."""
 
 from __future__ import annotations
 
@@ -17,15 +18,18 @@ from tests.harness import wait_until
 REASON = "the experiment's budget ran out"
 
 
+GRACE_S = 5  # how long the worker lets a step ignore a stop before it ends the attempt by force
+
+
 def test_alice_stops_a_running_task_after_reading_the_preview_and_watches_the_panel_fill_in(
-        person, people, fleet, results_service):
-    page = person("alice")  # signed in first: the stop lands early in the task's first step
-    fleet.workers(1)
+        person, people, fleet, tmp_path):
+    page = person("alice")
+    # Two workers: the one running the task exits when it ends the attempt by force.
+    fleet.workers(2, env={"STEWARD_STOP_GRACE_SECONDS": str(GRACE_S)})
     fleet.supervisors(1)
-    # Steps of 10 s: the worker reaches its next step boundary seconds after the stop.
-    task_id = submit("t.paced", {"pause": 10, "steps": 4, "url": results_service.url}).task_id
-    wait_until(lambda: Task.objects.filter(id=task_id, status=states.RUNNING).exists(), timeout=EVENT_S,
-               message="the task to be running on the worker")
+    task_id = submit("t.stoppable", {"dir": str(tmp_path), "how": "ignore"}).task_id
+    wait_until(lambda: (tmp_path / "block").exists(), timeout=EVENT_S,
+               message="the task's step that ignores stops to be running on a worker")
 
     page.goto(f"/tasks/{task_id}/")
     expect(page.locator("#task-status")).to_have_text("running", timeout=EVENT_MS)
@@ -46,14 +50,15 @@ def test_alice_stops_a_running_task_after_reading_the_preview_and_watches_the_pa
     expect(panel).to_contain_text(REASON)
     expect(page.locator(f"#ack-{task_id}-storage")).to_have_attribute("data-state", "acknowledged")
     expect(page.locator(f"#ack-{task_id}-scheduler")).to_have_attribute("data-state", "acknowledged")
-    # The worker is still inside its 10 s step: waiting, and the stop is not over.
+    # The worker is still inside the step, which ignores the stop: waiting, not over.
     expect(page.locator(f"#ack-{task_id}-worker")).to_have_attribute("data-state", "waiting")
     expect(page.locator("#stop-state")).to_have_text("stopping")
     screenshot(page, "task-stop-panel")
 
-    # It fills in by itself: the worker answers at its step boundary, the panel's poll
-    # brings the row in place, and the stop is over.
+    # It fills in by itself: after the grace the worker ends the attempt by force and
+    # says so, the panel's poll brings the row in place, and the stop is over.
     expect(page.locator(f"#ack-{task_id}-worker")).to_have_attribute("data-state", "acknowledged", timeout=EVENT_MS)
+    expect(page.locator(f"#ack-{task_id}-worker")).to_contain_text("by force")
     expect(panel).to_have_attribute("data-over", "true", timeout=EVENT_MS)
     expect(page.locator("#stop-state")).to_have_text("cancelled")
     expect(page.locator("#stop-outcome")).to_contain_text("every boundary of every task acknowledged")
@@ -63,6 +68,8 @@ def test_alice_stops_a_running_task_after_reading_the_preview_and_watches_the_pa
 
     task = Task.objects.get(id=task_id)
     assert task.status == states.CANCELLED
+    assert not (tmp_path / "next").exists()  # the step after it never started
+    assert StopAck.objects.get(task_id=task_id, boundary=states.WORKER).detail["ended"] == "by force"
     assert set(StopAck.objects.filter(task_id=task_id).values_list("boundary", flat=True)) == set(
         states.STOP_BOUNDARIES)
     stopping = AuditEvent.objects.get(task_id=task_id, kind="task.stopping")

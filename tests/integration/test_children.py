@@ -148,10 +148,12 @@ def test_cancelling_a_parent_cancels_its_live_children_and_nothing_overwrites_it
         assert (event.actor, event.data["requested_on"]) == ("user:alice", str(parent))
 
     # The running children's workers interrupt their hung calls (runtime/worker/
-    # stop_watch.py), each acknowledges, and the tree is cancelled leaves first.
-    fake.release()
+    # stop_watch.py) without the service answering, each acknowledges, and the tree is
+    # cancelled leaves first. (Released only afterwards: an answer arriving first would
+    # end an attempt at its next write instead, `fenced`.)
     wait_until(lambda: not Attempt.objects.filter(ended_at__isnull=True).exists(),
                message="the stopped children's workers to acknowledge")
+    fake.release()
     wait_until(lambda: status_of(parent) == states.CANCELLED, message="the parent to be cancelled")
     assert [status_of(t) for t in (parent, *(c.id for c in running))] == [states.CANCELLED] * 3
     cancelled_at = {e.task_id: e.id for e in AuditEvent.objects.filter(task_id__in=started.tasks,

@@ -117,11 +117,13 @@ def test_every_command_that_takes_a_task_accepts_a_unique_prefix(db):
     assert steward("effects", "--task", prefix).splitlines()[-1] == "(none)"
     assert steward("tasks", "--parent", prefix).splitlines()[-1] == "(none)"
     assert steward("tasks", "--root", prefix).splitlines()[-1] == "(none)"
-    assert steward("cancel", prefix) == f"cancelled 1 task(s): {parent}\n"
+    said = steward("stop", prefix, "--reason", "done with it").splitlines()
+    assert said[0].endswith(": 1 task(s), 1 cancelled, 0 stopping") and said[1:] == [f"  {parent}  cancelled"]
     assert steward("resume", prefix) == f"{parent} queued for a new attempt (reason: resume)\n"
 
 
-@pytest.mark.parametrize("command", [["show"], ["cancel"], ["resume"], ["effects", "--task"],
+@pytest.mark.parametrize("command", [["show"], ["stop", "--reason", "r"], ["cancel", "--reason", "r"], ["resume"],
+                                     ["effects", "--task"],
                                      ["tasks", "--parent"], ["tasks", "--root"]],
                          ids=lambda argv: "-".join(argv))
 def test_every_command_that_takes_a_task_refuses_an_ambiguous_prefix_and_writes_nothing(db, command):
