@@ -49,10 +49,16 @@ database = Outage("database")
 broker = Outage("broker")
 
 
+# A generator of its own: retry loops run in background threads (the lease keeper, the
+# stop watcher), and drawing from the `random` module's shared state there would move
+# the sequence of whatever else in the process uses it.
+_JITTER = random.Random()
+
+
 def backoff(*, base: float = 0.05, cap: float = 5.0) -> Iterator[float]:
     """Delays for successive retries: exponential from `base` up to `cap`, with ±25%
     jitter so that processes retrying after the same outage do not move in step."""
     delay = base
     while True:
-        yield delay * random.uniform(0.75, 1.25)
+        yield delay * _JITTER.uniform(0.75, 1.25)
         delay = min(cap, delay * 2)

@@ -54,6 +54,10 @@ def _not_the_agents_error(method):
     return guarded
 
 
+# The value is journaled, so no seed is needed for replay; a generator of its own keeps
+# agent code from moving the `random` module's shared sequence for the rest of the process.
+_RANDOM = random.Random()
+
 class Context:
     def __init__(self, lease: Lease, *, agent: str, owner: str, root_id, reason: str,
                  journal_rows: list[Recorded]):
@@ -95,7 +99,7 @@ class Context:
         seq, recorded = self._next("random", "random")
         if recorded is not None:
             return _replay(recorded)
-        return self._run(seq, "random", "random", random.random, (), {})
+        return self._run(seq, "random", "random", _RANDOM.random, (), {})
 
     @_not_the_agents_error
     def effect(self, name: str, fn, *args, effect_class: str, key: str | None = None,

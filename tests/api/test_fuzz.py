@@ -9,6 +9,9 @@ failures and every run has the same size.
 
 from __future__ import annotations
 
+import random
+
+import psycopg_pool.base
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
@@ -34,6 +37,16 @@ def error_shape(ctx, response, case):
         assert isinstance(body, dict) and set(body) == {"code", "message", "details"}, body
         assert isinstance(body["code"], str) and body["code"].isupper(), body
         assert isinstance(body["message"], str) and isinstance(body["details"], dict), body
+
+
+@pytest.fixture(autouse=True)
+def pool_jitter_of_its_own(monkeypatch):
+    """psycopg_pool's worker threads draw a connection's expiry jitter from the `random`
+    module; one that opens a connection while Hypothesis draws an example changes the
+    module's state under it, which Hypothesis reports as a strategy using `random` (a
+    flaky HypothesisDeprecationWarning). The pool keeps its jitter, from a generator of
+    its own."""
+    monkeypatch.setattr(psycopg_pool.base, "random", random.Random().random)
 
 
 @pytest.fixture
