@@ -107,6 +107,9 @@ def main() -> dict:
     child = insert_task(agent="t.steps", input_text="{}", digest="bench-child", tenant="acme", owner="user:alice",
                         pool=root.pool_id, actor=f"task:{parent}", parent_id=parent, root_id=parent,
                         spawn_seq=1).task_id
+    # As if a worker ran the child: a capability token is good only while its task runs
+    # (a stopped task's is denied task_stopped, runtime/sql/authz_decide.sql).
+    Task.objects.filter(id=child).update(status="running")
     for principal in ("agent:t.steps", "user:alice"):
         grant_create(tenant="acme", principal=principal, action="model.call", resource="model:*", actor="user:dave")
     log("authorize")
