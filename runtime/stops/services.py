@@ -82,7 +82,8 @@ def agent_stop(*, tenant: str, agent: str, actor: str, reason: str,
         # Lock order, against the writers this waits for: the agent's live trees first,
         # each after its ancestors (a finishing child locks its parent's row, then its
         # own; a spawn holds its parent's row and then wants its pool's row), then every
-        # pool row (a submission holds its pool's row and then wants the switch's lock,
+        # pool row, the set of pools first (a submission holds its pool's row, perhaps
+        # one it just created, and then wants the switch's lock: stop_pools_freeze.sql,
         # stop_pools_lock.sql), then the switch's lock. With the pools held no task can
         # be inserted anywhere, so the second look for live tasks finds every one.
         first = _live_roots(tenant, agent)
@@ -90,6 +91,7 @@ def agent_stop(*, tenant: str, agent: str, actor: str, reason: str,
                                  .values_list("parent_id", flat=True))):
             db.fetchall("lock_ancestors", {"task": parent})
         _lock_tree(first)
+        db.execute("stop_pools_freeze")
         db.execute("stop_pools_lock")
         db.execute("agent_switch_lock", {"tenant": tenant, "agent": agent})
         stop = Stop.objects.create(tenant=tenant, agent=agent, actor=actor, reason=reason, bound_seconds=bound)

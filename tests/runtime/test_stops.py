@@ -15,6 +15,7 @@ import time
 from collections import Counter
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from runtime import db, states
@@ -332,6 +333,35 @@ def test_the_kill_switch_racing_submissions_refuses_or_covers_every_one(live, tr
     assert outcomes["refused AGENT_STOPPED"] + outcomes["created, then covered and cancelled"] == trials * submitters
     assert outcomes["live tasks of the agent"] == outcomes["accepted after the stop"] == 0
     assert reopened.created and reopened.status == states.QUEUED
+
+
+@pytest.mark.parametrize("trials", TRIALS)
+def test_the_kill_switch_racing_the_first_submissions_into_a_new_pool_never_deadlocks(live, trials, monkeypatch):
+    """As above, with each trial's default pool not there yet: a submitter creates it
+    on first use while the kill switch runs, and a pool row that appeared after the
+    switch locked every pool row once escaped that lock (a CI run deadlocked on it)."""
+    submitters = 4
+    outcomes = Counter()
+    for trial in range(trials):
+        agent_reopen(tenant="acme", agent="t.steps", actor="user:alice", reason="next trial")
+        monkeypatch.setitem(settings.STEWARD, "DEFAULT_POOL",
+                            {"name": f"first-use-{trial}", "max_running": 2, "max_queued": 100})
+
+        def racer(i, trial=trial):
+            if i == 0:
+                return agent_stop(tenant="acme", agent="t.steps", actor="user:alice", reason="kill switch")
+            return task_submit(agent="t.steps", input={"n": i, "trial": trial}, **ALICE)
+
+        stopped, *subs = racing(1 + submitters, racer)
+        for result in (stopped, *subs):
+            outcomes[type(result).__name__] += 1
+            assert not isinstance(result, BaseException) or isinstance(result, AgentStopped), result
+        outcomes["live tasks of the agent"] += Task.objects.filter(agent="t.steps", status__in=states.LIVE).count()
+
+    print(f"\nkill switch vs {submitters} first submitters into a new pool over {trials} trials: {dict(outcomes)}")
+    assert outcomes["StopStarted"] == trials
+    assert outcomes["AgentStopped"] + outcomes["Submission"] == trials * submitters
+    assert outcomes["live tasks of the agent"] == 0
 
 
 def test_terminal_is_final_only_an_audited_resume_leaves_cancelled(live):
