@@ -63,10 +63,8 @@ def schedule_create(*, tenant: str, name: str, agent: str, input: dict, owner: s
         first = parsed.next_after(_now(), tz)
         if first is None:
             raise InvalidCron(f"cron {parsed.text!r} never fires", field="cron")
-        if Schedule.objects.filter(tenant=tenant, name=name).exists():
-            raise InvalidTransition(f"a schedule named {name!r} already exists in {tenant!r}", field="name")
-        schedule = Schedule.objects.create(
-            tenant=tenant, name=name, agent=agent, input=input, owner=owner, pool=pool, cron=parsed.text,
+        schedule = target.create_named(
+            Schedule, "schedule", tenant=tenant, name=name, agent=agent, input=input, owner=owner, pool=pool, cron=parsed.text,
             timezone=timezone, missed_policy=missed_policy, overlap_policy=overlap_policy, paused=bool(paused),
             next_fire_at=first, created_by=actor)
         audit_append(actor=actor, tenant=tenant, kind="schedule.created",

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import uuid
 
+from django.db import IntegrityError, transaction
+
 from runtime import agents, arguments
-from runtime.errors import InvalidArgument, StewardError
+from runtime.errors import InvalidArgument, InvalidTransition, StewardError
 from runtime.tasks.services import validate_input
 
 NAME_MAX = 100
@@ -48,3 +50,18 @@ def get(model, missing: type[StewardError], what: str, value, tenant: str | None
     if found is None:
         raise missing(f"no {what} {found_id}")
     return found
+
+
+def create_named(model, what: str, **fields):
+    """Insert a schedule or a webhook, whose name is unique in its tenant. The unique
+    constraint decides, not a read before the insert: of two creators racing one name,
+    one gets the row and the other INVALID_TRANSITION, never an IntegrityError. The
+    savepoint keeps the caller's transaction usable after losing."""
+    try:
+        with transaction.atomic():
+            return model.objects.create(**fields)
+    except IntegrityError as clash:
+        if getattr(getattr(clash.__cause__, "diag", None), "constraint_name", "") != f"{what}_tenant_name":
+            raise
+        raise InvalidTransition(f"a {what} named {fields['name']!r} already exists in {fields['tenant']!r}",
+                                field="name") from None

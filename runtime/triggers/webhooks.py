@@ -74,8 +74,8 @@ def webhook_create(*, tenant: str, name: str, agent: str, owner: str, actor: str
     name = target.name(name)
     secret = "whsec_" + secrets.token_urlsafe(32)
     with transaction.atomic(durable=True):
-        hook = Webhook.objects.create(tenant=tenant, name=name, agent=agent, owner=owner, pool=pool,
-                                      secret_encrypted=_fernet().encrypt(secret.encode()), created_by=actor)
+        hook = target.create_named(Webhook, "webhook", tenant=tenant, name=name, agent=agent, owner=owner, pool=pool,
+                                   secret_encrypted=_fernet().encrypt(secret.encode()), created_by=actor)
         audit_append(actor=actor, tenant=tenant, kind="webhook.created",
                      data={"webhook": str(hook.id), "name": name, "agent": agent})
     return hook, secret

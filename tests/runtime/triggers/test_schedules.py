@@ -180,3 +180,31 @@ def test_the_supervisor_sweep_fires_due_ticks_and_settles_dependencies(live):
     assert (report.scheduled, report.triggered) == (1, 1)
     assert tasks_of(s).count() == 1
     assert sweep(supervisor_id="test").scheduled == 0
+
+
+@pytest.mark.parametrize("what", ["schedule", "webhook"])
+def test_creators_racing_one_name_get_one_row_and_a_stable_error_each_other_time(live, what):
+    """The unique (tenant, name) decides: a read before the insert let two racers both
+    pass it, and the loser got an IntegrityError (a 500 at the API)."""
+    from runtime.errors import InvalidTransition
+    from runtime.models import Webhook
+    from runtime.triggers.services import webhook_create
+
+    outcomes = Counter()
+    for trial in range(20):
+        name = f"race-{trial}"
+
+        def create(_i, name=name):
+            if what == "schedule":
+                return make(name=name)
+            return webhook_create(name=name, agent="t.steps", **ALICE)
+
+        for result in race(4, create):
+            outcomes["created" if not isinstance(result, Exception) else
+                     "refused: name taken" if isinstance(result, InvalidTransition) and result.details["field"] == "name"
+                     else f"other: {result!r}"] += 1
+    rows = (Schedule if what == "schedule" else Webhook).objects.filter(tenant="acme", name__startswith="race-")
+    print(f"\n4 {what} creators racing one name over 20 trials: {dict(outcomes)}")
+    assert outcomes == Counter({"created": 20, "refused: name taken": 60})
+    assert rows.count() == 20
+    assert AuditEvent.objects.filter(kind=f"{what}.created").count() == 20
