@@ -45,10 +45,20 @@ def screen(view):
                 return render(request, "console/error.html", {"status": 401, "message": exc.message}, status=401)
             return redirect_to_login(request.get_full_path())
         try:
+            if request.method == "POST":
+                _sent_as_utf8(request.POST.lists())
             return view(request, principal, *args, **kwargs)
         except StewardError as exc:
             return refusal(request, principal, exc)
     return wrapper
+
+
+def _sent_as_utf8(items) -> None:
+    """A U+FFFD means the browser's bytes were not UTF-8 (Django decodes them with
+    replacement): refused before any form sees them, never stored as typed."""
+    for key, values in items:
+        if any("\ufffd" in value for value in values):
+            raise InvalidEncoding(f"{key} was not sent as UTF-8", field=key)
 
 
 def form_status(exc: StewardError) -> int:
@@ -125,12 +135,10 @@ def when(value: str | None, field: str) -> datetime | None:
 
 
 def typed_from(source, names) -> dict:
-    """What a form or filter carries, stripped. A U+FFFD means the browser's bytes were
-    not UTF-8 (Django decodes them with replacement): refused, never stored as typed."""
+    """What a form or filter carries, stripped; refused if not sent as UTF-8 (a query
+    string is not checked by screen(), a form is checked twice)."""
     typed = {k: (source.get(k) or "").strip() for k in names}
-    for key, value in typed.items():
-        if "\ufffd" in value:
-            raise InvalidEncoding(f"{key} was not sent as UTF-8", field=key)
+    _sent_as_utf8((key, [value]) for key, value in typed.items())
     return typed
 
 

@@ -93,12 +93,16 @@ def test_a_hostile_form_or_filter_is_a_4xx_and_writes_nothing(world, as_person, 
     assert _counts() == before, name
 
 
-@pytest.mark.parametrize("path", ["/tasks/new/", "/effects/{effect}/resolve/", "/tokens/new/"])
+@pytest.mark.parametrize("path", ["/tasks/new/", "/effects/{effect}/resolve/", "/tokens/new/", "/schedules/new/",
+                                  "/webhooks/new/", "/pools/{pool}/limits/", "/agents/t.steps/stop/",
+                                  "/agents/t.steps/reopen/", "/tasks/{task}/stop/"])
 def test_a_body_that_is_not_utf8_is_a_4xx_and_writes_nothing(world, as_person, path):
     client = as_person(world.people.alice)
     before = _counts()
 
-    response = client.post(path.format(effect=world.effect.id), data=b"agent=t.steps&input=%FF%FE%00&name=\xff\xfe",
+    response = client.post(path.format(effect=world.effect.id, task=world.parent.id, pool=world.parent.pool_id),
+                           data=b"agent=t.steps&input=%FF%FE%00&name=\xff\xfe&cron=*+*+*+*+*&max_running=3"
+                                b"&reason=stop\xff\xfe&timezone=UTC&note=\xff",
                            content_type="application/x-www-form-urlencoded")
 
     assert 400 <= response.status_code < 500, response.content[:300]
