@@ -10,6 +10,7 @@ every call (docs/adr/0003-hot-path-sql.md). They share Django's transaction: ins
 
 from __future__ import annotations
 
+import datetime
 from functools import cache
 from importlib import resources
 
@@ -97,3 +98,9 @@ def discard_connection() -> None:
         connection.close()
     except django.db.Error:
         pass  # closing a dead connection can fail too; it is gone either way
+
+
+def clock() -> datetime.datetime:
+    """The database's clock (clock.sql), the one every stored time comes from, as an
+    aware UTC datetime: for comparing with stored times and computing the next ones."""
+    return datetime.datetime.fromtimestamp(fetchone("clock", {"seconds": 0})[0], tz=datetime.UTC)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from django.db.models import Count, Q
 from django.db.models.functions import Now
@@ -31,7 +31,7 @@ def fleet(*, kind: str | None = None) -> list[LiveProcess]:
     if kind:
         rows = rows.filter(kind=kind)
     rows = list(rows.order_by("kind", "-seen_at")[:200])
-    now = _database_now()
+    now = db.clock()
     live = [LiveProcess(p, p.stopped_at is None and now - p.seen_at <= lease) for p in rows]
     by_worker = {p.process.name.split(":", 1)[1]: p for p in live if p.process.kind == "worker"}
     for attempt in Attempt.objects.filter(ended_at__isnull=True, worker__in=list(by_worker)).order_by("started_at"):
@@ -90,7 +90,7 @@ def health() -> Health:
     some live worker. Each is timed; a part that does not answer is None."""
     started = time.perf_counter()
     try:
-        now = _database_now()
+        now = db.clock()
         database_ms = (time.perf_counter() - started) * 1000
     except db.CONNECTION_ERRORS:
         return Health(None, _broker_ms(), None, None, 0, 0)
@@ -110,10 +110,6 @@ def health() -> Health:
 def _broker_ms() -> float | None:
     started = time.perf_counter()
     return round((time.perf_counter() - started) * 1000, 2) if dispatch.broker_ping() else None
-
-
-def _database_now() -> datetime:
-    return datetime.fromtimestamp(db.fetchone("clock", {"seconds": 0})[0], tz=timezone.utc)
 
 
 # --- what /metrics exports (console/metrics.py), read at scrape time --------------------------

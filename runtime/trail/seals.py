@@ -26,7 +26,7 @@ import hashlib
 import hmac
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 
@@ -65,7 +65,7 @@ def audit_seal(*, every: float | None = None) -> list[AuditSeal]:
     key_id, key = config.audit_seal_keys()[0]
     made = []
     for (tenant,) in db.fetchall("audit_tenants", {}):
-        now = _now()
+        now = db.clock()
         previous = AuditSeal.objects.filter(tenant=tenant).order_by("-seq").first()
         if previous is not None and previous.sealed_at > now - timedelta(seconds=every):
             continue
@@ -146,7 +146,3 @@ def _mac(key: bytes, *, tenant: str, seq: int, sealed_at: datetime, heads: dict,
 def _micros(when: datetime) -> int:
     return round(when.timestamp() * 1_000_000)
 
-
-def _now() -> datetime:
-    """The database's clock, like every stored time."""
-    return datetime.fromtimestamp(db.fetchone("clock", {"seconds": 0})[0], tz=timezone.utc)

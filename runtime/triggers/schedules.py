@@ -38,11 +38,6 @@ GRACE = dt.timedelta(seconds=60)
 MISSED_COUNT_MAX = 1000
 
 
-def _now() -> dt.datetime:
-    (epoch, _) = db.fetchone("clock", {"seconds": 0})
-    return dt.datetime.fromtimestamp(epoch, dt.UTC)
-
-
 def schedule_create(*, tenant: str, name: str, agent: str, input: dict, owner: str, cron: str,
                     actor: str, timezone: str = "UTC", missed_policy: str = "skip",
                     overlap_policy: str = "skip", pool: str | None = None, paused: bool = False) -> Schedule:
@@ -60,7 +55,7 @@ def schedule_create(*, tenant: str, name: str, agent: str, input: dict, owner: s
     target.choice("missed_policy", missed_policy, MISSED_POLICIES)
     target.choice("overlap_policy", overlap_policy, OVERLAP_POLICIES)
     with transaction.atomic(durable=True):
-        first = parsed.next_after(_now(), tz)
+        first = parsed.next_after(db.clock(), tz)
         if first is None:
             raise InvalidCron(f"cron {parsed.text!r} never fires", field="cron")
         schedule = target.create_named(
@@ -96,7 +91,7 @@ def schedule_resume(*, schedule_id, actor: str, tenant: str | None = None) -> bo
     arguments.actor(actor)
     with transaction.atomic(durable=True):
         schedule = schedule_get(schedule_id, tenant=tenant)
-        upcoming = cronlib.parse(schedule.cron).next_after(_now(), cronlib.zone(schedule.timezone))
+        upcoming = cronlib.parse(schedule.cron).next_after(db.clock(), cronlib.zone(schedule.timezone))
         won = Schedule.objects.filter(id=schedule.id, paused=True).update(
             paused=False, next_fire_at=upcoming, updated_at=Now()) == 1
         if won:
@@ -164,7 +159,7 @@ def schedule_fire(*, schedule_id, tick: dt.datetime, actor: str) -> Fired:
 
 def _decide(row: Schedule, tick: dt.datetime, actor: str) -> Fired:
     parsed, tz = cronlib.parse(row.cron), cronlib.zone(row.timezone)
-    now = _now()
+    now = db.clock()
     after_now = parsed.next_after(now, tz)
     data = {"schedule": str(row.id), "name": row.name, "tick": tick.isoformat()}
     previous, previous_end = (Task.objects.filter(id=row.last_task_id).values_list("status", "finished_at").first()
