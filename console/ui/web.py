@@ -44,9 +44,12 @@ def screen(view):
             if request.user.is_authenticated:  # signed in, but a member of no tenant
                 return render(request, "console/error.html", {"status": 401, "message": exc.message}, status=401)
             return redirect_to_login(request.get_full_path())
-        try:
-            if request.method == "POST":
+        if request.method == "POST":
+            try:
                 _sent_as_utf8(request.POST.lists())
+            except InvalidEncoding as exc:  # what was typed is refused: the form's own 4xx
+                return refusal(request, principal, exc, status=form_status(exc))
+        try:
             return view(request, principal, *args, **kwargs)
         except StewardError as exc:
             return refusal(request, principal, exc)
