@@ -32,7 +32,7 @@ from runtime.tasks.selectors import (
     task_get,
     task_page,
 )
-from runtime.tasks.services import task_resume
+from runtime.tasks.services import RESUMABLE_BLOCKS, task_resume
 
 STEPS_PER_PAGE = 100
 TREE_SHOWN = 200
@@ -87,10 +87,10 @@ def _live(principal, task_id) -> dict:
             "may_rerun": detail.task.status == states.CANCELLED and not detail.task.parent_id,
             "reruns": list(detail.task.reruns.order_by("id").only("id", "status")[:20])
             if detail.task.status == states.CANCELLED else [],
-            # A blocked task is resumed only if a denial blocked it; an unknown effect is
-            # settled on its own page (states.BLOCKED_BY).
+            # A blocked task is resumed only if a denial or a breaker blocked it; an unknown
+            # effect is settled on its own page (states.BLOCKED_BY).
             "may_resume": detail.task.status in states.sources("resume") and (
-                detail.task.status != states.BLOCKED or detail.task.blocked_reason == states.BLOCKED_BY["resume"])}
+                detail.task.status != states.BLOCKED or detail.task.blocked_reason in RESUMABLE_BLOCKS)}
 
 
 @screen
