@@ -15,6 +15,7 @@ from runtime.models import Attempt, AuditEvent, Step, Task
 from runtime.tasks.services import task_resume
 from runtime.worker.supervisor import sweep
 from tests.runtime.inprocess import run, submit, wake
+from tests.runtime.test_cli import refused, steward
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -207,3 +208,31 @@ def test_a_task_blocked_on_an_unknown_effect_is_still_not_resumed_by_raising_a_l
     Task.objects.filter(id=t).update(blocked_reason=states.EFFECT_UNKNOWN, breaker=None)
     with pytest.raises(InvalidTransition, match="unknown effect"):
         task_resume(task_id=t, actor="user:alice", limits={"max_steps": 100})
+
+
+# --- the CLI -----------------------------------------------------------------------------
+
+def test_the_cli_shows_the_breaker_and_resume_raises_the_limit():
+    t = submit("t.loop", {"steps": 8})
+    run()
+    shown = steward("show", str(t))
+    assert "breaker_tripped, breaker runaway_steps" in shown and "resume --limit NAME=N" in shown
+    said = steward("resume", str(t), "--limit", "max_steps=8", "--note", "eight")
+    assert "limits max_steps=8" in said and task(t).breaker_limits == {"max_steps": 8}
+    run()
+    assert task(t).status == states.COMPLETED
+
+
+@pytest.mark.parametrize("given, code", [
+    ("max_steps=0", "ARGUMENT_OUT_OF_RANGE"),
+    ("max_steps=" + "9" * 5000, "ARGUMENT_OUT_OF_RANGE"),
+    ("max_steps=٣", "ARGUMENT_OUT_OF_RANGE"),
+    ("max_steps=1.5", "ARGUMENT_OUT_OF_RANGE"),
+    ("max_steps", "INVALID_ARGUMENT"),
+    ("max_stepz=5", "INVALID_ARGUMENT"),
+])
+def test_the_cli_refuses_a_hostile_limit_with_its_code(given, code):
+    t = submit("t.loop", {"steps": 8})
+    run()
+    assert refused("resume", str(t), "--limit", given).startswith(f"{code}:")
+    assert (task(t).status, task(t).breaker_limits) == (states.BLOCKED, None)
