@@ -41,6 +41,11 @@ _SAYS = {
 }
 
 
+def limit_name(breaker: str) -> str:
+    """The limit a breaker enforces: fanout_children -> max_children."""
+    return _SAYS[breaker][0]
+
+
 def limits_for(agent: str, overrides: dict | None = None) -> dict[str, int]:
     """The limits in force for a task of `agent`: the fleet's, the agent's over them, and
     an operator's override of the task over both."""
