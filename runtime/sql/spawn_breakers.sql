@@ -15,7 +15,7 @@ WITH RECURSIVE up AS (
     SELECT t.parent_id, up.depth + 1
     FROM up JOIN steward_task t ON t.id = up.parent_id
     WHERE up.depth <= %(max_depth)s
-), counted AS (
+), counted AS MATERIALIZED (  -- once: the CASE below reads each count twice
     SELECT (SELECT max(depth) FROM up) + 1 AS depth,
            (SELECT count(*) FROM (SELECT 1 FROM steward_task c WHERE c.parent_id = %(parent)s
                                   LIMIT %(max_children)s) k) AS children,
