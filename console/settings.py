@@ -207,6 +207,21 @@ STEWARD = {
                                        integer=True),
     "POOL_MAX_QUEUED": env.get_number("STEWARD_POOL_MAX_QUEUED", 10_000_000, minimum=0,
                                       maximum=2**31 - 1 - 1_000_000, integer=True),
+    # The fleet's breakers (runtime/limits/breakers.py, docs/limits.md): a task past one is
+    # blocked for an operator (`breaker_tripped`). An agent's declaration narrows or
+    # widens them (`@agent(..., breakers={...})`); an operator's resume can raise one
+    # task's. The bounds are runtime/arguments.py BREAKER_LIMITS.
+    "BREAKERS": {
+        "max_children": env.get_number("STEWARD_BREAKER_MAX_CHILDREN", 1_000, minimum=1, maximum=1_000_000,
+                                       integer=True),
+        "max_depth": env.get_number("STEWARD_BREAKER_MAX_DEPTH", 10, minimum=1, maximum=1_000, integer=True),
+        "max_spawns_per_minute": env.get_number("STEWARD_BREAKER_MAX_SPAWNS_PER_MINUTE", 6_000, minimum=1,
+                                                maximum=1_000_000, integer=True),
+        "max_steps": env.get_number("STEWARD_BREAKER_MAX_STEPS", 100_000, minimum=1, maximum=2**31 - 1,
+                                    integer=True),
+        "max_wall_clock_seconds": env.get_number("STEWARD_BREAKER_MAX_WALL_CLOCK_SECONDS", 7 * 86_400, minimum=1,
+                                                 maximum=10 * 366 * 86_400, integer=True),
+    },
 }
 # --- The credential gateway (console/gateway/): the provider keys, read here and only
 # here, by the web process. Give them to the web process alone, never to a worker

@@ -12,11 +12,11 @@ nondeterministic or outside work.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from runtime import arguments, config
-from runtime.errors import UnknownAgent
+from runtime.errors import StewardError, UnknownAgent
 
 
 @dataclass(frozen=True)
@@ -28,16 +28,20 @@ class AgentSpec:
     # An optional pydantic model class (`@agent(..., input=Model)`): every submission,
     # from the API, the console or the CLI, is validated against it (task_submit).
     input_model: Any = None
+    # Its breaker limits (`@agent(..., breakers={"max_steps": 500})`), over the fleet's
+    # (settings STEWARD["BREAKERS"]) and under an operator's override of one task's.
+    breakers: dict = field(default_factory=dict)
 
 
 _registry: dict[str, AgentSpec] = {}
 
 
-def agent(name: str, *, pool: str | None = None, description: str = "", input=None):
+def agent(name: str, *, pool: str | None = None, description: str = "", input=None, breakers: dict | None = None):
     """Register `fn` as the agent `name`. Names are stable identifiers: tasks record
     them, so renaming an agent strands its running tasks. `input` is a pydantic model
     class that every submitted input must fit; its JSON Schema is what the API and the
-    console show."""
+    console show. `breakers`: limits of runtime/arguments.py BREAKER_LIMITS for its tasks
+    (max_children, max_depth, max_spawns_per_minute, max_steps, max_wall_clock_seconds)."""
     if not isinstance(name, str) or not name or len(name) > 200 or not name.isprintable():
         raise ValueError("agent names are 1-200 printable characters")
     if pool is not None:
@@ -46,12 +50,17 @@ def agent(name: str, *, pool: str | None = None, description: str = "", input=No
     if input is not None and not hasattr(input, "model_validate"):
         raise ValueError(f"agent {name!r}: input must be a pydantic model class, got {input!r}")
     input_model = input
+    try:  # refused at import, loudly, like a bad pool name
+        limits = arguments.breaker_limits(breakers or {}, "breakers")
+    except StewardError as exc:
+        raise ValueError(f"agent {name!r}: {exc}") from None
 
     def register(fn):
         existing = _registry.get(name)
         if existing is not None and existing.fn is not fn:
             raise ValueError(f"agent {name!r} is already registered by {existing.fn.__module__}")
-        _registry[name] = AgentSpec(name, fn, pool, description or (fn.__doc__ or "").strip(), input_model)
+        _registry[name] = AgentSpec(name, fn, pool, description or (fn.__doc__ or "").strip(), input_model,
+                                    limits)
         return fn
 
     return register

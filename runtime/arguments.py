@@ -16,6 +16,7 @@ import uuid
 from runtime.errors import (
     ArgumentOutOfRange,
     EffectNotFound,
+    InvalidArgument,
     InvalidIdentifier,
     InvalidInput,
     InvalidString,
@@ -92,6 +93,33 @@ def bounded(field: str, value, *, minimum: float, maximum: float, integer: bool 
         raise ArgumentOutOfRange(f"{field} must be {'an integer' if integer else 'a number'} from {minimum:g} "
                                  f"to {maximum:g}, got {_show(value)}", field=field, min=minimum, max=maximum)
     return value
+
+
+# The breakers' limits (runtime/limits/breakers.py) and the largest value each may take:
+# seq is an integer column; a depth past a thousand is a recursion, not a tree; a rate of
+# a million spawns a minute or ten years of wall clock is as good as none.
+BREAKER_LIMITS = {
+    "max_children": 1_000_000,
+    "max_depth": 1_000,
+    "max_spawns_per_minute": 1_000_000,
+    "max_steps": 2**31 - 1,
+    "max_wall_clock_seconds": 10 * 366 * 86_400,
+}
+
+
+def breaker_limits(value, field: str = "limits") -> dict[str, int]:
+    """Breaker limits, as an agent declares them or an operator overrides them: an object
+    whose keys are BREAKER_LIMITS and whose values are integers from 1 to each maximum
+    (INVALID_ARGUMENT for another shape or key, ARGUMENT_OUT_OF_RANGE for a value)."""
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"{field} must be an object of breaker limits, got {type(value).__name__}",
+                              field=field, known=sorted(BREAKER_LIMITS))
+    unknown = [key for key in value if key not in BREAKER_LIMITS]
+    if unknown:
+        raise InvalidArgument(f"{field}: not a breaker limit: {_show(unknown[0])} (known: "
+                              f"{', '.join(BREAKER_LIMITS)})", field=field, known=sorted(BREAKER_LIMITS))
+    return {key: bounded(f"{field}.{key}", value[key], minimum=1, maximum=BREAKER_LIMITS[key])
+            for key in BREAKER_LIMITS if key in value}
 
 
 def task_id(value) -> uuid.UUID:

@@ -73,6 +73,12 @@ def pool_max_queued() -> int:
     return int(_get("POOL_MAX_QUEUED"))
 
 
+def breaker_limits() -> dict[str, int]:
+    """The fleet's breaker limits (runtime/limits/breakers.py), below an agent's own and
+    an operator's override of one task's."""
+    return dict(_get("BREAKERS"))
+
+
 def audit_seal_seconds() -> float:
     return float(_get("AUDIT_SEAL_SECONDS"))
 

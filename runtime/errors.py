@@ -514,3 +514,18 @@ class DeliveryReplayed(StewardError):
 class WebhookPaused(StewardError):
     code = "WEBHOOK_PAUSED"
     status = 409
+
+
+class BreakerTripped(StewardError):
+    """A fan-out or runaway breaker (runtime/limits/breakers.py) refused what the agent
+    asked for next: `breaker` is its stable code (states.BREAKERS), with the limit in
+    force and what was observed. Raised inside a ctx call; the attempt then ends `trip`
+    and the task is blocked until an operator resumes it (task_resume), usually with a
+    raised limit. Sticky for the attempt, like AuthorityDenied."""
+
+    code = "BREAKER_TRIPPED"
+    status = 409
+
+    def __init__(self, message: str, *, breaker: str, limit: int, observed: int | float, **details):
+        super().__init__(message, breaker=breaker, limit=limit, observed=observed, **details)
+        self.breaker, self.limit, self.observed = breaker, limit, observed

@@ -12,7 +12,7 @@ QUEUED = "queued"        # admitted to its pool; waits for a free slot and a wor
 RUNNING = "running"      # an attempt holds the lease and one pool slot
 SLEEPING = "sleeping"    # a durable timer; holds no worker and no slot until wake_at
 WAITING = "waiting"      # waits for children; holds no worker and no slot
-BLOCKED = "blocked"      # waits for a person: an unknown effect, a denial or an approval (blocked_reason)
+BLOCKED = "blocked"      # waits for a person: an unknown effect, a denial, an approval or a breaker (blocked_reason)
 DEAD = "dead"            # its worker died MAX_CRASHES times in a row; waits for a resume
 STOPPING = "stopping"    # a stop closed its admission; waits for its boundaries' acknowledgments
 COMPLETED = "completed"  # the agent returned; terminal
@@ -33,12 +33,14 @@ TASK_TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
     "block": (frozenset({RUNNING}), BLOCKED),             # an effect became `unknown`
     "deny": (frozenset({RUNNING}), BLOCKED),              # authorize() denied what the agent asked for
     "await": (frozenset({RUNNING}), BLOCKED),             # ctx.request_approval() persisted a package
+    "trip": (frozenset({RUNNING}), BLOCKED),              # a fan-out or runaway breaker refused the next step
     "yield": (frozenset({RUNNING}), QUEUED),              # database error: retry (dead-letter past MAX_CRASHES)
     "recover": (frozenset({RUNNING}), QUEUED),            # lease expired: supervisor re-queues
     "dead_letter": (frozenset({RUNNING}), DEAD),          # lease expired MAX_CRASHES times
     "wake": (frozenset({SLEEPING, WAITING}), QUEUED),     # timer due / children finished
     "unblock": (frozenset({BLOCKED}), QUEUED),            # an operator resolved the effect (effect_unknown only)
     "decided": (frozenset({BLOCKED}), QUEUED),            # its approval was approved, denied or expired
+    "reset": (frozenset({BLOCKED}), QUEUED),              # an operator resumed it past its breaker (task_resume)
     "resume": (frozenset({DEAD, FAILED, BLOCKED, CANCELLED}), QUEUED),  # explicit, audited; blocked: denied only
     # A stop (runtime/stops/): every live task of the tree moves to stopping in one
     # transaction, which closes its admission; each becomes cancelled once its four
@@ -61,7 +63,8 @@ STOP_BOUNDARIES = (WORKER, STORAGE, CREDENTIAL_GATEWAY, SCHEDULER)
 EFFECT_UNKNOWN = "effect_unknown"      # an effect may or may not have happened; resolve it
 AUTHORITY_DENIED = "authority_denied"  # authorize() denied an action; change grants, then resume
 APPROVAL_PENDING = "approval_pending"  # ctx.request_approval() waits for a person's decision (or expiry)
-BLOCKED_REASONS = (EFFECT_UNKNOWN, AUTHORITY_DENIED, APPROVAL_PENDING)
+BREAKER_TRIPPED = "breaker_tripped"    # a breaker refused its next step (steward_task.breaker); resume it
+BLOCKED_REASONS = (EFFECT_UNKNOWN, AUTHORITY_DENIED, APPROVAL_PENDING, BREAKER_TRIPPED)
 
 # event -> the blocked_reason it writes (into blocked) or requires (out of blocked). An
 # event out of `blocked` that is not listed here does not leave it (cancel leaves any).
@@ -72,7 +75,18 @@ BLOCKED_BY: dict[str, str] = {
     "resume": AUTHORITY_DENIED,   # resuming never skips past an unknown effect
     "await": APPROVAL_PENDING,
     "decided": APPROVAL_PENDING,  # only a decision (or expiry) of its approval releases it
+    "trip": BREAKER_TRIPPED,
+    "reset": BREAKER_TRIPPED,     # task_resume, usually with raised limits; it is checked again
 }
+
+# --- Breakers (runtime/limits/breakers.py): which one tripped (steward_task.breaker) ---------
+# Stable codes: the console, the API, the audit trail (`task.blocked`) and the CLI show them.
+FANOUT_CHILDREN = "fanout_children"        # a spawn past the task's maximum of children
+FANOUT_DEPTH = "fanout_depth"              # a spawn whose child would sit deeper than the tree's maximum
+FANOUT_RATE = "fanout_rate"                # a spawn past the tree's maximum of spawns in the last minute
+RUNAWAY_STEPS = "runaway_steps"            # a step past the task's maximum of journaled steps
+RUNAWAY_WALL_CLOCK = "runaway_wall_clock"  # a step after the task's maximum of time since its first start
+BREAKERS = (FANOUT_CHILDREN, FANOUT_DEPTH, FANOUT_RATE, RUNAWAY_STEPS, RUNAWAY_WALL_CLOCK)
 
 # --- Approval states (steward_approval.state, runtime/approvals/) ---------------------
 PENDING = "pending"      # waits for a person's decision until expires_at

@@ -371,3 +371,52 @@ def stoppable(ctx, input):
     ctx.step("block", STOP_STEPS[input.get("how", "block")], input)
     ctx.step("next", _mark, input["dir"], "next")
     return {"done": True}
+
+
+# --- breakers (runtime/limits/breakers.py; tests/runtime/test_breakers.py) ---------------
+
+@agent("t.fanout", breakers={"max_children": 3})
+def fanout(ctx, input):
+    """Spawns input["n"] t.child tasks, then waits for them: past 3 children it trips."""
+    kids = [ctx.spawn("t.child", {"value": i}) for i in range(input["n"])]
+    return {"values": [r.output["value"] for r in ctx.wait(kids)]}
+
+
+@agent("t.deep", breakers={"max_depth": 2})
+def deep(ctx, input):
+    """A chain: each level spawns the next until input["levels"] runs out. Its own limit
+    (max_depth 2) is what each level's spawn is checked against."""
+    if input["levels"] <= 0:
+        return {"depth": 0}
+    [kid] = ctx.wait([ctx.spawn("t.deep", {"levels": input["levels"] - 1})])
+    return {"depth": kid.output["depth"] + 1}
+
+
+@agent("t.fanrate", breakers={"max_spawns_per_minute": 4})
+def fanrate(ctx, input):
+    """Spawns input["n"] children without waiting (a burst), then waits for them all."""
+    kids = [ctx.spawn("t.child", {"value": i}) for i in range(input["n"])]
+    return {"n": len(ctx.wait(kids))}
+
+
+@agent("t.loop", breakers={"max_steps": 5})
+def loop(ctx, input):
+    """input["steps"] journaled steps; past 5 it trips. `swallow`: agent code catches the
+    breaker's refusal and returns anyway, which must not complete the task."""
+    done = 0
+    try:
+        for i in range(input["steps"]):
+            done += ctx.step(f"s{i}", _identity, 1)
+    except Exception:  # noqa: BLE001 - the refusal, caught as agent code might
+        if not input.get("swallow"):
+            raise
+    return {"done": done}
+
+
+@agent("t.lingers", breakers={"max_wall_clock_seconds": 1})
+def lingers(ctx, input):
+    """A step, a durable sleep of input["nap"] seconds, another step: a nap past the
+    task's one second of wall clock trips at the step after it."""
+    ctx.step("before", _identity, 1)
+    ctx.sleep(input["nap"])
+    return {"after": ctx.step("after", _identity, 2)}

@@ -65,6 +65,11 @@ def django_db_setup(django_db_setup, django_db_blocker):
         options["options"] = f"{options.get('options', '')} -c statement_timeout=0".strip()
         connection.close()
         with connection.cursor() as cur:
+            # Also on the connection itself: with the psycopg pool, closing hands the
+            # connection back to a pool made with the old options, so the one lent out
+            # next still carries the timeout, and CHECKPOINT after a write-heavy run on a
+            # loaded machine outlasted it ("canceling statement due to statement timeout").
+            cur.execute("SET statement_timeout = 0")
             cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                         "WHERE datname = current_database() AND pid <> pg_backend_pid()")
             cur.execute("CHECKPOINT")

@@ -70,6 +70,11 @@ class TaskOut(TaskSummary):
                                                "or a resume cleared it (GET /tasks/{id}/stop-summary still finds it)")
     stop_deadline: datetime | None = Field(description="while stopping: when its stop stops waiting for it")
     rerun_of: uuid.UUID | None = Field(description="the cancelled task this is a deliberate new run of")
+    blocked_reason: str | None = Field(description="while blocked: effect_unknown, authority_denied, "
+                                                   "approval_pending or breaker_tripped")
+    breaker: str | None = Field(description="while blocked by a breaker: which one (docs/limits.md); "
+                                            "`error` holds its limit and what was observed")
+    breaker_limits: dict[str, int] | None = Field(description="limits an operator set for this task alone")
 
 
 class StepOut(Schema):
@@ -97,6 +102,12 @@ class AttemptOut(Schema):
 
 class Resume(Schema):
     note: str = Field("", max_length=2000)
+    # Checked by the runtime (arguments.breaker_limits), whatever JSON arrives: a value
+    # out of its bounds is 400 ARGUMENT_OUT_OF_RANGE, an unknown key 400 INVALID_ARGUMENT.
+    limits: dict[str, Any] | None = Field(None, description="breaker limits for this task alone, over its agent's "
+                                                            "and the fleet's (docs/limits.md): max_children, "
+                                                            "max_depth, max_spawns_per_minute, max_steps, "
+                                                            "max_wall_clock_seconds; integers from 1")
 
 
 def summary_out(task) -> dict:
@@ -111,7 +122,8 @@ def task_out(task) -> dict:
             "next_reason": task.next_reason, "crash_count": task.crash_count, "wake_at": task.wake_at,
             "waiting_on": task.waiting_on, "spawn_seq": task.spawn_seq, "queued_at": task.queued_at,
             "started_at": task.started_at, "stop": task.stop_id, "stop_deadline": task.stop_deadline,
-            "rerun_of": task.rerun_of_id}
+            "rerun_of": task.rerun_of_id, "blocked_reason": task.blocked_reason, "breaker": task.breaker,
+            "breaker_limits": task.breaker_limits}
 
 
 def step_out(step) -> dict:
@@ -196,12 +208,12 @@ def audit(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limi
 
 
 @router.post("/tasks/{task_id}/resume", response={200: TaskOut, **ERRORS},
-             summary="Queue a dead, failed or cancelled task again")
+             summary="Queue a dead, failed, cancelled, denied or tripped task again")
 def resume(request, task_id: uuid.UUID, body: Resume | None = None):
     """Refused (409) while its last attempt has not stopped, or from any other status.
     The body is optional."""
     body = body or Resume()
     with operating(request) as who:
         task = task_get(task_id, tenant=who.tenant)
-        task_resume(task_id=task.id, actor=who.actor, note=body.note)
+        task_resume(task_id=task.id, actor=who.actor, note=body.note, limits=body.limits)
     return task_out(task_get(task.id, tenant=who.tenant))

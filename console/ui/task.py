@@ -11,6 +11,7 @@ the fragment comes back without its trigger, and polling stops.
 from __future__ import annotations
 
 import hashlib
+import re
 
 from django.contrib import messages
 from django.http import HttpResponse
@@ -24,6 +25,7 @@ from runtime import states
 from runtime.approvals.selectors import approvals_of_task
 from runtime.authz.selectors import decisions_page, effective_authority
 from runtime.errors import InvalidInput
+from runtime.limits.selectors import breaker_tripped
 from runtime.tasks.selectors import (
     journal_page,
     step_count,
@@ -32,7 +34,7 @@ from runtime.tasks.selectors import (
     task_get,
     task_page,
 )
-from runtime.tasks.services import task_resume
+from runtime.tasks.services import RESUMABLE_BLOCKS, task_resume
 
 STEPS_PER_PAGE = 100
 TREE_SHOWN = 200
@@ -78,6 +80,7 @@ def _live(principal, task_id) -> dict:
             "steps_total": step_count(task=task), "unknown_effects": [e for e in detail.effects
                                                                       if e.state == states.UNKNOWN],
             "decisions": decisions_page(tenant=principal.tenant, task=task.id, limit=DECISIONS_SHOWN).items,
+            "tripped": breaker_tripped(detail.task),
             "approvals": approvals_of_task(task_id=task.id),
             "authority": effective_authority(detail.task),
             # A stopping task is left to the stop it is under (its panel shows it).
@@ -87,10 +90,10 @@ def _live(principal, task_id) -> dict:
             "may_rerun": detail.task.status == states.CANCELLED and not detail.task.parent_id,
             "reruns": list(detail.task.reruns.order_by("id").only("id", "status")[:20])
             if detail.task.status == states.CANCELLED else [],
-            # A blocked task is resumed only if a denial blocked it; an unknown effect is
-            # settled on its own page (states.BLOCKED_BY).
+            # A blocked task is resumed only if a denial or a breaker blocked it; an unknown
+            # effect is settled on its own page (states.BLOCKED_BY).
             "may_resume": detail.task.status in states.sources("resume") and (
-                detail.task.status != states.BLOCKED or detail.task.blocked_reason == states.BLOCKED_BY["resume"])}
+                detail.task.status != states.BLOCKED or detail.task.blocked_reason in RESUMABLE_BLOCKS)}
 
 
 @screen
@@ -136,13 +139,23 @@ def _confirm(request, principal, task_id, action: str):
     task = task_get(task_id, tenant=principal.tenant)
     require(principal, OPERATE_ACTION)
 
+    tripped = breaker_tripped(task)
+
     def act(reason):
-        task_resume(task_id=task.id, actor=principal.actor, note=reason)
-        messages.success(request, "Queued for a new attempt.")
+        # A tripped task's form offers its breaker's limit; left empty, the limit stays
+        # (and the resumed attempt trips again at the same place, visibly).
+        raised = (request.POST.get("limit") or "").strip()
+        limits = {tripped.limit_name: int(raised) if re.fullmatch(r"[0-9]{1,20}", raised) else raised} \
+            if tripped is not None and raised else None
+        task_resume(task_id=task.id, actor=principal.actor, note=reason, limits=limits)
+        messages.success(request, "Queued for a new attempt." + (f" {tripped.limit_name} is now {raised}."
+                                                                  if limits else ""))
         return redirect(f"/tasks/{task.id}/")
 
-    return confirm(request, principal, "console/task_confirm.html", {"task": task, "action": action}, act=act,
-                   shows=lambda: {"affected": [task]}, nav="tasks")
+    return confirm(request, principal, "console/task_confirm.html",
+                   {"task": task, "action": action, "tripped": tripped,
+                    "limit": (request.POST.get("limit") or "") if request.method == "POST" else ""},
+                   act=act, shows=lambda: {"affected": [task]}, nav="tasks")
 
 
 @screen

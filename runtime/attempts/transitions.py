@@ -27,10 +27,10 @@ from runtime.meter import meter
 
 def end_attempt(lease: Lease, event: str, *, output: str | None = None, error: dict | None = None,
                 wake_at: datetime | None = None, waiting_on: list | None = None, note: str = "",
-                audit: dict | None = None, blocked_decision=None) -> None:
+                audit: dict | None = None, blocked_decision=None, breaker: str | None = None) -> None:
     """Move the task from running by `event`, inside the caller's transaction if any.
     Into blocked (`block`, `deny`) it records why (states.BLOCKED_BY) and, for a denial,
-    `blocked_decision` (the Decision's id).
+    `blocked_decision` (the Decision's id), and for a breaker's trip `breaker` (its code).
 
     Raises Fenced if the attempt no longer owns the task.
     """
@@ -46,6 +46,7 @@ def end_attempt(lease: Lease, event: str, *, output: str | None = None, error: d
         "note": note[:500],
         "blocked_reason": states.BLOCKED_BY[event] if target == states.BLOCKED else None,
         "blocked_decision": str(blocked_decision) if blocked_decision is not None else None,
+        "breaker": breaker,
         "next_reason": states.RETRY if event == "yield" else states.RESUME,
         "terminal": target in states.TERMINAL,
         "end_reason": event,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime import arguments, db
+from runtime import arguments, db, states
 from runtime.errors import UnknownPool
+from runtime.limits.breakers import limit_name
 from runtime.models import Pool
 from runtime.paging import Keyset, Page, check_limit, decode_cursor, encode_cursor
 
@@ -47,3 +48,23 @@ def _usage(params: dict) -> list[PoolUsage]:
                       running, admitted - running, held)
             for name, max_running, max_queued, created_at, admitted, running, held
             in db.fetchall("pool_usage", params)]
+
+
+@dataclass(frozen=True)
+class Tripped:
+    """A task's tripped breaker, as the console shows it and its resume form asks."""
+
+    breaker: str          # states.BREAKERS
+    limit_name: str       # the limit it enforces (arguments.BREAKER_LIMITS)
+    limit: int | None     # the limit in force when it tripped
+    observed: object      # what it counted
+    message: str
+
+
+def breaker_tripped(task) -> Tripped | None:
+    """What tripped, for a task blocked by a breaker (None otherwise)."""
+    if task.status != states.BLOCKED or task.blocked_reason != states.BREAKER_TRIPPED or not task.breaker:
+        return None
+    error = task.error or {}
+    return Tripped(task.breaker, limit_name(task.breaker), error.get("limit"), error.get("observed"),
+                   str(error.get("message", "")))

@@ -52,6 +52,13 @@ class Task(models.Model):
     # reason_code, policy_version and authz_revision. No index: read from the task only.
     blocked_decision = models.ForeignKey("runtime.Decision", null=True, blank=True, on_delete=models.PROTECT,
                                          related_name="+", db_index=False)
+    # The breaker that blocked it (breaker_tripped; states.BREAKERS), while it is blocked by
+    # one; what it was refused and the limit in force are in `error`. No index: the list
+    # filters by status, and a tripped task is read from its row.
+    breaker = models.CharField(max_length=32, null=True, blank=True, choices=_choices(states.BREAKERS))
+    # An operator's raised (or lowered) limits for this task alone, over its agent's and
+    # the fleet's (runtime/limits/breakers.py), set by a resume: {"max_steps": 5000}.
+    breaker_limits = models.JSONField(null=True, blank=True)
     # The stop that covers it (runtime/stops/), and when that stop stops waiting for it:
     # the leaves' bound comes first, each level up one bound later.
     stop = models.ForeignKey("runtime.Stop", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks",
@@ -100,6 +107,13 @@ class Task(models.Model):
                 | Q(blocked_decision__isnull=False),
                 name="task_denied_names_its_decision",
             ),
+            models.CheckConstraint(
+                condition=~Q(status=states.BLOCKED, blocked_reason=states.BREAKER_TRIPPED)
+                | Q(breaker__isnull=False),
+                name="task_tripped_names_its_breaker",
+            ),
+            models.CheckConstraint(condition=Q(breaker__isnull=True) | Q(breaker__in=states.BREAKERS),
+                                   name="task_breaker_known"),
             models.CheckConstraint(
                 condition=~Q(status=states.STOPPING) | Q(stop__isnull=False, stop_deadline__isnull=False),
                 name="task_stopping_names_its_stop",

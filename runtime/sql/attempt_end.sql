@@ -18,10 +18,12 @@ WITH moved AS (
         wake_at = %(wake_at)s::timestamptz,
         waiting_on = %(waiting_on)s::uuid[],
         status_note = %(note)s,
-        -- Into blocked: why (effect_unknown, authority_denied) and, for a denial, its
-        -- decision. Any other end clears both (a blocked task is never running).
+        -- Into blocked: why (effect_unknown, authority_denied, breaker_tripped) and, for a
+        -- denial, its decision, for a trip, its breaker. Any other end clears them (a
+        -- blocked task is never running).
         blocked_reason = %(blocked_reason)s::text,
         blocked_decision_id = %(blocked_decision)s::uuid,
+        breaker = %(breaker)s::text,
         next_reason = %(next_reason)s,
         queued_at = CASE WHEN %(target)s::text = 'queued' THEN now() ELSE t.queued_at END,
         finished_at = CASE WHEN %(terminal)s::boolean THEN now() ELSE NULL END,

@@ -19,7 +19,8 @@ from runtime.attempts import journal
 from runtime.attempts.journal import Recorded
 from runtime.attempts.lease import Lease
 from runtime.attempts.transitions import end_attempt, fence
-from runtime.errors import NotJournalable, SpawnRefused, StewardError, Suspend
+from runtime.errors import BreakerTripped, NotJournalable, SpawnRefused, StewardError, Suspend
+from runtime.limits import breakers
 from runtime.limits.services import default_pool_name
 from runtime.tasks.services import insert_task, validate_input
 
@@ -37,11 +38,16 @@ class ChildResult:
 
 
 def spawn(lease: Lease, seq: int, recorded: Recorded | None, *, agent: str, input: dict, owner: str,
-          root_id, requested_scope: list[dict] | None = None) -> uuid.UUID:
+          root_id, limits: dict[str, int] | None = None, requested_scope: list[dict] | None = None) -> uuid.UUID:
     """Create the child and journal its id in one fenced transaction, or journal why it
     was refused (SpawnRefused, replayed the same way). `requested_scope` (checked by the
     caller, runtime/worker/authority.py) is stored on the child in that transaction:
-    runtime.authz reads it on every check of the child and its descendants."""
+    runtime.authz reads it on every check of the child and its descendants.
+
+    A spawn past a fan-out breaker (`limits`, runtime/limits/breakers.py; None: the
+    task's own, read in the transaction) raises
+    BreakerTripped and journals nothing: the task is blocked for an operator, and the
+    spawn asks again when it is resumed."""
     name = f"spawn:{agent}"
     if recorded is not None:
         if recorded.error:
@@ -54,6 +60,7 @@ def spawn(lease: Lease, seq: int, recorded: Recorded | None, *, agent: str, inpu
         input_text, digest = validate_input(spec, input)
         with transaction.atomic(durable=True):
             fence(lease, "child")
+            breakers.spawn_admit(lease, root_id=root_id, limits=limits or breakers.limits_of(lease.task_id))
             child = insert_task(
                 agent=agent, input_text=input_text, digest=digest, tenant=lease.tenant, owner=owner,
                 pool=spec.pool or default_pool_name(), actor=f"task:{lease.task_id}",
@@ -62,6 +69,8 @@ def spawn(lease: Lease, seq: int, recorded: Recorded | None, *, agent: str, inpu
             journal.write(lease, seq=seq, name=name, kind="spawn", output=json.dumps({"task_id": str(child)}),
                           started=started)
         return child
+    except BreakerTripped:
+        raise  # nothing journaled: the executor blocks the task, a resume asks again
     except StewardError as exc:
         journal.write(lease, seq=seq, name=name, kind="spawn", error={"type": exc.code, "message": exc.message},
                       started=started)

@@ -166,46 +166,69 @@ def _printable(text: str, width: int) -> str:
 # conditional writes and audits them in the same transaction; not callable from agent code.
 
 
-def task_resume(*, task_id, actor: str, note: str = "") -> None:
-    """Queue a dead, failed, cancelled or denied task for a new attempt (reason `resume`).
+def task_resume(*, task_id, actor: str, note: str = "", limits: dict | None = None) -> None:
+    """Queue a dead, failed, cancelled, denied or tripped task for a new attempt (reason `resume`).
 
-    1. Refuse while the old attempt has not yet stopped (its worker has not acknowledged).
-    2. One conditional UPDATE from the resume sources; from `blocked` only when it was
-       blocked by a denial (authority_denied): a task blocked on an unknown effect is
-       released by resolving that effect, never by skipping past it. A resumed denied
-       task re-checks its authority on current rows at its next effect, so resuming
-       before the grants change blocks it again on its next attempt, visibly.
-    3. Audit `task.resumed` (with the decision that had blocked it) in the transaction.
+    1. Check `limits` (runtime/arguments.py breaker_limits): an operator's breaker limits
+       for this task alone, merged over any it had (runtime/limits/breakers.py).
+    2. Refuse while the old attempt has not yet stopped (its worker has not acknowledged).
+    3. One conditional UPDATE from the resume sources; from `blocked` only when it was
+       blocked by a denial (authority_denied, event `resume`) or a breaker (breaker_tripped,
+       event `reset`): a task blocked on an unknown effect is released by resolving that
+       effect, never by skipping past it, and one waiting for an approval by its decision.
+       A resumed task checks again at its next effect (authority) and its next step or
+       spawn (breakers), so resuming before the grants or the limits change blocks it
+       again on its next attempt, visibly.
+    4. Audit `task.resumed` (with what had blocked it, and the limits set) in the transaction.
     """
     arguments.actor(actor)
     arguments.text("note", note)
+    raised = arguments.breaker_limits(limits) if limits is not None else None
     with transaction.atomic(durable=True):
         task = task_get(arguments.task_id(task_id))
         if task.attempts.filter(ended_at__isnull=True).exists():
             raise InvalidTransition(f"task {task.id} still has a running attempt; wait for it to stop",
                                     status=task.status)
-        resumable = ~Q(status=states.BLOCKED) | Q(blocked_reason=states.BLOCKED_BY["resume"])
-        won = Task.objects.filter(resumable, id=task.id, status__in=states.sources("resume")).update(
+        resumable = ~Q(status=states.BLOCKED) | Q(blocked_reason__in=RESUMABLE_BLOCKS)
+        overrides = {**(task.breaker_limits or {}), **raised} if raised else task.breaker_limits
+        # The row read above may be stale by now; the UPDATE's WHERE decides. The limits
+        # are merged over those read, so it also requires them unchanged: another
+        # operator's resume (which then ran, and tripped again) may have set some.
+        unchanged = (Q(breaker_limits__isnull=True) if task.breaker_limits is None
+                     else Q(breaker_limits=task.breaker_limits))
+        won = Task.objects.filter(resumable, unchanged, id=task.id, status__in=states.sources("resume")).update(
             status=states.QUEUED, next_reason=states.RESUME, crash_count=0, queued_at=Now(),
             finished_at=None, status_note=f"resumed by {actor}", updated_at=Now(),
-            blocked_reason=None, blocked_decision=None, stop=None, stop_deadline=None,
+            blocked_reason=None, blocked_decision=None, breaker=None, breaker_limits=overrides,
+            stop=None, stop_deadline=None,
         )
         if not won:
             # Another operator (a resume, a cancel, a resolve) or the worker moved it first,
             # or it is blocked on an unknown effect: read again for the refusal.
             now = Task.objects.filter(id=task.id).values("status", "blocked_reason").get()
-            if now["status"] == states.BLOCKED:
+            if now["status"] == states.BLOCKED and now["blocked_reason"] == states.EFFECT_UNKNOWN:
                 raise InvalidTransition(f"task {task.id} is blocked on an unknown effect; resolve the effect "
                                         f"(resolve-effect) instead of resuming", status=now["status"],
                                         blocked_reason=now["blocked_reason"])
+            if now["status"] == states.BLOCKED and now["blocked_reason"] not in RESUMABLE_BLOCKS:
+                raise InvalidTransition(f"task {task.id} is blocked ({now['blocked_reason']}); its decision "
+                                        f"releases it, not a resume", status=now["status"],
+                                        blocked_reason=now["blocked_reason"])
             raise InvalidTransition(f"task {task.id} is {now['status']}; resume starts from "
                                     f"{', '.join(states.sources('resume'))}", status=now["status"])
+        blocked = {}
+        if task.status == states.BLOCKED:
+            blocked = {"blocked_reason": task.blocked_reason,
+                       **({"decision_id": str(task.blocked_decision_id)} if task.blocked_decision_id else {}),
+                       **({"breaker": task.breaker} if task.breaker else {})}
         audit_append(actor=actor, tenant=task.tenant, task_id=task.id, kind="task.resumed",
-                     data={"from": task.status, "note": note,
-                           **({"blocked_reason": task.blocked_reason,
-                               "decision_id": str(task.blocked_decision_id)}
-                              if task.status == states.BLOCKED else {})})
+                     data={"from": task.status, "note": note, **blocked,
+                           **({"limits": raised} if raised else {})})
         dispatch.pool_has_work(task.pool_id)
+
+
+# The reasons a resume releases (states.BLOCKED_BY): a denial (`resume`) and a breaker (`reset`).
+RESUMABLE_BLOCKS = (states.BLOCKED_BY["resume"], states.BLOCKED_BY["reset"])
 
 
 def input_parse(text: str | bytes):

@@ -22,8 +22,16 @@ from runtime.attempts import interrupts, journal, timers
 from runtime.attempts.journal import Recorded
 from runtime.attempts.lease import Lease
 from runtime.effects import ledger
-from runtime.errors import AuthorityDenied, InfrastructureError, NondeterminismError, NotJournalable, StepFailed
+from runtime.errors import (
+    AuthorityDenied,
+    BreakerTripped,
+    InfrastructureError,
+    NondeterminismError,
+    NotJournalable,
+    StepFailed,
+)
 from runtime.gateway import client as gateway
+from runtime.limits import breakers
 from runtime.tasks import children
 from runtime.tasks.children import ChildResult
 from runtime.worker import authority
@@ -32,13 +40,15 @@ from runtime.worker import authority
 def _not_the_agents_error(method):
     """A lost database connection inside a ctx call becomes InfrastructureError, which
     agent code cannot catch with `except Exception`: the executor yields the attempt
-    instead of failing the task (runtime/worker/executor.py). An AuthorityDenied is kept
-    on the context, and every later ctx call raises it again."""
+    instead of failing the task (runtime/worker/executor.py). An AuthorityDenied or a
+    BreakerTripped is kept on the context, and every later ctx call raises it again."""
 
     @functools.wraps(method)
     def guarded(self, *args, **kwargs):
         if self.denied is not None:
             raise self.denied  # sticky: nothing more is journaled after a denial
+        if self.tripped is not None:
+            raise self.tripped  # nor after a breaker tripped
         try:
             # Steward's own work: a stop is not delivered in the middle of it (runtime/attempts/interrupts.py).
             with interrupts.region(interrupts.STEWARD):
@@ -49,6 +59,10 @@ def _not_the_agents_error(method):
             # Whoever raised it (ctx.authorize, an effect's requires, a gateway call), the
             # attempt ends `deny` even if agent code catches it (runtime/worker/authority.py).
             self.denied = exc
+            raise
+        except BreakerTripped as exc:
+            # The attempt ends `trip` (the task is blocked) even if agent code catches it.
+            self.tripped = exc
             raise
 
     return guarded
@@ -73,6 +87,8 @@ class Context:
         self._journal = journal_rows
         self._seq = 0
         self.denied: AuthorityDenied | None = None  # the first denial; the task ends blocked
+        self.tripped: BreakerTripped | None = None  # the breaker that refused a call; the task ends blocked
+        self._runaway = breakers.Runaway(lease, agent)  # checked before each new step
 
     # --- journaled calls -------------------------------------------------------------
 
@@ -218,7 +234,7 @@ class Context:
         requested = authority.scope(scope)
         seq, recorded = self._next(f"spawn:{agent}", "spawn")
         return children.spawn(self.lease, seq, recorded, agent=agent, input=input, owner=self.owner,
-                              root_id=self.root_id, requested_scope=requested)
+                              root_id=self.root_id, limits=self._runaway.load(), requested_scope=requested)
 
     @_not_the_agents_error
     def wait(self, tasks) -> list[ChildResult]:
@@ -235,6 +251,9 @@ class Context:
         seq = self._seq
         self._seq += 1
         if seq >= len(self._journal):
+            # A new step: the runaway breakers first (BreakerTripped). A replayed one is
+            # never refused, so a resume with raised limits replays what ran.
+            self._runaway.check(seq)
             return seq, None
         recorded = self._journal[seq]
         if recorded.name != name or recorded.kind != kind:

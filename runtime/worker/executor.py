@@ -32,6 +32,7 @@ from runtime.attempts.transitions import end_attempt, release_stopped
 from runtime.audit import audit_append
 from runtime.errors import (
     AuthorityDenied,
+    BreakerTripped,
     Fenced,
     InfrastructureError,
     InputUndecodable,
@@ -155,9 +156,13 @@ def _run(claim: Claim, then_claim: bool) -> Claim | None:
         denied = ctx.denied if ctx is not None and ctx.denied is not None else exc
         if isinstance(denied, AuthorityDenied):
             return _deny(claim, denied)
+        if ctx is not None and ctx.tripped is not None:
+            return _trip(claim, ctx.tripped)
         return _end(claim, then_claim, "fail", error=_failure(exc))
     if ctx.denied is not None:  # agent code caught the denial and returned anyway
         return _deny(claim, ctx.denied)
+    if ctx.tripped is not None:  # or the breaker's refusal
+        return _trip(claim, ctx.tripped)
     faults.reach(faults.BEFORE_STATUS, task_id=lease.task_id, step="complete", epoch=lease.epoch)
     return _end(claim, then_claim, "complete", output=output)
 
@@ -181,6 +186,20 @@ def _deny(claim: Claim, denied: AuthorityDenied) -> None:
                 audit={"decision_id": denied.decision_id, "boundary": denied.boundary,
                        "reason_code": denied.reason_code,
                        **{k: denied.details[k] for k in ("authz_revision", "policy_version") if k in denied.details}})
+    return None
+
+
+def _trip(claim: Claim, tripped: BreakerTripped) -> None:
+    """A breaker refused the agent's next call (runtime/limits/breakers.py): end the
+    attempt `trip`, so the task is `blocked` (breaker_tripped) with the breaker on its
+    row, the refusal in `error` and `task.blocked` naming the breaker, its limit and
+    what was observed, in one fenced statement (attempt_end.sql). Nothing re-runs it by
+    itself: an operator resumes it, usually raising that task's limit first."""
+    details = {"breaker": tripped.breaker, "limit": tripped.limit, "observed": tripped.observed}
+    end_attempt(claim.lease, "trip", error={"code": tripped.code, "type": type(tripped).__name__,
+                                            "message": str(tripped), **details},
+                breaker=tripped.breaker, audit=details,
+                note=f"breaker {tripped.breaker} tripped (limit {tripped.limit}); raise it or resume")
     return None
 
 

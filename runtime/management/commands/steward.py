@@ -23,6 +23,7 @@ import functools
 import getpass
 import json
 import os
+import re
 import sys
 import time
 
@@ -105,9 +106,12 @@ class Command(BaseCommand):
         p.add_argument("--receipt", help="JSON receipt (with --as committed)")
         p.add_argument("--note", default="")
 
-        p = sub.add_parser("resume", help="queue a dead, failed, cancelled or denied task again")
+        p = sub.add_parser("resume", help="queue a dead, failed, cancelled, denied or tripped task again")
         p.add_argument("task", help=TASK_HELP)
         p.add_argument("--note", default="")
+        p.add_argument("--limit", dest="breaker_limits", action="append", default=[], metavar="NAME=N",
+                       help="a breaker limit for this task alone (repeatable): max_children, max_depth, "
+                            "max_spawns_per_minute, max_steps, max_wall_clock_seconds")
 
         stops.add_parsers(sub)
 
@@ -207,7 +211,10 @@ class Command(BaseCommand):
         self.stdout.write(block([
             ("task", t.id), ("agent", t.agent), ("status", t.status + (f" ({t.status_note})" if t.status_note else "")),
             *([("blocked", t.blocked_reason + (f", decision {t.blocked_decision_id}" if t.blocked_decision_id else "")
+                + (f", breaker {t.breaker} ({t.error.get('message', '')})"
+                   if t.blocked_reason == states.BREAKER_TRIPPED and t.error else "")
                 + (" (resolve the effect)" if t.blocked_reason == states.EFFECT_UNKNOWN
+                   else " (raise the limit: resume --limit NAME=N)" if t.blocked_reason == states.BREAKER_TRIPPED
                    else " (change the grants, then resume)"))] if t.status == states.BLOCKED else []),
             ("tenant/owner", f"{t.tenant} / {t.owner}"), ("pool", t.pool_id), ("epoch", t.epoch),
             ("parent", t.parent_id or "-"), ("root", t.root_id), ("key", t.idempotency_key or "-"),
@@ -241,10 +248,12 @@ class Command(BaseCommand):
         row = effect_resolve(effect_id=effect, outcome=outcome, actor=actor, receipt=parsed, note=note)
         self.stdout.write(f"effect #{row.id} is now {row.state}; task {row.task_id} re-queued if it was blocked")
 
-    def do_resume(self, *, actor, task, note, **_):
+    def do_resume(self, *, actor, task, note, breaker_limits, **_):
         task = _task(task)
-        task_resume(task_id=task, actor=actor, note=note)
-        self.stdout.write(f"{task} queued for a new attempt (reason: resume)")
+        limits = _limits(breaker_limits) if breaker_limits else None
+        task_resume(task_id=task, actor=actor, note=note, limits=limits)
+        raised = f", limits {', '.join(f'{k}={v}' for k, v in limits.items())}" if limits else ""
+        self.stdout.write(f"{task} queued for a new attempt (reason: resume{raised})")
 
     def do_stop(self, **options):
         stops.do_stop(self.stdout, **options)
@@ -413,6 +422,20 @@ def _check_arguments(**options) -> None:
         check = _CHECKS.get(name)
         if check is not None and value is not None:
             check(value)
+
+
+def _limits(given: list[str]) -> dict:
+    """`--limit max_steps=500 --limit max_depth=4`: each NAME=N, checked by the service
+    (task_resume: arguments.breaker_limits). A value that is not an integer is handed on
+    as text, which the service refuses as ARGUMENT_OUT_OF_RANGE, naming the limit."""
+    limits = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise InvalidArgument(f"--limit takes NAME=N, got {arguments.show(item)}", field="limit")
+        # ASCII digits only, and few: int() refuses 4,300 digits and takes "٣" for 3.
+        limits[name.strip()] = int(value) if re.fullmatch(r"-?[0-9]{1,20}", value.strip()) else value
+    return limits
 
 
 def _task(value):
