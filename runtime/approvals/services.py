@@ -77,8 +77,11 @@ def _decide(ident, tenant: str, actor: str, decision: str, comment: str) -> Appr
         # stale or consumed it: read again for the refusal.
         now = Approval.objects.filter(id=ident).values("state", "decided_by", "stale_reason").get()
         state = states.EXPIRED if now["state"] == states.PENDING else now["state"]
-        raise ApprovalAlreadyDecided(f"approval {ident} is {state}" + (f" by {now['decided_by']}"
-                                                                      if now["decided_by"] else "")
+        # Stale and consumed are the executor's moves after a person approved: "stale by
+        # alice" would blame the approver for what changed since.
+        by = now["decided_by"] and (f" by {now['decided_by']}" if state in DECISIONS.values()
+                                    else f" (approved by {now['decided_by']})")
+        raise ApprovalAlreadyDecided(f"approval {ident} is {state}{by or ''}"
                                      + (f": {now['stale_reason']}" if now["stale_reason"] else ""),
                                      approval_id=str(ident), state=state, decided_by=now["decided_by"])
     requeued = Task.objects.filter(id=approval.task_id, status=states.BLOCKED,
