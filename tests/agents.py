@@ -319,6 +319,15 @@ def approve(ctx, input):
     return {"outcome": "done", "by": decision.decided_by, "receipt": receipt, "pid": os.getpid()}
 
 
+@agent("t.approve_then_step")
+def approve_then_step(ctx, input):
+    """Asks for approval of a reversible action, then runs one trivial step once approved:
+    the bench times a decision to that step's start (tests/bench.py approval_resume_ms)."""
+    decision = ctx.request_approval({"op": "bench", "n": input.get("n", 0)}, effect_class="reversible",
+                                    expires_in=600)
+    return {"approved": ctx.step("approved", _identity, decision.approved)}
+
+
 @agent("t.approve_two")
 def approve_two(ctx, input):
     """Two approvals asked at once; each approved one makes its own call, once."""
