@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from console.dev.demo.fake_service import ServiceRejected, call, http_json
@@ -104,6 +105,18 @@ def nap_then_busy(ctx, input):
     ctx.sleep(input["seconds"])
     return ctx.step("work", call, input["url"], {"task": str(ctx.task_id)}, key=str(ctx.task_id),
                     delay=input.get("delay", 0.05), worker=str(os.getpid()))
+
+
+@agent("t.wake_burst")
+def wake_burst(ctx, input):
+    """Sleeps durably until the shared wake time `until` (a Unix timestamp), then does
+    `n` trivial steps (as t.steps does) or, with `url`, one call the fake service counts
+    while the slot is held (tests/integration/test_wake_burst.py, tests/bench.py)."""
+    ctx.sleep_until(datetime.fromtimestamp(input["until"], tz=timezone.utc))
+    if "url" in input:
+        return ctx.step("work", call, input["url"], {"task": str(ctx.task_id)}, key=str(ctx.task_id),
+                        delay=input.get("delay", 0.01), worker=str(os.getpid()))
+    return {"total": sum(ctx.step(f"s{i}", _identity, i) for i in range(input.get("n", 5)))}
 
 
 @agent("t.spawner")
@@ -304,6 +317,15 @@ def approve(ctx, input):
     receipt = ctx.effect("submit", submit, url, {"task": str(ctx.task_id)}, effect_class="irreversible",
                          keyed=True)
     return {"outcome": "done", "by": decision.decided_by, "receipt": receipt, "pid": os.getpid()}
+
+
+@agent("t.approve_then_step")
+def approve_then_step(ctx, input):
+    """Asks for approval of a reversible action, then runs one trivial step once approved:
+    the bench times a decision to that step's start (tests/bench.py approval_resume_ms)."""
+    decision = ctx.request_approval({"op": "bench", "n": input.get("n", 0)}, effect_class="reversible",
+                                    expires_in=600)
+    return {"approved": ctx.step("approved", _identity, decision.approved)}
 
 
 @agent("t.approve_two")

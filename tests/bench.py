@@ -8,6 +8,13 @@ processes. Progress and details go to stderr; stdout carries only the JSON.
     steps_per_s            one task of 2,000 trivial steps, fenced, on one worker
     fleet_tasks_per_s      500 tasks of 5 steps, submitted one by one, on 2 worker processes
     dispatch_ms_p50/p99    submit() call to the first step's start, on an idle fleet
+    approval_resume_ms_p50/p99  approval_decide() call to the start of the approved step,
+                           on the same idle fleet
+    wake_burst_drain_per_s 1,000 tasks asleep on one shared wake time, drained through the
+                           same pool (limit 8) on the same 2 workers as fleet_tasks_per_s,
+                           5 steps each after the sleep; from the first woken attempt's
+                           start to the last finish (median of 3); wake_burst_vs_fleet is its ratio to the
+                           same run's fleet_tasks_per_s
     worker_rss_growth_pct  a worker's RSS after 10,000 more steps, against after warm-up
     submit_backlog_ratio   submits/s into a pool holding 50,000 queued tasks over submits/s
                            into an empty pool, alternating, in the same run (no workers)
@@ -136,6 +143,74 @@ def fleet_tasks_per_s(n: int = 500, runs: int = 3) -> float:
     return statistics.median(rates)
 
 
+def wait_status(task_ids, status: str, timeout: float = 120.0, pause: float = 0.05) -> None:
+    from runtime.models import Task
+
+    deadline = time.monotonic() + timeout
+    while Task.objects.filter(id__in=task_ids, status=status).count() < len(task_ids):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench: not every task was {status} after {timeout}s")
+        time.sleep(pause)
+
+
+def wake_burst_drain_per_s(fleet_rate: float, n: int = 1000, runs: int = 3) -> float:
+    """Median of `runs`: `n` tasks fall asleep on one shared wake time, then drain through
+    the bench pool (limit 8) on the fleet's two workers, to the last task's finish. Each task is the fleet figure's five trivial steps after
+    its sleep, so the two rates compare. A supervisor process sweeping every second (the
+    default SWEEP_SECONDS) wakes them all in one statement; the rate runs from the first
+    woken attempt's start, so how soon after the wake time that sweep came (up to a
+    second, logged) is not counted as draining. The wake time leaves room for
+    every task to fall asleep first at three times the fleet's per-task time (the
+    machine's speed varies several-fold), and the run stops if they did not."""
+    from django.db.models import Max, Min
+
+    from runtime import db
+    from runtime.models import Attempt, Task
+
+    rates = []
+    for _ in range(runs):
+        now, until = db.fetchone("clock", {"seconds": 5 + 3 * n / fleet_rate})
+        ids = [submit("t.wake_burst", {"until": until, "n": 5}) for _ in range(n)]
+        wait_status(ids, "sleeping", timeout=until - now)
+        asleep, _ = db.fetchone("clock", {"seconds": 0})
+        if asleep >= until:
+            raise SystemExit("bench: the burst's tasks were not all asleep by their wake time")
+        wait_done(ids)
+        if Task.objects.filter(id__in=ids).exclude(status="completed").count():
+            raise SystemExit("bench: some wake-burst tasks did not complete")
+        finished = Task.objects.filter(id__in=ids).aggregate(b=Max("finished_at"))["b"].timestamp()
+        woke = Attempt.objects.filter(task_id__in=ids, epoch=2).aggregate(a=Min("started_at"))["a"].timestamp()
+        rates.append(n / (finished - woke))
+        log(f"wake burst: asleep {asleep - now:.1f}s after the first submit; first woken attempt "
+            f"{(woke - until) * 1000:.0f} ms after the wake time; drained in {finished - woke:.2f}s")
+    log(f"wake burst runs: {[round(r) for r in rates]}")
+    return statistics.median(rates)
+
+
+def approval_resume_ms(n: int = 200) -> tuple[float, float]:
+    """From an approval_decide() call to the start of the approved step, on an idle fleet:
+    the task waits blocked on its approval (no worker, no slot); the decision re-queues
+    it and its wake-up goes out on commit; a worker claims it, replays the request,
+    re-checks the package and starts the step. Times as dispatch_ms does (this
+    process's clock against the step's database time, one machine)."""
+    from runtime.approvals.services import approval_decide
+    from runtime.models import Approval, Step
+
+    samples = []
+    for i in range(n):
+        task_id = submit("t.approve_then_step", {"n": i})
+        wait_status([task_id], "blocked", pause=0.002)
+        approval_id = Approval.objects.values_list("id", flat=True).get(task_id=task_id)
+        decided = time.time()
+        approval_decide(approval_id=approval_id, tenant="bench", actor="user:bench-approver", decision="approve")
+        wait_done([task_id])
+        started = Step.objects.get(task_id=task_id, name="approved").started_at.timestamp()
+        samples.append((started - decided) * 1000)
+    samples.sort()
+    log(f"approval resume ms: min {samples[0]:.2f} max {samples[-1]:.2f}")
+    return statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
+
+
 def dispatch_ms(n: int = 200) -> tuple[float, float]:
     from runtime.models import Step
 
@@ -256,8 +331,13 @@ def main() -> None:
         fleet.workers(1)
         log("dispatch")
         p50, p99 = dispatch_ms()
+        log("approval resume")
+        approval_p50, approval_p99 = approval_resume_ms()
         log("fleet")
         fleet_rate = fleet_tasks_per_s()
+        fleet.supervisors(1, interval=1.0)
+        log("wake burst")
+        burst_rate = wake_burst_drain_per_s(fleet_rate)
     finally:
         fleet.stop_all()
     log("submit backlog")
@@ -266,8 +346,12 @@ def main() -> None:
         "raw_insert_per_s": round(raw),
         "steps_per_s": round(steps),
         "fleet_tasks_per_s": round(fleet_rate, 1),
+        "wake_burst_drain_per_s": round(burst_rate, 1),
+        "wake_burst_vs_fleet": round(burst_rate / fleet_rate, 2),
         "dispatch_ms_p50": round(p50, 2),
         "dispatch_ms_p99": round(p99, 2),
+        "approval_resume_ms_p50": round(approval_p50, 2),
+        "approval_resume_ms_p99": round(approval_p99, 2),
         "worker_rss_growth_pct": round(rss, 2),
         "submit_backlog_ratio": round(backlog_ratio, 2),
     }

@@ -16,7 +16,7 @@ from django.shortcuts import redirect
 from console.access import OPERATE_ACTION, acting, require, require_approval_right
 from console.ui.web import form_status, page, param, screen
 from runtime import states
-from runtime.approvals.selectors import ORDERS, approval_get, approvals_list
+from runtime.approvals.selectors import ORDERS, approval_get, approvals_list, approvals_of_task
 from runtime.approvals.services import approval_decide
 from runtime.errors import StewardError
 from runtime.tasks.selectors import task_get
@@ -75,7 +75,13 @@ def deny(request, principal, approval_id):
 def _context(approval, *, comment: str = "", error=None) -> dict:
     action = approval.action if isinstance(approval.action, dict) else {"(action)": approval.action}
     task = task_get(approval.task_id)
-    laid_out = [(key, value, isinstance(value, (dict, list))) for key, value in sorted(action.items())]
-    return {"approval": approval, "task": task, "arguments": laid_out,
+    # Plain values first, then the nested ones: a tall JSON block leading the grid pushed
+    # what the action is (its op, its target) out of the first line.
+    laid_out = sorted(((key, value, isinstance(value, (dict, list))) for key, value in action.items()),
+                      key=lambda item: (item[2], item[0]))
+    # A stale request is never approvable again; the agent may have asked anew.
+    asked_again = [a for a in approvals_of_task(task_id=approval.task_id) if a.seq > approval.seq] \
+        if approval.state == states.STALE else []
+    return {"approval": approval, "task": task, "arguments": laid_out, "asked_again": asked_again,
             "context_items": sorted((approval.context or {}).items()), "comment": comment, "error": error,
             "decidable": approval.state == states.PENDING and task.status in states.LIVE - {states.STOPPING}}

@@ -64,7 +64,9 @@ def _decide(ident, tenant: str, actor: str, decision: str, comment: str) -> Appr
     if decision == "approve" and config.approval_separation_of_duties() and actor == approval.owner:
         raise SelfApprovalRefused(f"{actor} started task {approval.task_id}; someone else must approve its requests",
                                   approval_id=str(ident))
-    status = Task.objects.filter(id=approval.task_id).values_list("status", flat=True).get()
+    # The pool too, read now: the wake-up below needs it, and this saves it a round trip
+    # on the way from a decision to the resumed step (a task's pool never changes).
+    status, pool = Task.objects.filter(id=approval.task_id).values_list("status", "pool_id").get()
     if approval.state == states.PENDING and (status in states.TERMINAL or status == states.STOPPING):
         # A stop got there first: nothing would act on the decision, so none is recorded.
         raise InvalidTransition(f"task {approval.task_id} is {status}: its requests can no longer be decided",
@@ -77,8 +79,11 @@ def _decide(ident, tenant: str, actor: str, decision: str, comment: str) -> Appr
         # stale or consumed it: read again for the refusal.
         now = Approval.objects.filter(id=ident).values("state", "decided_by", "stale_reason").get()
         state = states.EXPIRED if now["state"] == states.PENDING else now["state"]
-        raise ApprovalAlreadyDecided(f"approval {ident} is {state}" + (f" by {now['decided_by']}"
-                                                                      if now["decided_by"] else "")
+        # Stale and consumed are the executor's moves after a person approved: "stale by
+        # alice" would blame the approver for what changed since.
+        by = now["decided_by"] and (f" by {now['decided_by']}" if state in DECISIONS.values()
+                                    else f" (approved by {now['decided_by']})")
+        raise ApprovalAlreadyDecided(f"approval {ident} is {state}{by or ''}"
                                      + (f": {now['stale_reason']}" if now["stale_reason"] else ""),
                                      approval_id=str(ident), state=state, decided_by=now["decided_by"])
     requeued = Task.objects.filter(id=approval.task_id, status=states.BLOCKED,
@@ -89,7 +94,7 @@ def _decide(ident, tenant: str, actor: str, decision: str, comment: str) -> Appr
                  data={"approval_id": str(ident), "comment": comment, "action_hash": approval.action_hash,
                        "task_requeued": bool(requeued)})
     if requeued:
-        dispatch.pool_has_work(Task.objects.filter(id=approval.task_id).values_list("pool_id", flat=True).get())
+        dispatch.pool_has_work(pool)
     approval.refresh_from_db()
     return approval
 

@@ -54,6 +54,20 @@ def test_the_watch_says_nothing_while_the_demo_runs_and_a_line_when_a_task_needs
     assert [line.split(":")[0] for line in watch.poll()] == [f"demo task notify.send {notify.id} (acme) is blocked"]
 
 
+def test_the_watch_says_how_to_decide_a_seeded_task_waiting_for_approval(db):
+    seed_demo(actor="demo-seed")
+    watch = DemoWatch()
+    research = seeded("research.batch")
+    Task.objects.filter(id=research.id).update(status=states.BLOCKED, blocked_reason=states.APPROVAL_PENDING, epoch=2,
+                                               status_note="waiting for approval 01a2")
+
+    (line,) = watch.poll()
+
+    assert line.startswith(f"demo task research.batch {research.id} (acme) waits for a person's approval "
+                           "(waiting for approval 01a2)")
+    assert "approvals approve ID --actor user:alice" in line
+
+
 def test_the_watch_says_when_each_task_finishes_and_when_all_have(db):
     seed_demo(actor="demo-seed")
     watch = DemoWatch()

@@ -10,19 +10,17 @@ PostgreSQL in one snapshot per sample (what the runtime believes).
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 
 import pytest
-from django.db import connection
 
 from runtime import states
-from runtime.attempts import dispatch
 from runtime.errors import QueueFull
 from runtime.limits.services import pool_create
 from runtime.models import Attempt, AuditEvent, Slot, Step, StopAck, Task
 from runtime.stops.services import task_stop
 from runtime.tasks.services import Submission, task_submit
+from tests.concurrency import Sampler, usage
 from tests.harness import race, wait_until
 
 pytestmark = [pytest.mark.integration]
@@ -45,68 +43,6 @@ def statuses(ids) -> Counter:
 
 def all_status(ids, status: str) -> bool:
     return statuses(ids) == Counter({status: len(ids)})
-
-
-# One statement, so the four counts come from one snapshot.
-USAGE_SQL = """
-SELECT (SELECT count(*) FROM steward_slot s WHERE s.pool = %(pool)s AND s.task_id IS NOT NULL),
-       (SELECT count(*) FROM steward_task t WHERE t.pool = %(pool)s AND t.status = 'running'),
-       (SELECT count(*) FROM steward_attempt a JOIN steward_task t ON t.id = a.task_id
-        WHERE t.pool = %(pool)s AND a.ended_at IS NULL),
-       (SELECT count(*) FROM steward_task t WHERE t.pool = %(pool)s AND t.status = 'sleeping')
-"""
-
-
-def usage(pool: str) -> tuple[int, int, int, int]:
-    """(held slots, running tasks, live attempts, sleeping tasks) of `pool`, one snapshot."""
-    with connection.cursor() as cur:
-        cur.execute(USAGE_SQL, {"pool": pool})
-        return cur.fetchone()
-
-
-class Sampler:
-    """Samples a pool's concurrency on its own thread (and its own DB connection) until
-    the `with` block ends: (held slots, running tasks, live attempts, fake.active).
-
-    With `pressure=True` it also sends a wake-up for the pool every fifth sample.
-    Wake-ups are hints and a duplicate is harmless by design (runtime/attempts/dispatch.py), but
-    without them a worker that found no free slot goes idle and the limit would hold
-    only because fewer workers were trying: with them, every worker keeps claiming.
-    """
-
-    def __init__(self, pool: str, fake, *, pressure: bool = False):
-        self.pool, self.fake, self.pressure = pool, fake, pressure
-        self.samples: list[tuple[int, int, int, int]] = []
-        self.error: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="limit-sampler", daemon=True)
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        assert not self._thread.is_alive(), "the sampler did not stop"
-        if self.error is not None:
-            raise self.error
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                held, running, attempts, _ = usage(self.pool)
-                self.samples.append((held, running, attempts, self.fake.active))
-                if self.pressure and len(self.samples) % 5 == 0:
-                    dispatch.send(self.pool)
-                self._stop.wait(0.002)  # a sampling interval, not a wait for an event
-        except BaseException as exc:  # noqa: BLE001 - surfaced to the test in __exit__
-            self.error = exc
-        finally:
-            connection.close()
-
-    def peak(self, column: int) -> int:
-        return max(sample[column] for sample in self.samples)
 
 
 def test_a_pool_never_runs_more_than_its_limit_across_worker_processes(live, fleet, fake):
@@ -285,7 +221,7 @@ def test_sleeping_tasks_hold_no_slot_and_queue_for_slots_when_they_wake(live, fl
 
     wait_until(lambda: all_status(ids, states.SLEEPING), message="all six to fall asleep")
     # Six tasks asleep in a two-slot pool: none of them holds a slot, a worker or a lease.
-    assert usage("naps") == (0, 0, 0, 6)
+    assert usage("naps") == (0, 0, 0, 6, 0)
 
     with Sampler("naps", fake, pressure=True) as sampler:
         wait_until(lambda: all_status(ids, states.COMPLETED), timeout=30, message="all six to wake and complete")

@@ -2,7 +2,10 @@
 
 * research.batch: an overnight research batch. It plans experiments, spawns one child
   task per experiment, waits for them durably, sleeps "overnight" without holding a
-  worker, then submits the results to an outside service that deduplicates by key.
+  worker, then submits the results to an outside service that deduplicates by key. With
+  `approve_results` it first asks a person to approve the submission (the summary laid
+  out for them) and submits only once approved; a request found stale (a grant of the
+  tenant changed before it acted) is asked again, a denied or expired one is not.
 * notify.send: sends a notification through a service that does NOT deduplicate, so
   an interrupted send is marked `unknown` for an operator instead of being re-sent.
 
@@ -30,6 +33,8 @@ class ResearchInput(BaseModel):
     experiments: int = Field(default=3, ge=1, le=20)
     overnight_seconds: float = Field(default=30, ge=0, le=7 * 24 * 3600)
     results_url: str = RESULTS_URL
+    approve_results: bool = False
+    approval_hours: float = Field(default=24, gt=0, le=7 * 24)
 
 
 class ExperimentInput(BaseModel):
@@ -63,6 +68,10 @@ def research_batch(ctx, input):
     results = ctx.wait(children)
     ctx.sleep(params.overnight_seconds)
     summary = ctx.step("summarise", _summarise, params.question, [r.__dict__ for r in results])
+    if params.approve_results:
+        decision = _approval(ctx, params, summary)
+        if not decision.approved:
+            return {"summary": summary, "submitted": False, "approval": decision.state}
     receipt = ctx.effect("submit-results", submit, params.results_url, summary,
                          effect_class="reversible", keyed=True)
     return {"summary": summary, "receipt": receipt}
@@ -85,6 +94,22 @@ def notify_send(ctx, input):
     receipt = ctx.effect("send", submit, params.notify_url, {"to": params.to, "message": params.message},
                          effect_class="irreversible", keyed=False)
     return {"receipt": receipt}
+
+
+ASKS = 3  # a stale request is asked again, at most this many times in all
+
+
+def _approval(ctx, params: ResearchInput, summary: dict):
+    """Ask a person to approve submitting `summary`; ask anew (another step name) while
+    the answer is stale, since a stale package is never approvable again (ADR 0017)."""
+    action = {"op": "submit results", "to": params.results_url, "question": params.question,
+              "experiments": summary["experiments"], "completed": summary["completed"], "best": summary["best"]}
+    for ask in range(ASKS):
+        decision = ctx.request_approval(action, effect_class="reversible", expires_in=params.approval_hours * 3600,
+                                        name="approve-results" if ask == 0 else f"approve-results-{ask + 1}")
+        if not decision.stale:
+            break
+    return decision
 
 
 def _plan(question: str, seeds: list[int]) -> list[dict]:

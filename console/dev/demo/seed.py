@@ -25,9 +25,12 @@ POOLS = {
 
 # (tenant, caller key, agent, input, owner)
 TASKS = [
-    ("acme", "demo-research-1", "research.batch",
-     {"question": "Which learning rate schedule converges fastest?", "experiments": 4, "overnight_seconds": 20},
-     "alice"),
+    # Started by dave, so that alice (an operator; the starter may not approve) finds its
+    # request to submit the results in her approvals inbox.
+    ("acme", "demo-research-approve", "research.batch",
+     {"question": "Which learning rate schedule converges fastest?", "experiments": 4, "overnight_seconds": 20,
+      "approve_results": True},
+     "dave"),
     ("acme", "demo-notify-1", "notify.send",
      {"to": "oncall@example.com", "message": "The overnight research batch has started."}, "alice"),
     ("globex", "demo-research-2", "research.batch",
