@@ -47,3 +47,6 @@ def _usage(params: dict) -> list[PoolUsage]:
                       running, admitted - running, held)
             for name, max_running, max_queued, created_at, admitted, running, held
             in db.fetchall("pool_usage", params)]
+
+
+from runtime.limits.budgets import budget_get, budget_use, quota_list  # noqa: E402, F401 - reads of budgets
