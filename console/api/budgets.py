@@ -129,8 +129,8 @@ def put_quota(request, body: QuotaIn, service: Service = Path(...)):
     return quota_out(q)
 
 
-@router.delete("/quotas/{service}", response={204: None, **ERRORS}, summary="Remove a service's quota")
+@router.delete("/quotas/{service}", response={200: QuotaOut, **ERRORS}, summary="Remove a service's quota")
 def delete_quota(request, service: Service = Path(...), version: int | None = None):
+    """The quota as it was; the service's calls are unlimited from the next one."""
     with operating(request) as who:
-        quota_remove(tenant=who.tenant, service=service, actor=who.actor, version=version)
-    return 204, None
+        return quota_out(quota_remove(tenant=who.tenant, service=service, actor=who.actor, version=version))

@@ -139,9 +139,10 @@ def quota_set(*, tenant: str, service: str, calls: int, window_seconds: int, act
         return quota
 
 
-def quota_remove(*, tenant: str, service: str, actor: str, version: int | None = None, reason: str = "") -> None:
+def quota_remove(*, tenant: str, service: str, actor: str, version: int | None = None, reason: str = "") -> Quota:
     """Remove a tenant's quota for a service (its calls are then unlimited), audited;
-    conditional on the version when given. QUOTA_NOT_FOUND if there is none."""
+    conditional on the version when given. QUOTA_NOT_FOUND if there is none. Returns
+    the quota as it was."""
     _person(actor)
     arguments.tenant(tenant)
     service_name(service)
@@ -157,6 +158,7 @@ def quota_remove(*, tenant: str, service: str, actor: str, version: int | None =
                                   current=current.version)
         audit_append(actor=actor, tenant=tenant, kind="quota.removed", data={
             "service": service, "calls": current.calls, "window_seconds": current.window_seconds, "why": reason})
+        return current
 
 
 # --- reads ---------------------------------------------------------------------------
