@@ -173,7 +173,14 @@ class Use:
 
     @property
     def share(self) -> float | None:
-        return None if not self.limit else self.used / self.limit
+        if self.limit is None:
+            return None
+        return 1.0 if self.limit == 0 else self.used / self.limit
+
+    @property
+    def percent(self) -> int | None:
+        """The share used, in whole percent (capped at 999 for a display)."""
+        return None if self.share is None else min(999, int(self.share * 100))
 
     @property
     def state(self) -> str:
