@@ -144,3 +144,23 @@ def test_a_redis_that_does_not_answer_closes_the_quota_and_the_denial_is_recorde
     assert GatewayCall.objects.get(id=admission.call_id).outcome == "denied"
     assert AuditEvent.objects.filter(tenant=tenant, kind="authz.denied",
                                      data__reason_code="quota_unavailable").count() == 1
+
+
+# (the gateway's answer, what the worker's client raises): a quota refusal was never
+# forwarded, so the effect is not applied (never `unknown`); a budget is a denial.
+CLIENT = [
+    (429, {"code": "QUOTA_EXCEEDED", "details": {"reason_code": "quota_exceeded"}}, "EffectNotApplied"),
+    (503, {"code": "QUOTA_UNAVAILABLE", "details": {"reason_code": "quota_unavailable"}}, "EffectNotApplied"),
+    (403, {"code": "BUDGET_EXHAUSTED", "details": {"reason_code": "budget_exhausted",
+                                                   "boundary": "credential_gateway"}}, "AuthorityDenied"),
+    (503, {"code": "SOMETHING_ELSE"}, "OSError"),  # may have acted: the ledger decides
+]
+
+
+@pytest.mark.parametrize(("status", "refusal", "raised"), CLIENT, ids=[c[1]["code"] for c in CLIENT])
+def test_the_worker_s_client_reads_budget_and_quota_refusals_as_not_applied_or_denied(status, refusal, raised):
+    from runtime.gateway import client
+
+    with pytest.raises(Exception) as caught:
+        client._raise(status, refusal, ctx=None)
+    assert type(caught.value).__name__ == raised
