@@ -12,6 +12,7 @@ import pytest
 from runtime.limits.services import budget_set
 from runtime.models import AuditEvent, Decision, GatewayCall, Task, TokenUsage
 from tests.console.gateway.conftest import completion_body, ended, model_token, model_url, post
+from tests.harness import wait_until
 from tests.runtime.authz.common import OWNER, child, give_both, running_task
 
 pytestmark = [pytest.mark.integration]
@@ -139,3 +140,42 @@ def test_raising_a_budget_lets_calls_through_again(live, gateway_web, model):
     assert call(gateway_web, t, key="b")[0] == 403
     budget_set(tenant=tenant, actor=ADMIN, task_tokens=3 * PER_CALL, version=budget.version, reason="more")
     assert call(gateway_web, t, key="c")[0] == 200
+
+
+def test_finishes_racing_through_the_gateway_lose_no_tokens_and_never_deadlock(live, gateway_web, model):
+    """Eight callers end calls of one tree and tenant at once (a barrier per round,
+    runserver's threads on their own connections): every call's tokens arrive in the
+    task, tree and tenant totals, exactly."""
+    import threading
+
+    model.set(reply=REPLY)
+    tenant = f"bu-{uuid.uuid4().hex[:8]}"
+    tenant_with_model(tenant)
+    root = running_task(tenant=tenant, owner=OWNER)
+    kids = [running_child(root, i + 1) for i in range(8)]
+    rounds, statuses = 10, []
+    barrier = threading.Barrier(len(kids))
+
+    tokens = {k: model_token(k) for k in kids}  # here: the callers' threads make no database connection
+
+    def caller(kid):
+        token = tokens[kid]
+        for r in range(rounds):
+            barrier.wait(60)
+            statuses.append(post(model_url(gateway_web), token=token, body=completion_body(), key=f"k-{r}")[0])
+
+    threads = [threading.Thread(target=caller, args=(k,)) for k in kids]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(180)
+    assert statuses == [200] * rounds * len(kids)
+    calls = rounds * len(kids)
+    wait_until(lambda: not GatewayCall.objects.filter(tenant=tenant, outcome="admitted").exists(), timeout=30,
+               message="every call to end")
+
+    def used(scope, subject):
+        return sum(TokenUsage.objects.filter(scope=scope, subject=str(subject)).values_list("tokens", flat=True))
+
+    assert used("tree", root) == used("tenant", tenant) == PER_CALL * calls
+    assert [used("task", k) for k in kids] == [PER_CALL * rounds] * len(kids)
