@@ -237,6 +237,27 @@ class GrantRequiresPerson(StewardError):
         super().__init__(message, boundary=self.boundary, **details)
 
 
+class BudgetRequiresPerson(StewardError):
+    """Only a person (`user:<name>`) may set a token budget or a service quota: never an
+    agent, a task, a worker or anything that came from agent code."""
+
+    code = "BUDGET_REQUIRES_PERSON"
+    status = 403
+
+
+class VersionConflict(StewardError):
+    """A conditional write named a version of a budget or quota that is no longer the
+    current one: someone changed it since it was read. Read it again and decide anew."""
+
+    code = "VERSION_CONFLICT"
+    status = 409
+
+
+class QuotaNotFound(StewardError):
+    code = "QUOTA_NOT_FOUND"
+    status = 404
+
+
 class InvalidResourcePattern(InvalidArgument):
     """A resource that is neither an exact value nor a prefix pattern (`*` only at the end)."""
 

@@ -14,6 +14,7 @@ from console.api import (
     agents,
     approvals,
     audit,
+    budgets,
     effects,
     errors,
     grants,
@@ -71,5 +72,5 @@ api = StewardAPI(
     renderer=Renderer(),
 )
 errors.install(api)
-for module in (tasks, stops, agents, effects, approvals, pools, audit, tokens, members, grants, health, triggers):
+for module in (tasks, stops, agents, effects, approvals, pools, budgets, audit, tokens, members, grants, health, triggers):
     api.add_router("", module.router)

@@ -48,10 +48,22 @@ def _denial_details(decision) -> dict:
             "action": decision.action, "resource": decision.resource}
 
 
-def _denied(decision) -> JsonResponse:
-    return refusal(403, "AUTHORITY_DENIED",
-                   f"{decision.action} on {decision.resource} denied at {decision.boundary}: {decision.reason_code}",
-                   _denial_details(decision))
+def _denied(admission) -> JsonResponse:
+    """A recorded denial: 403 AUTHORITY_DENIED, or BUDGET_EXHAUSTED naming the budget
+    reached; 429 QUOTA_EXCEEDED and 503 QUOTA_UNAVAILABLE carry Retry-After."""
+    decision = admission.decision
+    said = f"{decision.action} on {decision.resource} denied at {decision.boundary}: {decision.reason_code}"
+    details = _denial_details(decision)
+    if decision.reason_code == "budget_exhausted":
+        return refusal(403, "BUDGET_EXHAUSTED", said, {**details, "budget": admission.budget})
+    if decision.reason_code in ("quota_exceeded", "quota_unavailable") and admission.quota is not None:
+        taken = admission.quota
+        answer = refusal(429 if decision.reason_code == "quota_exceeded" else 503, decision.reason_code.upper(), said,
+                         {**details, "quota": {"calls": taken.calls, "window_seconds": taken.window_seconds},
+                          "retry_after": taken.retry_after})
+        answer["Retry-After"] = str(taken.retry_after)
+        return answer
+    return refusal(403, "AUTHORITY_DENIED", said, details)
 
 
 def _body(request) -> bytes:
@@ -61,11 +73,11 @@ def _body(request) -> bytes:
         raise InputTooLarge("the body is too large", limit=services.MAX_BODY_BYTES) from None
 
 
-def _admit(request, claims: dict, route: str, action: str, resource: str):
+def _admit(request, claims: dict, route: str, action: str, resource: str, service: str | None = None):
     """Decide the call on current rows and record it (one transaction, runtime/gateway/)."""
     return services.gateway_admit(claims=claims, route=route, action=action, resource=resource,
                                   idempotency_key=request.headers.get("Idempotency-Key"), step_seq=_step(request),
-                                  in_flight_seconds=settings.GATEWAY["TIMEOUT_SECONDS"])
+                                  in_flight_seconds=settings.GATEWAY["TIMEOUT_SECONDS"], service=service)
 
 
 def _step(request) -> int | None:
@@ -111,7 +123,7 @@ def chat_completions(request):
     except StewardError as exc:
         return _error(exc)
     if admission.outcome == "denied":
-        return _denied(admission.decision)
+        return _denied(admission)
     if admission.outcome == "replayed":
         completion = admission.response["body"]
         if stream:
@@ -128,7 +140,7 @@ def chat_completions(request):
         services.gateway_finish(admission, outcome="failed", receipt={"status": None})
         return _error(exc)
     if stream and answer.status == 200:
-        return _tagged(_sse(_relay(admission, answer, model)), admission)
+        return _tagged(_sse(_relay(admission, answer, model, prompt=_estimate(body))), admission)
     try:
         status, completion = answer.status, answer.json()
     except UpstreamFailed as exc:
@@ -143,7 +155,22 @@ def chat_completions(request):
     return _after(_tagged(JsonResponse(completion), admission), services.gateway_finish, admission,
                   outcome="committed", status=status,
                   receipt={"id": completion.get("id"), "status": status, "model": completion.get("model")},
-                  response=services.untrusted(model_resource(model), body=completion))
+                  response=services.untrusted(model_resource(model), body=completion),
+                  tokens=services.usage_tokens(completion.get("usage"),
+                                               fallback=_estimate(body) + _estimate(_content(completion))))
+
+
+def _estimate(value) -> int:
+    """Tokens, guessed from text when a provider reports no usage: about four characters
+    each (docs/limits.md, "Budgets")."""
+    return -(-len(value if isinstance(value, str) else json.dumps(value.get("messages"))) // 4)
+
+
+def _content(completion: dict) -> str:
+    try:
+        return str(completion["choices"][0]["message"]["content"] or "")
+    except (KeyError, IndexError, TypeError):
+        return ""
 
 
 def _completion_request(body: dict) -> tuple[str, bool]:
@@ -176,13 +203,13 @@ def _as_chunk(completion: dict) -> dict:
                          "finish_reason": choice.get("finish_reason")}]}
 
 
-def _relay(admission, answer, model: str):
+def _relay(admission, answer, model: str, *, prompt: int):
     """Pass the provider's chunks on, checking between them that the call's authority
     still holds (services.gateway_recheck: the tenant's authz_revision and the task's
     status, at most every RECHECK_SECONDS). A denial ends the stream at that chunk with a
     terminal error event (TASK_STOPPED when a stop denied it, AUTHZ_REVOKED otherwise),
     and the call is recorded partial with what was delivered, and why it was cut."""
-    text, ident, finish, ended, cut_by = [], None, None, None, None
+    text, ident, finish, ended, cut_by, usage = [], None, None, None, None, None
     try:
         for line in answer.lines():
             if not line.startswith(b"data:"):
@@ -198,6 +225,10 @@ def _relay(admission, answer, model: str):
                 return
             try:
                 chunk = json.loads(payload)
+                usage = chunk.get("usage") or usage  # stream_options.include_usage: the last chunk's
+                if not chunk.get("choices") and usage:
+                    yield b"data: " + payload + b"\n\n"
+                    continue
                 choice = chunk["choices"][0]
                 ident = ident or chunk.get("id")
                 text.append(choice.get("delta", {}).get("content") or "")
@@ -224,7 +255,10 @@ def _relay(admission, answer, model: str):
                                 receipt={"id": ident, "status": answer.status, "model": model,
                                          "chunks": len(text), "stream": True,
                                          **({"cut_by": cut_by} if cut_by else {})},
-                                response=services.untrusted(model_resource(model), body=completion))
+                                response=services.untrusted(model_resource(model), body=completion),
+                                # No usage chunk (or a stream cut before it): each chunk
+                                # delivered counts as one token, plus the prompt's guess.
+                                tokens=services.usage_tokens(usage, fallback=prompt + len(text)))
 
 
 def _cut(decision) -> bytes:
@@ -256,11 +290,11 @@ def tool(request, name: str, path: str = ""):
             raise InvalidArgument("the tool path must be plain path segments (no '..', no '//')", field="path")
         raw = _body(request)
         body = services.gateway_body(raw, content_type=request.content_type) if raw else None
-        admission = _admit(request, claims, route, TOOL_ACTION, tool_resource(name, path))
+        admission = _admit(request, claims, route, TOOL_ACTION, tool_resource(name, path), service=name)
     except StewardError as exc:
         return _error(exc)
     if admission.outcome == "denied":
-        return _denied(admission.decision)
+        return _denied(admission)
     if admission.outcome == "replayed":
         recorded = admission.response
         return _tagged(JsonResponse({"status": recorded["status"], "body": recorded["body"]}), admission)

@@ -13,7 +13,7 @@ from runtime import states
 from runtime.approvals.selectors import approval_counts
 from runtime.effects.selectors import effect_page
 from runtime.fleet.selectors import fleet, health, throughput
-from runtime.limits.selectors import pool_usage
+from runtime.limits.selectors import budget_use, pool_usage
 from runtime.tasks.selectors import task_changes, task_counts
 
 
@@ -38,7 +38,17 @@ def _now(principal) -> dict:
         "health": health(),
         "unknown": effect_page(tenant=principal.tenant, state=states.UNKNOWN, limit=10),
         "approvals": approval_counts(tenant=principal.tenant),
+        "budgets": _budgets(principal.tenant),
     }
+
+
+def _budgets(tenant: str) -> dict:
+    """The tenant's budget, then the trees and tasks that used the most, each with its
+    state in words; `attention` when any is near its limit or exhausted."""
+    use = budget_use(tenant)
+    rows = [use.tenant_use, *use.trees, *use.tasks]
+    return {"budget": use.budget, "quotas": use.quotas, "rows": rows,
+            "attention": any(u.state in ("near", "exhausted") for u in rows)}
 
 
 @screen

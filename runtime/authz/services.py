@@ -212,7 +212,7 @@ def decide(*, task, action: str, resource: str, boundary: str, epoch: int | None
 
 def decision_params(*, task, action: str, resource: str, boundary: str, epoch: int | None = None,
                     refuse: str | None = None, actor: str | None = None, evidence: dict | None = None,
-                    bound_tenant: str | None = None) -> dict:
+                    bound_tenant: str | None = None, budgeted: bool = False, quota: str | None = None) -> dict:
     """decide()'s arguments checked and made the parameters of runtime/sql/authz_decide.sql,
     for a statement that extends it (the gateway's admission: runtime/sql/gateway_admit.sql)."""
     task_id = task.id if hasattr(task, "id") else arguments.task_id(task)
@@ -224,7 +224,7 @@ def decision_params(*, task, action: str, resource: str, boundary: str, epoch: i
         arguments.bounded("epoch", epoch, minimum=0, maximum=2**31 - 1)
     return {"task": task_id, "action": action, "resource": resource, "boundary": boundary, "epoch": epoch,
             "policy": POLICY_VERSION, "refuse": refuse, "actor": actor, "bound_tenant": bound_tenant,
-            "bound_epoch": epoch if bound_tenant is not None else None,
+            "bound_epoch": epoch if bound_tenant is not None else None, "budgeted": budgeted, "quota": quota,
             "extra": json.dumps(with_via(evidence), default=str)}
 
 

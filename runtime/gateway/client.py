@@ -200,8 +200,10 @@ def _raise(status: int, refusal: dict, ctx):
         raise OSError("the gateway is still carrying an earlier send of this call")  # the ledger sends it again
     if status == 401:
         raise CapabilityRefused(message, reason=details.get("reason", "malformed"))
-    if 400 <= status < 500 or refusal.get("code") == "UPSTREAM_FAILED":
-        # The gateway refused the request, or the provider did not act on it.
+    if 400 <= status < 500 or refusal.get("code") in ("UPSTREAM_FAILED", "QUOTA_UNAVAILABLE"):
+        # The gateway refused the request (a 429 QUOTA_EXCEEDED included), or the
+        # provider did not act on it, or the call was never forwarded (QUOTA_UNAVAILABLE:
+        # a recorded denial while Redis is down, docs/adr/0019-budgets.md).
         raise EffectNotApplied(f"{refusal.get('code')}: {message}")
     raise OSError(f"the gateway answered HTTP {status}: {refusal.get('code')}")  # may have acted: the ledger decides
 

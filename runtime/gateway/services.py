@@ -38,6 +38,7 @@ from runtime.gateway import (  # noqa: F401 - the routes' names, for the web sid
     tool_resource,
     tool_route,
 )
+from runtime.limits.quotas import Taken, quota_give, quota_take
 from runtime.models import Decision
 from runtime.stops.services import stop_ack
 
@@ -48,6 +49,7 @@ MAX_BODY_BYTES = 1024 * 1024
 # long (the contract allows 1 s).
 RECHECK_SECONDS = 0.1
 STEP_MAX = 2**31 - 1
+TOKENS_MAX = 10**15  # one call's count, as runtime/limits/budgets.py bounds a budget
 DECISION_COLUMNS = 15  # gateway_admit.sql returns the decision's columns first, as authz_decide does
 
 
@@ -66,6 +68,8 @@ class Admission:
     revision: int
     response: dict | None = None  # a replayed call's recorded output
     receipt: dict | None = None
+    budget: dict | None = None  # a budget_exhausted denial's budget: {scope, limit, used}
+    quota: Taken | None = None  # a quota_exceeded or quota_unavailable denial's quota, and when to retry
     checked_at: float = field(default_factory=time.monotonic)
 
     @property
@@ -98,7 +102,7 @@ def gateway_body(raw: bytes, *, content_type: str | None) -> dict:
 
 
 def gateway_admit(*, claims: dict, route: str, action: str, resource: str, idempotency_key,
-                  step_seq=None, in_flight_seconds: float = 120.0) -> Admission:
+                  step_seq=None, in_flight_seconds: float = 120.0, service: str | None = None) -> Admission:
     """Decide whether the token's task may take `action` on `resource` now, and record the call.
 
     1. Check the key (the worker's effect key: required) and the step's form.
@@ -108,6 +112,13 @@ def gateway_admit(*, claims: dict, route: str, action: str, resource: str, idemp
        the task (its output returned), or busy (CALL_IN_FLIGHT, 409) while an earlier
        send of the key has not ended.
 
+    A model call (`action` model.call) is denied budget_exhausted once its task's, its
+    tree's or its tenant's counted tokens have reached a budget. A call to an outside
+    `service` with a quota first takes one from the quota's window in Redis
+    (runtime/limits/quotas.py); past it the decision is quota_exceeded (or
+    quota_unavailable, Redis down), recorded like any denial, and a counted call that
+    is not admitted is given back.
+
     Steps 2 and 3 are one statement, runtime/sql/gateway_admit.sql (authz_decide's, then
     the call's row), committed on its own: one round trip instead of four (BEGIN, two
     statements, COMMIT), which under load was most of what the gateway added.
@@ -116,17 +127,28 @@ def gateway_admit(*, claims: dict, route: str, action: str, resource: str, idemp
     if step_seq is not None:
         arguments.bounded("Steward-Step", step_seq, minimum=0, maximum=STEP_MAX)
     params = token_decision_params(claims=claims, action=action, resource=resource)
+    taken = quota_take(tenant=claims["tenant"], service=service) if service is not None else None
+    params.update(budgeted=action == MODEL_ACTION, quota=taken and taken.reason)
     params.update(step=step_seq, jti=claims["jti"], route=route, key=key, durable=config.gateway_durable_admit(),
                   in_flight=in_flight_seconds)
     # Autocommit (no transaction.atomic): the statement is its own transaction, so the
     # decision and the call's row commit together with no BEGIN or COMMIT round trip.
     # Inside a caller's transaction it commits with that transaction instead.
-    cur = db.execute("gateway_admit", params)
-    row = cur.fetchone()
+    try:
+        cur = db.execute("gateway_admit", params)
+        row = cur.fetchone()
+    except BaseException:
+        if taken is not None:
+            quota_give(taken)
+        raise
     if row is None:
+        if taken is not None:
+            quota_give(taken)
         raise TaskNotFound(f"no task {params['task']}", task=str(params["task"]))
     decision = decision_from(row[:DECISION_COLUMNS], [c.name for c in cur.description[:DECISION_COLUMNS]])
-    call_id, outcome, response, receipt, _ = row[DECISION_COLUMNS:]
+    call_id, outcome, response, receipt, budget, _ = row[DECISION_COLUMNS:]
+    if taken is not None and outcome != "admitted":
+        quota_give(taken)  # counted, but nothing is forwarded: the window keeps its place
     if outcome == "busy":
         raise CallInFlight(f"an earlier send of {key!r} is still in flight; send it again once it has answered",
                            idempotency_key=key)
@@ -134,7 +156,8 @@ def gateway_admit(*, claims: dict, route: str, action: str, resource: str, idemp
                      task_id=decision.task_id, action=action,
                      resource=resource, revision=decision.authz_revision,
                      response=encoding.decode(response) if isinstance(response, str) else response,
-                     receipt=encoding.decode(receipt) if isinstance(receipt, str) else receipt)
+                     receipt=encoding.decode(receipt) if isinstance(receipt, str) else receipt,
+                     budget=encoding.decode(budget) if isinstance(budget, str) else budget, quota=taken)
 
 
 def gateway_recheck(admission: Admission, *, now: float | None = None) -> Decision | None:
@@ -158,16 +181,36 @@ def gateway_recheck(admission: Admission, *, now: float | None = None) -> Decisi
     return None if decision.allowed else decision
 
 
+def usage_tokens(usage, *, fallback: int = 0) -> int:
+    """The tokens a provider's `usage` object says a call used: prompt_tokens +
+    completion_tokens (total_tokens when those are missing), or `fallback` when it says
+    nothing usable. A provider's numbers are untrusted: anything that is not a
+    non-negative integer, or more than TOKENS_MAX, counts as the fallback or the cap."""
+    if not isinstance(usage, dict):
+        return fallback
+
+    def count(name):
+        value = usage.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+    prompt, completion, total = count("prompt_tokens"), count("completion_tokens"), count("total_tokens")
+    if prompt is not None or completion is not None:
+        return min((prompt or 0) + (completion or 0), TOKENS_MAX)
+    return fallback if total is None else min(total, TOKENS_MAX)
+
+
 def untrusted(source: str, **output) -> dict:
     """Output from a model or a tool, marked as data no one may act on as an instruction."""
     return {"untrusted": True, "source": source, **output}
 
 
 def gateway_finish(admission: Admission, *, outcome: str, status: int | None = None, receipt: dict | None = None,
-                   response: dict | None = None) -> bool:
+                   response: dict | None = None, tokens: int = 0) -> bool:
     """End an admitted call once: committed, partial or failed, with the provider's
     receipt (response id and status; never a key) and its output as untrusted data.
     Returns whether this call was still admitted (a second finish changes nothing).
+    A model call's `tokens` (prompt + completion, usage_tokens()) are counted against
+    its task's, tree's and tenant's budgets in the same statement.
 
     If the call's task is stopping (or its stop already ended it), and this was the
     last of its calls in flight, the gateway acknowledges the stop (gateway_stop_ack)."""
@@ -175,7 +218,8 @@ def gateway_finish(admission: Admission, *, outcome: str, status: int | None = N
         raise InvalidArgument("a call ends committed, partial or failed", field="outcome")
     if response is not None and response.get("untrusted") is not True:
         raise InvalidArgument("a provider's output is recorded as untrusted", field="response")
-    params = {"id": admission.call_id, "outcome": outcome, "status": status,
+    tokens = arguments.bounded("tokens", tokens, minimum=0, maximum=TOKENS_MAX)
+    params = {"id": admission.call_id, "outcome": outcome, "status": status, "tokens": tokens,
               "receipt": _storable(receipt), "response": _storable(response)}
     try:
         return _finish(params, admission.task_id)

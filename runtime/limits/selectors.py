@@ -68,3 +68,6 @@ def breaker_tripped(task) -> Tripped | None:
     error = task.error or {}
     return Tripped(task.breaker, limit_name(task.breaker), error.get("limit"), error.get("observed"),
                    str(error.get("message", "")))
+
+
+from runtime.limits.budgets import budget_get, budget_use, quota_list  # noqa: E402, F401 - reads of budgets

@@ -147,3 +147,16 @@ def _check(*, name, actor, max_running, max_queued) -> None:
 def unknown_pool(name: str) -> UnknownPool:
     return UnknownPool(f"no pool {name!r}; create it with `steward pool-create {name} --max-running N "
                        f"--max-queued M`", pool=name)
+
+
+# Token budgets and service quotas are limits too; their services live by themselves
+# (runtime/limits/budgets.py) and reach the web side from here, as every service does.
+from runtime.limits.budgets import (  # noqa: E402, F401
+    QUOTA_CALLS_MAX,
+    QUOTA_WINDOW_MAX,
+    TOKENS_MAX,
+    VERSION_MAX,
+    budget_set,
+    quota_remove,
+    quota_set,
+)

@@ -42,7 +42,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runtime', '0018_triggers'),
+        ('runtime', '0019_budgets'),
     ]
 
     operations = [

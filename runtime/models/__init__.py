@@ -12,6 +12,7 @@ clock there would reorder the queue.
 from runtime.models.approval import Approval
 from runtime.models.attempt import Attempt
 from runtime.models.audit import AuditEvent
+from runtime.models.budget import Budget, Quota, TokenUsage
 from runtime.models.decision import Decision
 from runtime.models.effect import Effect
 from runtime.models.gateway_call import GatewayCall
@@ -25,4 +26,4 @@ from runtime.models.stop import AgentSwitch, Stop, StopAck
 from runtime.models.task import Task
 from runtime.models.trigger import DependencyTrigger, Schedule, Webhook, WebhookDelivery
 
-__all__ = ["AgentSwitch", "Approval", "Attempt", "AuditEvent", "AuditSeal", "AuthzRevision", "Decision", "DependencyTrigger", "Effect", "GatewayCall", "Grant", "Pool", "PoolCount", "Process", "ProcessMinute", "Schedule", "Slot", "Step", "Stop", "StopAck", "Task", "Webhook", "WebhookDelivery"]
+__all__ = ["AgentSwitch", "Approval", "Attempt", "AuditEvent", "AuditSeal", "AuthzRevision", "Budget", "Decision", "DependencyTrigger", "Effect", "GatewayCall", "Grant", "Pool", "PoolCount", "Process", "ProcessMinute", "Quota", "Schedule", "Slot", "Step", "Stop", "StopAck", "Task", "TokenUsage", "Webhook", "WebhookDelivery"]

@@ -41,6 +41,7 @@ class GatewayCall(models.Model):
     resource = models.CharField(max_length=500)
     idempotency_key = models.CharField(max_length=255)
     decision = models.ForeignKey("runtime.Decision", on_delete=models.PROTECT, related_name="+", db_index=False)
+    tokens = models.BigIntegerField(null=True, help_text="Model tokens the call used (prompt + completion), as counted at its finish.")
     outcome = models.CharField(max_length=16)
     status = models.IntegerField(null=True, help_text="The provider's HTTP status.")
     receipt = models.JSONField(null=True, help_text="The provider's response id and status; never a key.")

@@ -48,6 +48,24 @@ WITH RECURSIVE lineage AS (
                    ELSE g.resource = %(resource)s END
     ) g ON true
     GROUP BY l.depth, l.tenant, l.requested_scope
+), spent AS MATERIALIZED (
+    -- Token budgets (%(budgeted)s: the credential gateway's model calls only): each of the
+    -- tenant's budgets that the counted usage has reached, nearest first (task, tree,
+    -- tenant). A tree is the task's root and all below it. Usage is what finished calls
+    -- counted (gateway_call_finish.sql), so a call in flight may overshoot by its own
+    -- size (docs/adr/0019-budgets.md). Only for a tenant with a budget row.
+    SELECT s.n, s.scope, s.limit_tokens,
+           coalesce((SELECT sum(u.tokens) FROM steward_token_usage u
+                     WHERE u.scope = s.scope AND u.subject = s.subject), 0)::bigint AS used
+    FROM lineage me
+    JOIN steward_budget b ON b.tenant = me.tenant AND %(budgeted)s::bool
+    CROSS JOIN LATERAL (VALUES (1, 'task', me.id::text, b.task_tokens),
+                               (2, 'tree', (SELECT r.id FROM lineage r WHERE r.parent_id IS NULL)::text,
+                                b.tree_tokens),
+                               (3, 'tenant', me.tenant::text, b.tenant_tokens)) s(n, scope, subject, limit_tokens)
+    WHERE me.depth = 0 AND s.limit_tokens IS NOT NULL
+), exhausted AS MATERIALIZED (
+    SELECT s.scope, s.limit_tokens, s.used FROM spent s WHERE s.used >= s.limit_tokens ORDER BY s.n LIMIT 1
 ), verdict AS MATERIALIZED (
     -- MATERIALIZED: the INSERT below reads v.reason three times, and an inlined CTE would
     -- plan and run this subquery once per reading (measured: half the planning and half
@@ -75,7 +93,11 @@ WITH RECURSIVE lineage AS (
         WHERE lv.tenant <> me.tenant OR NOT (coalesce(lv.agent_live, false) AND coalesce(lv.owner_live, false)
                                              AND lv.asked)
         ORDER BY lv.tenant <> me.tenant DESC, lv.depth
-        LIMIT 1), 'granted') AS reason
+        LIMIT 1),
+        -- Authority holds; then what it may spend: a token budget reached, and the
+        -- caller's quota verdict (%(quota)s: quota_exceeded or quota_unavailable, from
+        -- runtime/limits/quotas.py, counted before this statement).
+        (SELECT 'budget_exhausted' FROM exhausted), %(quota)s::text, 'granted') AS reason
     FROM lineage me WHERE me.depth = 0
 ), decided AS (
     INSERT INTO steward_decision (id, tenant, task_id, parent_task, epoch, actor, owner, boundary, action,
@@ -96,6 +118,10 @@ WITH RECURSIVE lineage AS (
                'action', d.action, 'resource', d.resource, 'owner', d.owner, 'epoch', d.epoch,
                'parent_task', d.parent_task, 'policy_version', d.policy_version,
                'authz_revision', d.authz_revision)
+           || CASE WHEN d.reason_code = 'budget_exhausted' THEN (
+                  SELECT jsonb_build_object('budget', jsonb_build_object(
+                      'scope', e.scope, 'limit', e.limit_tokens, 'used', e.used)) FROM exhausted e)
+                   ELSE '{}'::jsonb END
     FROM decided d WHERE NOT d.allowed
 )
 -- result: (a statement that extends this one, `-- extends: authz_decide`, replaces what follows)

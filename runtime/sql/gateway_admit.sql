@@ -46,5 +46,8 @@
 SELECT d.id, d.tenant, d.task_id, d.parent_task, d.epoch, d.actor, d.owner, d.boundary, d.action, d.resource,
        d.allowed, d.reason_code, d.policy_version, d.authz_revision, d.at,
        o.id, o.outcome, (SELECT response FROM prior LIMIT 1), (SELECT receipt FROM prior LIMIT 1),
+       -- a budget_exhausted denial's budget: which, its limit, what was counted
+       (SELECT jsonb_build_object('scope', e.scope, 'limit', e.limit_tokens, 'used', e.used) FROM exhausted e
+        WHERE d.reason_code = 'budget_exhausted'),
        set_config('synchronous_commit', CASE WHEN %(durable)s OR NOT d.allowed THEN 'on' ELSE 'off' END, true)
 FROM decided d, opened o

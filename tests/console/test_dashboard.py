@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from runtime.models import Attempt, Process
 
 
@@ -61,3 +63,51 @@ def test_the_dashboard_names_where_sweeps_run(world, as_person):
     process_beat(kind="supervisor", totals={}, fresh={}, waits=[], swept=True)
     html = as_person(world.people.bob).get("/").content.decode()
     assert "1 supervisor (<code>steward supervise</code>)" in html
+
+
+def _usage(tenant: str, scope: str, subject: str, tokens: int) -> None:
+    from runtime.models import TokenUsage
+
+    TokenUsage.objects.create(tenant=tenant, scope=scope, subject=subject, shard=0, tokens=tokens, calls=1)
+
+
+# (the tenant's budget, its counted tokens, the words shown, whether it is marked for action)
+BUDGET_STATES = [
+    (None, 500, "no budget", False),
+    (1000, 500, "within budget (50%)", False),
+    (1000, 899, "within budget (89%)", False),
+    (1000, 900, "near its limit</span> (90%)", True),
+    (1000, 1000, "exhausted</span>: model calls are refused", True),
+    (1000, 4000, "exhausted</span>: model calls are refused", True),
+]
+
+
+@pytest.mark.parametrize(("limit", "used", "words", "marked"), BUDGET_STATES)
+def test_the_dashboard_says_each_budget_s_state_in_words_and_marks_only_what_needs_action(
+        world, as_person, limit, used, words, marked):
+    from runtime.limits.services import budget_set
+
+    if limit is not None:
+        budget_set(tenant="acme", actor="user:dave", tenant_tokens=limit)
+    _usage("acme", "tenant", "acme", used)
+    _usage("globex", "tenant", "globex", 10**6)  # another tenant's use is not shown
+    html = as_person(world.people.bob).get("/").content.decode()
+    section = html[html.index('id="budgets"') - 40:]
+    section = section[:section.index("</section>")]
+    row = section[section.index('data-scope="tenant"'):]
+    row = row[:row.index("</tr>")]
+    assert f"{used} tokens" in row and words in row, row
+    assert ('class="state act"' in row) is marked
+    assert ("act-border" in section[:80]) is marked
+    assert "1000000" not in section
+
+
+def test_the_dashboard_lists_the_trees_that_used_the_most_against_the_tree_budget(world, as_person):
+    from runtime.limits.services import budget_set
+
+    budget_set(tenant="acme", actor="user:dave", tree_tokens=100)
+    _usage("acme", "tree", str(world.parent.id), 95)
+    html = as_person(world.people.bob).get("/").content.decode()
+    row = html[html.index('data-scope="tree"'):]
+    row = row[:row.index("</tr>")]
+    assert f'href="/tasks/{world.parent.id}/"' in row and "near its limit" in row and "95 tokens" in row

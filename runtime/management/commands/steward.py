@@ -9,6 +9,7 @@
     approvals list|show|approve|deny
     schedules list|show|create|pause|resume     webhooks list|show|create|pause|resume
     dependencies list|create
+    budgets --tenant T   budget-set --tenant T --task-tokens N   quotas   quota-set SERVICE   quota-remove SERVICE
 
 A TASK may be given whole or as a unique prefix of its id (`steward show 01a230af-d9`);
 a prefix that begins several ids is refused with AMBIGUOUS_TASK_ID, naming them.
@@ -35,7 +36,7 @@ from runtime.effects.services import RESOLUTIONS, effect_resolve
 from runtime.errors import InvalidArgument, InvalidEncoding, InvalidInput, StewardError
 from runtime.limits.selectors import pool_usage
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
-from runtime.management import approvals, grants, stops, triggers
+from runtime.management import approvals, budgets, grants, stops, triggers
 from runtime.management.format import block, json_text, record, short, table, when
 from runtime.tasks.selectors import task_detail, task_get, task_id_from_prefix, task_page
 from runtime.tasks.services import task_resume, task_submit
@@ -151,6 +152,7 @@ class Command(BaseCommand):
         grants.add_parser(sub)
         approvals.add_parser(sub)
         triggers.add_parsers(sub)
+        budgets.add_parsers(sub)
 
     def handle(self, *args, command, actor, **options):
         handler = getattr(self, "do_" + command.replace("-", "_"))
@@ -343,6 +345,21 @@ class Command(BaseCommand):
     def do_agents(self, **_):
         rows = [[a.name, a.pool or "default", short(a.description, 70)] for a in agents.registered()]
         self.stdout.write(table(["agent", "pool", "description"], rows))
+
+    def do_budgets(self, **options):
+        budgets.show(self.stdout, **options)
+
+    def do_budget_set(self, **options):
+        budgets.set_budget(self.stdout, **options)
+
+    def do_quotas(self, **options):
+        budgets.quotas(self.stdout, **options)
+
+    def do_quota_set(self, **options):
+        budgets.set_quota(self.stdout, **options)
+
+    def do_quota_remove(self, **options):
+        budgets.remove_quota(self.stdout, **options)
 
     def do_grants(self, **options):
         grants.run(self.stdout, **options)
