@@ -79,24 +79,8 @@ def budget_set(*, tenant: str, actor: str, version: int | None = None, reason: s
         if value is not None:
             arguments.bounded(name, value, minimum=0, maximum=TOKENS_MAX)
     with transaction.atomic(durable=True):
-        before = Budget.objects.filter(tenant=tenant).values(*LIMIT_FIELDS, "version").first()
-        rows = Budget.objects.filter(tenant=tenant)
-        if version is not None:
-            rows = rows.filter(version=version)
-        # Conditional on the version read: a second operator's change in between wins
-        # there, and this one learns it (VERSION_CONFLICT), instead of undoing it.
-        if rows.update(**limits, version=F("version") + 1, updated_by=actor, updated_at=Now()) == 0:
-            if before is not None or version not in (None, 0):
-                raise VersionConflict(f"tenant {tenant}'s budget is at version "
-                                      f"{before['version'] if before else 0}, not {version}",
-                                      current=before["version"] if before else 0)
-            try:
-                with transaction.atomic():
-                    Budget.objects.create(tenant=tenant, **limits, version=1, updated_by=actor)
-            except IntegrityError:  # another operator created it first
-                raise VersionConflict(f"tenant {tenant}'s budget was just created by someone else",
-                                      current=None) from None
-        budget = Budget.objects.get(tenant=tenant)
+        before, budget = _versioned_put(Budget, {"tenant": tenant}, limits, read=LIMIT_FIELDS, actor=actor,
+                                        version=version, what=f"tenant {tenant}'s budget")
         audit_append(actor=actor, tenant=tenant, kind="budget.set", data={
             "before": {k: before[k] for k in LIMIT_FIELDS} if before else None,
             "after": {k: getattr(budget, k) for k in LIMIT_FIELDS}, "version": budget.version, "why": reason})
@@ -116,23 +100,10 @@ def quota_set(*, tenant: str, service: str, calls: int, window_seconds: int, act
     arguments.bounded("window_seconds", window_seconds, minimum=1, maximum=QUOTA_WINDOW_MAX)
     version = _version(version)
     with transaction.atomic(durable=True):
-        before = Quota.objects.filter(tenant=tenant, service=service).values("calls", "window_seconds",
-                                                                              "version").first()
-        rows = Quota.objects.filter(tenant=tenant, service=service)
-        if version is not None:
-            rows = rows.filter(version=version)
-        if rows.update(calls=calls, window_seconds=window_seconds, version=F("version") + 1, updated_by=actor,
-                       updated_at=Now()) == 0:
-            if before is not None or version not in (None, 0):
-                raise VersionConflict(f"the {service} quota is at version {before['version'] if before else 0}, "
-                                      f"not {version}", current=before["version"] if before else 0)
-            try:
-                with transaction.atomic():
-                    Quota.objects.create(tenant=tenant, service=service, calls=calls, window_seconds=window_seconds,
-                                         version=1, updated_by=actor)
-            except IntegrityError:
-                raise VersionConflict(f"the {service} quota was just created by someone else", current=None) from None
-        quota = Quota.objects.get(tenant=tenant, service=service)
+        before, quota = _versioned_put(Quota, {"tenant": tenant, "service": service},
+                                       {"calls": calls, "window_seconds": window_seconds},
+                                       read=("calls", "window_seconds"), actor=actor, version=version,
+                                       what=f"the {service} quota")
         audit_append(actor=actor, tenant=tenant, kind="quota.set", data={
             "service": service, "before": before and {k: before[k] for k in ("calls", "window_seconds")},
             "after": {"calls": calls, "window_seconds": window_seconds}, "version": quota.version, "why": reason})
@@ -159,6 +130,31 @@ def quota_remove(*, tenant: str, service: str, actor: str, version: int | None =
         audit_append(actor=actor, tenant=tenant, kind="quota.removed", data={
             "service": service, "calls": current.calls, "window_seconds": current.window_seconds, "why": reason})
         return current
+
+
+def _versioned_put(model, key: dict, values: dict, *, read, actor: str, version: int | None, what: str):
+    """The write budget_set and quota_set share, on the caller's transaction: one
+    UPDATE of the row at `key`, conditional on `version` when given, that bumps it; no
+    row yet and version 0 or none: insert it (a concurrent insert is a conflict). A
+    version that is not the current one is VERSION_CONFLICT and writes nothing. Returns
+    the row's `read` fields and version before (None if there was none) and the row after.
+
+    Conditional on the version read: a second operator's change in between wins there,
+    and this one learns it (VERSION_CONFLICT), instead of undoing it."""
+    before = model.objects.filter(**key).values(*read, "version").first()
+    rows = model.objects.filter(**key)
+    if version is not None:
+        rows = rows.filter(version=version)
+    if rows.update(**values, version=F("version") + 1, updated_by=actor, updated_at=Now()) == 0:
+        current = before["version"] if before else 0
+        if before is not None or version not in (None, 0):
+            raise VersionConflict(f"{what} is at version {current}, not {version}", current=current)
+        try:
+            with transaction.atomic():
+                model.objects.create(**key, **values, version=1, updated_by=actor)
+        except IntegrityError:  # another operator created it first
+            raise VersionConflict(f"{what} was just created by someone else", current=None) from None
+    return before, model.objects.get(**key)
 
 
 # --- reads ---------------------------------------------------------------------------
