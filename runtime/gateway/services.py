@@ -38,6 +38,7 @@ from runtime.gateway import (  # noqa: F401 - the routes' names, for the web sid
     tool_resource,
     tool_route,
 )
+from runtime.limits.budgets import TOKENS_MAX  # one call's count is bounded as a budget is
 from runtime.limits.quotas import Taken, quota_give, quota_take
 from runtime.models import Decision
 from runtime.stops.services import stop_ack
@@ -49,7 +50,6 @@ MAX_BODY_BYTES = 1024 * 1024
 # long (the contract allows 1 s).
 RECHECK_SECONDS = 0.1
 STEP_MAX = 2**31 - 1
-TOKENS_MAX = 10**15  # one call's count, as runtime/limits/budgets.py bounds a budget
 DECISION_COLUMNS = 15  # gateway_admit.sql returns the decision's columns first, as authz_decide does
 
 
@@ -134,21 +134,17 @@ def gateway_admit(*, claims: dict, route: str, action: str, resource: str, idemp
     # Autocommit (no transaction.atomic): the statement is its own transaction, so the
     # decision and the call's row commit together with no BEGIN or COMMIT round trip.
     # Inside a caller's transaction it commits with that transaction instead.
+    outcome = None
     try:
         cur = db.execute("gateway_admit", params)
         row = cur.fetchone()
-    except BaseException:
-        if taken is not None:
-            quota_give(taken)
-        raise
-    if row is None:
-        if taken is not None:
-            quota_give(taken)
-        raise TaskNotFound(f"no task {params['task']}", task=str(params["task"]))
+        if row is None:
+            raise TaskNotFound(f"no task {params['task']}", task=str(params["task"]))
+        call_id, outcome, response, receipt, budget, _ = row[DECISION_COLUMNS:]
+    finally:
+        if taken is not None and outcome != "admitted":
+            quota_give(taken)  # counted, but nothing is forwarded: the window keeps its place
     decision = decision_from(row[:DECISION_COLUMNS], [c.name for c in cur.description[:DECISION_COLUMNS]])
-    call_id, outcome, response, receipt, budget, _ = row[DECISION_COLUMNS:]
-    if taken is not None and outcome != "admitted":
-        quota_give(taken)  # counted, but nothing is forwarded: the window keeps its place
     if outcome == "busy":
         raise CallInFlight(f"an earlier send of {key!r} is still in flight; send it again once it has answered",
                            idempotency_key=key)
