@@ -17,6 +17,7 @@ from runtime.limits.selectors import budget_use, quota_list
 from runtime.limits.services import (
     QUOTA_CALLS_MAX,
     QUOTA_WINDOW_MAX,
+    SERVICE,
     TOKENS_MAX,
     VERSION_MAX,
     budget_set,
@@ -28,7 +29,7 @@ router = Router(tags=["budgets"])
 
 Tokens = Annotated[StrictInt, Field(ge=0, le=TOKENS_MAX)]
 Version = Annotated[StrictInt, Field(ge=0, le=VERSION_MAX)]
-Service = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
+Service = Annotated[str, StringConstraints(pattern=rf"^{SERVICE.pattern}$")]  # the services' own check
 Reason = Annotated[str, StringConstraints(max_length=2000)]
 
 

@@ -154,6 +154,7 @@ def unknown_pool(name: str) -> UnknownPool:
 from runtime.limits.budgets import (  # noqa: E402, F401
     QUOTA_CALLS_MAX,
     QUOTA_WINDOW_MAX,
+    SERVICE,
     TOKENS_MAX,
     VERSION_MAX,
     budget_set,
