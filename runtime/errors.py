@@ -550,3 +550,20 @@ class BreakerTripped(StewardError):
     def __init__(self, message: str, *, breaker: str, limit: int, observed: int | float, **details):
         super().__init__(message, breaker=breaker, limit=limit, observed=observed, **details)
         self.breaker, self.limit, self.observed = breaker, limit, observed
+
+
+class TreePaused(BreakerTripped):
+    """The task's tree is paused: a fan-out breaker tripped at `tripped_task`, and until an
+    operator lifts the pause (task_resume of a task in the tree) no task of the tree
+    takes a new step or spawns (runtime/limits/pauses.py). `breaker`, `limit` and
+    `observed` are the trip's. The attempt ends `pause` and the task is blocked
+    (`tree_paused`); nothing of the refused call was journaled."""
+
+    code = "TREE_PAUSED"
+    status = 409
+
+    def __init__(self, message: str, *, pause_id: int, tripped_task: str, breaker: str, limit: int,
+                 observed: int | float):
+        super().__init__(message, breaker=breaker, limit=limit, observed=observed, pause_id=pause_id,
+                         tripped_task=tripped_task)
+        self.pause_id, self.tripped_task = pause_id, tripped_task

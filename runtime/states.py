@@ -12,7 +12,7 @@ QUEUED = "queued"        # admitted to its pool; waits for a free slot and a wor
 RUNNING = "running"      # an attempt holds the lease and one pool slot
 SLEEPING = "sleeping"    # a durable timer; holds no worker and no slot until wake_at
 WAITING = "waiting"      # waits for children; holds no worker and no slot
-BLOCKED = "blocked"      # waits for a person: an unknown effect, a denial, an approval or a breaker (blocked_reason)
+BLOCKED = "blocked"      # waits for a person: an unknown effect, a denial, an approval, a breaker or its tree's pause (blocked_reason)
 DEAD = "dead"            # its worker died MAX_CRASHES times in a row; waits for a resume
 STOPPING = "stopping"    # a stop closed its admission; waits for its boundaries' acknowledgments
 COMPLETED = "completed"  # the agent returned; terminal
@@ -34,6 +34,8 @@ TASK_TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
     "deny": (frozenset({RUNNING}), BLOCKED),              # authorize() denied what the agent asked for
     "await": (frozenset({RUNNING}), BLOCKED),             # ctx.request_approval() persisted a package
     "trip": (frozenset({RUNNING}), BLOCKED),              # a fan-out or runaway breaker refused the next step
+    "pause": (frozenset({RUNNING}), BLOCKED),             # its tree is paused: ended before its next new step
+    "hold": (frozenset({QUEUED, SLEEPING, WAITING}), BLOCKED),  # its tree was paused (a fan-out trip) while it was idle
     "yield": (frozenset({RUNNING}), QUEUED),              # database error: retry (dead-letter past MAX_CRASHES)
     "recover": (frozenset({RUNNING}), QUEUED),            # lease expired: supervisor re-queues
     "dead_letter": (frozenset({RUNNING}), DEAD),          # lease expired MAX_CRASHES times
@@ -41,6 +43,7 @@ TASK_TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
     "unblock": (frozenset({BLOCKED}), QUEUED),            # an operator resolved the effect (effect_unknown only)
     "decided": (frozenset({BLOCKED}), QUEUED),            # its approval was approved, denied or expired
     "reset": (frozenset({BLOCKED}), QUEUED),              # an operator resumed it past its breaker (task_resume)
+    "release": (frozenset({BLOCKED}), QUEUED),            # an operator lifted its tree's pause (task_resume in the tree)
     "resume": (frozenset({DEAD, FAILED, BLOCKED, CANCELLED}), QUEUED),  # explicit, audited; blocked: denied only
     # A stop (runtime/stops/): every live task of the tree moves to stopping in one
     # transaction, which closes its admission; each becomes cancelled once its four
@@ -64,7 +67,8 @@ EFFECT_UNKNOWN = "effect_unknown"      # an effect may or may not have happened;
 AUTHORITY_DENIED = "authority_denied"  # authorize() denied an action; change grants, then resume
 APPROVAL_PENDING = "approval_pending"  # ctx.request_approval() waits for a person's decision (or expiry)
 BREAKER_TRIPPED = "breaker_tripped"    # a breaker refused its next step (steward_task.breaker); resume it
-BLOCKED_REASONS = (EFFECT_UNKNOWN, AUTHORITY_DENIED, APPROVAL_PENDING, BREAKER_TRIPPED)
+TREE_PAUSED = "tree_paused"            # a fan-out breaker tripped elsewhere in its tree (steward_tree_pause); resume the tree
+BLOCKED_REASONS = (EFFECT_UNKNOWN, AUTHORITY_DENIED, APPROVAL_PENDING, BREAKER_TRIPPED, TREE_PAUSED)
 
 # event -> the blocked_reason it writes (into blocked) or requires (out of blocked). An
 # event out of `blocked` that is not listed here does not leave it (cancel leaves any).
@@ -77,6 +81,9 @@ BLOCKED_BY: dict[str, str] = {
     "decided": APPROVAL_PENDING,  # only a decision (or expiry) of its approval releases it
     "trip": BREAKER_TRIPPED,
     "reset": BREAKER_TRIPPED,     # task_resume, usually with raised limits; it is checked again
+    "pause": TREE_PAUSED,
+    "hold": TREE_PAUSED,
+    "release": TREE_PAUSED,       # task_resume of any task in the tree lifts the pause for all it holds
 }
 
 # --- Breakers (runtime/limits/breakers.py): which one tripped (steward_task.breaker) ---------
@@ -87,6 +94,9 @@ FANOUT_RATE = "fanout_rate"                # a spawn past the tree's maximum of 
 RUNAWAY_STEPS = "runaway_steps"            # a step past the task's maximum of journaled steps
 RUNAWAY_WALL_CLOCK = "runaway_wall_clock"  # a step after the task's maximum of time since its first start
 BREAKERS = (FANOUT_CHILDREN, FANOUT_DEPTH, FANOUT_RATE, RUNAWAY_STEPS, RUNAWAY_WALL_CLOCK)
+# A fan-out trip pauses the whole tree (runtime/limits/pauses.py): a tree that grows too
+# wide, deep or fast is one runaway, not one task's. A runaway trip blocks its task only.
+FANOUT_BREAKERS = frozenset({FANOUT_CHILDREN, FANOUT_DEPTH, FANOUT_RATE})
 
 # --- Approval states (steward_approval.state, runtime/approvals/) ---------------------
 PENDING = "pending"      # waits for a person's decision until expires_at

@@ -44,6 +44,9 @@ class Running:
     seen_at: float | None = None   # time.monotonic() when the worker saw the stop
     where: str = ""                # how it was seen: "notified", "lease renewal"
     forced: bool = False           # ended by force (runtime/worker/stop_watch.py)
+    # Its tree was paused (runtime/limits/pauses.py): the attempt ends before its next new
+    # step (runtime/limits/breakers.py StepBreakers). Never interrupts the step it is in.
+    paused: bool = False
 
     def due(self, now: float | None = None) -> bool:
         """Whether a stop should be raised here now."""
@@ -92,6 +95,14 @@ def seen(task_id, epoch: int, *, where: str) -> Running | None:
                     run.seen_at, run.where = time.monotonic(), where
                 return run
     return None
+
+
+def pause_seen(task_id, epoch: int) -> None:
+    """This attempt's tree was paused (seen by the stop watcher or the lease keeper)."""
+    with _lock:
+        for run in _running.values():
+            if run.task_id == task_id and run.epoch == epoch:
+                run.paused = True
 
 
 @contextlib.contextmanager

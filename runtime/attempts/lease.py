@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from runtime import config, db, faults, outages
+from runtime.attempts import interrupts
 from runtime.meter import meter
 
 log = logging.getLogger(__name__)
@@ -144,9 +145,12 @@ class LeaseKeeper:
             with self._lock:
                 self._held.discard((task_id, epoch))
             return
-        if renewed[0] != "running":
+        status, paused = renewed
+        if paused:  # its tree's pause, if the stop watcher missed the notification
+            interrupts.pause_seen(task_id, epoch)
+        if status != "running":
             for observer in self._observers:
-                observer(task_id, epoch, renewed[0])
+                observer(task_id, epoch, status)
 
 
 keeper = LeaseKeeper()

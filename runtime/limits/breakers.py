@@ -15,8 +15,10 @@ is never refused: it already happened.
 A breaker raises BreakerTripped inside the ctx call; the executor ends the attempt
 `trip`, so the task is `blocked` with `blocked_reason = breaker_tripped`, `breaker`
 naming which, the refusal in `error` and `task.blocked` in the audit trail, in one
-fenced statement. Nothing is journaled for the refused call: an operator's resume
-(task_resume, usually raising the limit for that task) asks again.
+fenced statement. A fan-out trip also pauses the whole tree (runtime/limits/pauses.py):
+every other task of it is refused its next new step or spawn (TreePaused, checked here
+too) and blocked `tree_paused`. Nothing is journaled for the refused call: an
+operator's resume (task_resume, usually raising the limit for that task) asks again.
 
 Limits come from, lowest first: the fleet (settings STEWARD["BREAKERS"]), the agent's
 declaration (`@agent(..., breakers={...})`) and an operator's override of one task
@@ -28,8 +30,10 @@ from __future__ import annotations
 import time
 
 from runtime import agents, config, db, states
+from runtime.attempts import interrupts
 from runtime.encoding import decode
 from runtime.errors import BreakerTripped
+from runtime.limits import pauses
 
 # How each limit reads in a refusal: breaker -> (limit key, what it counts).
 _SAYS = {
@@ -73,37 +77,54 @@ def spawn_admit(lease, *, root_id, limits: dict[str, int]) -> None:
     db.execute("spawn_lock", {"root": str(root_id)})
     # A separate statement, after the lock: its snapshot includes any child that the
     # spawner we waited for committed (spawn_lock.sql).
-    breaker, depth, children, recent = db.fetchone("spawn_breakers", {
+    breaker, depth, children, recent, paused = db.fetchone("spawn_breakers", {
         "parent": lease.task_id, "root": root_id, "max_depth": limits["max_depth"],
         "max_children": limits["max_children"], "max_spawns_per_minute": limits["max_spawns_per_minute"]})
+    if paused is not None:
+        # Read under the same lock the pause took: it stays open until this transaction ends.
+        raise pauses.refusal(root_id, lease.task_id)
     if breaker is not None:
         observed = {states.FANOUT_DEPTH: depth, states.FANOUT_CHILDREN: children + 1,
                     states.FANOUT_RATE: recent + 1}[breaker]
         raise tripped(breaker, limit=limits[_SAYS[breaker][0]], observed=observed, task_id=lease.task_id)
 
 
-class Runaway:
-    """The runaway breakers of one attempt. The limits and the task's age are read once,
-    at its first new step (an attempt that only replays never asks); the age then grows
-    by the worker's monotonic clock, so each check costs no round trip."""
+class StepBreakers:
+    """What is checked before each new step of one attempt: the runaway breakers, and
+    whether its tree is paused. The limits, the task's age and the tree's pause are read
+    once, at its first new step (an attempt that only replays never asks); the age then
+    grows by the worker's monotonic clock, and a pause made later reaches the attempt's
+    Running (runtime/attempts/interrupts.py) from the stop watcher or the lease keeper,
+    so each check costs no round trip."""
 
-    def __init__(self, lease, agent: str):
-        self.lease, self.agent = lease, agent
+    def __init__(self, lease, agent: str, root_id):
+        self.lease, self.agent, self.root_id = lease, agent, root_id
         self.limits: dict[str, int] | None = None
         self._age_at = 0.0     # seconds since the first start, on the database's clock, when read
         self._read_at = 0.0    # time.monotonic() then
+        self._paused = False   # the tree had an open pause when the limits were read
 
     def load(self) -> dict[str, int]:
         if self.limits is None:
-            overrides, age = db.fetchone("breaker_load", {"task": self.lease.task_id})
+            overrides, age, pause = db.fetchone("breaker_load", {"task": self.lease.task_id})
             self._read_at = time.monotonic()
             self.limits = limits_for(self.agent, _decoded(overrides))
             self._age_at = float(age or 0.0)
+            self._paused = pause is not None
         return self.limits
 
     def check(self, seq: int) -> None:
         """Before a new step at `seq` (seqs are dense from 0, so it is the seq+1th step)."""
         limits = self.load()
+        run = interrupts.current()
+        if self._paused or (run is not None and run.paused):
+            refused = pauses.refusal(self.root_id, self.lease.task_id)
+            if refused is not None:
+                raise refused
+            # Lifted since it was seen: carry on, and look again only when told again.
+            self._paused = False
+            if run is not None:
+                run.paused = False
         if seq >= limits["max_steps"]:
             raise tripped(states.RUNAWAY_STEPS, limit=limits["max_steps"], observed=seq + 1,
                           task_id=self.lease.task_id)

@@ -17,6 +17,7 @@ from runtime.models.decision import Decision
 from runtime.models.effect import Effect
 from runtime.models.gateway_call import GatewayCall
 from runtime.models.grant import AuthzRevision, Grant
+from runtime.models.pause import TreePause
 from runtime.models.pool import Pool, PoolCount
 from runtime.models.process import Process, ProcessMinute
 from runtime.models.seal import AuditSeal
@@ -26,4 +27,4 @@ from runtime.models.stop import AgentSwitch, Stop, StopAck
 from runtime.models.task import Task
 from runtime.models.trigger import DependencyTrigger, Schedule, Webhook, WebhookDelivery
 
-__all__ = ["AgentSwitch", "Approval", "Attempt", "AuditEvent", "AuditSeal", "AuthzRevision", "Budget", "Decision", "DependencyTrigger", "Effect", "GatewayCall", "Grant", "Pool", "PoolCount", "Process", "ProcessMinute", "Quota", "Schedule", "Slot", "Step", "Stop", "StopAck", "Task", "TokenUsage", "Webhook", "WebhookDelivery"]
+__all__ = ["AgentSwitch", "Approval", "Attempt", "AuditEvent", "AuditSeal", "AuthzRevision", "Budget", "Decision", "DependencyTrigger", "Effect", "GatewayCall", "Grant", "Pool", "PoolCount", "Process", "ProcessMinute", "Quota", "Schedule", "Slot", "Step", "Stop", "StopAck", "Task", "TokenUsage", "TreePause", "Webhook", "WebhookDelivery"]

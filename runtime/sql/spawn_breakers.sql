@@ -2,6 +2,8 @@
 -- under spawn_lock.sql in the spawn's transaction, so no concurrent spawn of the tree
 -- can slip between this count and the child's insert.
 --
+-- * paused: the tree's open pause (runtime/limits/pauses.py). A pause takes the same
+--   lock before it commits, so once it has, no spawn of the tree is admitted.
 -- * depth: the parent's ancestors, walked up by primary key (at most max_depth + 1 of
 --   them: past that the answer is already "too deep"); the root is at depth 0.
 -- * children: the parent's children (the partial unique index on parent, spawn_seq),
@@ -16,7 +18,8 @@ WITH RECURSIVE up AS (
     FROM up JOIN steward_task t ON t.id = up.parent_id
     WHERE up.depth <= %(max_depth)s
 ), counted AS MATERIALIZED (  -- once: the CASE below reads each count twice
-    SELECT (SELECT max(depth) FROM up) + 1 AS depth,
+    SELECT (SELECT p.id FROM steward_tree_pause p WHERE p.root_id = %(root)s AND p.released_at IS NULL) AS paused,
+           (SELECT max(depth) FROM up) + 1 AS depth,
            (SELECT count(*) FROM (SELECT 1 FROM steward_task c WHERE c.parent_id = %(parent)s
                                   LIMIT %(max_children)s) k) AS children,
            (SELECT count(*) FROM (SELECT 1 FROM steward_task r
@@ -25,8 +28,9 @@ WITH RECURSIVE up AS (
                                                  || '70008000000000000000')::uuid
                                   LIMIT %(max_spawns_per_minute)s) k) AS recent
 )
-SELECT CASE WHEN depth > %(max_depth)s THEN 'fanout_depth'
+SELECT CASE WHEN paused IS NOT NULL THEN 'tree_paused'
+            WHEN depth > %(max_depth)s THEN 'fanout_depth'
             WHEN children >= %(max_children)s THEN 'fanout_children'
             WHEN recent >= %(max_spawns_per_minute)s THEN 'fanout_rate' END,
-       depth, children, recent
+       depth, children, recent, paused
 FROM counted

@@ -16,6 +16,7 @@ from runtime import agents, arguments, config, db, encoding, states
 from runtime.attempts import dispatch
 from runtime.audit import audit_append, with_via
 from runtime.errors import AgentStopped, IdempotencyConflict, InvalidInput, InvalidTransition, QueueFull
+from runtime.limits import pauses
 from runtime.limits.services import default_pool_name, first_use_reason, pool_create_on_first_use, unknown_pool
 from runtime.models import Task
 from runtime.tasks.selectors import task_get
@@ -166,26 +167,42 @@ def _printable(text: str, width: int) -> str:
 # conditional writes and audits them in the same transaction; not callable from agent code.
 
 
-def task_resume(*, task_id, actor: str, note: str = "", limits: dict | None = None) -> None:
-    """Queue a dead, failed, cancelled, denied or tripped task for a new attempt (reason `resume`).
+@dataclass(frozen=True)
+class Resumed:
+    """What a resume did beyond its own task: the tree pause it lifted, if any."""
+
+    pause_id: int | None = None
+    tree_queued: int = 0  # the other tasks of the tree the lifted pause had held, queued again
+
+
+def task_resume(*, task_id, actor: str, note: str = "", limits: dict | None = None) -> Resumed:
+    """Queue a dead, failed, cancelled, denied, tripped or paused task for a new attempt
+    (reason `resume`); in a paused tree, lift the pause.
 
     1. Check `limits` (runtime/arguments.py breaker_limits): an operator's breaker limits
        for this task alone, merged over any it had (runtime/limits/breakers.py).
-    2. Refuse while the old attempt has not yet stopped (its worker has not acknowledged).
-    3. One conditional UPDATE from the resume sources; from `blocked` only when it was
-       blocked by a denial (authority_denied, event `resume`) or a breaker (breaker_tripped,
-       event `reset`): a task blocked on an unknown effect is released by resolving that
-       effect, never by skipping past it, and one waiting for an approval by its decision.
-       A resumed task checks again at its next effect (authority) and its next step or
-       spawn (breakers), so resuming before the grants or the limits change blocks it
-       again on its next attempt, visibly.
-    4. Audit `task.resumed` (with what had blocked it, and the limits set) in the transaction.
+    2. If its tree is paused (runtime/limits/pauses.py), lock the tree first, parents
+       first, as the pause and a stop do.
+    3. Refuse while the old attempt has not yet stopped (its worker has not acknowledged).
+    4. One conditional UPDATE from the resume sources; from `blocked` only when it was
+       blocked by a denial (authority_denied, event `resume`), a breaker (breaker_tripped,
+       event `reset`) or its tree's pause (tree_paused, event `release`): a task blocked
+       on an unknown effect is released by resolving that effect, never by skipping past
+       it, and one waiting for an approval by its decision. A resumed task checks again
+       at its next effect (authority) and its next step or spawn (breakers), so resuming
+       before the grants or the limits change blocks it again on its next attempt, visibly.
+    5. Lift the tree's pause: every other task it holds is queued again (`release`).
+    6. Audit `task.resumed` (with what had blocked it, the limits set and the pause
+       lifted) in the transaction.
     """
     arguments.actor(actor)
     arguments.text("note", note)
     raised = arguments.breaker_limits(limits) if limits is not None else None
     with transaction.atomic(durable=True):
         task = task_get(arguments.task_id(task_id))
+        paused = pauses.open_pause(task.root_id) is not None
+        if paused:
+            pauses.tree_lock(task.root_id)
         if task.attempts.filter(ended_at__isnull=True).exists():
             raise InvalidTransition(f"task {task.id} still has a running attempt; wait for it to stop",
                                     status=task.status)
@@ -221,14 +238,19 @@ def task_resume(*, task_id, actor: str, note: str = "", limits: dict | None = No
             blocked = {"blocked_reason": task.blocked_reason,
                        **({"decision_id": str(task.blocked_decision_id)} if task.blocked_decision_id else {}),
                        **({"breaker": task.breaker} if task.breaker else {})}
+        lifted = pauses.tree_release(root_id=task.root_id, task_id=task.id, actor=actor, note=note) \
+            if paused else None
         audit_append(actor=actor, tenant=task.tenant, task_id=task.id, kind="task.resumed",
                      data={"from": task.status, "note": note, **blocked,
-                           **({"limits": raised} if raised else {})})
+                           **({"limits": raised} if raised else {}),
+                           **({"tree_pause_lifted": lifted.pause_id, "tree_queued": lifted.queued} if lifted else {})})
         dispatch.pool_has_work(task.pool_id)
+    return Resumed(lifted.pause_id, lifted.queued) if lifted else Resumed()
 
 
-# The reasons a resume releases (states.BLOCKED_BY): a denial (`resume`) and a breaker (`reset`).
-RESUMABLE_BLOCKS = (states.BLOCKED_BY["resume"], states.BLOCKED_BY["reset"])
+# The reasons a resume releases (states.BLOCKED_BY): a denial (`resume`), a breaker
+# (`reset`) and its tree's pause (`release`).
+RESUMABLE_BLOCKS = (states.BLOCKED_BY["resume"], states.BLOCKED_BY["reset"], states.BLOCKED_BY["release"])
 
 
 def input_parse(text: str | bytes):

@@ -41,28 +41,24 @@ def _not_the_agents_error(method):
     """A lost database connection inside a ctx call becomes InfrastructureError, which
     agent code cannot catch with `except Exception`: the executor yields the attempt
     instead of failing the task (runtime/worker/executor.py). An AuthorityDenied or a
-    BreakerTripped is kept on the context, and every later ctx call raises it again."""
+    BreakerTripped (TreePaused is one) is kept on the context as `halt`, and every
+    later ctx call raises it again."""
 
     @functools.wraps(method)
     def guarded(self, *args, **kwargs):
-        if self.denied is not None:
-            raise self.denied  # sticky: nothing more is journaled after a denial
-        if self.tripped is not None:
-            raise self.tripped  # nor after a breaker tripped
+        if self.halt is not None:
+            raise self.halt  # sticky: nothing more is journaled after a denial or a breaker's refusal
         try:
             # Steward's own work: a stop is not delivered in the middle of it (runtime/attempts/interrupts.py).
             with interrupts.region(interrupts.STEWARD):
                 return method(self, *args, **kwargs)
         except db.CONNECTION_ERRORS as exc:
             raise InfrastructureError(exc) from exc
-        except AuthorityDenied as exc:
-            # Whoever raised it (ctx.authorize, an effect's requires, a gateway call), the
-            # attempt ends `deny` even if agent code catches it (runtime/worker/authority.py).
-            self.denied = exc
-            raise
-        except BreakerTripped as exc:
-            # The attempt ends `trip` (the task is blocked) even if agent code catches it.
-            self.tripped = exc
+        except (AuthorityDenied, BreakerTripped) as exc:
+            # Whoever raised it (ctx.authorize, an effect's requires, a gateway call, a
+            # breaker, the tree's pause), the attempt ends blocked (`deny`, `trip` or
+            # `pause`) even if agent code catches it (runtime/worker/executor.py _halt).
+            self.halt = exc
             raise
 
     return guarded
@@ -86,9 +82,9 @@ class Context:
         self.attempt_reason = reason
         self._journal = journal_rows
         self._seq = 0
-        self.denied: AuthorityDenied | None = None  # the first denial; the task ends blocked
-        self.tripped: BreakerTripped | None = None  # the breaker that refused a call; the task ends blocked
-        self._runaway = breakers.Runaway(lease, agent)  # checked before each new step
+        # The first denial or breaker's refusal (a tree's pause included): the task ends blocked.
+        self.halt: AuthorityDenied | BreakerTripped | None = None
+        self._breakers = breakers.StepBreakers(lease, agent, root_id)  # checked before each new step
 
     # --- journaled calls -------------------------------------------------------------
 
@@ -234,7 +230,7 @@ class Context:
         requested = authority.scope(scope)
         seq, recorded = self._next(f"spawn:{agent}", "spawn")
         return children.spawn(self.lease, seq, recorded, agent=agent, input=input, owner=self.owner,
-                              root_id=self.root_id, limits=self._runaway.load(), requested_scope=requested)
+                              root_id=self.root_id, limits=self._breakers.load(), requested_scope=requested)
 
     @_not_the_agents_error
     def wait(self, tasks) -> list[ChildResult]:
@@ -251,9 +247,9 @@ class Context:
         seq = self._seq
         self._seq += 1
         if seq >= len(self._journal):
-            # A new step: the runaway breakers first (BreakerTripped). A replayed one is
-            # never refused, so a resume with raised limits replays what ran.
-            self._runaway.check(seq)
+            # A new step: the runaway breakers and the tree's pause first (BreakerTripped,
+            # TreePaused). A replayed one is never refused, so a resume replays what ran.
+            self._breakers.check(seq)
             return seq, None
         recorded = self._journal[seq]
         if recorded.name != name or recorded.kind != kind:

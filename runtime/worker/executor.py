@@ -28,7 +28,7 @@ from django.db import transaction
 from runtime import agents, config, db, encoding, faults, outages, states
 from runtime.attempts import dispatch, interrupts, journal
 from runtime.attempts.lease import Claim, claim_next, keeper
-from runtime.attempts.transitions import end_attempt, release_stopped
+from runtime.attempts.transitions import end_attempt, fence, release_stopped
 from runtime.audit import audit_append
 from runtime.errors import (
     AuthorityDenied,
@@ -42,7 +42,9 @@ from runtime.errors import (
     StewardError,
     StopRequested,
     Suspend,
+    TreePaused,
 )
+from runtime.limits import pauses
 from runtime.models import Decision
 from runtime.stops.services import stop_ack
 from runtime.worker.context import Context
@@ -153,18 +155,23 @@ def _run(claim: Claim, then_claim: bool) -> Claim | None:
     except db.CONNECTION_ERRORS:
         raise  # the database, not the agent: run_attempt yields the attempt
     except (NondeterminismError, NotJournalable, Exception) as exc:  # noqa: BLE001 - the task fails, with the error
-        denied = ctx.denied if ctx is not None and ctx.denied is not None else exc
-        if isinstance(denied, AuthorityDenied):
-            return _deny(claim, denied)
-        if ctx is not None and ctx.tripped is not None:
-            return _trip(claim, ctx.tripped)
+        halt = ctx.halt if ctx is not None and ctx.halt is not None else exc
+        if isinstance(halt, (AuthorityDenied, BreakerTripped)):
+            return _halt(claim, halt)
         return _end(claim, then_claim, "fail", error=_failure(exc))
-    if ctx.denied is not None:  # agent code caught the denial and returned anyway
-        return _deny(claim, ctx.denied)
-    if ctx.tripped is not None:  # or the breaker's refusal
-        return _trip(claim, ctx.tripped)
+    if ctx.halt is not None:  # agent code caught the denial or the breaker's refusal and returned anyway
+        return _halt(claim, ctx.halt)
     faults.reach(faults.BEFORE_STATUS, task_id=lease.task_id, step="complete", epoch=lease.epoch)
     return _end(claim, then_claim, "complete", output=output)
+
+
+def _halt(claim: Claim, halt: AuthorityDenied | BreakerTripped) -> None:
+    """The attempt must end blocked, whatever agent code did with the refusal."""
+    if isinstance(halt, AuthorityDenied):
+        return _deny(claim, halt)
+    if isinstance(halt, TreePaused):
+        return _paused(claim, halt)
+    return _trip(claim, halt)
 
 
 def _deny(claim: Claim, denied: AuthorityDenied) -> None:
@@ -194,12 +201,36 @@ def _trip(claim: Claim, tripped: BreakerTripped) -> None:
     attempt `trip`, so the task is `blocked` (breaker_tripped) with the breaker on its
     row, the refusal in `error` and `task.blocked` naming the breaker, its limit and
     what was observed, in one fenced statement (attempt_end.sql). Nothing re-runs it by
-    itself: an operator resumes it, usually raising that task's limit first."""
+    itself: an operator resumes it, usually raising that task's limit first. A fan-out
+    breaker also pauses the rest of the tree, in the same transaction."""
+    if tripped.breaker in states.FANOUT_BREAKERS:
+        # The tree grew past a limit: pause all of it, not only this task (pauses.py).
+        with transaction.atomic(durable=True):
+            pauses.tree_pause(claim.lease, root_id=claim.root_id, tripped=tripped)
+        return None
     details = {"breaker": tripped.breaker, "limit": tripped.limit, "observed": tripped.observed}
     end_attempt(claim.lease, "trip", error={"code": tripped.code, "type": type(tripped).__name__,
                                             "message": str(tripped), **details},
                 breaker=tripped.breaker, audit=details,
                 note=f"breaker {tripped.breaker} tripped (limit {tripped.limit}); raise it or resume")
+    return None
+
+
+def _paused(claim: Claim, paused: TreePaused) -> None:
+    """The task's tree is paused (runtime/limits/pauses.py): end the attempt `pause`, so
+    the task is `blocked` (tree_paused) until an operator lifts the pause. Our own row is
+    locked first: a release locks the whole tree before it queues what the pause holds,
+    so either it ran first (and the pause is found lifted here: the task is queued again
+    at once) or it waits for this commit and queues this task with the rest."""
+    lease = claim.lease
+    details = {"pause_id": paused.pause_id, "tripped_task": paused.tripped_task, "breaker": paused.breaker}
+    with transaction.atomic(durable=True):
+        fence(lease, "status", exclusive=True)
+        end_attempt(lease, "pause", error={"code": paused.code, "type": type(paused).__name__,
+                                           "message": str(paused), **details}, audit=details,
+                    note=f"tree paused: breaker {paused.breaker} tripped at task {paused.tripped_task}; "
+                         f"resume the tree")
+        pauses.requeue_if_lifted(task_id=lease.task_id, actor=lease.actor)
     return None
 
 

@@ -23,6 +23,9 @@ step, and ending by force an attempt whose step ignores it (docs/adr/0016-stops.
    prefork child is replaced by Celery's master; a solo worker is gone, and its service
    manager starts it again.
 
+The same notification carries a tree's pause (runtime/limits/pauses.py): a running
+task of a paused tree is not interrupted, only marked, and ends before its next new step.
+
 Only processes that enable() it (Celery workers: runtime/worker/celery_tasks.py) are
 watched; elsewhere (a test session running attempts in-process) a stop ends the attempt
 at its next write, as the fence decides.
@@ -138,15 +141,17 @@ class StopWatch:
             connection.close()
 
     def _check(self, listener) -> None:
-        """Read the status of the tasks this process runs; note the stopped ones."""
+        """Read the status of the tasks this process runs; note the stopped ones, and the
+        ones whose tree was paused (runtime/limits/pauses.py)."""
         runs = interrupts.running()
         if not runs:
             return
-        rows = listener.execute("SELECT id, epoch, status FROM steward_task WHERE id = ANY(%s)",
-                                [[run.task_id for run in runs]]).fetchall()
-        for task_id, epoch, status in rows:
+        rows = listener.execute(db.sql("watch_tasks"), {"tasks": [run.task_id for run in runs]}).fetchall()
+        for task_id, epoch, status, paused in rows:
             if status in STOPPED:
                 self._seen(task_id, epoch, "notified")
+            elif paused:
+                interrupts.pause_seen(task_id, epoch)  # it ends before its next new step
 
     def _renewed(self, task_id, epoch: int, status: str) -> None:
         """The lease keeper's renewal read the task's status (its thread). It also tends

@@ -1,0 +1,116 @@
+"""Tree pauses: a fan-out breaker that trips pauses the whole tree for an operator.
+
+A tree that grows too wide, too deep or too fast is one runaway, not one task's: its
+siblings are as likely to keep growing it as the task whose spawn was refused. So a
+fan-out trip (states.FANOUT_BREAKERS) pauses every task of the tree; a runaway trip
+(steps, wall clock) blocks its own task only (docs/adr/0021-tree-pauses.md).
+
+1. **Pausing** (tree_pause, from the executor once a spawn was refused), in one
+   transaction:
+   a. lock the tree's rows, parents first (tree_lock.sql): this waits for the spawns
+      already under way, which hold their spawner's row;
+   b. take the tree's spawn lock (spawn_lock.sql): once this transaction commits, every
+      spawn of the tree finds the pause (spawn_breakers.sql) and is refused;
+   c. open the pause (tree_pause_open.sql), or join the one already open;
+   d. hold the idle tasks (tree_hold.sql): queued, sleeping and waiting become blocked
+      (`tree_paused`), each audited; they hold no slot, timer or worker;
+   e. end the tripping attempt `trip` (its breaker on its row, the pause in its
+      `task.blocked`);
+   f. notify the workers on the stop channel.
+2. **Running tasks** finish the step they are in (a pause is not a stop: nothing is
+   interrupted) and end `pause` before their next new step. They learn of it from the
+   notification (the stop watcher), from their lease's next renewal, and, for an
+   attempt that starts during the pause, from the first new step's read of its limits.
+   A spawn is refused in the database under the lock, so none gets past a pause however
+   late a worker learns of it.
+3. **Lifting** (tree_release, from task_resume: resuming any task of a paused tree), in
+   the resume's transaction: lock the tree as in 1a, close the pause and queue again
+   every task it holds, each audited. The tripped task itself is resumed like any
+   tripped task, usually with a raised limit; resumed without one, it trips again and
+   pauses the tree again, visibly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runtime import db
+from runtime.attempts import dispatch
+from runtime.attempts.transitions import end_attempt
+from runtime.errors import BreakerTripped, TreePaused
+from runtime.models import TreePause
+
+
+def tree_pause(lease, *, root_id, tripped: BreakerTripped) -> int:
+    """Pause `root_id`'s tree because `tripped` (a fan-out breaker) refused a spawn of
+    the lease's task, and end that attempt `trip`; return the pause's id. Call inside a
+    transaction. Raises Fenced (and the transaction rolls back: no pause) if the attempt
+    no longer owns its task: its next attempt replays the spawn and trips again."""
+    tree_lock(root_id)
+    db.execute("spawn_lock", {"root": str(root_id)})
+    pause_id, opened = db.fetchone("tree_pause_open", {
+        "root": root_id, "tenant": lease.tenant, "task": lease.task_id, "breaker": tripped.breaker,
+        "limit": tripped.limit, "observed": int(tripped.observed)})
+    held = db.fetchone("tree_hold", {
+        "root": root_id, "task": str(lease.task_id), "pause": pause_id, "breaker": tripped.breaker,
+        "actor": lease.actor, "note": f"tree paused: breaker {tripped.breaker} tripped at task {lease.task_id}"})[0]
+    details = {"breaker": tripped.breaker, "limit": tripped.limit, "observed": tripped.observed}
+    end_attempt(lease, "trip", error={"code": tripped.code, "type": type(tripped).__name__,
+                                      "message": str(tripped), **details, "pause_id": pause_id},
+                breaker=tripped.breaker, audit={**details, "pause_id": pause_id, "tree_held": held,
+                                                "tree_paused": "opened" if opened else "joined"},
+                note=f"breaker {tripped.breaker} tripped (limit {tripped.limit}); its tree is paused: "
+                     f"resume it with the limit raised")
+    db.execute("stop_notify", {"payload": f"pause:{pause_id}"})
+    return pause_id
+
+
+def tree_lock(root_id) -> None:
+    """Lock the tree's rows, parents first (tree_lock.sql). Inside a transaction."""
+    db.fetchall("tree_lock", {"root": root_id})
+
+
+@dataclass(frozen=True)
+class Released:
+    pause_id: int
+    queued: int  # the other tasks of the tree the release queued again
+
+
+def tree_release(*, root_id, task_id, actor: str, note: str) -> Released | None:
+    """Lift the tree's open pause, if it has one, queueing again every task it holds but
+    `task_id` (the task being resumed, moved by the caller). Call inside the resume's
+    transaction, after tree_lock(). Returns None if the tree was not paused."""
+    rows = db.fetchall("tree_release", {"root": root_id, "task": str(task_id), "actor": actor,
+                                        "note": f"its tree's pause was lifted by {actor}"[:500]})
+    if not rows:
+        return None
+    for _, pool, count in rows:
+        if pool is not None:
+            dispatch.pool_has_work(pool, count)
+    return Released(rows[0][0], sum(count for _, pool, count in rows if pool is not None))
+
+
+def open_pause(root_id) -> TreePause | None:
+    """The tree's open pause, if any."""
+    return TreePause.objects.filter(root_id=root_id, released_at__isnull=True).first()
+
+
+def refusal(root_id, task_id) -> TreePaused | None:
+    """The TreePaused a task of a paused tree raises before its next new step (None if
+    the pause was lifted meanwhile)."""
+    pause = open_pause(root_id)
+    if pause is None:
+        return None
+    return TreePaused(
+        f"the tree of task {task_id} is paused: breaker {pause.breaker} tripped at task {pause.task_id} "
+        f"({pause.observed} past {pause.limit}); an operator resumes the tree", pause_id=pause.id,
+        tripped_task=str(pause.task_id), breaker=pause.breaker, limit=pause.limit, observed=pause.observed)
+
+
+def requeue_if_lifted(*, task_id, actor: str) -> None:
+    """After a running task ended `pause`, with its own row locked: if its tree's pause
+    was lifted before that (the release did not see it blocked, so it did not queue it),
+    queue it again now (pause_lifted.sql). Otherwise it waits for the release like the rest."""
+    row = db.fetchone("pause_lifted", {"task": task_id, "actor": actor})
+    if row is not None:
+        dispatch.pool_has_work(row[0])
