@@ -17,6 +17,7 @@ from console.api.errors import ERRORS
 from console.api.schemas import Moment, Name, Page, PoolName, cursor_query, limit_query, page_of
 from runtime import states
 from runtime.effects.selectors import effect_page
+from runtime.limits.selectors import tree_pause_of
 from runtime.tasks.selectors import attempt_page, step_page, task_get, task_page
 from runtime.tasks.services import task_resume, task_submit
 from runtime.trail.selectors import audit_page
@@ -55,6 +56,19 @@ class TaskSummary(Schema):
     finished_at: datetime | None
 
 
+class TreePauseOut(Schema):
+    id: int
+    root: uuid.UUID
+    tripped_task: uuid.UUID = Field(description="the task whose spawn tripped the breaker")
+    breaker: str = Field(description="fanout_children, fanout_depth or fanout_rate")
+    limit: int
+    observed: int
+    paused_at: datetime
+    held_at_pause: int = Field(description="idle tasks (queued, sleeping, waiting) the pause held at once")
+    holding: int = Field(description="tasks blocked by it now (tree_paused): what a resume queues again")
+    running: int = Field(description="tasks of the tree still running: each stops before its next new step")
+
+
 class TaskOut(TaskSummary):
     input: Any
     output: Any
@@ -71,10 +85,18 @@ class TaskOut(TaskSummary):
     stop_deadline: datetime | None = Field(description="while stopping: when its stop stops waiting for it")
     rerun_of: uuid.UUID | None = Field(description="the cancelled task this is a deliberate new run of")
     blocked_reason: str | None = Field(description="while blocked: effect_unknown, authority_denied, "
-                                                   "approval_pending or breaker_tripped")
+                                                   "approval_pending, breaker_tripped or tree_paused")
     breaker: str | None = Field(description="while blocked by a breaker: which one (docs/limits.md); "
                                             "`error` holds its limit and what was observed")
     breaker_limits: dict[str, int] | None = Field(description="limits an operator set for this task alone")
+    tree_pause: TreePauseOut | None = Field(description="its tree's open pause: a fan-out breaker tripped in the "
+                                                        "tree, and no task of it takes a new step or spawns until a "
+                                                        "resume of any of them lifts it (docs/limits.md)")
+
+
+class Resumed(TaskOut):
+    tree_pause_lifted: int | None = Field(description="the id of the tree pause this resume lifted, if any")
+    tree_queued: int = Field(description="the other tasks of the tree that lifting it queued again")
 
 
 class StepOut(Schema):
@@ -123,7 +145,15 @@ def task_out(task) -> dict:
             "waiting_on": task.waiting_on, "spawn_seq": task.spawn_seq, "queued_at": task.queued_at,
             "started_at": task.started_at, "stop": task.stop_id, "stop_deadline": task.stop_deadline,
             "rerun_of": task.rerun_of_id, "blocked_reason": task.blocked_reason, "breaker": task.breaker,
-            "breaker_limits": task.breaker_limits}
+            "breaker_limits": task.breaker_limits, "tree_pause": tree_pause_out(tree_pause_of(task))}
+
+
+def tree_pause_out(pause) -> dict | None:
+    if pause is None:
+        return None
+    return {"id": pause.id, "root": pause.root_id, "tripped_task": pause.task_id, "breaker": pause.breaker,
+            "limit": pause.limit, "observed": pause.observed, "paused_at": pause.paused_at,
+            "held_at_pause": pause.held_at_pause, "holding": pause.holding, "running": pause.running}
 
 
 def step_out(step) -> dict:
@@ -207,13 +237,15 @@ def audit(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limi
     return page_of(audit_page(tenant=tenant, task=task_id, after=cursor, limit=limit), audit_out)
 
 
-@router.post("/tasks/{task_id}/resume", response={200: TaskOut, **ERRORS},
-             summary="Queue a dead, failed, cancelled, denied or tripped task again")
+@router.post("/tasks/{task_id}/resume", response={200: Resumed, **ERRORS},
+             summary="Queue a dead, failed, cancelled, denied, tripped or paused task again")
 def resume(request, task_id: uuid.UUID, body: Resume | None = None):
     """Refused (409) while its last attempt has not stopped, or from any other status.
+    In a paused tree it also lifts the pause: `tree_queued` other tasks are queued again.
     The body is optional."""
     body = body or Resume()
     with operating(request) as who:
         task = task_get(task_id, tenant=who.tenant)
-        task_resume(task_id=task.id, actor=who.actor, note=body.note, limits=body.limits)
-    return task_out(task_get(task.id, tenant=who.tenant))
+        resumed = task_resume(task_id=task.id, actor=who.actor, note=body.note, limits=body.limits)
+    return {**task_out(task_get(task.id, tenant=who.tenant)), "tree_pause_lifted": resumed.pause_id,
+            "tree_queued": resumed.tree_queued}

@@ -25,7 +25,7 @@ from runtime import states
 from runtime.approvals.selectors import approvals_of_task
 from runtime.authz.selectors import decisions_page, effective_authority
 from runtime.errors import InvalidInput
-from runtime.limits.selectors import breaker_tripped
+from runtime.limits.selectors import breaker_tripped, tree_pause_holds, tree_pause_of
 from runtime.tasks.selectors import (
     journal_page,
     step_count,
@@ -81,6 +81,7 @@ def _live(principal, task_id) -> dict:
                                                                       if e.state == states.UNKNOWN],
             "decisions": decisions_page(tenant=principal.tenant, task=task.id, limit=DECISIONS_SHOWN).items,
             "tripped": breaker_tripped(detail.task),
+            "pause": tree_pause_of(detail.task),
             "approvals": approvals_of_task(task_id=task.id),
             "authority": effective_authority(detail.task),
             # A stopping task is left to the stop it is under (its panel shows it).
@@ -90,8 +91,8 @@ def _live(principal, task_id) -> dict:
             "may_rerun": detail.task.status == states.CANCELLED and not detail.task.parent_id,
             "reruns": list(detail.task.reruns.order_by("id").only("id", "status")[:20])
             if detail.task.status == states.CANCELLED else [],
-            # A blocked task is resumed only if a denial or a breaker blocked it; an unknown
-            # effect is settled on its own page (states.BLOCKED_BY).
+            # A blocked task is resumed only if a denial, a breaker or its tree's pause
+            # blocked it; an unknown effect is settled on its own page (states.BLOCKED_BY).
             "may_resume": detail.task.status in states.sources("resume") and (
                 detail.task.status != states.BLOCKED or detail.task.blocked_reason in RESUMABLE_BLOCKS)}
 
@@ -147,15 +148,24 @@ def _confirm(request, principal, task_id, action: str):
         raised = (request.POST.get("limit") or "").strip()
         limits = {tripped.limit_name: int(raised) if re.fullmatch(r"[0-9]{1,20}", raised) else raised} \
             if tripped is not None and raised else None
-        task_resume(task_id=task.id, actor=principal.actor, note=reason, limits=limits)
+        resumed = task_resume(task_id=task.id, actor=principal.actor, note=reason, limits=limits)
         messages.success(request, "Queued for a new attempt." + (f" {tripped.limit_name} is now {raised}."
-                                                                  if limits else ""))
+                                                                  if limits else "")
+                         + (f" Its tree's pause is lifted: {resumed.tree_queued} other "
+                            f"task{'s' if resumed.tree_queued != 1 else ''} queued again."
+                            if resumed.pause_id else ""))
         return redirect(f"/tasks/{task.id}/")
+
+    def shows():
+        # Read afresh for each answer: what lifting the tree's pause would queue now.
+        pause = tree_pause_of(task)
+        held = [t for t in tree_pause_holds(task) if t.id != task.id] if pause else []
+        return {"affected": [task], "pause": pause, "held": held}
 
     return confirm(request, principal, "console/task_confirm.html",
                    {"task": task, "action": action, "tripped": tripped,
                     "limit": (request.POST.get("limit") or "") if request.method == "POST" else ""},
-                   act=act, shows=lambda: {"affected": [task]}, nav="tasks")
+                   act=act, shows=shows, nav="tasks")
 
 
 @screen

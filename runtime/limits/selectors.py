@@ -1,13 +1,15 @@
-"""Reads of pools for the CLI, the API and the console."""
+"""Reads of pools, breakers and tree pauses for the CLI, the API and the console."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db.models import Q
+
 from runtime import arguments, db, states
 from runtime.errors import UnknownPool
 from runtime.limits.breakers import limit_name
-from runtime.models import Pool
+from runtime.models import Pool, Task
 from runtime.paging import Keyset, Page, check_limit, decode_cursor, encode_cursor
 
 # By name (pools are few, and found by name), not newest first.
@@ -68,6 +70,37 @@ def breaker_tripped(task) -> Tripped | None:
     error = task.error or {}
     return Tripped(task.breaker, limit_name(task.breaker), error.get("limit"), error.get("observed"),
                    str(error.get("message", "")))
+
+
+@dataclass(frozen=True)
+class PauseView:
+    """A tree's open pause (runtime/limits/pauses.py), as it stands now."""
+
+    id: int
+    root_id: object
+    task_id: object        # the task whose spawn tripped the breaker
+    breaker: str
+    limit: int
+    observed: int
+    paused_at: object
+    held_at_pause: int     # idle tasks the pause held at once
+    holding: int           # tasks blocked by it now: what lifting it queues again
+    running: int           # tasks of the tree still running: each stops before its next new step
+
+
+def tree_pause_of(task) -> PauseView | None:
+    """The open pause of the task's tree (None if it is not paused): one statement
+    (runtime/sql/tree_pause_view.sql)."""
+    row = db.fetchone("tree_pause_view", {"root": task.root_id or task.id})
+    return PauseView(*row) if row is not None else None
+
+
+def tree_pause_holds(task, *, limit: int = 200) -> list:
+    """The tasks its tree's pause holds now (what a resume would queue again), by id."""
+    root = task.root_id or task.id
+    return list(Task.objects.filter(Q(id=root) | Q(root_id=root, parent_id__isnull=False),
+                                    status=states.BLOCKED, blocked_reason=states.TREE_PAUSED)
+                .order_by("id").only("id", "agent", "status", "blocked_reason")[:limit])
 
 
 from runtime.limits.budgets import budget_get, budget_use, quota_list  # noqa: E402, F401 - reads of budgets

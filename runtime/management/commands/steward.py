@@ -20,6 +20,7 @@ service refused (docs/limits.md lists the codes); nothing is written before a re
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import getpass
 import json
@@ -34,7 +35,7 @@ from runtime import agents, arguments, config, encoding, states
 from runtime.effects.selectors import effect_page
 from runtime.effects.services import RESOLUTIONS, effect_resolve
 from runtime.errors import InvalidArgument, InvalidEncoding, InvalidInput, StewardError
-from runtime.limits.selectors import pool_usage
+from runtime.limits.selectors import pool_usage, tree_pause_of
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
 from runtime.management import approvals, budgets, grants, stops, triggers
 from runtime.management.format import block, json_text, record, short, table, when
@@ -49,6 +50,14 @@ WAIT_MAX_SECONDS = 86_400.0
 INTERVAL_MIN_SECONDS, INTERVAL_MAX_SECONDS = 0.05, 3_600.0
 TASK_HELP = "a task id, or enough of its start to name one task"
 DETAIL_ROWS = 200  # `show`: how many steps, children and audit rows (task_detail's limits)
+# `show`: what releases a blocked task, by why it is blocked (states.BLOCKED_BY).
+UNBLOCK = {
+    states.EFFECT_UNKNOWN: "resolve the effect: resolve-effect",
+    states.AUTHORITY_DENIED: "change the grants, then resume",
+    states.APPROVAL_PENDING: "a person decides its approval: approvals",
+    states.BREAKER_TRIPPED: "raise the limit: resume --limit NAME=N",
+    states.TREE_PAUSED: "resume any task of its tree to lift the pause",
+}
 
 
 class Command(BaseCommand):
@@ -199,6 +208,7 @@ class Command(BaseCommand):
                 "journal": [record(s) for s in d.steps], "effects": [record(e) for e in d.effects],
                 "children": [record(c, ["id", "agent", "status", "created_at", "finished_at"]) for c in d.children],
                 "audit": [record(a) for a in d.audit],
+                "tree_pause": dataclasses.asdict(pause) if (pause := tree_pause_of(d.task)) is not None else None,
             }))
             return
         was_cut = False
@@ -210,14 +220,17 @@ class Command(BaseCommand):
             return text
 
         t = d.task
+        pause = tree_pause_of(t)
         self.stdout.write(block([
             ("task", t.id), ("agent", t.agent), ("status", t.status + (f" ({t.status_note})" if t.status_note else "")),
             *([("blocked", t.blocked_reason + (f", decision {t.blocked_decision_id}" if t.blocked_decision_id else "")
                 + (f", breaker {t.breaker} ({t.error.get('message', '')})"
                    if t.blocked_reason == states.BREAKER_TRIPPED and t.error else "")
-                + (" (resolve the effect)" if t.blocked_reason == states.EFFECT_UNKNOWN
-                   else " (raise the limit: resume --limit NAME=N)" if t.blocked_reason == states.BREAKER_TRIPPED
-                   else " (change the grants, then resume)"))] if t.status == states.BLOCKED else []),
+                + f" ({UNBLOCK[t.blocked_reason]})")] if t.status == states.BLOCKED else []),
+            *([("tree paused", f"pause {pause.id}: breaker {pause.breaker} tripped at {pause.task_id} "
+                               f"({pause.observed} against {pause.limit}), {when(pause.paused_at)}; holds "
+                               f"{pause.holding}, {pause.running} still running; resume any task of the tree "
+                               f"to lift it")] if pause is not None else []),
             ("tenant/owner", f"{t.tenant} / {t.owner}"), ("pool", t.pool_id), ("epoch", t.epoch),
             ("parent", t.parent_id or "-"), ("root", t.root_id), ("key", t.idempotency_key or "-"),
             ("created", when(t.created_at)), ("finished", when(t.finished_at)),
@@ -253,9 +266,12 @@ class Command(BaseCommand):
     def do_resume(self, *, actor, task, note, breaker_limits, **_):
         task = _task(task)
         limits = _limits(breaker_limits) if breaker_limits else None
-        task_resume(task_id=task, actor=actor, note=note, limits=limits)
+        resumed = task_resume(task_id=task, actor=actor, note=note, limits=limits)
         raised = f", limits {', '.join(f'{k}={v}' for k, v in limits.items())}" if limits else ""
         self.stdout.write(f"{task} queued for a new attempt (reason: resume{raised})")
+        if resumed.pause_id is not None:
+            self.stdout.write(f"lifted its tree's pause {resumed.pause_id}: {resumed.tree_queued} other "
+                              f"task{'s' if resumed.tree_queued != 1 else ''} queued again")
 
     def do_stop(self, **options):
         stops.do_stop(self.stdout, **options)
