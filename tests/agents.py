@@ -442,3 +442,8 @@ def lingers(ctx, input):
     ctx.step("before", _identity, 1)
     ctx.sleep(input["nap"])
     return {"after": ctx.step("after", _identity, 2)}
+
+
+# The tree pause agents (t.grove and its kind) live in their own module; importing it
+# registers them wherever this module is imported.
+from tests import tree_agents  # noqa: E402, F401

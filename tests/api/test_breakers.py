@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from runtime import states
-from runtime.models import AuditEvent, Task
+from runtime.models import AuditEvent, Task, TreePause
 from tests.api.conftest import Api, assert_error
 from tests.runtime.inprocess import run
 
@@ -63,3 +63,23 @@ def test_a_viewer_cannot_raise_a_limit_and_another_tenant_is_told_nothing(alice,
     assert_error(Api(tokens.bob).post(f"tasks/{task_id}/resume", {"limits": {"max_steps": 8}}), 403)
     assert_error(carol.post(f"tasks/{task_id}/resume", {"limits": {"max_steps": 8}}), 404)
     assert Task.objects.get(id=task_id).breaker_limits is None
+
+
+def test_a_paused_tree_shows_its_pause_and_a_resume_says_what_it_lifted(alice):
+    root = alice.post("tasks", {"agent": "t.grove", "input": {"saplings": 0, "steps": 0, "nap": 3600}}).json()["id"]
+    run()
+    pause = TreePause.objects.get(root_id=root)
+    detail = alice.get(f"tasks/{root}").json()
+    assert detail["blocked_reason"] == states.TREE_PAUSED
+    assert detail["error"]["code"] == "TREE_PAUSED"
+    shown = detail["tree_pause"]
+    assert (shown["id"], shown["tripped_task"], shown["breaker"], shown["limit"], shown["observed"],
+            shown["held_at_pause"], shown["holding"], shown["running"]) == (
+        pause.id, str(pause.task_id), states.FANOUT_CHILDREN, 1, 2, 3, 3, 0)
+
+    answer = alice.post(f"tasks/{root}/resume", {"note": "the rest may go on"})
+    assert answer.status_code == 200
+    body = answer.json()
+    assert (body["tree_pause_lifted"], body["tree_queued"], body["tree_pause"], body["status"]) == (
+        pause.id, 2, None, states.QUEUED)
+    assert Task.objects.get(id=pause.task_id).blocked_reason == states.BREAKER_TRIPPED  # resumed on its own

@@ -63,16 +63,22 @@ def test_wall_clock_runs_across_a_durable_sleep_and_trips_on_the_worker_that_wak
     assert attempts(t) == [("first", "sleep"), ("resume", "trip")]
 
 
-def test_a_fan_out_past_the_childrens_maximum_blocks_the_parent_while_its_children_finish(live, fleet):
+def test_a_fan_out_past_the_childrens_maximum_blocks_the_parent_and_pauses_its_children(live, fleet):
     fleet.workers(2)
     fleet.supervisors(1)
     t = task_submit(agent="t.fanout", input={"n": 5}, **ALICE).task_id
 
     blocked = reached(t, states.BLOCKED)
     assert blocked.breaker == states.FANOUT_CHILDREN
-    wait_until(lambda: Task.objects.filter(parent_id=t, status=states.COMPLETED).count() == 3,
-               message="its three admitted children to finish")
-    assert Task.objects.filter(parent_id=t).count() == 3
+    kids = Task.objects.filter(parent_id=t)
+    wait_until(lambda: not kids.filter(status=states.RUNNING).exists(), message="its children to pause or finish")
+    # Each admitted child either finished before the trip or is held by the tree's pause
+    # (tests/integration/test_tree_pause.py); none is left to run.
+    assert kids.count() == 3
+    assert set(kids.values_list("status", "blocked_reason")) <= {(states.COMPLETED, None),
+                                                                (states.BLOCKED, states.TREE_PAUSED)}
+    task_resume(task_id=t, actor="user:alice", limits={"max_children": 5})
+    assert reached(t, states.COMPLETED).output == {"values": [0, 2, 4, 6, 8]}
 
 
 def test_the_fleets_limits_come_from_the_workers_environment(live, fleet):

@@ -1,7 +1,8 @@
 """Breakers (runtime/limits/breakers.py): a spawn past a fan-out limit, or a step past a
 runaway limit, blocks the task for an operator with the breaker named on its row, in its
-error and in `task.blocked`; nothing re-runs it by itself; an operator's resume, with the
-task's limit raised, carries on from the journal. Attempts run in this process (the
+error and in `task.blocked` (a fan-out trip also pauses the rest of its tree:
+tests/runtime/test_tree_pause.py); nothing re-runs it by itself; an operator's resume,
+with the task's limit raised, carries on from the journal. Attempts run in this process (the
 worker-process case is tests/integration/test_breakers.py)."""
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ def test_a_spawn_past_the_childrens_maximum_blocks_the_task_and_journals_nothing
     assert children_of(t) == 3
     # The three spawns are journaled; the refused fourth is not, so a resume asks again.
     assert list(Step.objects.filter(task_id=t).order_by("seq").values_list("kind", flat=True)) == ["spawn"] * 3
-    assert [c.status for c in Task.objects.filter(parent_id=t)] == [states.COMPLETED] * 3  # they run on
+    # The tree is paused: the three children, queued, are held for the operator too
+    # (tests/runtime/test_tree_pause.py).
+    assert [(c.status, c.blocked_reason) for c in Task.objects.filter(parent_id=t)] == [
+        (states.BLOCKED, states.TREE_PAUSED)] * 3
     # Nothing re-runs it by itself.
     sweep(supervisor_id="test")
     assert run() == 0 and task(t).status == states.BLOCKED
@@ -79,7 +83,7 @@ def test_resuming_without_raising_the_limit_trips_again_and_raising_it_completes
         "user:alice", states.FANOUT_CHILDREN, {"max_children": 5})
 
 
-def test_a_spawn_deeper_than_the_trees_maximum_blocks_the_spawner_and_leaves_its_ancestors_waiting():
+def test_a_spawn_deeper_than_the_trees_maximum_blocks_the_spawner_and_pauses_its_waiting_ancestors():
     root = submit("t.deep", {"levels": 5})
     run()
     chain = [root]
@@ -88,7 +92,8 @@ def test_a_spawn_deeper_than_the_trees_maximum_blocks_the_spawner_and_leaves_its
     # The root is at depth 0: depths 1 and 2 are admitted, the third level is refused.
     assert len(chain) == 3
     assert_tripped(chain[-1], states.FANOUT_DEPTH, limit=2, observed=3)
-    assert [task(i).status for i in chain[:-1]] == [states.WAITING, states.WAITING]
+    assert [(task(i).status, task(i).blocked_reason) for i in chain[:-1]] == [
+        (states.BLOCKED, states.TREE_PAUSED)] * 2
     assert all(task(i).root_id == root for i in chain)
 
 

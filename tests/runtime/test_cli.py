@@ -121,7 +121,8 @@ def test_show_json_prints_the_whole_detail_as_one_json_object(db):
 
     detail = json.loads(steward("show", str(task.id)[:30], "--json"))
 
-    assert set(detail) == {"task", "attempts", "journal", "effects", "children", "audit"}
+    assert set(detail) == {"task", "attempts", "journal", "effects", "children", "audit", "tree_pause"}
+    assert detail["tree_pause"] is None  # its tree is not paused (tests/runtime/test_tree_pause.py)
     assert detail["task"]["id"] == str(task.id) and detail["task"]["status"] == states.BLOCKED
     assert detail["task"]["output"] == {"blob": "y" * 5000}
     assert detail["task"]["pool_id"] == "default"
