@@ -1,6 +1,6 @@
 """The dashboard: what is happening now and what needs a person, at a glance. Counts by
 status, the live workers and what they hold, pools, the last hour's throughput and
-dispatch latency, and the effects waiting for someone. The `live` fragment refreshes it
+dispatch latency, and what waits for someone: effects, approvals, paused trees. The `live` fragment refreshes it
 every 5 s while the tab is visible, with the last hour's totals and chart data out of
 band (the charts redraw from them in place)."""
 
@@ -13,8 +13,11 @@ from runtime import states
 from runtime.approvals.selectors import approval_counts
 from runtime.effects.selectors import effect_page
 from runtime.fleet.selectors import fleet, health, throughput
-from runtime.limits.selectors import budget_use, pool_usage
+from runtime.limits.selectors import budget_use, open_pauses, pool_usage
 from runtime.tasks.selectors import task_changes, task_counts
+
+
+PAUSES_SHOWN = 5
 
 
 def _now(principal) -> dict:
@@ -38,8 +41,15 @@ def _now(principal) -> dict:
         "health": health(),
         "unknown": effect_page(tenant=principal.tenant, state=states.UNKNOWN, limit=10),
         "approvals": approval_counts(tenant=principal.tenant),
+        **_pauses(principal.tenant),
         "budgets": _budgets(principal.tenant),
     }
+
+
+def _pauses(tenant: str) -> dict:
+    """The tenant's paused trees (the newest PAUSES_SHOWN), and whether there are more."""
+    pauses = open_pauses(tenant=tenant, limit=PAUSES_SHOWN + 1)
+    return {"pauses": pauses[:PAUSES_SHOWN], "pauses_more": len(pauses) > PAUSES_SHOWN}
 
 
 def _budgets(tenant: str) -> dict:

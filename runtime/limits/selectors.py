@@ -9,7 +9,7 @@ from django.db.models import Q
 from runtime import arguments, db, states
 from runtime.errors import UnknownPool
 from runtime.limits.breakers import limit_name
-from runtime.models import Pool, Task
+from runtime.models import Pool, Task, TreePause
 from runtime.paging import Keyset, Page, check_limit, decode_cursor, encode_cursor
 
 # By name (pools are few, and found by name), not newest first.
@@ -93,6 +93,14 @@ def tree_pause_of(task) -> PauseView | None:
     (runtime/sql/tree_pause_view.sql)."""
     row = db.fetchone("tree_pause_view", {"root": task.root_id or task.id})
     return PauseView(*row) if row is not None else None
+
+
+def open_pauses(*, tenant: str, limit: int = 10) -> list:
+    """The tenant's paused trees, newest first (the dashboard): each open pause with its
+    tripped task's agent, for a line that names them."""
+    return list(TreePause.objects.filter(tenant=tenant, released_at__isnull=True).select_related("task")
+                .only("id", "root_id", "task__id", "task__agent", "breaker", "limit", "observed", "paused_at")
+                .order_by("-id")[:limit])
 
 
 def tree_pause_holds(task, *, limit: int = 200) -> list:

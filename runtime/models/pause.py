@@ -48,8 +48,11 @@ class TreePause(models.Model):
                                    name="tree_pause_released_by_someone"),
         ]
         # A tree's pauses, newest first (the task page); the open one is the partial
-        # unique index above, probed on every attempt's first new step.
-        indexes = [models.Index(fields=["root", "id"], name="tree_pause_root")]
+        # unique index above, probed on every attempt's first new step. A tenant's open
+        # pauses for the dashboard: few rows, however long the history grows.
+        indexes = [models.Index(fields=["root", "id"], name="tree_pause_root"),
+                   models.Index(fields=["tenant", "id"], condition=Q(released_at__isnull=True),
+                                name="tree_pause_open_tenant")]
 
     def __str__(self):
         return f"pause {self.id} of tree {self.root_id} ({self.breaker})"

@@ -86,3 +86,16 @@ def test_another_tenant_gets_404_for_a_paused_task(people, as_person, paused):
     root, _ = paused
     assert as_person(people.carol).get(f"/tasks/{root}/").status_code == 404
     assert as_person(people.carol).get(f"/tasks/{root}/resume/").status_code == 404
+
+
+def test_the_dashboard_names_each_paused_tree_until_its_pause_is_lifted(people, as_person, paused):
+    root, pause = paused
+    html = as_person(people.alice).get("/").content.decode()
+    assert 'id="paused-trees" class="notice act"' in html
+    assert "1 tree paused by a fan-out breaker" in html and f'href="/tasks/{pause.task_id}/"' in html
+    globex = as_person(people.carol).get("/").content.decode()
+    assert 'id="paused-trees" class="muted">No tree is paused.' in globex  # another tenant's pause is not shown
+
+    as_person(people.alice).post(f"/tasks/{pause.task_id}/resume/", {"reason": "go on", "limit": "2"})
+    html = as_person(people.alice).get("/").content.decode()
+    assert 'id="paused-trees" class="muted">No tree is paused.' in html
