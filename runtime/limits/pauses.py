@@ -14,9 +14,9 @@ fan-out trip (states.FANOUT_BREAKERS) pauses every task of the tree; a runaway t
    c. open the pause (tree_pause_open.sql), or join the one already open;
    d. hold the idle tasks (tree_hold.sql): queued, sleeping and waiting become blocked
       (`tree_paused`), each audited; they hold no slot, timer or worker;
-   e. end the tripping attempt `trip` (its breaker on its row, the pause in its
-      `task.blocked`);
-   f. notify the workers on the stop channel.
+   e. notify the workers on the stop channel (delivered at commit);
+   f. and the executor ends the tripping attempt `trip` in the same transaction (its
+      breaker on its row, the pause in its `error` and `task.blocked`).
 2. **Running tasks** finish the step they are in (a pause is not a stop: nothing is
    interrupted) and end `pause` before their next new step. They learn of it from the
    notification (the stop watcher), from their lease's next renewal, and, for an
@@ -36,16 +36,16 @@ from dataclasses import dataclass
 
 from runtime import db
 from runtime.attempts import dispatch
-from runtime.attempts.transitions import end_attempt
 from runtime.errors import BreakerTripped, TreePaused
 from runtime.models import TreePause
 
 
-def tree_pause(lease, *, root_id, tripped: BreakerTripped) -> int:
-    """Pause `root_id`'s tree because `tripped` (a fan-out breaker) refused a spawn of
-    the lease's task, and end that attempt `trip`; return the pause's id. Call inside a
-    transaction. Raises Fenced (and the transaction rolls back: no pause) if the attempt
-    no longer owns its task: its next attempt replays the spawn and trips again."""
+def tree_pause(lease, *, root_id, tripped: BreakerTripped) -> dict:
+    """Pause `root_id`'s tree because `tripped` (a fan-out breaker) refused a spawn of the
+    lease's task; return what the tripped attempt's end records of it (pause_id,
+    tree_held, tree_paused: opened or joined). Call inside the transaction that then ends
+    that attempt `trip` (runtime/worker/executor.py _trip): if that end is fenced, the
+    pause rolls back with it, and the task's next attempt replays the spawn and trips again."""
     tree_lock(root_id)
     db.execute("spawn_lock", {"root": str(root_id)})
     pause_id, opened = db.fetchone("tree_pause_open", {
@@ -54,15 +54,8 @@ def tree_pause(lease, *, root_id, tripped: BreakerTripped) -> int:
     held = db.fetchone("tree_hold", {
         "root": root_id, "task": str(lease.task_id), "pause": pause_id, "breaker": tripped.breaker,
         "actor": lease.actor, "note": f"tree paused: breaker {tripped.breaker} tripped at task {lease.task_id}"})[0]
-    details = {"breaker": tripped.breaker, "limit": tripped.limit, "observed": tripped.observed}
-    end_attempt(lease, "trip", error={"code": tripped.code, "type": type(tripped).__name__,
-                                      "message": str(tripped), **details, "pause_id": pause_id},
-                breaker=tripped.breaker, audit={**details, "pause_id": pause_id, "tree_held": held,
-                                                "tree_paused": "opened" if opened else "joined"},
-                note=f"breaker {tripped.breaker} tripped (limit {tripped.limit}); its tree is paused: "
-                     f"resume it with the limit raised")
-    db.execute("stop_notify", {"payload": f"pause:{pause_id}"})
-    return pause_id
+    db.execute("stop_notify", {"payload": f"pause:{pause_id}"})  # delivered at commit
+    return {"pause_id": pause_id, "tree_held": held, "tree_paused": "opened" if opened else "joined"}
 
 
 def tree_lock(root_id) -> None:

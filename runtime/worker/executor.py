@@ -203,16 +203,21 @@ def _trip(claim: Claim, tripped: BreakerTripped) -> None:
     what was observed, in one fenced statement (attempt_end.sql). Nothing re-runs it by
     itself: an operator resumes it, usually raising that task's limit first. A fan-out
     breaker also pauses the rest of the tree, in the same transaction."""
-    if tripped.breaker in states.FANOUT_BREAKERS:
-        # The tree grew past a limit: pause all of it, not only this task (pauses.py).
-        with transaction.atomic(durable=True):
-            pauses.tree_pause(claim.lease, root_id=claim.root_id, tripped=tripped)
-        return None
     details = {"breaker": tripped.breaker, "limit": tripped.limit, "observed": tripped.observed}
-    end_attempt(claim.lease, "trip", error={"code": tripped.code, "type": type(tripped).__name__,
-                                            "message": str(tripped), **details},
-                breaker=tripped.breaker, audit=details,
-                note=f"breaker {tripped.breaker} tripped (limit {tripped.limit}); raise it or resume")
+    lease = claim.lease
+    with transaction.atomic(durable=True):
+        paused = {}
+        if tripped.breaker in states.FANOUT_BREAKERS:
+            # The tree grew past a limit: pause all of it, not only this task (pauses.py).
+            # A Fenced end below rolls the pause back with it: the next attempt trips again.
+            paused = pauses.tree_pause(lease, root_id=claim.root_id, tripped=tripped)
+        end_attempt(lease, "trip", error={"code": tripped.code, "type": type(tripped).__name__,
+                                          "message": str(tripped), **details,
+                                          **({"pause_id": paused["pause_id"]} if paused else {})},
+                    breaker=tripped.breaker, audit={**details, **paused},
+                    note=f"breaker {tripped.breaker} tripped (limit {tripped.limit}); "
+                         + ("its tree is paused: resume it with the limit raised" if paused
+                            else "raise it or resume"))
     return None
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from django.db import transaction
 from django.db.models.functions import Now
 
 from runtime import states
@@ -55,9 +54,11 @@ def trip() -> BreakerTripped:
     return BreakerTripped("a spawn past max_children", breaker=states.FANOUT_CHILDREN, limit=1, observed=2)
 
 
-def pause(lease, root) -> int:
-    with transaction.atomic(durable=True):
-        return pauses.tree_pause(lease, root_id=root, tripped=trip())
+def pause(tripper: Claim) -> str:
+    """The tripper's spawn was refused: its attempt ends `trip` and pauses the tree, as
+    the executor does."""
+    executor._trip(tripper, trip())
+    return "paused"
 
 
 def out_of_the_way(root) -> None:
@@ -72,7 +73,7 @@ def outcome(result) -> str:
         return "spawn refused: tree paused"
     if isinstance(result, BaseException):
         return f"error {type(result).__name__}: {result}"
-    return "paused" if isinstance(result, int) else "spawn admitted"
+    return "paused" if result == "paused" else "spawn admitted"
 
 
 @pytest.mark.parametrize("trials", TRIALS)
@@ -84,7 +85,7 @@ def test_no_spawn_racing_a_pause_escapes_it(trials):
 
         def act(i, up=up, tripper=tripper, root=root):
             if i == SPAWNERS:
-                return pause(tripper.lease, root)
+                return pause(tripper)
             return children.spawn(up.lease, 10 + i, None, agent="t.child", input={"value": i}, owner="user:alice",
                                   root_id=root, limits=ROOMY)
 
@@ -112,7 +113,8 @@ def test_a_running_task_pausing_as_the_pause_is_lifted_ends_queued_either_way(tr
     for trial in range(trials):
         up, [tripper, running] = tree(trial, 2)
         root = up.lease.task_id
-        pause_id = pause(tripper.lease, root)
+        pause(tripper)
+        pause_id = TreePause.objects.get(root_id=root).id
         refusal = pauses.refusal(root, running.lease.task_id)
 
         def act(i, running=running, refusal=refusal, tripper=tripper):
@@ -146,7 +148,7 @@ def test_a_pause_racing_a_stop_of_the_tree_never_deadlocks_and_the_stop_covers_e
         def act(i, tripper=tripper, root=root):
             if i == 0:
                 try:
-                    return pause(tripper.lease, root)
+                    return pause(tripper)
                 except Fenced as refused:  # a BaseException: agent code never catches it
                     return refused
             return task_stop(task_id=root, actor="user:alice", reason="racing a pause")
