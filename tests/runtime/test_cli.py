@@ -376,3 +376,11 @@ def test_the_real_command_exits_0_on_success_and_2_with_the_code_on_a_refusal(li
     assert "UNKNOWN_AGENT: no agent is registered as 'no.such.agent'" in bad.stderr
     assert bad.stdout == ""
     assert Task.objects.count() == 1
+
+
+def test_show_says_what_releases_every_kind_of_block():
+    """A new blocked_reason without its line would make `show` fail on such a task."""
+    from runtime.management.commands.steward import UNBLOCK
+
+    assert set(UNBLOCK) == set(states.BLOCKED_REASONS)
+    assert "approvals" in UNBLOCK[states.APPROVAL_PENDING]  # not "change the grants", as it once said
