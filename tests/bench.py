@@ -241,10 +241,19 @@ def load_backlog(pool: str, n: int) -> None:
     """`n` queued tasks in `pool`, written set-wise in one transaction rather than by n
     submits. One INSERT of n rows would fire the admission-count trigger n times on one
     counter row (each update walking the row's growing chain of versions in that
-    transaction), so the trigger is off for the load and the count is written once."""
-    from django.db import connection, transaction
+    transaction), so the trigger is off for the load and the count is written once.
 
-    with transaction.atomic(), connection.cursor() as cur:
+    On a connection of the bench's own, with no statement timeout. Django's connections
+    carry the runtime's bound, a third of the lease (10 s by default, console/env.py
+    connection_bounds, docs/adr/0012-bounded-stale-owners.md), which is there so that a
+    stale owner cannot hold its locks past its lease. This load is a fixture that owns
+    nothing: it took 4 s with the machine at load 2, and with other test suites running
+    beside it (load 5-6) the INSERT outlasted the bound and `make bench` died here
+    without printing its JSON. tests/bench_console.py loads on a plain connection too."""
+    import psycopg
+
+    with psycopg.connect(_psycopg_url()) as conn, conn.cursor() as cur:
+        cur.execute("SET statement_timeout = 0")
         cur.execute("SELECT to_regclass('steward_pool_count') IS NOT NULL")
         (kept,) = cur.fetchone()
         if kept:
@@ -260,8 +269,9 @@ def load_backlog(pool: str, n: int) -> None:
         if kept:
             cur.execute("ALTER TABLE steward_task ENABLE TRIGGER steward_pool_count_insert")
             cur.execute("INSERT INTO steward_pool_count (pool, shard, admitted) VALUES (%s, 0, %s)", [pool, n])
-    # Vacuum now, or autovacuum would wake up for the new rows in the middle of the measurement.
-    with connection.cursor() as cur:
+        conn.commit()
+        # Vacuum now, or autovacuum would wake up for the new rows in the middle of the measurement.
+        conn.autocommit = True
         cur.execute("VACUUM (ANALYZE) steward_task")
 
 

@@ -93,6 +93,8 @@ def main() -> dict:
     django.setup()
     from django.core.management import call_command
 
+    # Its tasks are t.steps: under make bench, STEWARD_AGENT_MODULES names only the demo's agents.
+    import tests.agents  # noqa: F401
     from console.dev.demo.fake_model import FakeModel
     from runtime.authz.services import grant_create
     from runtime.authz.tokens import token_mint

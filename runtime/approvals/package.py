@@ -7,12 +7,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from runtime import encoding
+from runtime import db, encoding
 from runtime.authz import EXECUTOR_BOUNDARY, POLICY_VERSION, patterns
-from runtime.authz.selectors import authz_revision
 from runtime.authz.services import authorize
 from runtime.errors import InvalidArgument, NotJournalable
-from runtime.models import Approval, Task
+from runtime.models import Approval
+
+
+class Facts(NamedTuple):
+    """What the context covers that the database holds (runtime/sql/approval_context.sql)."""
+
+    input_digest: str
+    authz_revision: int
+
+
+def facts(task_id) -> Facts:
+    return Facts(*db.fetchone("approval_context", {"task": task_id}))
 
 
 class Built(NamedTuple):
@@ -24,12 +34,27 @@ class Built(NamedTuple):
     requires: tuple[str, str] | None
 
 
-def build(ctx, action, *, precondition=None, requires=None) -> Built:
+class Stored(NamedTuple):
+    """A package as the re-check reads it (runtime/sql/approval_read.sql)."""
+
+    id: object
+    state: str
+    decided_by: str | None
+    comment: str
+    stale_reason: str
+    action_hash: str
+    context_digest: str
+    context: dict
+
+
+def build(ctx, action, *, facts: Facts, precondition=None, requires=None) -> Built:
     """1. The action as canonical JSON (sorted keys) and its sha256.
     2. The precondition: what the agent's callback reads of the target now (an ETag, a
        version), called on every attempt that builds the package.
     3. The context: the task's input digest, that precondition, the policy_version and
-       the tenant's authz_revision, and its sha256.
+       the tenant's authz_revision, and its sha256. `facts` holds the digest and the
+       revision, read by the caller in a statement it needs anyway (approval_read.sql
+       at the re-check), not in two round trips of their own.
     4. The taint summary: the paths in the action whose text came from a model or a tool."""
     try:
         text = encoding.encode(action, what="the action")
@@ -42,15 +67,14 @@ def build(ctx, action, *, precondition=None, requires=None) -> Built:
     except NotJournalable as exc:
         raise InvalidArgument(f"an approval's precondition must be JSON: {exc}", field="precondition") from None
     needed = need(requires) if requires is not None else None
-    input_digest = Task.objects.filter(id=ctx.task_id).values_list("input_digest", flat=True).get()
-    context = {"input_digest": input_digest, "precondition": current, "policy_version": POLICY_VERSION,
-               "authz_revision": authz_revision(tenant=ctx.tenant),
+    context = {"input_digest": facts.input_digest, "precondition": current, "policy_version": POLICY_VERSION,
+               "authz_revision": facts.authz_revision,
                "requires": list(needed) if needed else None}
     return Built(canonical, encoding.digest(canonical), context, encoding.digest(context), _tainted(action, "$"),
                  tuple(needed) if needed else None)
 
 
-def changed(approval: Approval, built: Built, ctx) -> str:
+def changed(approval: Approval | Stored, built: Built, ctx) -> str:
     """Why an approved package no longer holds ("" if it does): the action, each part of
     the context that differs, or authority that no longer allows the action."""
     reasons = []

@@ -26,7 +26,8 @@ from runtime.attempts import journal
 from runtime.attempts.journal import Recorded
 from runtime.attempts.transitions import end_attempt, fence
 from runtime.audit import audit_append
-from runtime.errors import InvalidArgument, Suspend
+from runtime.errors import Fenced, InvalidArgument, Suspend
+from runtime.meter import meter
 from runtime.models import Approval, Step
 
 MAX_PARTS = 20  # approvals one request may ask for at once
@@ -65,27 +66,45 @@ def request(ctx, seq: int, recorded: Recorded | None, check_seq: int, checked: R
     in the given order. Each is decided on its own: one may be approved, another denied.
 
     1. Replaying a journaled check: return what the agent was told then.
-    2. Build each package (canonical action and hash, context digest, taint summary).
-    3. First time: insert them, journal their ids and end the attempt `await`, in one
+    2. Check each spec's form.
+    3. First time: build each package (canonical action and hash, context digest, taint
+       summary), insert them, journal their ids and end the attempt `await`, in one
        transaction; raise Suspend.
-    4. Later attempts, holding the task's row lock (so a decision that commits meanwhile
-       waits for this transaction and then finds the task blocked again, and re-queues
-       it: no wake-up is lost): read their states. Pending past expiry: expire it. Any
-       still pending: end the attempt `await` again. Otherwise re-check each approved one
-       (package.changed), and journal the outcomes at the check's seq.
+    4. Later attempts read the packages and the context in one statement
+       (approval_read.sql). Every one decided (the usual case: the decision is what woke
+       the task): rebuild each, re-check each approved one (package.changed), and record
+       the outcomes and journal them at the check's seq in one fenced statement
+       (approval_check.sql). Any read as pending: take the task's row lock and read
+       again (so a decision that commits meanwhile waits for this transaction and then
+       finds the task blocked again, and re-queues it: no wake-up is lost); one pending
+       past its expiry is expired; any still pending ends the attempt `await` again,
+       otherwise the check goes on as above, inside that transaction.
     """
     if checked is not None:
         return [ApprovalResult(**r) for r in checked.output["results"]]
     if not isinstance(specs, list) or not 1 <= len(specs) <= MAX_PARTS:
         raise InvalidArgument(f"ask for 1 to {MAX_PARTS} approvals at once", field="requests")
-    built = [_build(ctx, spec) for spec in specs]
+    drafts = [_draft(spec) for spec in specs]
     if recorded is None:
-        _ask(ctx, seq, name=name, built=built)
-    return _settle(ctx, check_seq, name, [uuid.UUID(i) for i in recorded.output["approval_ids"]],
-                   [b for b, _, _ in built])
+        _ask(ctx, seq, name=name, drafts=drafts)
+    ids = [uuid.UUID(i) for i in recorded.output["approval_ids"]]
+    stored, facts = _read(ctx.lease, ids)
+    if any(p.state == states.PENDING for p in stored):
+        return _settle_locked(ctx, check_seq, name, ids, drafts)
+    return _check(ctx, check_seq, name, ids, drafts, stored, facts)
 
 
-def _build(ctx, spec) -> tuple[package.Built, str, float]:
+class Draft(NamedTuple):
+    """One spec, its form checked; built into a package against the context's facts."""
+
+    action: Mapping
+    effect_class: str
+    expires_in: float
+    precondition: object
+    requires: object
+
+
+def _draft(spec) -> Draft:
     if not isinstance(spec, Mapping) or not {"action", "effect_class", "expires_in"} <= set(spec) \
             or not set(spec) <= {"action", "effect_class", "expires_in", "precondition", "requires"}:
         raise InvalidArgument("each request is {action, effect_class, expires_in, precondition?, requires?}",
@@ -102,21 +121,26 @@ def _build(ctx, spec) -> tuple[package.Built, str, float]:
     if not 0 < expires_in <= config.approval_max_seconds():
         raise InvalidArgument(f"expires_in is between 0 and {config.approval_max_seconds():g} seconds",
                               field="expires_in")
-    built = package.build(ctx, action, precondition=spec.get("precondition"), requires=spec.get("requires"))
-    return built, effect_class, expires_in
+    return Draft(action, effect_class, expires_in, spec.get("precondition"), spec.get("requires"))
 
 
-def _ask(ctx, seq: int, *, name: str, built: list[tuple[package.Built, str, float]]):
+def _build(ctx, draft: Draft, facts: package.Facts) -> package.Built:
+    return package.build(ctx, draft.action, facts=facts, precondition=draft.precondition, requires=draft.requires)
+
+
+def _ask(ctx, seq: int, *, name: str, drafts: list[Draft]):
     lease = ctx.lease
+    facts = package.facts(lease.task_id)
+    built = [_build(ctx, d, facts) for d in drafts]
     with transaction.atomic(durable=True):
         fence(lease, "approval")
         read_untrusted = Step.objects.filter(task_id=lease.task_id, seq__lt=seq, untrusted=True).count()
         made = []
-        for part, (b, effect_class, expires_in) in enumerate(built):
-            _, later = db.fetchone("clock", {"seconds": expires_in})
+        for part, (b, d) in enumerate(zip(built, drafts, strict=True)):
+            _, later = db.fetchone("clock", {"seconds": d.expires_in})
             made.append(Approval.objects.create(
                 tenant=lease.tenant, task_id=lease.task_id, seq=seq, part=part, name=name, agent=ctx.agent,
-                owner=ctx.owner, action=b.action, action_hash=b.action_hash, effect_class=effect_class,
+                owner=ctx.owner, action=b.action, action_hash=b.action_hash, effect_class=d.effect_class,
                 context=b.context, context_digest=b.context_digest, untrusted=bool(b.untrusted_paths),
                 untrusted_paths=b.untrusted_paths, expires_at=_utc(later), untrusted_steps=read_untrusted))
         ids = [str(a.id) for a in made]
@@ -128,10 +152,20 @@ def _ask(ctx, seq: int, *, name: str, built: list[tuple[package.Built, str, floa
     raise Suspend("approval")
 
 
-def _settle(ctx, check_seq: int, name: str, ids: list, built: list[package.Built]) -> list[ApprovalResult]:
+def _read(lease, ids: list) -> tuple[list[package.Stored], package.Facts]:
+    """The packages in the order asked for, and the context's facts (approval_read.sql)."""
+    rows = db.fetchall("approval_read", {"task": lease.task_id, "ids": ids})
+    found = {row[0]: package.Stored(*row[:7], encoding.decode(row[7]) if isinstance(row[7], str) else row[7])
+             for row in rows}
+    return [found[i] for i in ids], package.Facts(*rows[0][8:])
+
+
+def _settle_locked(ctx, check_seq: int, name: str, ids: list, drafts: list[Draft]) -> list[ApprovalResult]:
+    """Some package read as pending: decide, holding the task's row lock (see request()
+    step 4), whether to wait again or to check."""
     lease = ctx.lease
     with transaction.atomic(durable=True):
-        fence(lease, "approval_check", exclusive=True)  # the task's row lock: see step 4
+        fence(lease, "approval_check", exclusive=True)
         # Expiry means deny, whether or not the sweep got there first.
         for approval_id in Approval.objects.filter(id__in=ids, state=states.PENDING, expires_at__lte=Now()) \
                 .values_list("id", flat=True):
@@ -139,39 +173,56 @@ def _settle(ctx, check_seq: int, name: str, ids: list, built: list[package.Built
                                                                                      decided_at=Now()):
                 audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="approval.expired",
                              data={"approval_id": str(approval_id)})
-        found = {a.id: a for a in Approval.objects.filter(id__in=ids, task_id=lease.task_id)}
-        approvals = [found[i] for i in ids]
-        waiting = [str(a.id) for a in approvals if a.state == states.PENDING]
+        stored, facts = _read(lease, ids)  # a new snapshot, taken after the lock
+        waiting = [str(p.id) for p in stored if p.state == states.PENDING]
         if waiting:
             end_attempt(lease, "await", note=f"waiting for approval {', '.join(waiting)}",
                         audit={"approval_ids": waiting})
             results = None
         else:
-            results = [_outcome(ctx, a, b) for a, b in zip(approvals, built, strict=True)]
-            journal.write(lease, seq=check_seq, name=name, kind="approval_check",
-                          output=encoding.encode({"results": [r._asdict() for r in results]},
-                                                 what="the approval's outcome"))
+            results = _check(ctx, check_seq, name, ids, drafts, stored, facts)
     if results is None:
         raise Suspend("approval")  # the attempt ended `await` again, and that committed
     return results
 
 
-def _outcome(ctx, approval: Approval, built: package.Built) -> ApprovalResult:
+def _check(ctx, check_seq: int, name: str, ids: list, drafts: list[Draft], stored: list[package.Stored],
+           facts: package.Facts) -> list[ApprovalResult]:
+    """Every package decided: rebuild each, re-check the approved ones and record it all
+    in one fenced statement (approval_check.sql), on the caller's transaction if any.
+    If a grant changed between the read and that statement, it wrote nothing: read the
+    new revision and check again."""
+    lease = ctx.lease
+    while True:
+        results = [_outcome(ctx, p, _build(ctx, d, facts)) for p, d in zip(stored, drafts, strict=True)]
+        moves = [r for r, p in zip(results, stored, strict=True) if p.state == states.APPROVED]
+        cur = db.execute("approval_check", {
+            "task": lease.task_id, "epoch": lease.epoch, "revision": facts.authz_revision, "actor": lease.actor,
+            "ids": [r.approval_id for r in moves], "states": [r.state for r in moves],
+            "reasons": [r.reason for r in moves], "seq": check_seq, "name": name,
+            "output": encoding.encode({"results": [r._asdict() for r in results]}, what="the approval's outcome")})
+        owned, current, moved, journaled = cur.fetchone()
+        if not owned:
+            raise Fenced(lease.task_id, lease.epoch, "approval_check")
+        if current:
+            # Only this attempt moves an approved package (it holds the task's lease).
+            assert moved == len(moves), "only the attempt holding the lease re-checks an approval"
+            if not journaled:
+                raise RuntimeError(f"journal row {lease.task_id}#{check_seq} already exists for the live epoch "
+                                   f"{lease.epoch}")
+            db.after_commit(cur, lambda: meter.count("steps"))
+            return results
+        stored, facts = _read(lease, ids)
+
+
+def _outcome(ctx, stored: package.Stored, built: package.Built) -> ApprovalResult:
     """An approved package re-checked (consumed, or stale with why); any other decided
     state as it stands."""
-    lease = ctx.lease
-    state, reason = approval.state, approval.stale_reason
+    state, reason = stored.state, stored.stale_reason
     if state == states.APPROVED:
-        reason = package.changed(approval, built, ctx)
+        reason = package.changed(stored, built, ctx)
         state = states.STALE if reason else states.CONSUMED
-        # Only this attempt moves an approved package (it holds the task's lease and row).
-        moved = Approval.objects.filter(id=approval.id, state=states.APPROVED).update(
-            state=state, stale_reason=reason, checked_at=Now())
-        assert moved == 1, "only the attempt holding the lease re-checks an approval"
-        audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id,
-                     kind="approval.stale" if reason else "approval.consumed",
-                     data={"approval_id": str(approval.id), **({"reason": reason} if reason else {})})
-    return ApprovalResult(str(approval.id), state, approval.decided_by, approval.comment, reason)
+    return ApprovalResult(str(stored.id), state, stored.decided_by, stored.comment, reason)
 
 
 def _utc(timestamp: float) -> datetime:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
-from django.db import DatabaseError, transaction
-from django.db.models.functions import Now
+import psycopg
+from django.db import connection, transaction
+from django.db.models import JSONField
 
 from runtime import arguments, config, db, states
 from runtime.attempts import dispatch
-from runtime.audit import audit_append
+from runtime.audit import with_via
 from runtime.authz import patterns
 from runtime.errors import (
     ApprovalAlreadyDecided,
@@ -19,7 +21,7 @@ from runtime.errors import (
     InvalidTransition,
     SelfApprovalRefused,
 )
-from runtime.models import Approval, Task
+from runtime.models import Approval
 
 DECISIONS = {"approve": states.APPROVED, "deny": states.DENIED}
 COMMENT_MAX = 2000
@@ -36,7 +38,14 @@ def approval_decide(*, approval_id, tenant: str, actor: str, decision: str, comm
     4. One conditional UPDATE from `pending` before `expires_at`: of two concurrent
        decisions, or a decision and the expiry sweep, exactly one wins; the loser gets
        ApprovalAlreadyDecided naming the state the winner left.
-    5. Re-queue the task blocked on it (`decided`), and audit, in the same transaction.
+    5. Re-queue the task blocked on it (`decided`), and audit, in the same transaction;
+       its wake-up goes out once that has committed.
+
+    Steps 2 to 5 are one statement, runtime/sql/approval_decide.sql, committed on its
+    own (autocommit, as gateway_admit is): one round trip from a person's click to the
+    wake-up where there were eight, each a wait for a CPU on a loaded machine. Inside a
+    caller's transaction it commits with that transaction instead, and so does the
+    wake-up (on_commit).
     """
     if not patterns.is_person(actor):
         raise ApprovalRequiresPerson(f"only a person (user:<name>) decides an approval, not {arguments.show(actor)}",
@@ -47,56 +56,44 @@ def approval_decide(*, approval_id, tenant: str, actor: str, decision: str, comm
         raise InvalidArgument("decision is approve or deny", field="decision")
     arguments.text("comment", comment, max_length=COMMENT_MAX)
     ident = _approval_id(approval_id)
-    try:
-        with transaction.atomic(durable=True):
-            return _decide(ident, tenant, actor, decision, comment)
-    except DatabaseError as exc:
-        # Migration 0017's trigger: this connection runs agent code.
-        if getattr(getattr(exc, "__cause__", None), "sqlstate", None) == "42501":
-            raise ApprovalRequiresPerson("an approval is never decided while agent code runs") from None
-        raise
-
-
-def _decide(ident, tenant: str, actor: str, decision: str, comment: str) -> Approval:
-    approval = Approval.objects.filter(id=ident, tenant=tenant).first()
-    if approval is None:
-        raise ApprovalNotFound(f"no approval {ident} in tenant {tenant}", approval_id=str(ident))
-    if decision == "approve" and config.approval_separation_of_duties() and actor == approval.owner:
-        raise SelfApprovalRefused(f"{actor} started task {approval.task_id}; someone else must approve its requests",
-                                  approval_id=str(ident))
-    # The pool too, read now: the wake-up below needs it, and this saves it a round trip
-    # on the way from a decision to the resumed step (a task's pool never changes).
-    status, pool = Task.objects.filter(id=approval.task_id).values_list("status", "pool_id").get()
-    if approval.state == states.PENDING and (status in states.TERMINAL or status == states.STOPPING):
-        # A stop got there first: nothing would act on the decision, so none is recorded.
-        raise InvalidTransition(f"task {approval.task_id} is {status}: its requests can no longer be decided",
-                                status=status, approval_id=str(ident))
     target = DECISIONS[decision]
-    won = Approval.objects.filter(id=ident, state=states.PENDING, expires_at__gt=Now()).update(
-        state=target, decided_by=actor, decided_at=Now(), comment=comment)
-    if not won:
-        # Another person decided first, the sweep expired it, or the executor found it
-        # stale or consumed it: read again for the refusal.
-        now = Approval.objects.filter(id=ident).values("state", "decided_by", "stale_reason").get()
-        state = states.EXPIRED if now["state"] == states.PENDING else now["state"]
-        # Stale and consumed are the executor's moves after a person approved: "stale by
-        # alice" would blame the approver for what changed since.
-        by = now["decided_by"] and (f" by {now['decided_by']}" if state in DECISIONS.values()
-                                    else f" (approved by {now['decided_by']})")
-        raise ApprovalAlreadyDecided(f"approval {ident} is {state}{by or ''}"
-                                     + (f": {now['stale_reason']}" if now["stale_reason"] else ""),
-                                     approval_id=str(ident), state=state, decided_by=now["decided_by"])
-    requeued = Task.objects.filter(id=approval.task_id, status=states.BLOCKED,
-                                   blocked_reason=states.BLOCKED_BY["decided"]).update(
-        status=states.target("decided"), next_reason=states.RESUME, blocked_reason=None, queued_at=Now(),
-        crash_count=0, status_note=f"approval {ident} {target} by {actor}", updated_at=Now())
-    audit_append(actor=actor, tenant=tenant, task_id=approval.task_id, kind=f"approval.{target}",
-                 data={"approval_id": str(ident), "comment": comment, "action_hash": approval.action_hash,
-                       "task_requeued": bool(requeued)})
-    if requeued:
-        dispatch.pool_has_work(pool)
-    approval.refresh_from_db()
-    return approval
+    params = {"approval": ident, "tenant": tenant, "state": target, "actor": actor, "comment": comment,
+              "closed": [*states.TERMINAL, states.STOPPING],
+              "refuse_owner": decision == "approve" and config.approval_separation_of_duties(),
+              "note": f"approval {ident} {target} by {actor}",
+              "data": json.dumps(with_via({"approval_id": str(ident), "comment": comment}))}
+    try:
+        cur = db.execute("approval_decide", params)
+    except psycopg.errors.InsufficientPrivilege:
+        # Migration 0017's trigger: this connection runs agent code.
+        raise ApprovalRequiresPerson("an approval is never decided while agent code runs") from None
+    row = cur.fetchone()
+    if row is None:
+        raise ApprovalNotFound(f"no approval {ident} in tenant {tenant}", approval_id=str(ident))
+    (owner, state, task_id, status, pool), decided = row[:5], row[5:]
+    if decided[0] is not None:
+        if pool is not None:
+            dispatch.pool_has_work(pool)
+        return _approval_from(decided, [c.name for c in cur.description[5:]])
+    if params["refuse_owner"] and actor == owner:
+        raise SelfApprovalRefused(f"{actor} started task {task_id}; someone else must approve its requests",
+                                  approval_id=str(ident))
+    if state == states.PENDING and (status in states.TERMINAL or status == states.STOPPING):
+        # A stop got there first: nothing would act on the decision, so none is recorded.
+        raise InvalidTransition(f"task {task_id} is {status}: its requests can no longer be decided",
+                                status=status, approval_id=str(ident))
+    # Another person decided first, the sweep expired it, or the executor found it
+    # stale or consumed it: read again (this statement's snapshot may predate the
+    # winner's commit) for the refusal.
+    now = Approval.objects.filter(id=ident).values("state", "decided_by", "stale_reason").get()
+    state = states.EXPIRED if now["state"] == states.PENDING else now["state"]
+    # Stale and consumed are the executor's moves after a person approved: "stale by
+    # alice" would blame the approver for what changed since.
+    by = now["decided_by"] and (f" by {now['decided_by']}" if state in DECISIONS.values()
+                                else f" (approved by {now['decided_by']})")
+    raise ApprovalAlreadyDecided(f"approval {ident} is {state}{by or ''}"
+                                 + (f": {now['stale_reason']}" if now["stale_reason"] else ""),
+                                 approval_id=str(ident), state=state, decided_by=now["decided_by"])
 
 
 def approvals_expire_due(*, actor: str) -> int:
@@ -108,6 +105,21 @@ def approvals_expire_due(*, actor: str) -> int:
             dispatch.pool_has_work(pool, count)
             woken += count
     return woken
+
+
+def _approval_from(row, names) -> Approval:
+    """The Approval a statement returned (`a.*`, named by `names`), each value as the ORM
+    would have loaded it: this connection hands jsonb over as text."""
+    fields = {f.column: f for f in Approval._meta.concrete_fields}
+    values = {}
+    for name, value in zip(names, row, strict=True):
+        field = fields[name]
+        if isinstance(field, JSONField) and isinstance(value, str):
+            value = field.from_db_value(value, None, connection)
+        values[field.attname] = value
+    approval = Approval(**values)
+    approval._state.adding, approval._state.db = False, connection.alias
+    return approval
 
 
 def _approval_id(value):

@@ -37,10 +37,11 @@ EVENTS = {
     "recover_expired.sql": ["recover", "dead_letter"],
     "wake_due.sql": ["wake"],
     "wake_parent.sql": ["wake"],
-    "approval_expire_due.sql": ["decided"],
+    "approval_expire_due.sql": ["decided"], "approval_decide.sql": ["decided"],
     "stop_tree.sql": ["stop"], "stop_begin.sql": ["stop"], "stop_settle.sql": ["cancel"],
     # Read only: a fence matches the running attempt; the rest read by status.
     "fence.sql": ["complete"], "fence_update.sql": ["complete"], "step_insert.sql": ["complete"],
+    "approval_check.sql": ["complete"],
     "attempt_release.sql": ["complete"], "release_abandoned.sql": ["complete"],
     "stale_queued.sql": ["claim"], "pool_usage.sql": ["claim"],
     # Read only, of the tasks they read as `c` (a schedule's previous run, a trigger's prerequisites).
