@@ -17,6 +17,7 @@ from pydantic import Field
 from console.access import require_approval_right
 from console.api.auth import operating, principal
 from console.api.errors import ERRORS
+from console.api.schemas import Name
 from runtime import states
 from runtime.approvals.selectors import approval_get, approvals_list
 from runtime.approvals.services import approval_decide
@@ -67,7 +68,7 @@ def approval_out(a) -> dict:
 
 
 @router.get("/approvals", response={200: list[ApprovalOut], **ERRORS}, summary="Approval requests")
-def list_approvals(request, state: ApprovalState | None = states.PENDING, agent: str | None = None,
+def list_approvals(request, state: ApprovalState | None = states.PENDING, agent: Name | None = None,
                    order: Literal["newest", "expiry"] = "newest", limit: int = Query(100, ge=1, le=500)):
     """Pending by default, newest first; `order=expiry` puts the soonest to expire first."""
     rows = approvals_list(tenant=principal(request).tenant, state=state, agent=agent, order=order, limit=limit)

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from console.api.auth import operating, principal
 from console.api.errors import ERRORS
+from console.api.schemas import Name
 from runtime.triggers.selectors import (
     dependency_get,
     dependency_list,
@@ -141,7 +142,7 @@ def dependency_out(d) -> dict:
 
 
 @router.get("/schedules", response={200: list[ScheduleOut], **ERRORS}, summary="Cron schedules, by name")
-def list_schedules(request, paused: bool | None = None, agent: str | None = None):
+def list_schedules(request, paused: bool | None = None, agent: Name | None = None):
     return [schedule_out(s) for s in schedule_list(tenant=principal(request).tenant, paused=paused, agent=agent)]
 
 

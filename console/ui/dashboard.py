@@ -16,7 +16,6 @@ from runtime.fleet.selectors import fleet, health, throughput
 from runtime.limits.selectors import budget_use, open_pauses, pool_usage
 from runtime.tasks.selectors import task_changes, task_counts
 
-
 PAUSES_SHOWN = 5
 
 

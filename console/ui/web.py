@@ -117,9 +117,13 @@ def confirm(request, principal, template: str, context: dict, *, act, shows=dict
 
 
 def param(request, name: str, source=None) -> str | None:
-    """A filter from the query string, stripped; empty means not given."""
+    """A filter from the query string, stripped; empty means not given. A control
+    character (a NUL above all, which PostgreSQL refuses in text) is refused here, for
+    every filter at once, rather than left to reach a query as a 500."""
     value = (source if source is not None else request.GET).get(name, "")
     value = value.strip()
+    if value and not value.isprintable():
+        raise InvalidInput(f"{name} holds a control character", field=name)
     return value or None
 
 

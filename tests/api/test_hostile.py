@@ -67,6 +67,12 @@ QUERIES = [
     ("cursor-of-json-garbage", "audit", {"cursor": "WzEsImF1ZGl0IiwiIiwieCIsInkiXQ"}, 422, "INVALID_INPUT"),
     ("nul-in-agent-filter", "tasks", {"agent": "t\x00"}, 422, "INVALID_REQUEST"),
     ("nul-in-actor-filter", "audit", {"actor": "user:\x00"}, 422, "INVALID_REQUEST"),
+    # The fuzzer found this one: the schedules' agent filter reached PostgreSQL, which
+    # refuses a NUL in text, and the answer was a 500.
+    ("nul-in-schedule-agent-filter", "schedules", {"agent": "t\x00"}, 422, "INVALID_REQUEST"),
+    ("huge-schedule-agent-filter", "schedules", {"agent": "a" * 201}, 422, "INVALID_REQUEST"),
+    ("nul-in-approval-agent-filter", "approvals", {"agent": "t\x00"}, 422, "INVALID_REQUEST"),
+    ("control-in-approval-agent-filter", "approvals", {"agent": "t\x1b[2J"}, 422, "INVALID_REQUEST"),
     ("unknown-status", "tasks", {"status": "lost"}, 422, "INVALID_REQUEST"),
     ("unknown-effect-state", "effects", {"state": "maybe"}, 422, "INVALID_REQUEST"),
     ("naive-datetime", "tasks", {"created_after": "2026-01-01T00:00:00"}, 422, "INVALID_REQUEST"),

@@ -72,6 +72,12 @@ CASES = [
     ("audit filter: bad since", "get", "/audit/", {"since": "yesterday"}),
     ("audit filter: garbage cursor", "get", "/audit/", {"cursor": "%%%"}),
     ("audit export: bad until", "get", "/audit/export.jsonl", {"until": "0000-00-00"}),
+    ("tasks filter: NUL in agent", "get", "/tasks/", {"agent": NUL}),
+    ("approvals filter: NUL in agent", "get", "/approvals/", {"agent": NUL}),
+    ("approvals filter: bad order", "get", "/approvals/", {"order": LONG}),
+    ("schedules filter: NUL in agent", "get", "/schedules/", {"agent": NUL}),
+    ("audit filter: NUL in actor", "get", "/audit/", {"actor": NUL}),
+    ("grants filter: NUL in principal", "get", "/grants/", {"principal": NUL}),
 ]
 
 
