@@ -32,6 +32,18 @@ TIMING = {
 QUEUE = f"steward-test-{uuid.uuid4().hex[:8]}"
 
 
+@pytest.hookimpl(trylast=True)  # after tests/e2e/conftest.py has marked its journeys
+def pytest_collection_modifyitems(items):
+    """The modules that start real processes first, each module's tests kept together.
+
+    `make test` hands whole modules to its pytest-xdist workers in this order
+    (--dist loadfile --no-loadscope-reorder): the long modules start early, and the many
+    short ones fill in behind them, so neither worker is left alone with a long module
+    at the end. In one process the order changes nothing a test may rely on."""
+    starts_processes = {item.module.__name__ for item in items if item.get_closest_marker("integration")}
+    items.sort(key=lambda item: item.module.__name__ not in starts_processes)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def steward_timing():
     settings.STEWARD.update(
