@@ -41,7 +41,7 @@ def second_web(child_env, fake_model, gateway_web, django_db_blocker):
     finally:
         web.stop()
         with django_db_blocker.unblock():
-            _until_its_sessions_are_gone()
+            _until_its_sessions_are_gone(web)
 
 
 def tool_tenant() -> tuple[str, object]:
