@@ -12,6 +12,7 @@ import uuid
 from urllib.parse import quote
 
 import pytest
+import redis
 from django.conf import settings
 from django.db import connection
 
@@ -143,8 +144,12 @@ def fake():
 def live(transactional_db):
     """Committed data, visible to other processes (workers, supervisors).
 
-    Afterwards, whatever the test did (workers killed mid-attempt included), every
+    It starts with the session's Celery queue empty, as the database is: a wake-up an
+    earlier test left there names work in a database flushed since, and a worker this
+    test starts would take it (one armed to hold still at its claim then never answers
+    a ping). Afterwards, whatever the test did (workers killed mid-attempt included), every
     pool's kept admission count must equal a recount of its queued and running tasks."""
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(QUEUE)
     yield transactional_db
     drift = count_drift()
     assert not drift, f"kept admission counts drifted from a recount (kept, recounted): {drift}"
