@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections import Counter
 from urllib.parse import quote
 
 import pytest
@@ -40,9 +41,20 @@ def pytest_collection_modifyitems(items):
     `make test` hands whole modules to its pytest-xdist workers in this order
     (--dist loadfile --no-loadscope-reorder): the long modules start early, and the many
     short ones fill in behind them, so neither worker is left alone with a long module
-    at the end. In one process the order changes nothing a test may rely on."""
+    at the end. In one process the order changes nothing a test may rely on.
+
+    Every test also gets an id of its own: Schemathesis names each route's test in
+    tests/api/test_fuzz.py alike, and xdist's scheduler keys a module's tests by id, so it
+    ran one of the 68 and dropped the rest without a word. Its route tells them apart."""
     starts_processes = {item.module.__name__ for item in items if item.get_closest_marker("integration")}
     items.sort(key=lambda item: item.module.__name__ not in starts_processes)
+    ids = Counter(item.nodeid for item in items)
+    for item in items:
+        if ids[item.nodeid] > 1:
+            item._id = item._id.with_params(getattr(item, "operation_label", None) or item.name)  # pytest 9's NodeId
+    repeated = [nodeid for nodeid, n in Counter(item.nodeid for item in items).items() if n > 1]
+    if repeated:
+        raise pytest.UsageError(f"tests that share an id would be run once under xdist: {repeated}")
 
 
 @pytest.fixture(scope="session", autouse=True)
