@@ -176,7 +176,11 @@ def start_postgres():
             from pgserver import _commands
 
             say(f"restarting the embedded PostgreSQL for max_connections = {MAX_CONNECTIONS}")
-            _commands.pg_ctl(["-w", "-m", "fast", "restart"], pgdata=PGDATA, user=server.system_user, timeout=60)
+            _commands.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=PGDATA, user=server.system_user, timeout=60)
+            # Started again by pgserver itself, so the handle knows the new postmaster and
+            # the last holder stops it (after a plain `pg_ctl restart` it would not).
+            with PostgresServer._lock:
+                server.ensure_postgres_running()
         yield server.get_uri(DATABASE)
 
 
