@@ -24,9 +24,15 @@ TEST_WORKERS ?= 2
 STRESS_WORKERS ?= 0
 
 # The README promises that `make test` migrates the database it uses; pytest-django then
-# builds its own test database next to it (one per worker).
+# builds its own test database next to it (one per worker). Two pytest sessions: the
+# tests in $(2) workers, then the ones marked `serial` (pyproject.toml) in one process
+# with nothing beside them. Exit 5 (nothing selected) from one of them is no failure.
 define pytest
-$(DEV) $(SERVICES) sh -c '$(PY) manage.py migrate --noinput && $(PY) -m pytest -n $(2) --dist loadfile --no-loadscope-reorder -m "$(1)" $(PYTEST_ARGS)'
+$(DEV) $(SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
+	$(PY) -m pytest -n $(2) --dist loadfile --no-loadscope-reorder -m "($(1)) and not serial" $(PYTEST_ARGS); workers=$$?; \
+	$(PY) -m pytest -p no:xdist -m "($(1)) and serial" $(PYTEST_ARGS); alone=$$?; \
+	for code in $$workers $$alone; do case $$code in 0|5) ;; *) exit $$code ;; esac; done; \
+	[ $$workers = 5 ] && [ $$alone = 5 ] && exit 5; exit 0'
 endef
 
 .PHONY: venv run test test-integration stress bench bench-scale lint-imports clean
