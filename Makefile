@@ -12,11 +12,27 @@ DEV := STEWARD_DEBUG=1 STEWARD_AGENT_MODULES=$${STEWARD_AGENT_MODULES-console.de
 # `make test` skips the many-trial fault runs; `make stress` runs only those.
 TEST_MARKERS ?= not stress
 PYTEST_ARGS ?=
+# `make test` and `make test-integration` run the tests in this many pytest-xdist worker
+# processes at once, a test module to a worker (--dist loadfile, in the order
+# tests/conftest.py gives them: the modules that start processes first), on the same PostgreSQL
+# and Redis: each worker has its own test database, Celery queue, loopback ports and temp
+# folders (tests/conftest.py). Most tests wait on real processes, so two workers use the
+# second core. TEST_WORKERS=0 runs them in this one process, as before.
+TEST_WORKERS ?= 2
+# `make stress` stays in one process: its figures (docs/faults.md) are recovery times,
+# which a second worker's load on the same cores would stretch.
+STRESS_WORKERS ?= 0
 
 # The README promises that `make test` migrates the database it uses; pytest-django then
-# builds its own test database next to it.
+# builds its own test database next to it (one per worker). Two pytest sessions: the
+# tests in $(2) workers, then the ones marked `serial` (pyproject.toml) in one process
+# with nothing beside them. Exit 5 (nothing selected) from one of them is no failure.
 define pytest
-$(DEV) $(SERVICES) sh -c '$(PY) manage.py migrate --noinput && $(PY) -m pytest -m "$(1)" $(PYTEST_ARGS)'
+$(DEV) $(SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
+	$(PY) -m pytest -n $(2) --dist loadfile --no-loadscope-reorder -m "($(1)) and not serial" $(PYTEST_ARGS); workers=$$?; \
+	$(PY) -m pytest -p no:xdist -m "($(1)) and serial" $(PYTEST_ARGS); alone=$$?; \
+	for code in $$workers $$alone; do case $$code in 0|5) ;; *) exit $$code ;; esac; done; \
+	[ $$workers = 5 ] && [ $$alone = 5 ] && exit 5; exit 0'
 endef
 
 .PHONY: venv run test test-integration stress bench bench-scale lint-imports clean
@@ -32,13 +48,13 @@ run: venv
 	$(DEV) $(SERVICES) $(PY) -m console.dev.run
 
 test: venv
-	$(call pytest,$(TEST_MARKERS))
+	$(call pytest,$(TEST_MARKERS),$(TEST_WORKERS))
 
 test-integration: venv
-	$(call pytest,integration and not stress)
+	$(call pytest,integration and not stress,$(TEST_WORKERS))
 
 stress: venv
-	$(call pytest,stress)
+	$(call pytest,stress,$(STRESS_WORKERS))
 
 bench: venv
 	@$(DEV) $(SERVICES) $(PY) -m tests.bench

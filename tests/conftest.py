@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections import Counter
 from urllib.parse import quote
 
 import pytest
+import redis
 from django.conf import settings
 from django.db import connection
 
@@ -30,6 +32,29 @@ TIMING = {
 }
 # One queue per test session: a `make run` on the same Redis never sees our messages.
 QUEUE = f"steward-test-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.hookimpl(trylast=True)  # after tests/e2e/conftest.py has marked its journeys
+def pytest_collection_modifyitems(items):
+    """The modules that start real processes first, each module's tests kept together.
+
+    `make test` hands whole modules to its pytest-xdist workers in this order
+    (--dist loadfile --no-loadscope-reorder): the long modules start early, and the many
+    short ones fill in behind them, so neither worker is left alone with a long module
+    at the end. In one process the order changes nothing a test may rely on.
+
+    Every test also gets an id of its own: Schemathesis names each route's test in
+    tests/api/test_fuzz.py alike, and xdist's scheduler keys a module's tests by id, so it
+    ran one of the 68 and dropped the rest without a word. Its route tells them apart."""
+    starts_processes = {item.module.__name__ for item in items if item.get_closest_marker("integration")}
+    items.sort(key=lambda item: item.module.__name__ not in starts_processes)
+    ids = Counter(item.nodeid for item in items)
+    for item in items:
+        if ids[item.nodeid] > 1:
+            item._id = item._id.with_params(getattr(item, "operation_label", None) or item.name)  # pytest 9's NodeId
+    repeated = [nodeid for nodeid, n in Counter(item.nodeid for item in items).items() if n > 1]
+    if repeated:
+        raise pytest.UsageError(f"tests that share an id would be run once under xdist: {repeated}")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -131,8 +156,12 @@ def fake():
 def live(transactional_db):
     """Committed data, visible to other processes (workers, supervisors).
 
-    Afterwards, whatever the test did (workers killed mid-attempt included), every
+    It starts with the session's Celery queue empty, as the database is: a wake-up an
+    earlier test left there names work in a database flushed since, and a worker this
+    test starts would take it (one armed to hold still at its claim then never answers
+    a ping). Afterwards, whatever the test did (workers killed mid-attempt included), every
     pool's kept admission count must equal a recount of its queued and running tasks."""
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(QUEUE)
     yield transactional_db
     drift = count_drift()
     assert not drift, f"kept admission counts drifted from a recount (kept, recounted): {drift}"

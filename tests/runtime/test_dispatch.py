@@ -15,9 +15,12 @@ from runtime import states
 from runtime.attempts import dispatch
 from runtime.models import Task
 from runtime.tasks.services import task_submit
+from tests.conftest import QUEUE as SESSION_QUEUE
 from tests.harness import wait_until
 
-QUEUE = "steward-envelope-check"
+# This session's own: another session (or xdist worker) on the same Redis empties and reads
+# a queue of its own.
+QUEUE = f"{SESSION_QUEUE}-envelope-check"
 
 
 @pytest.fixture

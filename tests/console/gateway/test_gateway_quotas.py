@@ -6,7 +6,6 @@ not answer closes the quota (quota_unavailable) instead of opening it."""
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import uuid
 from collections import Counter
@@ -20,41 +19,29 @@ from runtime.limits.services import quota_set
 from runtime.models import AuditEvent, Decision, GatewayCall
 from tests.console.gateway.conftest import MODEL_KEY, TOOL_KEY, _until_its_sessions_are_gone, model_token, post
 from tests.e2e.stack import WebServer
-from tests.harness import Process
 from tests.runtime.authz.common import OWNER, give_both, running_task
 from tests.runtime.authz.test_tokens import claims_of
 
 pytestmark = [pytest.mark.integration]
 
 ADMIN = "user:dave"
-SECOND_PORT = 8211  # the port range this branch's servers use
 TRIALS = 6
 CALLERS = 10
 QUOTA = 4
 DAY = 86_400  # a window no trial straddles, but at midnight UTC
 
 
-class PinnedWebServer(WebServer):
-    """A second web process, on a port of its own."""
-
-    def __init__(self, env: dict, port: int):
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}"
-        Process.__init__(self, "web", [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
-                         env)
-
-
 @pytest.fixture(scope="module")
 def second_web(child_env, fake_model, gateway_web, django_db_blocker):
     env = {**child_env, "STEWARD_MODEL_URL": fake_model.url, "STEWARD_MODEL_KEY": MODEL_KEY,
            "STEWARD_TOOLS": json.dumps({"echo": {"url": fake_model.tool_url, "key": TOOL_KEY}})}
-    web = PinnedWebServer(env, SECOND_PORT).start()
+    web = WebServer(env).start()  # a second web process, on a free port of its own
     try:
         yield web.wait_ready()
     finally:
         web.stop()
         with django_db_blocker.unblock():
-            _until_its_sessions_are_gone()
+            _until_its_sessions_are_gone(web)
 
 
 def tool_tenant() -> tuple[str, object]:
