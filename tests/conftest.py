@@ -21,7 +21,7 @@ import tests.agents  # noqa: F401 - registers the test agents in this process
 from console.dev.demo.fake_service import FakeService
 from runtime.attempts.lease import keeper
 from tests.counts import count_drift
-from tests.harness import Fleet
+from tests.harness import Fleet, wait_until
 
 TIMING = {
     "STEWARD_LEASE_SECONDS": "2",
@@ -165,3 +165,25 @@ def live(transactional_db):
     yield transactional_db
     drift = count_drift()
     assert not drift, f"kept admission counts drifted from a recount (kept, recounted): {drift}"
+    _quiet_before_the_flush()
+
+
+def _quiet_before_the_flush() -> None:
+    """pytest-django empties the database after a `live` test: one TRUNCATE of every
+    table, which waits for every other session's open transaction (a killed worker's
+    backend until it notices its client is gone, a web server's request still finishing)
+    and fails once the settings' statement timeout passes. Wait for those to end first;
+    one that does not is named here, not left as "couldn't be flushed"."""
+    def in_a_transaction():
+        with connection.cursor() as cur:
+            cur.execute("SELECT pid, application_name, state, wait_event_type, "
+                        "round(extract(epoch FROM now() - xact_start)::numeric, 1), left(query, 120) "
+                        "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                        "AND backend_type = 'client backend' AND xact_start IS NOT NULL")
+            return cur.fetchall()
+
+    try:
+        wait_until(lambda: not in_a_transaction(), timeout=30, interval=0.05,
+                   message="the test's other database sessions to end their transactions")
+    except AssertionError:
+        raise AssertionError(f"sessions still in a transaction before the flush: {in_a_transaction()}") from None
