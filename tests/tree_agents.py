@@ -1,6 +1,7 @@
-"""Agents for the tree pause tests (runtime/limits/pauses.py; tests/runtime/test_tree_pause*.py,
-tests/integration/test_tree_pause.py). tests/agents.py imports this module, so the workers
-and the test process know these names too."""
+"""Agents for the tree pause tests (runtime/limits/pauses.py; tests/runtime/test_tree_pause.py,
+tests/runtime/test_tree_pause_race.py, tests/integration/test_tree_pause.py,
+tests/e2e/test_pause_tree.py). tests/agents.py imports this module, so the workers and the
+test process know these names too."""
 
 from __future__ import annotations
 

@@ -6,6 +6,5 @@ SELECT p.id, p.root_id, p.task_id, p.breaker, p."limit", p.observed, p.paused_at
        count(*) FILTER (WHERE t.status = 'running')
 FROM steward_tree_pause p
 LEFT JOIN steward_task t ON (t.id = p.root_id OR (t.root_id = p.root_id AND t.parent_id IS NOT NULL))
-                            AND t.status IN ('blocked', 'running')
 WHERE p.root_id = %(root)s AND p.released_at IS NULL
 GROUP BY p.id

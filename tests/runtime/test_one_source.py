@@ -39,6 +39,9 @@ EVENTS = {
     "wake_parent.sql": ["wake"],
     "approval_expire_due.sql": ["decided"], "approval_decide.sql": ["decided"],
     "stop_tree.sql": ["stop"], "stop_begin.sql": ["stop"], "stop_settle.sql": ["cancel"],
+    "tree_hold.sql": ["hold"], "tree_release.sql": ["release"], "pause_lifted.sql": ["release"],
+    # Read only: what a tree's pause holds (blocked) and what still runs.
+    "tree_pause_view.sql": ["pause"],
     # Read only: a fence matches the running attempt; the rest read by status.
     "fence.sql": ["complete"], "fence_update.sql": ["complete"], "step_insert.sql": ["complete"],
     "approval_check.sql": ["complete"],
