@@ -69,6 +69,37 @@ def steward_timing():
     settings.CELERY_TASK_DEFAULT_QUEUE = QUEUE
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _flush_without_the_statement_timeout():
+    """pytest-django empties the database after each transactional test with one
+    TRUNCATE of every table, under this process's statement timeout (a third of the
+    default lease: 10 s). On a loaded machine, beside the other xdist worker's writes
+    and checkpoints, that TRUNCATE once outlasted it ("couldn't be flushed", in CI and
+    in 2 of 4 CI-like runs). Emptying the test database is not what the timeout bounds
+    (a stale worker's hold on rows), so the flush runs without it; a deadlock there, with
+    a session that started writing after the test's end, is tried again."""
+    from django.db import transaction
+    from django.db.backends.postgresql.operations import DatabaseOperations
+    from django.db.utils import OperationalError
+
+    flush = DatabaseOperations.execute_sql_flush
+
+    def execute_sql_flush(self, sql_list):
+        for tries_left in (2, 1, 0):
+            try:
+                with transaction.atomic(using=self.connection.alias):
+                    with self.connection.cursor() as cur:
+                        cur.execute("SET LOCAL statement_timeout = 0")
+                    return flush(self, sql_list)
+            except OperationalError as exc:
+                if not tries_left or "deadlock" not in str(exc):
+                    raise
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DatabaseOperations, "execute_sql_flush", execute_sql_flush)
+        yield
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings():
     """One test database per session (test_<name>_<pid>): two sessions sharing a server

@@ -226,7 +226,7 @@ def stop_ack(*, task_id, boundary: str, by: str, detail: dict, stop_id=None) -> 
             stop_id = Task.objects.filter(id=task_id).values_list("stop_id", flat=True).first()
             if stop_id is None:
                 return False
-        chain = _lock_chain(task_id)
+        chain = lock_chain(task_id)
         made = db.fetchone("stop_ack_insert", {"stop": stop_id, "task": task_id, "boundary": boundary, "by": by,
                                                "detail": json.dumps(detail, default=str)})
         if made is None:
@@ -243,13 +243,16 @@ def stops_settle_due(*, actor: str, limit: int = 500) -> int:
     cancelled = 0
     for task_id in due:
         with transaction.atomic(durable=True):
-            cancelled += _settle_chain(_lock_chain(task_id), actor=actor, due=True)
+            cancelled += _settle_chain(lock_chain(task_id), actor=actor, due=True)
     return cancelled
 
 
-def _lock_chain(task_id) -> list:
+def lock_chain(task_id) -> list:
     """Lock the task and its ancestors, root first (the order every writer locks a
-    tree in); return their ids from the task up."""
+    tree in); return their ids from the task up. A worker acknowledging its stop calls
+    this before it ends its attempt (runtime/worker/executor.py, stop_watch.py): the
+    attempt's end writes the task's audit chain, and a stop or the sweep holding the
+    task's row while it appends to that chain would otherwise deadlock with it."""
     return [row[0] for row in db.fetchall("lock_ancestors", {"task": task_id})]
 
 

@@ -46,7 +46,7 @@ from runtime.errors import (
 )
 from runtime.limits import pauses
 from runtime.models import Decision
-from runtime.stops.services import stop_ack
+from runtime.stops.services import lock_chain, stop_ack
 from runtime.worker.context import Context
 from runtime.worker.stop_watch import watch
 
@@ -350,9 +350,11 @@ def _stopped(claim: Claim, stopped: StopRequested, run: interrupts.Running) -> N
 def _leave(lease, run: interrupts.Running | None, *, end_reason: str, at: str, refusal: dict | None = None) -> None:
     """In one transaction: the refusal's audit row (if any), the end of our attempt and
     its slot if the task moved on without us, and then, if a stop moved it, the worker
-    boundary's acknowledgment: this attempt left agent code at a step boundary."""
+    boundary's acknowledgment: this attempt left agent code at a step boundary. The
+    task's rows are locked first, in the order a stop and the sweep take them."""
     try:
         with transaction.atomic(durable=True):
+            lock_chain(lease.task_id)  # before the attempt's row and the task's audit chain
             if refusal is not None:
                 audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="write.refused",
                              data=refusal)

@@ -48,7 +48,7 @@ from runtime import config, db, faults, outages, states
 from runtime.attempts import interrupts
 from runtime.attempts.lease import keeper
 from runtime.attempts.transitions import release_stopped
-from runtime.stops.services import stop_ack
+from runtime.stops.services import lock_chain, stop_ack
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +184,37 @@ class StopWatch:
                 log.exception("could not end the stopped attempt %s of %s", run.epoch, run.task_id)
                 db.discard_connection()
 
+    def _release_by_force(self, run: interrupts.Running, actor: str, detail: dict) -> bool:
+        """End the attempt and acknowledge "by force" in one transaction, locking the task's
+        rows first (the order of a stop and the sweep). A statement timeout or a deadlock
+        on a loaded database is tried again while the lease still holds: the process is
+        alive and renewing it, and a record written here says what happened where the
+        supervisor's, after the lease lapses, could only say "lease lapsed". Past that,
+        or with the database gone, it gives up and the supervisor releases the attempt
+        once the process has exited and stopped renewing it."""
+        until = time.monotonic() + config.lease_seconds() / 2
+        delays = outages.backoff()
+        while True:
+            try:
+                with transaction.atomic(durable=True):
+                    lock_chain(run.task_id)
+                    released = release_stopped(task_id=run.task_id, epoch=run.epoch, end_reason="forced",
+                                               actor=actor)
+                    if released:
+                        stop_ack(task_id=run.task_id, boundary=states.WORKER, by=actor, detail=detail)
+                return released
+            except db.CONNECTION_ERRORS as exc:
+                db.discard_connection()
+                outages.database.failed(exc)
+                delay = next(delays)
+                if time.monotonic() + delay >= until:
+                    log.warning("could not end the stopped attempt %s of %s (%s); exiting, the supervisor "
+                                "releases it when its lease lapses", run.epoch, run.task_id, exc)
+                    return True
+                log.info("ending the stopped attempt %s of %s failed (%s); trying again", run.epoch, run.task_id,
+                         type(exc).__name__)
+                time.sleep(delay)
+
     def _deliver(self, run: interrupts.Running) -> None:
         if run.thread == threading.main_thread().ident:
             try:
@@ -198,19 +229,9 @@ class StopWatch:
         ended meanwhile) changes nothing and ends nothing."""
         worker = f"{socket.gethostname()}:{os.getpid()}"
         actor = f"worker:{worker}"
-        try:
-            with transaction.atomic(durable=True):
-                released = release_stopped(task_id=run.task_id, epoch=run.epoch, end_reason="forced", actor=actor)
-                if released:
-                    stop_ack(task_id=run.task_id, boundary=states.WORKER, by=actor,
-                             detail={"ended": "by force", "after_seconds": round(after, 3), "epoch": run.epoch,
-                                     "worker": worker, "seen": run.where})
-        except db.CONNECTION_ERRORS as exc:
-            # The supervisor releases it once the lease lapses (the process exits below
-            # and stops renewing it), acknowledging "lease lapsed".
-            db.discard_connection()
-            outages.database.failed(exc)
-            released = True
+        detail = {"ended": "by force", "after_seconds": round(after, 3), "epoch": run.epoch, "worker": worker,
+                  "seen": run.where}
+        released = self._release_by_force(run, actor, detail)
         if not released:
             return
         run.forced = True

@@ -1,0 +1,90 @@
+"""A worker ending a stopped attempt by force (runtime/worker/stop_watch.py) locks the
+task's rows before it ends the attempt, the order a stop and the sweep take them in.
+
+Ending the attempt appends to the task's audit chain (an advisory lock, ADR 0004); a
+transaction that holds the task's row and then appends to the same chain (the sweep
+settling a stop at its bound, a second stop) would deadlock with a worker that took the
+chain first and then waited for the row. PostgreSQL then aborted the worker's release
+and the worker exited without its acknowledgment: CI's browser journey read "lease
+lapsed" where "by force" was due (2026-12-02)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+from django.db import connection, transaction
+
+from runtime import states
+from runtime.attempts import interrupts
+from runtime.audit import audit_append
+from runtime.models import StopAck, Task
+from runtime.stops.services import lock_chain, task_stop
+from runtime.worker.stop_watch import StopWatch
+from tests.harness import wait_until
+from tests.runtime.stops.test_summary import running
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TRIALS = 5
+
+
+def waiting_on_a_lock() -> bool:
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock'")
+        return cur.fetchone()[0] > 0
+
+
+def test_a_forced_release_waits_for_the_task_row_before_it_touches_the_audit_chain(caplog):
+    caplog.set_level(logging.INFO, logger="runtime.worker.stop_watch")
+    outcomes = {"acknowledged by force": 0, "retried": 0, "other side failed": 0}
+    for _ in range(TRIALS):
+        task = running(n=1)
+        task_stop(task_id=task.id, actor="user:alice", reason="runaway")
+        run = interrupts.Running(task_id=task.id, epoch=Task.objects.get(id=task.id).epoch,
+                                 thread=threading.get_ident())
+        held, go = threading.Event(), threading.Event()
+        failures = []
+
+        def sweep_like():
+            """Hold the task's row, then append to its chain once the worker waits."""
+            try:
+                with transaction.atomic(durable=True):
+                    lock_chain(task.id)
+                    held.set()
+                    go.wait(30)
+                    audit_append(actor="supervisor:test", tenant=task.tenant, task_id=task.id,
+                                 kind="stop.bound_checked", data={})
+            except Exception as exc:  # noqa: BLE001 - counted below
+                failures.append(exc)
+            finally:
+                connection.close()
+
+        def force():
+            try:
+                StopWatch()._force(run, after=5.0)
+            finally:
+                connection.close()
+
+        caplog.clear()
+        other = threading.Thread(target=sweep_like)
+        other.start()
+        assert held.wait(30)
+        worker = threading.Thread(target=force)
+        worker.start()
+        wait_until(waiting_on_a_lock, timeout=30, message="the worker's release to wait for the task's row")
+        go.set()
+        other.join(30)
+        worker.join(30)
+        assert not other.is_alive() and not worker.is_alive()
+
+        ack = StopAck.objects.filter(task_id=task.id, boundary=states.WORKER).first()
+        if ack is not None and ack.detail.get("ended") == "by force" and run.forced:
+            outcomes["acknowledged by force"] += 1
+        if any("trying again" in r.getMessage() for r in caplog.records):
+            outcomes["retried"] += 1
+        if failures:
+            outcomes["other side failed"] += 1
+    assert outcomes == {"acknowledged by force": TRIALS, "retried": 0, "other side failed": 0}
