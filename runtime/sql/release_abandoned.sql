@@ -1,10 +1,12 @@
--- Live attempts whose task moved on without them (cancelled, or re-queued and claimed
+-- One task's live attempts that it moved on without (cancelled, or re-queued and claimed
 -- again) and whose lease has expired: the worker is gone and will never acknowledge.
+-- The caller holds the task's rows (runtime/worker/supervisor.py), so the audit chain
+-- this appends to is taken after the row, as everywhere else.
 WITH ended AS (
     UPDATE steward_attempt a
     SET ended_at = now(), end_reason = 'abandoned'
     FROM steward_task t
-    WHERE a.ended_at IS NULL AND a.lease_expires_at < now()
+    WHERE a.task_id = %(task)s AND a.ended_at IS NULL AND a.lease_expires_at < now()
       AND t.id = a.task_id AND NOT (t.status = 'running' AND t.epoch = a.epoch)
     RETURNING a.task_id, a.epoch, a.worker, t.tenant
 ), freed AS (

@@ -20,7 +20,7 @@ from runtime import config, db, outages, states
 from runtime.approvals.services import approvals_expire_due
 from runtime.attempts import dispatch
 from runtime.meter import meter
-from runtime.stops.services import stop_ack, stops_settle_due
+from runtime.stops.services import lock_chain, stop_ack, stops_settle_due
 from runtime.trail.seals import audit_seal
 from runtime.triggers.services import dependencies_settle, schedules_fire_due
 from runtime.worker.heartbeat import Heartbeat
@@ -129,16 +129,22 @@ def _recover_expired(report: SweepReport, actor: str) -> None:
 
 def _release_abandoned(report: SweepReport, actor: str) -> None:
     """2. Attempts of tasks that moved on without them (cancelled, say) whose worker
-    stopped heartbeating: nobody will acknowledge, so end them and free their slots."""
-    with transaction.atomic(durable=True):
-        for pool, task_id, epoch, worker in db.fetchall("release_abandoned", {"actor": actor}):
-            report.released += 1
-            if pool:
-                dispatch.pool_has_work(pool)
-            # If a stop was waiting for this worker, it never will answer: the attempt
-            # ended because its lease lapsed, and the acknowledgment says exactly that.
-            stop_ack(task_id=task_id, boundary=states.WORKER, by=actor,
-                     detail={"ended": "lease lapsed", "epoch": epoch, "worker": worker})
+    stopped heartbeating: nobody will acknowledge, so end them and free their slots.
+    One transaction per task, its rows locked first (root first, as a stop and the
+    sweep's settling take them). Releasing first would append to the task's audit chain
+    before the acknowledgment locked its rows: the order that deadlocked a worker's
+    forced release with the sweep (docs/adr/0016-stops.md)."""
+    for (task_id,) in db.fetchall("abandoned_attempts", {}):
+        with transaction.atomic(durable=True):
+            lock_chain(task_id)
+            for pool, _, epoch, worker in db.fetchall("release_abandoned", {"actor": actor, "task": task_id}):
+                report.released += 1
+                if pool:
+                    dispatch.pool_has_work(pool)
+                # If a stop was waiting for this worker, it never will answer: the attempt
+                # ended because its lease lapsed, and the acknowledgment says exactly that.
+                stop_ack(task_id=task_id, boundary=states.WORKER, by=actor,
+                         detail={"ended": "lease lapsed", "epoch": epoch, "worker": worker})
 
 
 def _retire_slots() -> None:

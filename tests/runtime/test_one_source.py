@@ -46,6 +46,7 @@ EVENTS = {
     "fence.sql": ["complete"], "fence_update.sql": ["complete"], "step_insert.sql": ["complete"],
     "approval_check.sql": ["complete"],
     "attempt_release.sql": ["complete"], "release_abandoned.sql": ["complete"],
+    "abandoned_attempts.sql": ["complete"],
     "stale_queued.sql": ["claim"], "pool_usage.sql": ["claim"],
     # Read only, of the tasks they read as `c` (a schedule's previous run, a trigger's prerequisites).
     "schedule_due.sql": [], "dependency_ready.sql": [],

@@ -1,5 +1,6 @@
-"""A worker ending a stopped attempt by force (runtime/worker/stop_watch.py) locks the
-task's rows before it ends the attempt, the order a stop and the sweep take them in.
+"""A worker ending a stopped attempt by force (runtime/worker/stop_watch.py), and the
+sweep releasing one whose worker vanished (runtime/worker/supervisor.py), lock the
+task's rows before they end the attempt, the order a stop and the sweep take them in.
 
 Ending the attempt appends to the task's audit chain (an advisory lock, ADR 0004); a
 transaction that holds the task's row and then appends to the same chain (the sweep
@@ -12,15 +13,18 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from runtime import states
 from runtime.attempts import interrupts
 from runtime.audit import audit_append
-from runtime.models import StopAck, Task
+from runtime.models import Attempt, StopAck, Task
 from runtime.stops.services import lock_chain, task_stop
+from runtime.worker import supervisor
 from runtime.worker.stop_watch import StopWatch
 from tests.harness import wait_until
 from tests.runtime.stops.test_summary import running
@@ -37,19 +41,35 @@ def waiting_on_a_lock() -> bool:
         return cur.fetchone()[0] > 0
 
 
-def test_a_forced_release_waits_for_the_task_row_before_it_touches_the_audit_chain(caplog):
+def forced(task: Task) -> tuple:
+    """The worker's stop watcher ends the attempt by force."""
+    run = interrupts.Running(task_id=task.id, epoch=task.epoch, thread=threading.get_ident())
+    StopWatch()._force(run, after=5.0)
+    return ("by force", run.forced)
+
+
+def lapsed(task: Task) -> tuple:
+    """The sweep releases the attempt of a worker that vanished (its lease lapsed)."""
+    report = supervisor.SweepReport()
+    supervisor._release_abandoned(report, actor="supervisor:test")
+    return ("lease lapsed", report.released == 1)
+
+
+@pytest.mark.parametrize("release", [forced, lapsed], ids=["worker's forced release", "sweep's release"])
+def test_a_release_with_an_acknowledgment_waits_for_the_task_row_before_it_touches_the_audit_chain(
+        release, caplog):
     caplog.set_level(logging.INFO, logger="runtime.worker.stop_watch")
-    outcomes = {"acknowledged by force": 0, "retried": 0, "other side failed": 0}
+    outcomes = {"acknowledged": 0, "retried": 0, "other side failed": 0}
     for _ in range(TRIALS):
         task = running(n=1)
         task_stop(task_id=task.id, actor="user:alice", reason="runaway")
-        run = interrupts.Running(task_id=task.id, epoch=Task.objects.get(id=task.id).epoch,
-                                 thread=threading.get_ident())
+        Attempt.objects.filter(task_id=task.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+        task = Task.objects.get(id=task.id)
         held, go = threading.Event(), threading.Event()
-        failures = []
+        failures, results = [], []
 
         def sweep_like():
-            """Hold the task's row, then append to its chain once the worker waits."""
+            """Hold the task's row, then append to its chain once the release waits."""
             try:
                 with transaction.atomic(durable=True):
                     lock_chain(task.id)
@@ -62,9 +82,11 @@ def test_a_forced_release_waits_for_the_task_row_before_it_touches_the_audit_cha
             finally:
                 connection.close()
 
-        def force():
+        def releasing():
             try:
-                StopWatch()._force(run, after=5.0)
+                results.append(release(task))
+            except Exception as exc:  # noqa: BLE001 - counted below
+                failures.append(exc)
             finally:
                 connection.close()
 
@@ -72,19 +94,19 @@ def test_a_forced_release_waits_for_the_task_row_before_it_touches_the_audit_cha
         other = threading.Thread(target=sweep_like)
         other.start()
         assert held.wait(30)
-        worker = threading.Thread(target=force)
-        worker.start()
-        wait_until(waiting_on_a_lock, timeout=30, message="the worker's release to wait for the task's row")
+        releaser = threading.Thread(target=releasing)
+        releaser.start()
+        wait_until(waiting_on_a_lock, timeout=30, message="the release to wait for the task's row")
         go.set()
         other.join(30)
-        worker.join(30)
-        assert not other.is_alive() and not worker.is_alive()
+        releaser.join(30)
+        assert not other.is_alive() and not releaser.is_alive()
 
         ack = StopAck.objects.filter(task_id=task.id, boundary=states.WORKER).first()
-        if ack is not None and ack.detail.get("ended") == "by force" and run.forced:
-            outcomes["acknowledged by force"] += 1
+        if results and results[0][1] and ack is not None and ack.detail.get("ended") == results[0][0]:
+            outcomes["acknowledged"] += 1
         if any("trying again" in r.getMessage() for r in caplog.records):
             outcomes["retried"] += 1
         if failures:
             outcomes["other side failed"] += 1
-    assert outcomes == {"acknowledged by force": TRIALS, "retried": 0, "other side failed": 0}
+    assert outcomes == {"acknowledged": TRIALS, "retried": 0, "other side failed": 0}
