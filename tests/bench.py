@@ -51,18 +51,41 @@ def log(message: str) -> None:
 _BASE_URL = os.environ.get("DATABASE_URL", "")
 
 
-def use_bench_database() -> str:
-    """Recreate steward_bench next to DATABASE_URL's database and point Django at it."""
+def use_bench_database(name: str) -> str:
+    """Recreate database `name` next to DATABASE_URL's database and point DATABASE_URL at it."""
     import psycopg
 
-    url = os.environ["DATABASE_URL"]
-    parts = urlsplit(url)
+    parts = urlsplit(os.environ["DATABASE_URL"])
     with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    bench_url = urlunsplit(parts._replace(path=f"/{BENCH_DB}"))
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    bench_url = urlunsplit(parts._replace(path=f"/{name}"))
     os.environ["DATABASE_URL"] = bench_url
     return bench_url
+
+
+def bench_fleet(database: str, queue_prefix: str):
+    """A fresh database `database`, Django set up on it and migrated, the bench pool (limit 8),
+    a Celery queue of this process's own, and a Fleet (tests/harness.py) to start workers
+    on them: what every bench that runs real workers begins with."""
+    use_bench_database(database)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    os.environ.setdefault("STEWARD_LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    import tests.agents  # noqa: F401 - the benches run the test agents
+    from runtime.limits.services import pool_create
+    from tests.harness import Fleet
+
+    call_command("migrate", verbosity=0)
+    pool_create(name=POOL, actor="bench", max_running=8, max_queued=100_000)
+    queue = f"{queue_prefix}-{os.getpid()}"
+    settings.CELERY_TASK_DEFAULT_QUEUE = queue
+    return Fleet(dict(os.environ, STEWARD_QUEUE=queue, STEWARD_AGENT_MODULES="console.dev.demo.agents,tests.agents"))
 
 
 def raw_insert_per_s(n: int = 5000) -> float:
@@ -309,26 +332,7 @@ def submit_backlog_ratio(backlog: int = 50_000, n: int = 100, rounds: int = 10) 
 
 
 def main() -> None:
-    bench_url = use_bench_database()
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
-    os.environ.setdefault("STEWARD_LOG_LEVEL", "WARNING")
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
-
-    import tests.agents  # noqa: F401 - the bench runs the test agents
-    from runtime.limits.services import pool_create
-    from tests.harness import Fleet
-
-    call_command("migrate", verbosity=0)
-    pool_create(name=POOL, actor="bench", max_running=8, max_queued=100_000)
-    queue = f"steward-bench-{os.getpid()}"
-    settings.CELERY_TASK_DEFAULT_QUEUE = queue
-    env = dict(os.environ, DATABASE_URL=bench_url, STEWARD_QUEUE=queue,
-               STEWARD_AGENT_MODULES="console.dev.demo.agents,tests.agents", STEWARD_LOG_LEVEL="WARNING")
-    fleet = Fleet(env)
+    fleet = bench_fleet(BENCH_DB, "steward-bench")
     try:
         log("raw inserts")
         raw = raw_insert_per_s()

@@ -33,9 +33,8 @@ import os
 import statistics
 import sys
 import time
-from urllib.parse import urlsplit, urlunsplit
 
-from tests.bench import POOL, submit, wait_done, wait_status
+from tests.bench import bench_fleet, submit, wait_done, wait_status
 
 DB = os.environ.get("STEWARD_BENCH_APPROVALS_DB", "steward_bench_approvals")
 SAMPLES = int(os.environ.get("STEWARD_BENCH_APPROVAL_SAMPLES", "60"))
@@ -78,30 +77,8 @@ def one_dispatch() -> float:
 
 
 def main() -> dict:
-    import psycopg
-
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DB}")
-    url = urlunsplit(parts._replace(path=f"/{DB}"))
-    os.environ.update(DATABASE_URL=url, STEWARD_LOG_LEVEL="WARNING")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
-
-    import tests.agents  # noqa: F401 - the agents the worker runs
-    from runtime.limits.services import pool_create
-    from tests.harness import Fleet
-
-    call_command("migrate", verbosity=0)
-    pool_create(name=POOL, actor="bench", max_running=8, max_queued=100_000)
-    queue = f"steward-bench-approvals-{os.getpid()}"
-    settings.CELERY_TASK_DEFAULT_QUEUE = queue
-    fleet = Fleet(dict(os.environ, STEWARD_QUEUE=queue, STEWARD_AGENT_MODULES="console.dev.demo.agents,tests.agents"))
+    os.environ["STEWARD_LOG_LEVEL"] = "WARNING"
+    fleet = bench_fleet(DB, "steward-bench-approvals")
     load_before = os.getloadavg()[0]
     try:
         (worker,) = fleet.workers(1)
