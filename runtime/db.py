@@ -16,6 +16,7 @@ from importlib import resources
 
 import django.db
 import psycopg
+import psycopg._queries
 from django.db import connection, transaction
 
 # What a lost or refused database connection raises: Django's wrappers for the ORM's
@@ -26,6 +27,15 @@ from django.db import connection, transaction
 CONNECTION_ERRORS = (django.db.OperationalError, django.db.InterfaceError,
                      psycopg.OperationalError, psycopg.InterfaceError)
 
+
+# psycopg turns a statement's `%(name)s` placeholders into `$n` by scanning its whole text,
+# and keeps the result only for statements of up to 4 kB (MAX_CACHED_STATEMENT_LENGTH:
+# against ORM-made statements that seldom repeat). Ours are a fixed set that repeat for
+# the life of the process, and the gateway's admission (12 kB, comments included) was
+# scanned again on every call: 0.6 ms of a 2 ms admission (tests/bench_budgets.py,
+# profiled). The bound covers every statement in runtime/sql/ (tests/runtime/test_db_sql.py).
+SQL_CACHE_BYTES = 32 * 1024
+psycopg._queries.MAX_CACHED_STATEMENT_LENGTH = max(psycopg._queries.MAX_CACHED_STATEMENT_LENGTH, SQL_CACHE_BYTES)
 
 EXTENDS = "-- extends: "
 RESULT = "\n-- result:"

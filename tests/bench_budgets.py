@@ -40,6 +40,9 @@ def main() -> dict:
     django.setup()
     from django.core.management import call_command
 
+    # Its tasks are t.steps: outside pytest, STEWARD_AGENT_MODULES may name only the demo's agents.
+    import tests.agents  # noqa: F401
+
     from runtime.authz.services import grant_create
     from runtime.authz.tokens import token_mint, token_verify
     from runtime.gateway.services import MODEL_ACTION, MODEL_ROUTE, gateway_admit, gateway_finish
