@@ -22,7 +22,8 @@ import time
 
 os.environ.setdefault("STEWARD_BENCH_GATEWAY_DB", os.environ.get("STEWARD_BENCH_BUDGETS_DB", "steward_bench_budgets"))
 
-from tests.bench_gateway import capability_pem, fresh_database  # noqa: E402
+from tests.bench import use_bench_database  # noqa: E402
+from tests.bench_gateway import BENCH_DB, capability_pem  # noqa: E402
 
 ROUNDS = 1500
 
@@ -32,7 +33,7 @@ def log(message: str) -> None:
 
 
 def main() -> dict:
-    url = fresh_database()
+    url = use_bench_database(BENCH_DB)
     os.environ.update(DATABASE_URL=url, STEWARD_CAPABILITY_KEY=capability_pem(), STEWARD_LOG_LEVEL="WARNING")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
     import django
@@ -42,7 +43,6 @@ def main() -> dict:
 
     # Its tasks are t.steps: outside pytest, STEWARD_AGENT_MODULES may name only the demo's agents.
     import tests.agents  # noqa: F401
-
     from runtime.authz.services import grant_create
     from runtime.authz.tokens import token_mint, token_verify
     from runtime.gateway.services import MODEL_ACTION, MODEL_ROUTE, gateway_admit, gateway_finish

@@ -21,7 +21,9 @@ import statistics
 import subprocess
 import sys
 import time
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
+
+from tests.bench import use_bench_database
 
 BENCH_DB = os.environ.get("STEWARD_BENCH_GATEWAY_DB", "steward_bench_gateway")
 PAIRS = 600
@@ -31,16 +33,6 @@ KEY = "sk-bench-model-key"
 
 def log(message: str) -> None:
     print(f"bench-gateway: {message}", file=sys.stderr, flush=True)
-
-
-def fresh_database() -> str:
-    import psycopg
-
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    return urlunsplit(parts._replace(path=f"/{BENCH_DB}"))
 
 
 def capability_pem() -> str:
@@ -84,7 +76,7 @@ def authorize_per_s(task_id, n: int = 3000) -> float:
 
 
 def main() -> dict:
-    url = fresh_database()
+    url = use_bench_database(BENCH_DB)
     pem = capability_pem()
     os.environ.update(DATABASE_URL=url, STEWARD_CAPABILITY_KEY=pem, STEWARD_LOG_LEVEL="WARNING")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-import psycopg
 import psycopg._queries
 import pytest
 from django.db import connection
