@@ -85,9 +85,9 @@ class Principal:
     user: AbstractBaseUser
     tenant: str
     role: str
-    channel: str      # "console" or "api"
-    scope: str        # OPERATE for a session; a token's own scope
-    credential: str   # "session:<id>" or "token:<prefix>", as audit rows name it
+    channel: str  # "console" or "api"
+    scope: str  # OPERATE for a session; a token's own scope
+    credential: str  # "session:<id>" or "token:<prefix>", as audit rows name it
 
     @property
     def actor(self) -> str:
@@ -101,8 +101,11 @@ class Principal:
 
 def require(principal: Principal, action: str) -> Principal:
     if not principal.may(action):
-        why = "this token is read-only" if principal.scope == READ and action != READ_ACTION else \
-            f"a {principal.role} of {principal.tenant} may not {action}"
+        why = (
+            "this token is read-only"
+            if principal.scope == READ and action != READ_ACTION
+            else f"a {principal.role} of {principal.tenant} may not {action}"
+        )
         raise Forbidden(f"{why}", action=action, role=principal.role, scope=principal.scope)
     return principal
 
@@ -113,8 +116,9 @@ def person_principal(user, tenant: str, *, channel: str, credential: str) -> Pri
     membership = Membership.objects.filter(user=user, tenant_id=tenant).first()
     if membership is None or not user.is_active:
         raise TenantNotFound(f"{user.get_username()} is no member of {tenant!r}", tenant=tenant)
-    return Principal(user=user, tenant=tenant, role=membership.role, channel=channel, scope=OPERATE,
-                     credential=credential)
+    return Principal(
+        user=user, tenant=tenant, role=membership.role, channel=channel, scope=OPERATE, credential=credential
+    )
 
 
 @contextlib.contextmanager
@@ -146,8 +150,14 @@ def session_principal(request) -> Principal:
     chosen = request.session.get(SESSION_TENANT)
     membership = memberships.get(chosen) or next(iter(memberships.values()))
     key = request.session.session_key or ""
-    return Principal(user=user, tenant=membership.tenant_id, role=membership.role, channel="console",
-                     scope=OPERATE, credential=f"session:{hashlib.sha256(key.encode()).hexdigest()[:12]}")
+    return Principal(
+        user=user,
+        tenant=membership.tenant_id,
+        role=membership.role,
+        channel="console",
+        scope=OPERATE,
+        credential=f"session:{hashlib.sha256(key.encode()).hexdigest()[:12]}",
+    )
 
 
 def switch_tenant(request, tenant: str) -> Principal:
@@ -166,10 +176,10 @@ def token_principal(authorization: str | None) -> Principal:
     all AUTH_REQUIRED, at once: the row is read on every request, never cached."""
     if not authorization or not authorization.startswith("Bearer "):
         raise Unauthenticated("send an API token: Authorization: Bearer stw_...")
-    secret = authorization[len("Bearer "):].strip()
+    secret = authorization[len("Bearer ") :].strip()
     if not secret.startswith(TOKEN_PREFIX) or len(secret) > 100:
         raise Unauthenticated("that is not a Steward API token")
-    token = (ApiToken.objects.select_related("user").filter(digest=_digest(secret)).first())
+    token = ApiToken.objects.select_related("user").filter(digest=_digest(secret)).first()
     now = timezone.now()
     if token is None or token.revoked_at is not None or (token.expires_at and token.expires_at <= now):
         raise Unauthenticated("this API token is unknown, revoked or expired")
@@ -179,9 +189,16 @@ def token_principal(authorization: str | None) -> Principal:
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_EVERY:
         # Conditional: of two requests racing here, one writes.
         ApiToken.objects.filter(id=token.id).filter(
-            Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_EVERY)).update(last_used_at=Now())
-    return Principal(user=token.user, tenant=token.tenant_id, role=membership.role, channel="api",
-                     scope=token.scope, credential=f"token:{token.prefix}")
+            Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_EVERY)
+        ).update(last_used_at=Now())
+    return Principal(
+        user=token.user,
+        tenant=token.tenant_id,
+        role=membership.role,
+        channel="api",
+        scope=token.scope,
+        credential=f"token:{token.prefix}",
+    )
 
 
 @dataclass(frozen=True)
@@ -190,8 +207,9 @@ class NewToken:
     secret: str  # shown once; only its digest is stored
 
 
-def token_create(*, principal: Principal, name: str, scope: str, expires_at: datetime | None = None,
-                 for_user=None) -> NewToken:
+def token_create(
+    *, principal: Principal, name: str, scope: str, expires_at: datetime | None = None, for_user=None
+) -> NewToken:
     """A new token for the principal (or, for an admin, another member) in the
     principal's tenant. An operate token for someone who may not operate is refused."""
     arguments.text("name", name, max_length=100)
@@ -211,29 +229,53 @@ def token_create(*, principal: Principal, name: str, scope: str, expires_at: dat
         raise Forbidden(f"a {membership.role} gets read tokens only", role=membership.role)
     secret = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
     with transaction.atomic(durable=True), acting(principal):
-        token = ApiToken.objects.create(prefix=secret[: len(TOKEN_PREFIX) + 8], digest=_digest(secret), user=owner,
-                                        tenant_id=principal.tenant, name=name.strip(), scope=scope,
-                                        expires_at=expires_at, created_by=principal.actor)
-        audit_record(actor=principal.actor, tenant=principal.tenant, kind="token.created",
-                     data={"token": token.prefix, "name": token.name, "scope": scope, "for": owner.get_username(),
-                           "expires_at": expires_at.isoformat() if expires_at else None})
+        token = ApiToken.objects.create(
+            prefix=secret[: len(TOKEN_PREFIX) + 8],
+            digest=_digest(secret),
+            user=owner,
+            tenant_id=principal.tenant,
+            name=name.strip(),
+            scope=scope,
+            expires_at=expires_at,
+            created_by=principal.actor,
+        )
+        audit_record(
+            actor=principal.actor,
+            tenant=principal.tenant,
+            kind="token.created",
+            data={
+                "token": token.prefix,
+                "name": token.name,
+                "scope": scope,
+                "for": owner.get_username(),
+                "expires_at": expires_at.isoformat() if expires_at else None,
+            },
+        )
     return NewToken(token, secret)
 
 
 def token_revoke(*, principal: Principal, token_id: int) -> ApiToken:
     """Revoke a token of the principal's own (or, for an admin, anyone's in the tenant).
     Refused from then on. Revoking a revoked token is an error, not a second event."""
-    token = tokens_visible_to(principal).filter(id=arguments.bounded("token", token_id, minimum=1,
-                                                                      maximum=2**63 - 1)).first()
+    token = (
+        tokens_visible_to(principal)
+        .filter(id=arguments.bounded("token", token_id, minimum=1, maximum=2**63 - 1))
+        .first()
+    )
     if token is None:
         raise TokenNotFound(f"no token {token_id}", token=token_id)
     with transaction.atomic(durable=True), acting(principal):
-        won = ApiToken.objects.filter(id=token.id, revoked_at__isnull=True).update(revoked_at=Now(),
-                                                                                  revoked_by=principal.actor)
+        won = ApiToken.objects.filter(id=token.id, revoked_at__isnull=True).update(
+            revoked_at=Now(), revoked_by=principal.actor
+        )
         if not won:  # revoked already, by this person or another
             raise InvalidTransition(f"token {token.prefix}… is already revoked", token=token.prefix)
-        audit_record(actor=principal.actor, tenant=principal.tenant, kind="token.revoked",
-                     data={"token": token.prefix, "name": token.name, "owner": token.user.get_username()})
+        audit_record(
+            actor=principal.actor,
+            tenant=principal.tenant,
+            kind="token.revoked",
+            data={"token": token.prefix, "name": token.name, "owner": token.user.get_username()},
+        )
     token.refresh_from_db()
     return token
 
@@ -256,7 +298,7 @@ class MemberImpact:
     """What a role change or a removal would touch, for the page that asks first."""
 
     tokens: list[ApiToken]  # live (not revoked, not expired) for this tenant: what a removal revokes
-    last_admin: bool        # the tenant's only admin: demoting or removing them is refused
+    last_admin: bool  # the tenant's only admin: demoting or removing them is refused
 
     @property
     def operate_tokens(self) -> int:
@@ -267,24 +309,26 @@ class MemberImpact:
 def members_of(principal: Principal) -> list[Membership]:
     """The tenant's members, by username, with their person (last sign-in) joined. Every
     member may read who else belongs to the tenant."""
-    return list(Membership.objects.filter(tenant_id=principal.tenant).select_related("user")
-                .order_by("user__username"))
+    return list(Membership.objects.filter(tenant_id=principal.tenant).select_related("user").order_by("user__username"))
 
 
 def member_of(principal: Principal, username: str) -> Membership:
     """One member of the principal's tenant; a person who is not one (or does not exist)
     is MEMBER_NOT_FOUND alike, so the answer says nothing about other tenants."""
     username = _username(username)
-    membership = Membership.objects.filter(tenant_id=principal.tenant, user__username=username) \
-        .select_related("user").first()
+    membership = (
+        Membership.objects.filter(tenant_id=principal.tenant, user__username=username).select_related("user").first()
+    )
     if membership is None:
         raise MemberNotFound(f"no member {username[:40]!r} in {principal.tenant}", person=username)
     return membership
 
 
 def member_impact(membership: Membership) -> MemberImpact:
-    return MemberImpact(tokens=list(_live_tokens(membership).order_by("id")),
-                        last_admin=membership.role == ADMIN and not _other_admins(membership).exists())
+    return MemberImpact(
+        tokens=list(_live_tokens(membership).order_by("id")),
+        last_admin=membership.role == ADMIN and not _other_admins(membership).exists(),
+    )
 
 
 def member_set_role(*, principal: Principal, username: str, role: str, reason: str = "") -> Membership:
@@ -311,20 +355,31 @@ def member_set_role(*, principal: Principal, username: str, role: str, reason: s
         membership = Membership.objects.filter(user=user, tenant_id=principal.tenant).first()
         if membership is None:
             membership = Membership.objects.create(user=user, tenant_id=principal.tenant, role=role)
-            audit_record(actor=principal.actor, tenant=principal.tenant, kind="member.added",
-                         data={"person": username, "role": role, "reason": reason})
+            audit_record(
+                actor=principal.actor,
+                tenant=principal.tenant,
+                kind="member.added",
+                data={"person": username, "role": role, "reason": reason},
+            )
             return membership
         before = membership.role
         if before == role:
             return membership
         if before == ADMIN and not _other_admins(membership).exists():
-            raise LastAdmin(f"{username} is the last admin of {principal.tenant}: make another admin first",
-                            person=username, tenant=principal.tenant)
+            raise LastAdmin(
+                f"{username} is the last admin of {principal.tenant}: make another admin first",
+                person=username,
+                tenant=principal.tenant,
+            )
         won = Membership.objects.filter(id=membership.id, role=before).update(role=role) == 1
         if not won:  # a writer that bypasses the lock (the Django admin) changed it first
             raise InvalidTransition(f"{username}'s role changed meanwhile", person=username)
-        audit_record(actor=principal.actor, tenant=principal.tenant, kind="member.role",
-                     data={"person": username, "from": before, "role": role, "reason": reason})
+        audit_record(
+            actor=principal.actor,
+            tenant=principal.tenant,
+            kind="member.role",
+            data={"person": username, "from": before, "role": role, "reason": reason},
+        )
     membership.refresh_from_db()
     return membership
 
@@ -358,17 +413,23 @@ def member_remove(*, principal: Principal, username: str, reason: str = "") -> R
         if membership is None:  # removed by another admin while we looked
             raise MemberNotFound(f"no member {username[:40]!r} in {principal.tenant}", person=username)
         if membership.role == ADMIN and not _other_admins(membership).exists():
-            raise LastAdmin(f"{username} is the last admin of {principal.tenant}: make another admin first",
-                            person=username, tenant=principal.tenant)
+            raise LastAdmin(
+                f"{username} is the last admin of {principal.tenant}: make another admin first",
+                person=username,
+                tenant=principal.tenant,
+            )
         won = Membership.objects.filter(id=membership.id, role=membership.role).delete()[0] == 1
         if not won:  # a writer that bypasses the lock (the Django admin) changed it first
             raise InvalidTransition(f"{username}'s membership changed meanwhile", person=username)
         live = _live_tokens(membership)
         revoked = list(live.order_by("id").values_list("prefix", flat=True))
         live.update(revoked_at=Now(), revoked_by=principal.actor)
-        audit_record(actor=principal.actor, tenant=principal.tenant, kind="member.removed",
-                     data={"person": username, "role": membership.role, "tokens_revoked": revoked,
-                           "reason": reason})
+        audit_record(
+            actor=principal.actor,
+            tenant=principal.tenant,
+            kind="member.removed",
+            data={"person": username, "role": membership.role, "tokens_revoked": revoked, "reason": reason},
+        )
     return Removed(person=username, role=membership.role, tokens_revoked=revoked)
 
 
@@ -390,9 +451,9 @@ def _other_admins(membership: Membership):
 
 
 def _live_tokens(membership: Membership):
-    return ApiToken.objects.filter(user_id=membership.user_id, tenant_id=membership.tenant_id,
-                                   revoked_at__isnull=True).filter(Q(expires_at__isnull=True) |
-                                                                   Q(expires_at__gt=Now()))
+    return ApiToken.objects.filter(
+        user_id=membership.user_id, tenant_id=membership.tenant_id, revoked_at__isnull=True
+    ).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=Now()))
 
 
 # --- grants: who may change whose -----------------------------------------------------------
@@ -413,8 +474,9 @@ def may_change_grants(principal: Principal, grant_principal: str) -> bool:
         return True
     if not isinstance(grant_principal, str) or not grant_principal.startswith(AGENT_PREFIX):
         return False
-    identity = AgentIdentity.objects.filter(tenant_id=principal.tenant,
-                                            name=grant_principal[len(AGENT_PREFIX):]).first()
+    identity = AgentIdentity.objects.filter(
+        tenant_id=principal.tenant, name=grant_principal[len(AGENT_PREFIX) :]
+    ).first()
     # ObjectPermissionChecker, not user.has_perm: a superuser passes has_perm for every
     # object, and being a superuser of the Django admin is no right over a tenant's agents.
     return identity is not None and _holds(principal.user, identity)
@@ -422,9 +484,13 @@ def may_change_grants(principal: Principal, grant_principal: str) -> bool:
 
 def _holds(user, identity: AgentIdentity, codename: str = CHANGE_AGENT_GRANTS) -> bool:
     from guardian.models import UserObjectPermission
+
     return UserObjectPermission.objects.filter(
-        user=user, permission__codename=codename, permission__content_type__app_label="console",
-        object_pk=str(identity.pk)).exists()
+        user=user,
+        permission__codename=codename,
+        permission__content_type__app_label="console",
+        object_pk=str(identity.pk),
+    ).exists()
 
 
 def require_approval_right(principal: Principal, agent: str) -> Principal:
@@ -440,12 +506,19 @@ def require_approval_right(principal: Principal, agent: str) -> Principal:
     if identity is None or _holds(principal.user, identity, APPROVE_AGENT_REQUESTS):
         return principal
     from guardian.models import UserObjectPermission
-    named = UserObjectPermission.objects.filter(permission__codename=APPROVE_AGENT_REQUESTS,
-                                                permission__content_type__app_label="console",
-                                                object_pk=str(identity.pk)).exists()
+
+    named = UserObjectPermission.objects.filter(
+        permission__codename=APPROVE_AGENT_REQUESTS,
+        permission__content_type__app_label="console",
+        object_pk=str(identity.pk),
+    ).exists()
     if named:
-        raise Forbidden(f"only the approvers an admin named for agent:{agent} decide its requests",
-                        action="approve", role=principal.role, agent=arguments.show(agent))
+        raise Forbidden(
+            f"only the approvers an admin named for agent:{agent} decide its requests",
+            action="approve",
+            role=principal.role,
+            agent=arguments.show(agent),
+        )
     return principal
 
 
@@ -453,11 +526,18 @@ def require_grant_change(principal: Principal, grant_principal: str) -> Principa
     if not may_change_grants(principal, grant_principal):
         if not principal.may(OPERATE_ACTION):
             require(principal, OPERATE_ACTION)  # the viewer's or read token's own message
-        what = "people's grants" if not str(grant_principal).startswith(AGENT_PREFIX) else \
-            f"{arguments.show(grant_principal)}'s grants"
-        raise Forbidden(f"a {principal.role} of {principal.tenant} may not change {what}: an admin gives an "
-                        f"operator that right per agent", action="change_grants", role=principal.role,
-                        principal=arguments.show(grant_principal))
+        what = (
+            "people's grants"
+            if not str(grant_principal).startswith(AGENT_PREFIX)
+            else f"{arguments.show(grant_principal)}'s grants"
+        )
+        raise Forbidden(
+            f"a {principal.role} of {principal.tenant} may not change {what}: an admin gives an "
+            f"operator that right per agent",
+            action="change_grants",
+            role=principal.role,
+            principal=arguments.show(grant_principal),
+        )
     return principal
 
 
@@ -486,16 +566,21 @@ def agent_steward_set(*, principal: Principal, name: str, username: str, allowed
     reason = arguments.text("reason", reason or "").strip()
     membership = member_of(principal, username)
     if allowed and membership.role != OPERATOR:
-        raise InvalidArgument(f"{membership.user.get_username()} is {membership.role} of {principal.tenant}: the "
-                              "right is for operators (admins change every grant; viewers none)", field="username")
+        raise InvalidArgument(
+            f"{membership.user.get_username()} is {membership.role} of {principal.tenant}: the "
+            "right is for operators (admins change every grant; viewers none)",
+            field="username",
+        )
     with transaction.atomic(durable=True), acting(principal):
         _lock_members(principal.tenant)
         identity = agent_identity(principal, name, create=True)
         if _holds(membership.user, identity) == allowed:
             return False
         (assign_perm if allowed else remove_perm)(_PERM, membership.user, identity)
-        audit_record(actor=principal.actor, tenant=principal.tenant,
-                     kind="agent.steward_added" if allowed else "agent.steward_removed",
-                     data={"agent": f"{AGENT_PREFIX}{name}", "person": membership.user.get_username(),
-                           "reason": reason})
+        audit_record(
+            actor=principal.actor,
+            tenant=principal.tenant,
+            kind="agent.steward_added" if allowed else "agent.steward_removed",
+            data={"agent": f"{AGENT_PREFIX}{name}", "person": membership.user.get_username(), "reason": reason},
+        )
     return True

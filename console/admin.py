@@ -75,8 +75,18 @@ class GrantAdmin(ReadOnly):
     as the signed-in person, who must have the right in the grant's tenant exactly as in
     the console (console/access.py): being a superuser here is no right over a tenant."""
 
-    list_display = ["id", "tenant", "principal", "action", "resource", "expires_at", "granted_by", "revoked_at",
-                    "revoked_by", "revision"]
+    list_display = [
+        "id",
+        "tenant",
+        "principal",
+        "action",
+        "resource",
+        "expires_at",
+        "granted_by",
+        "revoked_at",
+        "revoked_by",
+        "revision",
+    ]
     list_filter = ["tenant", "action"]
     search_fields = ["principal", "resource"]
     actions = ["revoke_grants", "narrow_grants"]
@@ -98,33 +108,50 @@ class GrantAdmin(ReadOnly):
                     previews.append((g, revocation_preview(tenant=g.tenant, grant_id=g.id)))
                 except StewardError:
                     previews.append((g, None))
-            return TemplateResponse(request, "admin/grant_change.html", {
-                **self.admin_site.each_context(request), "title": f"{action.title()} grants", "action": action,
-                "previews": previews, "opts": self.model._meta, "action_name": f"{action}_grants",
-                "selected": [g.id for g in grants]})
+            return TemplateResponse(
+                request,
+                "admin/grant_change.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "title": f"{action.title()} grants",
+                    "action": action,
+                    "previews": previews,
+                    "opts": self.model._meta,
+                    "action_name": f"{action}_grants",
+                    "selected": [g.id for g in grants],
+                },
+            )
         reason = (request.POST.get("reason") or "").strip()
         credential = f"admin:{hashlib.sha256((request.session.session_key or '').encode()).hexdigest()[:12]}"
         done = 0
         for g in grants:
             try:
-                who = require_grant_change(person_principal(request.user, g.tenant, channel="admin",
-                                                            credential=credential), g.principal)
+                who = require_grant_change(
+                    person_principal(request.user, g.tenant, channel="admin", credential=credential), g.principal
+                )
                 with acting(who):
                     if action == "revoke":
                         grant_revoke(grant_id=g.id, tenant=g.tenant, actor=who.actor, reason=reason)
                     else:
-                        grant_narrow(grant_id=g.id, tenant=g.tenant, resource=request.POST.get("resource") or None,
-                                     expires_at=_moment(request.POST.get("expires_at")), actor=who.actor,
-                                     reason=reason)
+                        grant_narrow(
+                            grant_id=g.id,
+                            tenant=g.tenant,
+                            resource=request.POST.get("resource") or None,
+                            expires_at=_moment(request.POST.get("expires_at")),
+                            actor=who.actor,
+                            reason=reason,
+                        )
                 done += 1
             except StewardError as exc:
                 self.message_user(request, f"grant #{g.id}: {exc.code}: {exc.message}", messages.ERROR)
         if done:
-            self.message_user(request, f"{'Revoked' if action == 'revoke' else 'Narrowed'} {done} grant(s).",
-                              messages.SUCCESS)
+            self.message_user(
+                request, f"{'Revoked' if action == 'revoke' else 'Narrowed'} {done} grant(s).", messages.SUCCESS
+            )
         return None
 
 
 def _moment(value):
-    from console.ui.web import when  # noqa: PLC0415 - the console's one reading of a typed time
+    from console.ui.web import when
+
     return when((value or "").strip() or None, "expires_at")

@@ -54,8 +54,7 @@ def get_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false)")
 
 
-def get_number(name: str, default: float, *, minimum: float = 0, maximum: float | None = None,
-               integer: bool = False):
+def get_number(name: str, default: float, *, minimum: float = 0, maximum: float | None = None, integer: bool = False):
     raw = get(name)
     if raw is None:
         return default
@@ -172,7 +171,9 @@ def capability_key(secret_key: str, debug: bool) -> bytes | None:
         try:
             key = serialization.load_pem_private_key(pem, password=None)
         except (ValueError, TypeError) as exc:
-            raise ImproperlyConfigured(f"STEWARD_CAPABILITY_KEY is not an unencrypted PEM private key ({exc})") from None
+            raise ImproperlyConfigured(
+                f"STEWARD_CAPABILITY_KEY is not an unencrypted PEM private key ({exc})"
+            ) from None
         if not isinstance(key, Ed25519PrivateKey):
             raise ImproperlyConfigured("STEWARD_CAPABILITY_KEY must be an Ed25519 private key")
         return pem
@@ -180,7 +181,8 @@ def capability_key(secret_key: str, debug: bool) -> bytes | None:
         return None
     seed = hmac.new(secret_key.encode(), b"steward capability key", hashlib.sha256).digest()
     return Ed25519PrivateKey.from_private_bytes(seed).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def connection_bounds(lease_seconds: float) -> dict:

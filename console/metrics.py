@@ -40,14 +40,18 @@ PROCESS_COUNTERS = [
 class StewardCollector(Collector):
     def collect(self):
         snap = metrics_snapshot()
-        tasks = GaugeMetricFamily("steward_tasks", "Live tasks (not yet finished) by tenant and status.",
-                                  labels=["tenant", "status"])
+        tasks = GaugeMetricFamily(
+            "steward_tasks", "Live tasks (not yet finished) by tenant and status.", labels=["tenant", "status"]
+        )
         for tenant, status, n in snap.live_tasks:
             tasks.add_metric([tenant, status], n)
         yield tasks
 
-        unknown = GaugeMetricFamily("steward_effects_unknown", "Effects whose outcome is unknown, waiting for "
-                                    "an operator to resolve them.", labels=["tenant"])
+        unknown = GaugeMetricFamily(
+            "steward_effects_unknown",
+            "Effects whose outcome is unknown, waiting for an operator to resolve them.",
+            labels=["tenant"],
+        )
         for tenant, n in snap.unknown_effects:
             unknown.add_metric([tenant], n)
         yield unknown
@@ -66,8 +70,13 @@ def _pools(pools):
     }
     families = {key: GaugeMetricFamily(name, help_, labels=["pool"]) for key, (name, help_) in figures.items()}
     for usage in pools:
-        values = {"running": usage.running, "queued": usage.queued, "slots_held": usage.slots_held,
-                  "max_running": usage.pool.max_running, "max_queued": usage.pool.max_queued}
+        values = {
+            "running": usage.running,
+            "queued": usage.queued,
+            "slots_held": usage.slots_held,
+            "max_running": usage.pool.max_running,
+            "max_queued": usage.pool.max_queued,
+        }
         for key, family in families.items():
             family.add_metric([usage.pool.name], values[key])
     yield from families.values()
@@ -76,12 +85,13 @@ def _pools(pools):
 def _processes(processes):
     labels = ["process", "kind"]
     counters = {key: CounterMetricFamily(name, help_, labels=labels) for name, help_, key in PROCESS_COUNTERS}
-    finished = CounterMetricFamily("steward_tasks_finished", "Tasks an attempt finished, by outcome.",
-                                   labels=[*labels, "outcome"])
-    waits = HistogramMetricFamily("steward_dispatch_wait_seconds", "Seconds from queued to claimed, per claim.",
-                                  labels=labels)
-    live = GaugeMetricFamily("steward_processes_live", "Workers and supervisors seen within a lease.",
-                             labels=["kind"])
+    finished = CounterMetricFamily(
+        "steward_tasks_finished", "Tasks an attempt finished, by outcome.", labels=[*labels, "outcome"]
+    )
+    waits = HistogramMetricFamily(
+        "steward_dispatch_wait_seconds", "Seconds from queued to claimed, per claim.", labels=labels
+    )
+    live = GaugeMetricFamily("steward_processes_live", "Workers and supervisors seen within a lease.", labels=["kind"])
     swept = GaugeMetricFamily("steward_last_sweep_timestamp_seconds", "When a supervisor last swept (Unix time).")
     alive: dict[str, int] = {"worker": 0, "supervisor": 0}
     last_sweep = None
@@ -97,7 +107,7 @@ def _processes(processes):
         buckets = values.get("waits")
         if isinstance(buckets, list) and len(buckets) == len(WAIT_BOUNDS):
             running, cumulative = 0, []
-            for bound, count in zip(WAIT_BOUNDS, buckets):
+            for bound, count in zip(WAIT_BOUNDS, buckets, strict=True):
                 running += count
                 cumulative.append(("+Inf" if bound == float("inf") else repr(bound), running))
             waits.add_metric(key, cumulative, sum_value=float(values.get("wait_seconds_sum", 0.0)))
@@ -124,8 +134,10 @@ def _allowed(request) -> bool:
 @require_GET
 def metrics(request):
     if not _allowed(request):
-        return JsonResponse({"code": "AUTH_REQUIRED", "message": "send Authorization: Bearer $STEWARD_METRICS_TOKEN",
-                             "details": {}}, status=401)
+        return JsonResponse(
+            {"code": "AUTH_REQUIRED", "message": "send Authorization: Bearer $STEWARD_METRICS_TOKEN", "details": {}},
+            status=401,
+        )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StewardCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

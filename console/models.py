@@ -105,8 +105,10 @@ class AgentIdentity(models.Model):
     class Meta:
         db_table = "steward_agent_identity"
         constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="agent_identity_one_per_tenant")]
-        permissions = [(CHANGE_AGENT_GRANTS, "May narrow, revoke and create this agent's grants"),
-                       (APPROVE_AGENT_REQUESTS, "May approve this agent's approval requests")]
+        permissions = [
+            (CHANGE_AGENT_GRANTS, "May narrow, revoke and create this agent's grants"),
+            (APPROVE_AGENT_REQUESTS, "May approve this agent's approval requests"),
+        ]
 
     def __str__(self):
         return f"agent:{self.name} of {self.tenant_id}"

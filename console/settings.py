@@ -93,8 +93,11 @@ if env.get_bool("STEWARD_DB_PREPARED_STATEMENTS", True):
 # Options given in DATABASE_URL (?options=-c ...) come last, so they win.
 _bounds = env.connection_bounds(_LEASE_SECONDS)
 _bounds["options"] = " ".join(filter(None, [_bounds["options"], _default_db["OPTIONS"].get("options")]))
-_default_db["OPTIONS"] = {**_bounds, **{k: v for k, v in _default_db["OPTIONS"].items() if k != "options"},
-                          "options": _bounds["options"]}
+_default_db["OPTIONS"] = {
+    **_bounds,
+    **{k: v for k, v in _default_db["OPTIONS"].items() if k != "options"},
+    "options": _bounds["options"],
+}
 # The pool checks an idle connection before lending it out, so after a server restart
 # a worker gets a live connection instead of each dead one in turn.
 _default_db["CONN_HEALTH_CHECKS"] = True
@@ -122,8 +125,10 @@ if _LOG_FORMAT not in ("plain", "json"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-                   "json": {"()": "console.logs.JsonFormatter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "console.logs.JsonFormatter"},
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": _LOG_FORMAT}},
     "loggers": {
         # Not propagated: Celery's root handler would print every line a second time.
@@ -198,29 +203,32 @@ STEWARD = {
     # task cannot approve its requests. Deny is still theirs to give.
     "APPROVAL_SEPARATION_OF_DUTIES": env.get_bool("STEWARD_APPROVAL_SEPARATION_OF_DUTIES", True),
     # Longest a ctx.request_approval() may wait for a person (its expires_in).
-    "APPROVAL_MAX_SECONDS": env.get_number("STEWARD_APPROVAL_MAX_SECONDS", 30 * 86_400.0, minimum=1.0,
-                                           maximum=366 * 86_400.0),
+    "APPROVAL_MAX_SECONDS": env.get_number(
+        "STEWARD_APPROVAL_MAX_SECONDS", 30 * 86_400.0, minimum=1.0, maximum=366 * 86_400.0
+    ),
     # Largest pool limits an operator may set (docs/limits.md). Each running place is a
     # slot row, hence a bound well below the column's; running + queued must fit the
     # integer arithmetic of admission (steward_submit), hence the queued bound's maximum.
-    "POOL_MAX_RUNNING": env.get_number("STEWARD_POOL_MAX_RUNNING", 10_000, minimum=1, maximum=1_000_000,
-                                       integer=True),
-    "POOL_MAX_QUEUED": env.get_number("STEWARD_POOL_MAX_QUEUED", 10_000_000, minimum=0,
-                                      maximum=2**31 - 1 - 1_000_000, integer=True),
+    "POOL_MAX_RUNNING": env.get_number("STEWARD_POOL_MAX_RUNNING", 10_000, minimum=1, maximum=1_000_000, integer=True),
+    "POOL_MAX_QUEUED": env.get_number(
+        "STEWARD_POOL_MAX_QUEUED", 10_000_000, minimum=0, maximum=2**31 - 1 - 1_000_000, integer=True
+    ),
     # The fleet's breakers (runtime/limits/breakers.py, docs/limits.md): a task past one is
     # blocked for an operator (`breaker_tripped`). An agent's declaration narrows or
     # widens them (`@agent(..., breakers={...})`); an operator's resume can raise one
     # task's. The bounds are runtime/arguments.py BREAKER_LIMITS.
     "BREAKERS": {
-        "max_children": env.get_number("STEWARD_BREAKER_MAX_CHILDREN", 1_000, minimum=1, maximum=1_000_000,
-                                       integer=True),
+        "max_children": env.get_number(
+            "STEWARD_BREAKER_MAX_CHILDREN", 1_000, minimum=1, maximum=1_000_000, integer=True
+        ),
         "max_depth": env.get_number("STEWARD_BREAKER_MAX_DEPTH", 10, minimum=1, maximum=1_000, integer=True),
-        "max_spawns_per_minute": env.get_number("STEWARD_BREAKER_MAX_SPAWNS_PER_MINUTE", 6_000, minimum=1,
-                                                maximum=1_000_000, integer=True),
-        "max_steps": env.get_number("STEWARD_BREAKER_MAX_STEPS", 100_000, minimum=1, maximum=2**31 - 1,
-                                    integer=True),
-        "max_wall_clock_seconds": env.get_number("STEWARD_BREAKER_MAX_WALL_CLOCK_SECONDS", 7 * 86_400, minimum=1,
-                                                 maximum=10 * 366 * 86_400, integer=True),
+        "max_spawns_per_minute": env.get_number(
+            "STEWARD_BREAKER_MAX_SPAWNS_PER_MINUTE", 6_000, minimum=1, maximum=1_000_000, integer=True
+        ),
+        "max_steps": env.get_number("STEWARD_BREAKER_MAX_STEPS", 100_000, minimum=1, maximum=2**31 - 1, integer=True),
+        "max_wall_clock_seconds": env.get_number(
+            "STEWARD_BREAKER_MAX_WALL_CLOCK_SECONDS", 7 * 86_400, minimum=1, maximum=10 * 366 * 86_400, integer=True
+        ),
     },
 }
 # --- The credential gateway (console/gateway/): the provider keys, read here and only

@@ -12,8 +12,9 @@ nondeterministic or outside work.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from runtime import arguments, config
 from runtime.errors import StewardError, UnknownAgent
@@ -59,8 +60,7 @@ def agent(name: str, *, pool: str | None = None, description: str = "", input=No
         existing = _registry.get(name)
         if existing is not None and existing.fn is not fn:
             raise ValueError(f"agent {name!r} is already registered by {existing.fn.__module__}")
-        _registry[name] = AgentSpec(name, fn, pool, description or (fn.__doc__ or "").strip(), input_model,
-                                    limits)
+        _registry[name] = AgentSpec(name, fn, pool, description or (fn.__doc__ or "").strip(), input_model, limits)
         return fn
 
     return register

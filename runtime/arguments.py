@@ -24,11 +24,11 @@ from runtime.errors import (
 )
 
 # Column lengths (runtime/models/).
-TENANT_MAX = 100   # steward_task.tenant, steward_audit.tenant
-ACTOR_MAX = 200    # steward_task.owner, steward_audit.actor, steward_effect.resolved_by
-KEY_MAX = 200      # steward_task.idempotency_key
-AGENT_MAX = 200    # steward_task.agent
-POOL_MAX = 100     # steward_pool.name
+TENANT_MAX = 100  # steward_task.tenant, steward_audit.tenant
+ACTOR_MAX = 200  # steward_task.owner, steward_audit.actor, steward_effect.resolved_by
+KEY_MAX = 200  # steward_task.idempotency_key
+AGENT_MAX = 200  # steward_task.agent
+POOL_MAX = 100  # steward_pool.name
 # Operator notes and reasons go into audit rows and the effect ledger; 2,000 characters
 # say why without turning the audit trail into a document store.
 NOTE_MAX = 2000
@@ -46,8 +46,11 @@ def identifier(field: str, value, *, max_length: int) -> str:
     """A name stored in a column of `max_length` characters: 1 to max_length printable
     characters (no control characters, no NUL, no lone surrogates)."""
     if not isinstance(value, str) or not value or len(value) > max_length or not value.isprintable():
-        raise InvalidIdentifier(f"{field} must be 1-{max_length} printable characters, got {_show(value)}",
-                                field=field, max_length=max_length)
+        raise InvalidIdentifier(
+            f"{field} must be 1-{max_length} printable characters, got {_show(value)}",
+            field=field,
+            max_length=max_length,
+        )
     return value
 
 
@@ -70,16 +73,20 @@ def idempotency_key(value) -> str | None:
 def pool_name(value, field: str = "pool") -> str:
     """A pool name is a slug of at most 100 characters: `bad pool!` is refused."""
     if not isinstance(value, str) or len(value) > POOL_MAX or not _SLUG.match(value):
-        raise InvalidIdentifier(f"{field} must be a slug of 1-{POOL_MAX} letters, digits, '-' or '_', "
-                                f"got {_show(value)}", field=field, max_length=POOL_MAX)
+        raise InvalidIdentifier(
+            f"{field} must be a slug of 1-{POOL_MAX} letters, digits, '-' or '_', got {_show(value)}",
+            field=field,
+            max_length=POOL_MAX,
+        )
     return value
 
 
 def text(field: str, value, *, max_length: int = NOTE_MAX) -> str:
     """Free text (a note, a reason): newlines are fine, NUL and lone surrogates are not."""
     if not isinstance(value, str) or len(value) > max_length:
-        raise InvalidString(f"{field} must be text of at most {max_length} characters", field=field,
-                            max_length=max_length)
+        raise InvalidString(
+            f"{field} must be text of at most {max_length} characters", field=field, max_length=max_length
+        )
     if _UNSTORABLE.search(value):
         raise InvalidString(f"{field} holds \\u0000 or a lone surrogate, which cannot be stored", field=field)
     return value
@@ -88,10 +95,19 @@ def text(field: str, value, *, max_length: int = NOTE_MAX) -> str:
 def bounded(field: str, value, *, minimum: float, maximum: float, integer: bool = True):
     """A count (integer) or a duration (finite float) within [minimum, maximum]."""
     kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or (
-            isinstance(value, float) and not math.isfinite(value)) or not minimum <= value <= maximum:
-        raise ArgumentOutOfRange(f"{field} must be {'an integer' if integer else 'a number'} from {minimum:g} "
-                                 f"to {maximum:g}, got {_show(value)}", field=field, min=minimum, max=maximum)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, kinds)
+        or (isinstance(value, float) and not math.isfinite(value))
+        or not minimum <= value <= maximum
+    ):
+        raise ArgumentOutOfRange(
+            f"{field} must be {'an integer' if integer else 'a number'} from {minimum:g} "
+            f"to {maximum:g}, got {_show(value)}",
+            field=field,
+            min=minimum,
+            max=maximum,
+        )
     return value
 
 
@@ -112,14 +128,23 @@ def breaker_limits(value, field: str = "limits") -> dict[str, int]:
     whose keys are BREAKER_LIMITS and whose values are integers from 1 to each maximum
     (INVALID_ARGUMENT for another shape or key, ARGUMENT_OUT_OF_RANGE for a value)."""
     if not isinstance(value, dict):
-        raise InvalidArgument(f"{field} must be an object of breaker limits, got {type(value).__name__}",
-                              field=field, known=sorted(BREAKER_LIMITS))
+        raise InvalidArgument(
+            f"{field} must be an object of breaker limits, got {type(value).__name__}",
+            field=field,
+            known=sorted(BREAKER_LIMITS),
+        )
     unknown = [key for key in value if key not in BREAKER_LIMITS]
     if unknown:
-        raise InvalidArgument(f"{field}: not a breaker limit: {_show(unknown[0])} (known: "
-                              f"{', '.join(BREAKER_LIMITS)})", field=field, known=sorted(BREAKER_LIMITS))
-    return {key: bounded(f"{field}.{key}", value[key], minimum=1, maximum=BREAKER_LIMITS[key])
-            for key in BREAKER_LIMITS if key in value}
+        raise InvalidArgument(
+            f"{field}: not a breaker limit: {_show(unknown[0])} (known: {', '.join(BREAKER_LIMITS)})",
+            field=field,
+            known=sorted(BREAKER_LIMITS),
+        )
+    return {
+        key: bounded(f"{field}.{key}", value[key], minimum=1, maximum=BREAKER_LIMITS[key])
+        for key in BREAKER_LIMITS
+        if key in value
+    }
 
 
 def task_id(value) -> uuid.UUID:
@@ -149,11 +174,13 @@ def task_id_prefix(value) -> str:
     text = value.lower() if isinstance(value, str) else ""
     if "-" not in text and 0 < len(text) <= 32 and set(text) <= _HEX:
         return text
-    if "-" in text and len(text) <= len(_CANONICAL) and all(
-            (c in _HEX) if place == "h" else c == "-" for c, place in zip(text, _CANONICAL)):
+    if (
+        "-" in text
+        and len(text) <= len(_CANONICAL)
+        and all((c in _HEX) if place == "h" else c == "-" for c, place in zip(text, _CANONICAL, strict=False))
+    ):
         return text.replace("-", "")
-    raise TaskNotFound(f"no task {_show(value)}: a task id is hex digits, whole or a unique prefix",
-                       task=_show(value))
+    raise TaskNotFound(f"no task {_show(value)}: a task id is hex digits, whole or a unique prefix", task=_show(value))
 
 
 def task_filter(value, field: str) -> uuid.UUID | None:

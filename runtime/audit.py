@@ -22,8 +22,12 @@ def chain_of(*, task_id=None, tenant: str) -> Func:
     """The chain a task's events (or, with no task, a tenant's) are in, as an expression
     for a query: steward_audit_chain() in the database is the one definition of a chain
     name (migration 0007), and the link trigger uses it to file every row."""
-    return Func(Value(task_id, output_field=UUIDField()), Value(tenant), function="steward_audit_chain",
-                output_field=CharField())
+    return Func(
+        Value(task_id, output_field=UUIDField()),
+        Value(tenant),
+        function="steward_audit_chain",
+        output_field=CharField(),
+    )
 
 
 # How the action being audited reached Steward, for every event written while it runs:

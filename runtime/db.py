@@ -24,8 +24,12 @@ from django.db import connection, transaction
 # wrapping). This covers a terminated backend (AdminShutdown), a restart, a dropped
 # socket, and the server-side timeouts of docs/adr/0012-bounded-stale-owners.md
 # (QueryCanceled, IdleInTransactionSessionTimeout). None of them is an agent's error.
-CONNECTION_ERRORS = (django.db.OperationalError, django.db.InterfaceError,
-                     psycopg.OperationalError, psycopg.InterfaceError)
+CONNECTION_ERRORS = (
+    django.db.OperationalError,
+    django.db.InterfaceError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+)
 
 
 # psycopg turns a statement's `%(name)s` placeholders into `$n` by scanning its whole text,
@@ -53,10 +57,10 @@ def sql(name: str) -> str:
     first, _, rest = text.partition("\n")
     if not first.startswith(EXTENDS):
         return text
-    base = sql(first[len(EXTENDS):].strip())
+    base = sql(first[len(EXTENDS) :].strip())
     head, marker, _ = base.rpartition(RESULT)
     if not marker:
-        raise ValueError(f"{name}.sql extends {first[len(EXTENDS):].strip()}.sql, which marks no `-- result:`")
+        raise ValueError(f"{name}.sql extends {first[len(EXTENDS) :].strip()}.sql, which marks no `-- result:`")
     return head + "\n" + rest
 
 

@@ -63,8 +63,9 @@ def encode(value, *, what: str = "output") -> str:
     try:
         # Keys JSON turns into strings (1 -> "1") are fine here: the agent gets the same
         # round trip on the first run and on every replay.
-        return plain(value, what=what, limit=config.max_output_bytes(), setting="STEWARD_MAX_OUTPUT_BYTES",
-                     string_keys=False)
+        return plain(
+            value, what=what, limit=config.max_output_bytes(), setting="STEWARD_MAX_OUTPUT_BYTES", string_keys=False
+        )
     except StewardError as exc:
         raise NotJournalable(f"{exc.message} [{exc.code}]") from None
 
@@ -156,8 +157,9 @@ def _walk(value, what: str, limit: int, string_keys: bool = True) -> None:
         if isinstance(container, dict) and string_keys:
             for key in container:
                 if type(key) is not str and not isinstance(key, str):
-                    raise InvalidInput(f"{what} is not plain JSON: object keys must be strings, "
-                                       f"not {type(key).__name__}")
+                    raise InvalidInput(
+                        f"{what} is not plain JSON: object keys must be strings, not {type(key).__name__}"
+                    )
         items = container.values() if isinstance(container, dict) else container
         for item in items:
             kind = type(item)
@@ -202,8 +204,11 @@ _decoder = json.JSONDecoder(parse_constant=_not_a_number)
 
 
 def _out_of_range(what: str) -> NumberOutOfRange:
-    return NumberOutOfRange(f"{what} holds a number that is not finite or lies outside the signed 64-bit "
-                            f"range [-2**63, 2**63 - 1]", min=INT_MIN, max=INT_MAX)
+    return NumberOutOfRange(
+        f"{what} holds a number that is not finite or lies outside the signed 64-bit range [-2**63, 2**63 - 1]",
+        min=INT_MIN,
+        max=INT_MAX,
+    )
 
 
 def _too_large(what: str, limit: int, setting: str) -> InputTooLarge:

@@ -442,7 +442,6 @@ class Suspend(BaseException):
         self.why = why
 
 
-
 # --- Approvals (runtime/approvals/) ------------------------------------------------------
 
 
@@ -562,8 +561,10 @@ class TreePaused(BreakerTripped):
     code = "TREE_PAUSED"
     status = 409
 
-    def __init__(self, message: str, *, pause_id: int, tripped_task: str, breaker: str, limit: int,
-                 observed: int | float):
-        super().__init__(message, breaker=breaker, limit=limit, observed=observed, pause_id=pause_id,
-                         tripped_task=tripped_task)
+    def __init__(
+        self, message: str, *, pause_id: int, tripped_task: str, breaker: str, limit: int, observed: int | float
+    ):
+        super().__init__(
+            message, breaker=breaker, limit=limit, observed=observed, pause_id=pause_id, tripped_task=tripped_task
+        )
         self.pause_id, self.tripped_task = pause_id, tripped_task

@@ -16,20 +16,30 @@ import os
 import time
 from pathlib import Path
 
-BEFORE_EFFECT = "before_effect"                        # before the intent is recorded
+BEFORE_EFFECT = "before_effect"  # before the intent is recorded
 AFTER_EFFECT_BEFORE_RECEIPT = "after_effect_before_receipt"  # the service acted; no receipt yet
 AFTER_RECEIPT_BEFORE_JOURNAL = "after_receipt_before_journal"
-BETWEEN_STEPS = "between_steps"                        # a step is journaled; the next not begun
-BEFORE_STEP_JOURNAL = "before_step_journal"            # a step ran; its row is not written
-BEFORE_STATUS = "before_status"                        # the agent returned; status not written
-BEFORE_SPAWN = "before_spawn"                          # a child is about to be created
-IN_EFFECT_INTENT = "in_effect_intent"                  # inside the intent's transaction, task row held
-BEFORE_CLAIM = "before_claim"                          # a connection is in hand; the claim not sent
-IN_SCHEDULE_FIRE = "in_schedule_fire"                  # a tick moved on and its task submitted; not committed
-BEFORE_STOP_LISTEN = "before_stop_listen"              # the stop watcher has not LISTENed yet
-POINTS = (BEFORE_EFFECT, AFTER_EFFECT_BEFORE_RECEIPT, AFTER_RECEIPT_BEFORE_JOURNAL,
-          BETWEEN_STEPS, BEFORE_STEP_JOURNAL, BEFORE_STATUS, BEFORE_SPAWN, IN_EFFECT_INTENT, BEFORE_CLAIM,
-          IN_SCHEDULE_FIRE, BEFORE_STOP_LISTEN)
+BETWEEN_STEPS = "between_steps"  # a step is journaled; the next not begun
+BEFORE_STEP_JOURNAL = "before_step_journal"  # a step ran; its row is not written
+BEFORE_STATUS = "before_status"  # the agent returned; status not written
+BEFORE_SPAWN = "before_spawn"  # a child is about to be created
+IN_EFFECT_INTENT = "in_effect_intent"  # inside the intent's transaction, task row held
+BEFORE_CLAIM = "before_claim"  # a connection is in hand; the claim not sent
+IN_SCHEDULE_FIRE = "in_schedule_fire"  # a tick moved on and its task submitted; not committed
+BEFORE_STOP_LISTEN = "before_stop_listen"  # the stop watcher has not LISTENed yet
+POINTS = (
+    BEFORE_EFFECT,
+    AFTER_EFFECT_BEFORE_RECEIPT,
+    AFTER_RECEIPT_BEFORE_JOURNAL,
+    BETWEEN_STEPS,
+    BEFORE_STEP_JOURNAL,
+    BEFORE_STATUS,
+    BEFORE_SPAWN,
+    IN_EFFECT_INTENT,
+    BEFORE_CLAIM,
+    IN_SCHEDULE_FIRE,
+    BEFORE_STOP_LISTEN,
+)
 
 
 def _parse(raw: str) -> frozenset[tuple[str, str | None]]:
@@ -51,8 +61,9 @@ def reach(point: str, *, task_id, step: str, epoch: int) -> None:
         return
     marker = _DIR / f"{task_id}.{point}.{step}"
     scratch = _DIR / f".{marker.name}.{os.getpid()}"
-    scratch.write_text(json.dumps({"pid": os.getpid(), "point": point, "step": step,
-                                   "task": str(task_id), "epoch": epoch}))
+    scratch.write_text(
+        json.dumps({"pid": os.getpid(), "point": point, "step": step, "task": str(task_id), "epoch": epoch})
+    )
     try:
         os.link(scratch, marker)
     except FileExistsError:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 _VERSION = 0x7 << 76
 _VARIANT = 0b10 << 62
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def uuid7(ms: int | None = None) -> uuid.UUID:

@@ -23,7 +23,7 @@ class Meter:
         self._lock = threading.Lock()
         self._total: Counter = Counter()
         self._fresh: Counter = Counter()
-        self._waits = [0] * len(WAIT_BOUNDS)        # since the last take
+        self._waits = [0] * len(WAIT_BOUNDS)  # since the last take
         self._waits_total = [0] * len(WAIT_BOUNDS)  # since the process started
         self._wait_sum = 0.0
 

@@ -34,8 +34,12 @@ class Outage:
             if self._since is not None:
                 return
             self._since = time.monotonic()
-        log.warning("%s unavailable (%s: %s); retrying with backoff", self.what, type(exc).__name__,
-                    str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        log.warning(
+            "%s unavailable (%s: %s); retrying with backoff",
+            self.what,
+            type(exc).__name__,
+            str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+        )
 
     def recovered(self) -> None:
         """Something that needs `what` worked. Logs the end of an outage, if one was on."""

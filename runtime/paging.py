@@ -74,8 +74,9 @@ def fingerprint(keyset: Keyset, filters: dict) -> str:
 
 
 def encode_cursor(keyset: Keyset, filters: dict, key: tuple) -> str:
-    raw = json.dumps([CURSOR_VERSION, keyset.name, fingerprint(keyset, filters), *keyset.encode(key)],
-                     separators=(",", ":"))
+    raw = json.dumps(
+        [CURSOR_VERSION, keyset.name, fingerprint(keyset, filters), *keyset.encode(key)], separators=(",", ":")
+    )
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
@@ -95,8 +96,16 @@ def decode_cursor(keyset: Keyset, filters: dict, cursor: str) -> tuple:
 OPERATORS = {"exact": "=", "gte": ">=", "lt": "<"}
 
 
-def keyset_page(driving: QuerySet, *, keyset: Keyset, filters: dict, after: str | None, limit: int,
-                residual: dict | None = None, past: Callable[[QuerySet, tuple], QuerySet] | None = None) -> Page:
+def keyset_page(
+    driving: QuerySet,
+    *,
+    keyset: Keyset,
+    filters: dict,
+    after: str | None,
+    limit: int,
+    residual: dict | None = None,
+    past: Callable[[QuerySet, tuple], QuerySet] | None = None,
+) -> Page:
     """One page of `driving` (a queryset its index serves in keyset order), newest first.
 
     `past(qs, key)` narrows a queryset to rows after `key` in that order; the default
@@ -125,7 +134,7 @@ def keyset_page(driving: QuerySet, *, keyset: Keyset, filters: dict, after: str 
         rows = rows[:limit]
         return Page(rows, encode_cursor(keyset, filters, key_of(rows[-1])))
     # Fewer matches than asked for: go on from the window's end, if the window was full.
-    last = list(walk.values_list(*keyset.fields)[SCAN_BUDGET - 1: SCAN_BUDGET])
+    last = list(walk.values_list(*keyset.fields)[SCAN_BUDGET - 1 : SCAN_BUDGET])
     return Page(rows, encode_cursor(keyset, filters, tuple(last[0])) if last else None)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from console.dev.demo.fake_service import ServiceRejected, call, http_json
@@ -33,8 +33,14 @@ def steps(ctx, input):
 @agent("t.effect")
 def effect(ctx, input):
     ctx.step("prepare", _identity, "ready")
-    receipt = ctx.effect("submit", submit, input["url"], {"task": str(ctx.task_id)},
-                         effect_class=input.get("effect_class", "reversible"), keyed=input.get("keyed", True))
+    receipt = ctx.effect(
+        "submit",
+        submit,
+        input["url"],
+        {"task": str(ctx.task_id)},
+        effect_class=input.get("effect_class", "reversible"),
+        keyed=input.get("keyed", True),
+    )
     ctx.step("after", _identity, "done")
     return {"receipt": receipt}
 
@@ -42,8 +48,15 @@ def effect(ctx, input):
 @agent("t.busy")
 def busy(ctx, input):
     """Holds its slot for `delay` seconds inside a call the fake service counts."""
-    return ctx.step("work", call, input["url"], {"task": str(ctx.task_id)}, key=str(ctx.task_id),
-                    delay=input.get("delay", 0.05), worker=str(os.getpid()))
+    return ctx.step(
+        "work",
+        call,
+        input["url"],
+        {"task": str(ctx.task_id)},
+        key=str(ctx.task_id),
+        delay=input.get("delay", 0.05),
+        worker=str(os.getpid()),
+    )
 
 
 @agent("t.sleeper")
@@ -82,8 +95,9 @@ def all_writes(ctx, input):
     """One of each write an attempt makes: journal, child, effect and status."""
     ctx.step("one", _identity, 1)
     kid = ctx.spawn("t.child", {"value": 1})
-    receipt = ctx.effect("submit", submit, input["url"], {"task": str(ctx.task_id)},
-                         effect_class="reversible", keyed=True)
+    receipt = ctx.effect(
+        "submit", submit, input["url"], {"task": str(ctx.task_id)}, effect_class="reversible", keyed=True
+    )
     return {"child": str(kid), "receipt": receipt}
 
 
@@ -103,8 +117,15 @@ def nap_then_busy(ctx, input):
     """Sleeps durably (no slot held), then holds a slot for `delay` seconds inside a
     call the fake service counts: lets a test see how many run at once after a wake."""
     ctx.sleep(input["seconds"])
-    return ctx.step("work", call, input["url"], {"task": str(ctx.task_id)}, key=str(ctx.task_id),
-                    delay=input.get("delay", 0.05), worker=str(os.getpid()))
+    return ctx.step(
+        "work",
+        call,
+        input["url"],
+        {"task": str(ctx.task_id)},
+        key=str(ctx.task_id),
+        delay=input.get("delay", 0.05),
+        worker=str(os.getpid()),
+    )
 
 
 @agent("t.wake_burst")
@@ -112,10 +133,17 @@ def wake_burst(ctx, input):
     """Sleeps durably until the shared wake time `until` (a Unix timestamp), then does
     `n` trivial steps (as t.steps does) or, with `url`, one call the fake service counts
     while the slot is held (tests/integration/test_wake_burst.py, tests/bench.py)."""
-    ctx.sleep_until(datetime.fromtimestamp(input["until"], tz=timezone.utc))
+    ctx.sleep_until(datetime.fromtimestamp(input["until"], tz=UTC))
     if "url" in input:
-        return ctx.step("work", call, input["url"], {"task": str(ctx.task_id)}, key=str(ctx.task_id),
-                        delay=input.get("delay", 0.01), worker=str(os.getpid()))
+        return ctx.step(
+            "work",
+            call,
+            input["url"],
+            {"task": str(ctx.task_id)},
+            key=str(ctx.task_id),
+            delay=input.get("delay", 0.01),
+            worker=str(os.getpid()),
+        )
     return {"total": sum(ctx.step(f"s{i}", _identity, i) for i in range(input.get("n", 5)))}
 
 
@@ -143,8 +171,9 @@ def paced(ctx, input):
     while many such tasks are mid-step, mid-call or ending."""
     for i in range(input.get("steps", 2)):
         ctx.step(f"before{i}", time.sleep, input["pause"])
-    receipt = ctx.effect("submit", submit, input["url"], {"task": str(ctx.task_id)},
-                         effect_class="reversible", keyed=True)
+    receipt = ctx.effect(
+        "submit", submit, input["url"], {"task": str(ctx.task_id)}, effect_class="reversible", keyed=True
+    )
     for i in range(input.get("steps", 2)):
         ctx.step(f"after{i}", time.sleep, input["pause"])
     return {"receipt": receipt}
@@ -174,8 +203,15 @@ def requires(ctx, input):
         ctx.sleep(input["seconds"])
     need = _needs(input)
     if "url" in input:
-        receipt = ctx.effect("write", submit, input["url"], {"task": str(ctx.task_id)}, effect_class="reversible",
-                             keyed=True, requires=need)
+        receipt = ctx.effect(
+            "write",
+            submit,
+            input["url"],
+            {"task": str(ctx.task_id)},
+            effect_class="reversible",
+            keyed=True,
+            requires=need,
+        )
     else:
         receipt = ctx.effect("write", _write, need[1], effect_class="reversible", keyed=True, requires=need)
     return {"receipt": receipt, "epoch": ctx.epoch}
@@ -186,11 +222,11 @@ def swallows(ctx, input):
     """Catches the denial of ctx.authorize and returns anyway, or first tries a step."""
     try:
         ctx.authorize(*_needs(input))
-    except Exception as exc:  # noqa: BLE001 - the point: agent code swallows the denial
+    except Exception as exc:
         if input.get("then") == "step":
             try:
                 ctx.step("after", _identity, 1)
-            except Exception as again:  # noqa: BLE001
+            except Exception as again:
                 return {"swallowed": type(exc).__name__, "then": type(again).__name__}
         return {"swallowed": type(exc).__name__}
     return {"allowed": True}
@@ -214,8 +250,12 @@ def _refusal(exc) -> dict:
     boundary = getattr(exc, "boundary", None) or (getattr(exc, "details", None) or {}).get("boundary")
     if boundary is None and "refused at storage" in str(exc):
         boundary = "storage"
-    return {"type": type(exc).__name__, "code": getattr(exc, "code", None), "boundary": boundary,
-            "message": str(exc)[:300]}
+    return {
+        "type": type(exc).__name__,
+        "code": getattr(exc, "code", None),
+        "boundary": boundary,
+        "message": str(exc)[:300],
+    }
 
 
 @agent("t.hostile")
@@ -237,16 +277,20 @@ def hostile(ctx, input):
         "grant_create as the text": lambda: grant_create(**want, actor=state["note"]),
         "grant_create as its task": lambda: grant_create(**want, actor=f"task:{ctx.task_id}"),
         "grant_create as its owner": lambda: grant_create(**want, actor=ctx.owner),
-        "grant_narrow as its owner": lambda: grant_narrow(grant_id=target, tenant=ctx.tenant,
-                                                          resource="repo:acme/x", actor=ctx.owner, reason=said),
-        "grant_revoke as its owner": lambda: grant_revoke(grant_id=target, tenant=ctx.tenant, actor=ctx.owner,
-                                                          reason=said),
+        "grant_narrow as its owner": lambda: grant_narrow(
+            grant_id=target, tenant=ctx.tenant, resource="repo:acme/x", actor=ctx.owner, reason=said
+        ),
+        "grant_revoke as its owner": lambda: grant_revoke(
+            grant_id=target, tenant=ctx.tenant, actor=ctx.owner, reason=said
+        ),
         "orm insert": lambda: Grant.objects.create(**want, granted_by=ctx.owner, revision=1),
         "orm update": lambda: Grant.objects.filter(id=target).update(resource="*"),
         "orm delete": lambda: Grant.objects.filter(id=target).delete(),
         "raw sql insert": lambda: connection.cursor().execute(
             "INSERT INTO steward_grant (tenant, principal, action, resource, granted_by, granted_at, revision) "
-            "VALUES (%s, %s, %s, %s, %s, now(), 1)", [ctx.tenant, me, WRITE[0], "repo:*", ctx.owner]),
+            "VALUES (%s, %s, %s, %s, %s, now(), 1)",
+            [ctx.tenant, me, WRITE[0], "repo:*", ctx.owner],
+        ),
         "a ctx method": lambda: ctx.grant(me, *WRITE),
     }
     tried = {}
@@ -254,7 +298,7 @@ def hostile(ctx, input):
         try:
             path()
             tried[name] = {"type": None, "code": None, "boundary": None, "message": "accepted"}
-        except Exception as exc:  # noqa: BLE001 - each refusal is the evidence
+        except Exception as exc:
             tried[name] = _refusal(exc)
     ctx.step("tried", _identity, tried)
     # A child asking for everything, which then takes the write itself.
@@ -278,14 +322,20 @@ def untrusted(ctx, input):
         journal.write(ctx.lease, seq=seq, name="reply", kind="step", output=json.dumps(HOSTILE), untrusted=True)
     seq, recorded = ctx._next("fetch", "effect")
     if recorded is None:
-        ledger.perform(ctx, seq, "fetch", _write, ("repo:acme/app",), {}, effect_class="read", key=None,
-                       keyed=True, untrusted=True)
+        ledger.perform(
+            ctx, seq, "fetch", _write, ("repo:acme/app",), {}, effect_class="read", key=None, keyed=True, untrusted=True
+        )
     return {"ok": True}
+
+
 @agent("t.model")
 def model_caller(ctx, input):
     """Asks the model through the credential gateway (ctx.model), then a tool (ctx.tool)."""
-    text = ctx.model([{"role": "user", "content": input.get("prompt", "hello")}], model=input.get("model", "fake-1"),
-                     stream=input.get("stream", False))
+    text = ctx.model(
+        [{"role": "user", "content": input.get("prompt", "hello")}],
+        model=input.get("model", "fake-1"),
+        stream=input.get("stream", False),
+    )
     out = {"text": str(text), "untrusted": text.untrusted, "source": text.source, "call": text.receipt["call"]}
     if input.get("tool"):
         answer = ctx.tool("echo", "POST", "notes/today", json={"text": str(text)})
@@ -310,12 +360,15 @@ def approve(ctx, input):
     (read by its precondition callback on every attempt); makes the call once approved."""
     url = input["url"]
     action = {"op": "submit", "url": url, "amount": input.get("amount", 10)}
-    decision = ctx.request_approval(action, effect_class="irreversible", expires_in=input.get("expires_in", 600),
-                                    precondition=lambda: http_json("GET", url + "/_etag")[1]["etag"])
+    decision = ctx.request_approval(
+        action,
+        effect_class="irreversible",
+        expires_in=input.get("expires_in", 600),
+        precondition=lambda: http_json("GET", url + "/_etag")[1]["etag"],
+    )
     if not decision.approved:
         return {"outcome": decision.state, "reason": decision.reason}
-    receipt = ctx.effect("submit", submit, url, {"task": str(ctx.task_id)}, effect_class="irreversible",
-                         keyed=True)
+    receipt = ctx.effect("submit", submit, url, {"task": str(ctx.task_id)}, effect_class="irreversible", keyed=True)
     return {"outcome": "done", "by": decision.decided_by, "receipt": receipt, "pid": os.getpid()}
 
 
@@ -323,8 +376,7 @@ def approve(ctx, input):
 def approve_then_step(ctx, input):
     """Asks for approval of a reversible action, then runs one trivial step once approved:
     the bench times a decision to that step's start (tests/bench.py approval_resume_ms)."""
-    decision = ctx.request_approval({"op": "bench", "n": input.get("n", 0)}, effect_class="reversible",
-                                    expires_in=600)
+    decision = ctx.request_approval({"op": "bench", "n": input.get("n", 0)}, effect_class="reversible", expires_in=600)
     return {"approved": ctx.step("approved", _identity, decision.approved)}
 
 
@@ -332,12 +384,14 @@ def approve_then_step(ctx, input):
 def approve_two(ctx, input):
     """Two approvals asked at once; each approved one makes its own call, once."""
     url = input["url"]
-    results = ctx.request_approvals([
-        {"action": {"op": "submit", "part": n}, "effect_class": "reversible", "expires_in": 600} for n in (0, 1)])
+    results = ctx.request_approvals(
+        [{"action": {"op": "submit", "part": n}, "effect_class": "reversible", "expires_in": 600} for n in (0, 1)]
+    )
     for n, r in enumerate(results):
         if r.approved:
-            ctx.effect(f"submit-{n}", submit, url, {"task": str(ctx.task_id), "part": n}, effect_class="reversible",
-                       keyed=True)
+            ctx.effect(
+                f"submit-{n}", submit, url, {"task": str(ctx.task_id), "part": n}, effect_class="reversible", keyed=True
+            )
     return {"states": [r.state for r in results]}
 
 
@@ -367,7 +421,7 @@ def _absorbs(input: dict) -> str:
     _mark(input["dir"], "block")
     try:
         time.sleep(input.get("seconds", 60))
-    except BaseException:  # noqa: BLE001 - the point of this agent
+    except BaseException:
         _mark(input["dir"], "absorbed")
     return "absorbed"
 
@@ -396,6 +450,7 @@ def stoppable(ctx, input):
 
 
 # --- breakers (runtime/limits/breakers.py; tests/runtime/test_breakers.py) ---------------
+
 
 @agent("t.fanout", breakers={"max_children": 3})
 def fanout(ctx, input):
@@ -429,7 +484,7 @@ def loop(ctx, input):
     try:
         for i in range(input["steps"]):
             done += ctx.step(f"s{i}", _identity, 1)
-    except Exception:  # noqa: BLE001 - the refusal, caught as agent code might
+    except Exception:
         if not input.get("swallow"):
             raise
     return {"done": done}

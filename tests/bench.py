@@ -109,8 +109,7 @@ def _psycopg_url() -> str:
 def submit(agent: str, payload: dict):
     from runtime.tasks.services import task_submit
 
-    return task_submit(agent=agent, input=payload, tenant="bench", owner="bench", actor="bench",
-                       pool=POOL).task_id
+    return task_submit(agent=agent, input=payload, tenant="bench", owner="bench", actor="bench", pool=POOL).task_id
 
 
 def wait_done(task_ids, timeout: float = 300.0) -> None:
@@ -140,7 +139,9 @@ def steps_per_s(n: int = 2000) -> float:
     for _ in range(3):
         task_id = submit("t.steps", {"n": n})
         wait_done([task_id])
-        span = Step.objects.filter(task_id=task_id, name__startswith="s").aggregate(a=Min("started_at"), b=Max("finished_at"))
+        span = Step.objects.filter(task_id=task_id, name__startswith="s").aggregate(
+            a=Min("started_at"), b=Max("finished_at")
+        )
         rates.append(n / (span["b"] - span["a"]).total_seconds())
     return statistics.median(rates)
 
@@ -204,8 +205,10 @@ def wake_burst_drain_per_s(fleet_rate: float, n: int = 1000, runs: int = 3) -> f
         finished = Task.objects.filter(id__in=ids).aggregate(b=Max("finished_at"))["b"].timestamp()
         woke = Attempt.objects.filter(task_id__in=ids, epoch=2).aggregate(a=Min("started_at"))["a"].timestamp()
         rates.append(n / (finished - woke))
-        log(f"wake burst: asleep {asleep - now:.1f}s after the first submit; first woken attempt "
-            f"{(woke - until) * 1000:.0f} ms after the wake time; drained in {finished - woke:.2f}s")
+        log(
+            f"wake burst: asleep {asleep - now:.1f}s after the first submit; first woken attempt "
+            f"{(woke - until) * 1000:.0f} ms after the wake time; drained in {finished - woke:.2f}s"
+        )
     log(f"wake burst runs: {[round(r) for r in rates]}")
     return statistics.median(rates)
 
@@ -281,12 +284,15 @@ def load_backlog(pool: str, n: int) -> None:
         (kept,) = cur.fetchone()
         if kept:
             cur.execute("ALTER TABLE steward_task DISABLE TRIGGER steward_pool_count_insert")
-        cur.execute("""
+        cur.execute(
+            """
             INSERT INTO steward_task (id, agent, input, input_digest, tenant, owner, pool, status, epoch,
                                       next_reason, crash_count, status_note, created_at, updated_at, queued_at)
             SELECT gen_random_uuid(), 't.steps', '{"n": 1}', md5(g::text), 'bench', 'bench', %s, 'queued', 0,
                    'first', 0, '', now(), now(), now()
-            FROM generate_series(1, %s) g""", [pool, n])
+            FROM generate_series(1, %s) g""",
+            [pool, n],
+        )
         # Run the deferred foreign-key checks now: ALTER TABLE refuses pending trigger events.
         cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
         if kept:
@@ -389,8 +395,7 @@ def own_process(module: str) -> dict:
     import subprocess
 
     env = dict(os.environ, DATABASE_URL=_BASE_URL)
-    out = subprocess.run([sys.executable, "-m", module], env=env, check=True, stdout=subprocess.PIPE,
-                         text=True).stdout
+    out = subprocess.run([sys.executable, "-m", module], env=env, check=True, stdout=subprocess.PIPE, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 

@@ -63,8 +63,13 @@ def one_resume(i: int) -> dict:
     claimed = Attempt.objects.get(task_id=task_id, epoch=2).started_at.timestamp()
     checked = Step.objects.get(task_id=task_id, kind="approval_check").finished_at.timestamp()
     started = Step.objects.get(task_id=task_id, name="approved").started_at.timestamp()
-    return {"decide_ms": returned - called, "to_claim_ms": claimed - decided, "to_check_ms": checked - claimed,
-            "to_step_ms": started - checked, "resume_ms": started - called}
+    return {
+        "decide_ms": returned - called,
+        "to_claim_ms": claimed - decided,
+        "to_check_ms": checked - claimed,
+        "to_step_ms": started - checked,
+        "resume_ms": started - called,
+    }
 
 
 def one_dispatch() -> float:

@@ -22,8 +22,8 @@ import time
 
 os.environ.setdefault("STEWARD_BENCH_GATEWAY_DB", os.environ.get("STEWARD_BENCH_BUDGETS_DB", "steward_bench_budgets"))
 
-from tests.bench import use_bench_database  # noqa: E402
-from tests.bench_gateway import BENCH_DB, capability_pem  # noqa: E402
+from tests.bench import use_bench_database
+from tests.bench_gateway import BENCH_DB, capability_pem
 
 ROUNDS = 1500
 
@@ -55,14 +55,33 @@ def main() -> dict:
     def tree(tenant: str):
         root = task_submit(agent="t.steps", input={}, tenant=tenant, owner="user:alice", actor="user:alice").task_id
         pool = Task.objects.get(id=root).pool_id
-        kid = insert_task(agent="t.steps", input_text="{}", digest=f"{tenant}-1", tenant=tenant, owner="user:alice",
-                          pool=pool, actor=f"task:{root}", parent_id=root, root_id=root, spawn_seq=1).task_id
-        leaf = insert_task(agent="t.steps", input_text="{}", digest=f"{tenant}-2", tenant=tenant, owner="user:alice",
-                           pool=pool, actor=f"task:{kid}", parent_id=kid, root_id=root, spawn_seq=1).task_id
+        kid = insert_task(
+            agent="t.steps",
+            input_text="{}",
+            digest=f"{tenant}-1",
+            tenant=tenant,
+            owner="user:alice",
+            pool=pool,
+            actor=f"task:{root}",
+            parent_id=root,
+            root_id=root,
+            spawn_seq=1,
+        ).task_id
+        leaf = insert_task(
+            agent="t.steps",
+            input_text="{}",
+            digest=f"{tenant}-2",
+            tenant=tenant,
+            owner="user:alice",
+            pool=pool,
+            actor=f"task:{kid}",
+            parent_id=kid,
+            root_id=root,
+            spawn_seq=1,
+        ).task_id
         Task.objects.filter(id=leaf).update(status="running")
         for principal in ("agent:t.steps", "user:alice"):
-            grant_create(tenant=tenant, principal=principal, action="model.call", resource="model:*",
-                         actor="user:dave")
+            grant_create(tenant=tenant, principal=principal, action="model.call", resource="model:*", actor="user:dave")
         return root, leaf
 
     plain_root, plain = tree("plain")
@@ -71,17 +90,27 @@ def main() -> dict:
     TokenUsage.objects.bulk_create(
         TokenUsage(tenant="budgeted", scope=scope, subject=subject, shard=shard, tokens=1000, calls=1)
         for shard in range(8)
-        for scope, subject in (("task", str(budgeted)), ("tree", str(budgeted_root)), ("tenant", "budgeted")))
+        for scope, subject in (("task", str(budgeted)), ("tree", str(budgeted_root)), ("tenant", "budgeted"))
+    )
 
-    claims = {t: token_verify(token_mint(task=t, audience=MODEL_ROUTE), audience=MODEL_ROUTE) for t in (plain, budgeted)}
+    claims = {
+        t: token_verify(token_mint(task=t, audience=MODEL_ROUTE), audience=MODEL_ROUTE) for t in (plain, budgeted)
+    }
     timings: dict[str, list[float]] = {k: [] for k in ("admit_plain", "admit_budgeted", "finish_none", "finish_tokens")}
     log(f"{ROUNDS} rounds")
     for i in range(ROUNDS + 100):
-        for task, admit_key, finish_key, tokens in ((plain, "admit_plain", "finish_none", 0),
-                                                    (budgeted, "admit_budgeted", "finish_tokens", 42)):
+        for task, admit_key, finish_key, tokens in (
+            (plain, "admit_plain", "finish_none", 0),
+            (budgeted, "admit_budgeted", "finish_tokens", 42),
+        ):
             started = time.perf_counter()
-            admission = gateway_admit(claims=claims[task], route=MODEL_ROUTE, action=MODEL_ACTION,
-                                      resource="model:fake-1", idempotency_key=f"k-{i}")
+            admission = gateway_admit(
+                claims=claims[task],
+                route=MODEL_ROUTE,
+                action=MODEL_ACTION,
+                resource="model:fake-1",
+                idempotency_key=f"k-{i}",
+            )
             admitted = time.perf_counter()
             assert admission.admitted, admission.decision.reason_code
             gateway_finish(admission, outcome="committed", status=200, receipt={"status": 200}, tokens=tokens)
@@ -90,8 +119,12 @@ def main() -> dict:
                 timings[admit_key].append((admitted - started) * 1000)
                 timings[finish_key].append((finished - admitted) * 1000)
     p50 = {k: round(statistics.median(v), 3) for k, v in timings.items()}
-    return {"admit_ms_p50_unbudgeted": p50["admit_plain"], "admit_ms_p50_budgeted": p50["admit_budgeted"],
-            "finish_ms_p50_no_tokens": p50["finish_none"], "finish_ms_p50_tokens": p50["finish_tokens"]}
+    return {
+        "admit_ms_p50_unbudgeted": p50["admit_plain"],
+        "admit_ms_p50_budgeted": p50["admit_budgeted"],
+        "finish_ms_p50_no_tokens": p50["finish_none"],
+        "finish_ms_p50_tokens": p50["finish_tokens"],
+    }
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from urllib.parse import urlencode
 CONSOLE_DB = os.environ.get("STEWARD_BENCH_CONSOLE_DB", "steward_bench_console")
 TASKS = 100_000  # ten audit events each: 1,000,000
 STEPS = 5_000
-REPEAT = 40      # timed requests per page, after WARM_UP
+REPEAT = 40  # timed requests per page, after WARM_UP
 WARM_UP = 5
 SUBMITS = 300
 CLIENTS = 4
@@ -91,22 +91,32 @@ def _long_task(conn) -> str:
                     'completed', 1, 'first', 0, '', now() - interval '1 hour', now(), now() - interval '1 hour',
                     now() - interval '59 minutes', now() - interval '1 minute', '{"total": 5000}')
             RETURNING id::text""").fetchone()
-        cur.execute("""
+        cur.execute(
+            """
             INSERT INTO steward_attempt (task_id, epoch, worker, reason, started_at, heartbeat_at, lease_expires_at,
                                          ended_at, end_reason)
             VALUES (%s, 1, 'host-0:1000', 'first', now() - interval '59 minutes', now() - interval '1 minute',
-                    now(), now() - interval '1 minute', 'complete')""", [task_id])
-        cur.execute("""
+                    now(), now() - interval '1 minute', 'complete')""",
+            [task_id],
+        )
+        cur.execute(
+            """
             INSERT INTO steward_step (task_id, seq, name, kind, output, error, epoch, started_at, finished_at)
             SELECT %s, q, 'step-' || q, 'step', jsonb_build_object('v', q), NULL, 1,
                    now() - interval '59 minutes' + q * interval '10 ms',
                    now() - interval '59 minutes' + q * interval '10 ms' + interval '4 ms'
-            FROM generate_series(0, %s) q""", [task_id, STEPS - 1])
-        for kind, data in (("task.submitted", {"agent": "t.steps", "pool": "default", "owner": "user:alice"}),
-                           ("attempt.started", {"epoch": 1, "reason": "first"}),
-                           ("task.completed", {"epoch": 1})):
-            cur.execute("INSERT INTO steward_audit (actor, tenant, task_id, kind, data) VALUES (%s, 'acme', %s, %s, %s)",
-                        ["user:alice", task_id, kind, json.dumps(data)])
+            FROM generate_series(0, %s) q""",
+            [task_id, STEPS - 1],
+        )
+        for kind, data in (
+            ("task.submitted", {"agent": "t.steps", "pool": "default", "owner": "user:alice"}),
+            ("attempt.started", {"epoch": 1, "reason": "first"}),
+            ("task.completed", {"epoch": 1}),
+        ):
+            cur.execute(
+                "INSERT INTO steward_audit (actor, tenant, task_id, kind, data) VALUES (%s, 'acme', %s, %s, %s)",
+                ["user:alice", task_id, kind, json.dumps(data)],
+            )
     return task_id
 
 
@@ -116,8 +126,9 @@ def people() -> str:
     from tests.people import make_people
 
     cast = make_people()
-    alice = Principal(user=cast.alice, tenant="acme", role="operator", channel="api", scope="operate",
-                      credential="bench")
+    alice = Principal(
+        user=cast.alice, tenant="acme", role="operator", channel="api", scope="operate", credential="bench"
+    )
     return token_create(principal=alice, name="bench", scope="operate").secret
 
 
@@ -135,8 +146,20 @@ def serve(env: dict) -> tuple[subprocess.Popen, int]:
     production settings (debug off): what an operator's browser would meet."""
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "console.wsgi", "--workers", "3", "--bind", f"127.0.0.1:{port}",
-         "--log-level", "warning"], env=env)
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "console.wsgi",
+            "--workers",
+            "3",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -174,10 +197,18 @@ class Client:
         token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page)
         if status != 200 or token is None:
             raise RuntimeError(f"/login/ answered {status} without a CSRF token")
-        form = urlencode({"username": username, "password": password,
-                          "csrfmiddlewaretoken": token.group(1).decode()}).encode()
-        status, _ = self.request("POST", "/login/", form, {"Content-Type": "application/x-www-form-urlencoded",
-                                                          "Referer": f"http://127.0.0.1:{self.conn.port}/login/"})
+        form = urlencode(
+            {"username": username, "password": password, "csrfmiddlewaretoken": token.group(1).decode()}
+        ).encode()
+        status, _ = self.request(
+            "POST",
+            "/login/",
+            form,
+            {
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Referer": f"http://127.0.0.1:{self.conn.port}/login/",
+            },
+        )
         if status != 302 or "sessionid" not in self.cookies:
             raise RuntimeError(f"signing in as {username} answered {status}")
 
@@ -198,14 +229,20 @@ def console_pages(port: int, long_task: str) -> dict[str, float]:
 
     client = Client(port)
     client.sign_in("alice", PASSWORD)
-    pages = {"dashboard": "/", "tasks": "/tasks/", "task_5000_steps": f"/tasks/{long_task}/",
-             "audit_by_kind": "/audit/?kind=effect.committed"}
+    pages = {
+        "dashboard": "/",
+        "tasks": "/tasks/",
+        "task_5000_steps": f"/tasks/{long_task}/",
+        "audit_by_kind": "/audit/?kind=effect.committed",
+    }
     figures = {}
     for name, path in pages.items():
+
         def get(path=path):
             status, _ = client.request("GET", path)
             if status != 200:
                 raise RuntimeError(f"GET {path} answered {status}")
+
         for _ in range(WARM_UP):
             get()
         figures[name] = round(p95([timed(get) for _ in range(REPEAT)]), 1)
@@ -261,9 +298,14 @@ def main() -> None:
     if "--seed-only" in sys.argv:
         log(f"seeded {CONSOLE_DB}; the 5,000-step task is {long_task}")
         return
-    env = dict(os.environ, DATABASE_URL=url, STEWARD_DEBUG="0", STEWARD_LOG_LEVEL="WARNING",
-               STEWARD_SECRET_KEY=os.environ.get("STEWARD_SECRET_KEY", "bench-" + "k" * 50),
-               STEWARD_AGENT_MODULES="tests.agents")
+    env = dict(
+        os.environ,
+        DATABASE_URL=url,
+        STEWARD_DEBUG="0",
+        STEWARD_LOG_LEVEL="WARNING",
+        STEWARD_SECRET_KEY=os.environ.get("STEWARD_SECRET_KEY", "bench-" + "k" * 50),
+        STEWARD_AGENT_MODULES="tests.agents",
+    )
     server, port = serve(env)
     try:
         pages = console_pages(port, long_task)
@@ -271,8 +313,16 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    print(json.dumps({"console_p95_ms": max(pages.values()), "console_pages_p95_ms": pages,
-                      "api_submit_ms_p50": round(p50, 2), "api_submit_per_s": round(rate)}))
+    print(
+        json.dumps(
+            {
+                "console_p95_ms": max(pages.values()),
+                "console_pages_p95_ms": pages,
+                "api_submit_ms_p50": round(p50, 2),
+                "api_submit_per_s": round(rate),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -39,8 +39,11 @@ def capability_pem() -> str:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    return Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    return (
+        Ed25519PrivateKey.generate()
+        .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        .decode()
+    )
 
 
 def post(port: int, path: str, body: bytes, headers: dict) -> float:
@@ -98,9 +101,18 @@ def main() -> dict:
     call_command("migrate", verbosity=0)
     parent = task_submit(agent="t.steps", input={}, tenant="acme", owner="user:alice", actor="user:alice").task_id
     root = Task.objects.get(id=parent)
-    child = insert_task(agent="t.steps", input_text="{}", digest="bench-child", tenant="acme", owner="user:alice",
-                        pool=root.pool_id, actor=f"task:{parent}", parent_id=parent, root_id=parent,
-                        spawn_seq=1).task_id
+    child = insert_task(
+        agent="t.steps",
+        input_text="{}",
+        digest="bench-child",
+        tenant="acme",
+        owner="user:alice",
+        pool=root.pool_id,
+        actor=f"task:{parent}",
+        parent_id=parent,
+        root_id=parent,
+        spawn_seq=1,
+    ).task_id
     # As if a worker ran the child: a capability token is good only while its task runs
     # (a stopped task's is denied task_stopped, runtime/sql/authz_decide.sql).
     Task.objects.filter(id=child).update(status="running")
@@ -111,10 +123,30 @@ def main() -> dict:
 
     model = FakeModel(key=KEY).start()
     port = free_port()
-    env = dict(os.environ, STEWARD_DEBUG="0", STEWARD_SECRET_KEY="bench-" + "k" * 50, STEWARD_AGENT_MODULES="tests.agents",
-               STEWARD_MODEL_URL=model.url, STEWARD_MODEL_KEY=KEY, STEWARD_CAPABILITY_KEY=pem)
-    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "console.wsgi", "--workers", "1", "--bind",
-                               f"127.0.0.1:{port}", "--log-level", "warning"], env=env)
+    env = dict(
+        os.environ,
+        STEWARD_DEBUG="0",
+        STEWARD_SECRET_KEY="bench-" + "k" * 50,
+        STEWARD_AGENT_MODULES="tests.agents",
+        STEWARD_MODEL_URL=model.url,
+        STEWARD_MODEL_KEY=KEY,
+        STEWARD_CAPABILITY_KEY=pem,
+    )
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "console.wsgi",
+            "--workers",
+            "1",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -132,8 +164,12 @@ def main() -> dict:
         added, direct = [], []
         log(f"{PAIRS} pairs of direct and gateway calls")
         for i in range(WARMUP + PAIRS):
-            through_headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-                               "Idempotency-Key": f"bench/{i}", "Steward-Step": str(i)}
+            through_headers = {
+                "Authorization": f"Bearer {token}",
+                "Content-Type": "application/json",
+                "Idempotency-Key": f"bench/{i}",
+                "Steward-Step": str(i),
+            }
             d = post(model_port, "/v1/chat/completions", body, direct_headers)
             g = post(port, "/gateway/model/v1/chat/completions", body, through_headers)
             if i >= WARMUP:
@@ -143,10 +179,12 @@ def main() -> dict:
         server.terminate()
         server.wait(timeout=30)
         model.stop()
-    return {"gateway_added_ms_p50": round(statistics.median(added), 2),
-            "gateway_added_ms_p99": round(quantile(added, 99), 2),
-            "gateway_direct_ms_p50": round(statistics.median(direct), 2),
-            "authorize_per_s": round(rate)}
+    return {
+        "gateway_added_ms_p50": round(statistics.median(added), 2),
+        "gateway_added_ms_p99": round(quantile(added, 99), 2),
+        "gateway_direct_ms_p50": round(statistics.median(direct), 2),
+        "authorize_per_s": round(rate),
+    }
 
 
 if __name__ == "__main__":

@@ -37,13 +37,13 @@ import os
 import statistics
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
 
 SCALE_DB = os.environ.get("STEWARD_BENCH_SCALE_DB", "steward_scale_bench")
 TASKS = int(os.environ.get("STEWARD_BENCH_SCALE_TASKS", "1000000"))
 LOAD_VERSION = 1  # change when the load's shape changes
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 SPAN_DAYS = 30
 
 
@@ -92,8 +92,9 @@ def latest_migration() -> str:
 def migrate(db: str) -> None:
     import subprocess
 
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], check=True,
-                   env={**os.environ, "DATABASE_URL": server_url(db)})
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"], check=True, env={**os.environ, "DATABASE_URL": server_url(db)}
+    )
 
 
 # --- the load ------------------------------------------------------------------------------
@@ -186,13 +187,32 @@ def audit_rows(k: int, task_id: str, tenant: str, agent: str, parent: str | None
         effect, key = 2 * k - 2 + epoch, f"{task_id}/{seq}/{name}"
         base = 40 * epoch - 10
         if epoch == 2:
-            rows += [(45, f"supervisor:host-0:{900 + k % 3}", "task.woken", {"by": "timer"}),
-                     (50, worker, "attempt.started", {"epoch": 2, "reason": "resume"})]
-        rows += [(base, worker, "effect.intent", {"effect": effect, "key": key, "epoch": epoch,
-                                                  "class": "reversible", "keyed": True, "step": seq,
-                                                  "attempt": effect}),
-                 (base + 2, worker, "effect.committed", {"effect": effect, "key": key, "epoch": epoch,
-                                                         "receipt": {"ref": f"r{k}-{epoch}"}, "error": None})]
+            rows += [
+                (45, f"supervisor:host-0:{900 + k % 3}", "task.woken", {"by": "timer"}),
+                (50, worker, "attempt.started", {"epoch": 2, "reason": "resume"}),
+            ]
+        rows += [
+            (
+                base,
+                worker,
+                "effect.intent",
+                {
+                    "effect": effect,
+                    "key": key,
+                    "epoch": epoch,
+                    "class": "reversible",
+                    "keyed": True,
+                    "step": seq,
+                    "attempt": effect,
+                },
+            ),
+            (
+                base + 2,
+                worker,
+                "effect.committed",
+                {"effect": effect, "key": key, "epoch": epoch, "receipt": {"ref": f"r{k}-{epoch}"}, "error": None},
+            ),
+        ]
         if epoch == 1:
             rows.append((36, worker, "task.sleeping", {"epoch": 1}))
     rows.append((95, worker, "task.completed", {"epoch": 2}))
@@ -224,8 +244,9 @@ def load(conn, *, db: str = SCALE_DB, tasks: int = TASKS) -> None:
             SELECT r.k, t.id::text, t.tenant, t.agent, t.parent_id::text,
                    (extract(epoch FROM t.created_at) * 1000000)::bigint
             FROM bench_scale_rank r JOIN steward_task t ON t.id = r.id ORDER BY r.k""")
-        with cur.copy("COPY steward_audit (chain, chain_seq, at, actor, tenant, task_id, kind, data, "
-                      "prev_hash, hash) FROM STDIN") as copy:
+        with cur.copy(
+            "COPY steward_audit (chain, chain_seq, at, actor, tenant, task_id, kind, data, prev_hash, hash) FROM STDIN"
+        ) as copy:
             block = []
             for task in fetch:
                 block.append(task)
@@ -249,10 +270,27 @@ def copy_block(copy, block) -> int:
         chain, prev = f"task:{task_id}", b""
         for seq, (at_us, actor, kind, data) in enumerate(audit_rows(k, task_id, tenant, agent, parent, created_us), 1):
             text = jsonb_text(data)
-            digest = hashlib.sha256("\x1f".join(
-                [prev.hex(), chain, str(seq), str(at_us), actor, tenant, task_id, kind, text]).encode()).digest()
-            chained.append((seq, k, (chain, seq, EPOCH + timedelta(microseconds=at_us), actor, tenant, task_id,
-                                     kind, text, prev, digest)))
+            digest = hashlib.sha256(
+                "\x1f".join([prev.hex(), chain, str(seq), str(at_us), actor, tenant, task_id, kind, text]).encode()
+            ).digest()
+            chained.append(
+                (
+                    seq,
+                    k,
+                    (
+                        chain,
+                        seq,
+                        EPOCH + timedelta(microseconds=at_us),
+                        actor,
+                        tenant,
+                        task_id,
+                        kind,
+                        text,
+                        prev,
+                        digest,
+                    ),
+                )
+            )
             prev = digest
     chained.sort(key=lambda row: (row[0], row[1]))  # a block's rows by kind, then task: interleaved
     for _, _, row in chained:
@@ -314,32 +352,42 @@ def measure(db: str, *, loaded: bool) -> dict:
     figures.update(stale_probe_ms())
 
     with connection.cursor() as cur:
-        cur.execute("SELECT id FROM steward_task WHERE tenant = 'acme' ORDER BY id LIMIT 1 OFFSET "
-                    "(SELECT count(*) / 2 FROM steward_task WHERE tenant = 'acme')" if loaded else
-                    "SELECT id FROM steward_task ORDER BY id LIMIT 1")
+        cur.execute(
+            "SELECT id FROM steward_task WHERE tenant = 'acme' ORDER BY id LIMIT 1 OFFSET "
+            "(SELECT count(*) / 2 FROM steward_task WHERE tenant = 'acme')"
+            if loaded
+            else "SELECT id FROM steward_task ORDER BY id LIMIT 1"
+        )
         middle_task = cur.fetchone()[0]
-        cur.execute("SELECT id FROM steward_task WHERE parent_id IS NULL AND EXISTS "
-                    "(SELECT 1 FROM steward_task c WHERE c.parent_id = steward_task.id) ORDER BY id DESC LIMIT 1")
+        cur.execute(
+            "SELECT id FROM steward_task WHERE parent_id IS NULL AND EXISTS "
+            "(SELECT 1 FROM steward_task c WHERE c.parent_id = steward_task.id) ORDER BY id DESC LIMIT 1"
+        )
         parent = (cur.fetchone() or [middle_task])[0]
         cur.execute("SELECT max(id) / 2 FROM steward_effect")
         middle_effect = cur.fetchone()[0] or 1
-        cur.execute("SELECT at, id FROM steward_audit WHERE tenant = 'acme' ORDER BY id LIMIT 1 OFFSET "
-                    "(SELECT count(*) / 2 FROM steward_audit WHERE tenant = 'acme')" if loaded else
-                    "SELECT now(), 1")
+        cur.execute(
+            "SELECT at, id FROM steward_audit WHERE tenant = 'acme' ORDER BY id LIMIT 1 OFFSET "
+            "(SELECT count(*) / 2 FROM steward_audit WHERE tenant = 'acme')"
+            if loaded
+            else "SELECT now(), 1"
+        )
         middle_audit = cur.fetchone()
-    day_ago = datetime.now(timezone.utc) - timedelta(days=1)
+    day_ago = datetime.now(UTC) - timedelta(days=1)
 
     def deep(keyset, filters: dict, key: tuple) -> str:
         return paging.encode_cursor(keyset, filters, key)
 
-    task_filters = dict.fromkeys(("tenant", "status", "agent", "pool", "parent", "root", "created_after",
-                                  "created_before"))
+    task_filters = dict.fromkeys(
+        ("tenant", "status", "agent", "pool", "parent", "root", "created_after", "created_before")
+    )
     pages = {
         "tasks": lambda: task_page(limit=50),
         "tasks_deep": lambda: task_page(limit=50, after=deep(TASKS_BY_ID, task_filters, (middle_task,))),
         "tasks_tenant": lambda: task_page(tenant="acme", limit=50),
-        "tasks_tenant_deep": lambda: task_page(tenant="acme", limit=50, after=deep(
-            TASKS_BY_ID, {**task_filters, "tenant": "acme"}, (middle_task,))),
+        "tasks_tenant_deep": lambda: task_page(
+            tenant="acme", limit=50, after=deep(TASKS_BY_ID, {**task_filters, "tenant": "acme"}, (middle_task,))
+        ),
         "tasks_small_tenant": lambda: task_page(tenant="tiny", limit=50),
         "tasks_status": lambda: task_page(status="failed", limit=50),
         "tasks_tenant_status": lambda: task_page(tenant="acme", status="failed", limit=50),
@@ -348,18 +396,25 @@ def measure(db: str, *, loaded: bool) -> dict:
         "tasks_children": lambda: task_page(parent=parent, limit=50),
         "tasks_tree": lambda: task_page(root=parent, limit=50),
         "effects": lambda: effect_page(limit=50),
-        "effects_deep": lambda: effect_page(limit=50, after=deep(
-            EFFECTS_BY_ID, dict.fromkeys(("task", "state", "effect_class")), (middle_effect,))),
+        "effects_deep": lambda: effect_page(
+            limit=50, after=deep(EFFECTS_BY_ID, dict.fromkeys(("task", "state", "effect_class")), (middle_effect,))
+        ),
         "effects_state": lambda: effect_page(state="committed", limit=50),
         "effects_task": lambda: effect_page(task=middle_task, limit=50),
         "audit_tenant": lambda: audit_page(tenant="acme", limit=50),
-        "audit_tenant_deep": lambda: audit_page(tenant="acme", limit=50, after=deep(
-            AUDIT_BY_TIME, {"tenant": "acme", **dict.fromkeys(("task", "actor", "kind", "since", "until"))},
-            tuple(middle_audit))),
+        "audit_tenant_deep": lambda: audit_page(
+            tenant="acme",
+            limit=50,
+            after=deep(
+                AUDIT_BY_TIME,
+                {"tenant": "acme", **dict.fromkeys(("task", "actor", "kind", "since", "until"))},
+                tuple(middle_audit),
+            ),
+        ),
         "audit_task": lambda: audit_page(tenant="acme", task=middle_task, limit=50),
         "audit_last_day": lambda: audit_page(tenant="acme", since=day_ago, limit=50),
         "audit_actor": lambda: audit_page(tenant="acme", actor="user:acme", limit=50),
-        "pools": lambda: pool_usage(),
+        "pools": pool_usage,
     }
     for fn in pages.values():
         fn()  # warm: first plans, first pages into the cache
@@ -390,16 +445,21 @@ def stale_probe_ms(backlog: int = 50_000) -> dict:
     try:
         with transaction.atomic(), connection.cursor() as cur:
             cur.execute("ALTER TABLE steward_task DISABLE TRIGGER steward_pool_count_insert")
-            cur.execute("""
+            cur.execute(
+                """
                 INSERT INTO steward_task (id, agent, input, input_digest, tenant, owner, pool, status, epoch,
                                           next_reason, crash_count, status_note, created_at, updated_at, queued_at)
                 SELECT steward_uuid7(now()), 't.steps', '{}', md5(g::text), 'bench', 'bench', 'bench', 'queued', 0,
                        'first', 0, '', now(), now(), now() - interval '1 minute'
-                FROM generate_series(1, %s) g""", [backlog])
+                FROM generate_series(1, %s) g""",
+                [backlog],
+            )
             cur.execute("ANALYZE steward_task")
             probe = sql("stale_queued")
             figures["stale_probe_ms_backlog"] = median_ms(lambda: cur.execute(probe, {"age": 1.0}) or cur.fetchall())
-            figures["stale_probe_ms_backlog_before"] = median_ms(lambda: cur.execute(OLD_STALE_QUEUED) or cur.fetchall())
+            figures["stale_probe_ms_backlog_before"] = median_ms(
+                lambda: cur.execute(OLD_STALE_QUEUED) or cur.fetchall()
+            )
             raise Rollback
     except Rollback:
         pass
@@ -430,8 +490,9 @@ def dispatch_p50(fleet_env: dict, n: int = 40) -> float:
         samples = []
         for _ in range(n):
             submitted = time.time()
-            task_id = task_submit(agent="t.steps", input={"n": 1}, tenant="bench", owner="bench", actor="bench",
-                                  pool="bench").task_id
+            task_id = task_submit(
+                agent="t.steps", input={"n": 1}, tenant="bench", owner="bench", actor="bench", pool="bench"
+            ).task_id
             deadline = time.monotonic() + 30
             while not Task.objects.filter(id=task_id, status="completed").exists():
                 if time.monotonic() > deadline:
@@ -510,10 +571,15 @@ def sizes() -> dict:
         db_bytes, audit_total, audit_heap, tasks, audit = cur.fetchone()
         cur.execute(ROW_BYTES)
         now, before = cur.fetchone()
-    return {"tasks": tasks, "audit_rows": audit, "db_bytes_per_task": round(db_bytes / max(tasks, 1)),
-            "audit_share_of_db": round(audit_total / db_bytes, 2),
-            "audit_heap_bytes_per_row": round(audit_heap / max(audit, 1)),
-            "audit_row_bytes": round(float(now or 0)), "audit_row_bytes_before": round(float(before or 0))}
+    return {
+        "tasks": tasks,
+        "audit_rows": audit,
+        "db_bytes_per_task": round(db_bytes / max(tasks, 1)),
+        "audit_share_of_db": round(audit_total / db_bytes, 2),
+        "audit_heap_bytes_per_row": round(audit_heap / max(audit, 1)),
+        "audit_row_bytes": round(float(now or 0)),
+        "audit_row_bytes_before": round(float(before or 0)),
+    }
 
 
 def main() -> None:
@@ -539,8 +605,12 @@ def main() -> None:
     for label, db in (("empty", f"{SCALE_DB}_empty"), ("loaded", SCALE_DB)):
         log(f"measuring on {label}")
         # Its own process, so Django, its connection pool and the worker all point at `db`.
-        done = subprocess.run([sys.executable, "-m", "tests.bench_scale", "measure", db, label], check=True,
-                              stdout=subprocess.PIPE, env={**os.environ, "DATABASE_URL": server_url(db)})
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.bench_scale", "measure", db, label],
+            check=True,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "DATABASE_URL": server_url(db)},
+        )
         result.update(json.loads(done.stdout))
     print(json.dumps(result))
 
@@ -557,8 +627,12 @@ def measure_main(db: str, label: str) -> None:
     queue = f"steward-bench-scale-{os.getpid()}"
     settings.CELERY_TASK_DEFAULT_QUEUE = queue
     figures = measure(db, loaded=label == "loaded")
-    env = dict(os.environ, STEWARD_QUEUE=queue, STEWARD_AGENT_MODULES="console.dev.demo.agents,tests.agents",
-               STEWARD_LOG_LEVEL="WARNING")
+    env = dict(
+        os.environ,
+        STEWARD_QUEUE=queue,
+        STEWARD_AGENT_MODULES="console.dev.demo.agents,tests.agents",
+        STEWARD_LOG_LEVEL="WARNING",
+    )
     figures["dispatch_ms_p50"] = dispatch_p50(env)
     log(f"verify on {label}")
     rate, rows = verify_rate()

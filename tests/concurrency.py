@@ -73,7 +73,7 @@ class Sampler:
                 if self.pressure and len(self.samples) % 5 == 0:
                     dispatch.send(self.pool)
                 self._stop.wait(0.002)  # a sampling interval, not a wait for an event
-        except BaseException as exc:  # noqa: BLE001 - surfaced to the test in __exit__
+        except BaseException as exc:
             self.error = exc
         finally:
             connection.close()

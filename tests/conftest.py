@@ -126,8 +126,10 @@ def django_db_setup(django_db_setup, django_db_blocker):
             # next still carries the timeout, and CHECKPOINT after a write-heavy run on a
             # loaded machine outlasted it ("canceling statement due to statement timeout").
             cur.execute("SET statement_timeout = 0")
-            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            cur.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
             cur.execute("CHECKPOINT")
         connection.close()
 
@@ -205,16 +207,23 @@ def _quiet_before_the_flush() -> None:
     backend until it notices its client is gone, a web server's request still finishing)
     and fails once the settings' statement timeout passes. Wait for those to end first;
     one that does not is named here, not left as "couldn't be flushed"."""
+
     def in_a_transaction():
         with connection.cursor() as cur:
-            cur.execute("SELECT pid, application_name, state, wait_event_type, "
-                        "round(extract(epoch FROM now() - xact_start)::numeric, 1), left(query, 120) "
-                        "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
-                        "AND backend_type = 'client backend' AND xact_start IS NOT NULL")
+            cur.execute(
+                "SELECT pid, application_name, state, wait_event_type, "
+                "round(extract(epoch FROM now() - xact_start)::numeric, 1), left(query, 120) "
+                "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND backend_type = 'client backend' AND xact_start IS NOT NULL"
+            )
             return cur.fetchall()
 
     try:
-        wait_until(lambda: not in_a_transaction(), timeout=30, interval=0.05,
-                   message="the test's other database sessions to end their transactions")
+        wait_until(
+            lambda: not in_a_transaction(),
+            timeout=30,
+            interval=0.05,
+            message="the test's other database sessions to end their transactions",
+        )
     except AssertionError:
         raise AssertionError(f"sessions still in a transaction before the flush: {in_a_transaction()}") from None

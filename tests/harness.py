@@ -46,7 +46,7 @@ def race(n: int, fn) -> list:
             connection.ensure_connection()
             barrier.wait(timeout=10)
             results[i] = fn(i)
-        except Exception as exc:  # noqa: BLE001 - counted by the caller
+        except Exception as exc:
             results[i] = exc
         finally:
             connection.close()
@@ -77,12 +77,19 @@ class Process:
         self.name = name
         self.argv = argv
         self.env = env
-        self.log = tempfile.NamedTemporaryFile(prefix=f"steward-{name}-", suffix=".log", delete=False)
+        self.log = tempfile.NamedTemporaryFile(prefix=f"steward-{name}-", suffix=".log", delete=False)  # noqa: SIM115 - kept open for the process's life
         self.popen: subprocess.Popen | None = None
 
     def start(self):
-        self.popen = subprocess.Popen(self.argv, cwd=REPO, env=self.env, stdin=subprocess.DEVNULL,
-                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.popen = subprocess.Popen(
+            self.argv,
+            cwd=REPO,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         # The child writes through its own descriptor; output() reads the file by name.
         self.log.close()
         return self
@@ -129,13 +136,28 @@ class Worker(Process):
 
     def __init__(self, name: str, env: dict, *, pool: str = "solo"):
         self.node = f"{name}@{socket.gethostname()}"
-        argv = [sys.executable, "-m", "celery", "-A", "console", "worker", f"--pool={pool}",
-                *(["--concurrency=1"] if pool == "prefork" else []),
-                "-Q", env["STEWARD_QUEUE"], "-n", self.node, "--without-gossip", "--without-mingle",
-                "--without-heartbeat", "-l", "warning"]
+        argv = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "console",
+            "worker",
+            f"--pool={pool}",
+            *(["--concurrency=1"] if pool == "prefork" else []),
+            "-Q",
+            env["STEWARD_QUEUE"],
+            "-n",
+            self.node,
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "warning",
+        ]
         super().__init__(name, argv, env)
 
-    def wait_ready(self, timeout: float = 60.0, *, broker_url: str | None = None) -> "Worker":
+    def wait_ready(self, timeout: float = 60.0, *, broker_url: str | None = None) -> Worker:
         """Wait until it answers a ping (through `broker_url`, if it is not ours)."""
         from celery import Celery
 

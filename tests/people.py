@@ -10,8 +10,7 @@ from django.contrib.auth import get_user_model
 from console.models import ADMIN, OPERATOR, VIEWER, Membership, Tenant
 
 PASSWORD = "correct horse battery staple"
-PEOPLE = {"alice": ("acme", OPERATOR), "bob": ("acme", VIEWER), "carol": ("globex", OPERATOR),
-          "dave": ("acme", ADMIN)}
+PEOPLE = {"alice": ("acme", OPERATOR), "bob": ("acme", VIEWER), "carol": ("globex", OPERATOR), "dave": ("acme", ADMIN)}
 TENANTS = {"acme": "Acme Research", "globex": "Globex"}
 
 

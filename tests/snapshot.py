@@ -11,8 +11,10 @@ PREFIXES = ("steward_", "auth_", "guardian_", "django_")
 
 def tables() -> list[str]:
     with connection.cursor() as cur:
-        cur.execute("SELECT table_name FROM information_schema.tables "
-                    "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY 1")
+        cur.execute(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY 1"
+        )
         return [name for (name,) in cur.fetchall() if name.startswith(PREFIXES)]
 
 
@@ -21,11 +23,18 @@ def snapshot() -> dict[str, tuple[int, str]]:
     found = {}
     with connection.cursor() as cur:
         for name in tables():
-            cur.execute(f'SELECT count(*), md5(coalesce(string_agg(t::text, \'|\' ORDER BY t::text), \'\')) '
-                        f'FROM "{name}" t')
+            cur.execute(
+                f"SELECT count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM \"{name}\" t"
+            )
             found[name] = cur.fetchone()
-    assert {"steward_task", "steward_audit", "steward_pool", "steward_slot", "auth_user",
-            "guardian_userobjectpermission"} <= found.keys()
+    assert {
+        "steward_task",
+        "steward_audit",
+        "steward_pool",
+        "steward_slot",
+        "auth_user",
+        "guardian_userobjectpermission",
+    } <= found.keys()
     return found
 
 

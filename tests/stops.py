@@ -10,8 +10,11 @@ from tests.harness import wait_until
 
 
 def cancelled(task_id, timeout: float = 30.0) -> Task:
-    return wait_until(lambda: Task.objects.filter(id=task_id, status=states.CANCELLED).first(), timeout=timeout,
-                      message="the task to be cancelled")
+    return wait_until(
+        lambda: Task.objects.filter(id=task_id, status=states.CANCELLED).first(),
+        timeout=timeout,
+        message="the task to be cancelled",
+    )
 
 
 def acks(task_id) -> dict:
@@ -35,5 +38,8 @@ def sweeping(fleet) -> None:
     """Start a supervisor and wait until it has swept once (it beats after each sweep):
     a stop's bound is the sweep's to enforce."""
     (supervisor,) = fleet.supervisors(1)
-    wait_until(lambda: Process.objects.filter(kind="supervisor", pid=supervisor.pid).exists(), timeout=30,
-               message="the supervisor to sweep")
+    wait_until(
+        lambda: Process.objects.filter(kind="supervisor", pid=supervisor.pid).exists(),
+        timeout=30,
+        message="the supervisor to sweep",
+    )

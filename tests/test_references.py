@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 TOP = ("runtime", "console", "tests", "docs", "templates", "static", ".ci")
 # A path into one of the top-level folders, as prose writes it: `runtime/sql/claim.sql`,
 # docs/adr/, tests/faults/test_partitions.py. Globs and placeholders are not paths.
-PATH = re.compile(r"(?<![\w./-])(?:%s)/[\w./-]*[\w/]" % "|".join(re.escape(t) for t in TOP))
+PATH = re.compile(r"(?<![\w./-])(?:{})/[\w./-]*[\w/]".format("|".join(re.escape(t) for t in TOP)))
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 # Bare names of files the project used to have, or keeps outside the repository.
 BARE = re.compile(r"\b(CONTRACTS|CONVENTIONS|ENVIRONMENT|CONSOLE)\.md\b")
@@ -26,9 +26,25 @@ SKIP = ("runtime/migrations/",)  # frozen history: what a migration said when it
 
 
 def tracked() -> list[Path]:
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "*.py", "*.md", "*.sql", "*.html",
-                          "Makefile", ".ci/run", "pyproject.toml"], cwd=REPO, capture_output=True, text=True,
-                         check=True).stdout.split()
+    out = subprocess.run(
+        [
+            "git",
+            "ls-files",
+            "-co",
+            "--exclude-standard",
+            "*.py",
+            "*.md",
+            "*.sql",
+            "*.html",
+            "Makefile",
+            ".ci/run",
+            "pyproject.toml",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     return [REPO / name for name in out if not name.startswith(SKIP) and (REPO / name).exists()]
 
 

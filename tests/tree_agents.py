@@ -20,9 +20,19 @@ def grove(ctx, input):
     """The root of a tree to pause: input["saplings"] t.sapling children (each
     input["steps"] paced steps), optionally a t.napper (a durable sleep of input["nap"]
     seconds), and a t.bramble that trips its fan-out breaker; then waits for them all."""
-    kids = [ctx.spawn("t.sapling", {"steps": input["steps"], "pace": input.get("pace", 0.0),
-                                    "dir": input.get("dir"), "name": f"sapling{i}", "gate": input.get("gate")})
-            for i in range(input["saplings"])]
+    kids = [
+        ctx.spawn(
+            "t.sapling",
+            {
+                "steps": input["steps"],
+                "pace": input.get("pace", 0.0),
+                "dir": input.get("dir"),
+                "name": f"sapling{i}",
+                "gate": input.get("gate"),
+            },
+        )
+        for i in range(input["saplings"])
+    ]
     if "nap" in input:
         kids.append(ctx.spawn("t.napper", {"nap": input["nap"]}))
     kids.append(ctx.spawn("t.bramble", {"n": input.get("bramble", 2), "after": input.get("bramble_after", 0.0)}))

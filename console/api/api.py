@@ -49,28 +49,50 @@ def _json_405(view):
         response = view(request, *args, **kwargs)
         if isinstance(response, HttpResponseNotAllowed):
             allowed = response["Allow"]
-            response = JsonResponse({"code": errors.METHOD_NOT_ALLOWED, "message": f"{request.method} is not one of "
-                                     f"{allowed} here", "details": {"allowed": allowed.split(", ")}}, status=405)
+            response = JsonResponse(
+                {
+                    "code": errors.METHOD_NOT_ALLOWED,
+                    "message": f"{request.method} is not one of {allowed} here",
+                    "details": {"allowed": allowed.split(", ")},
+                },
+                status=405,
+            )
             response["Allow"] = allowed
         return response
+
     return wrapped
 
 
 def _no_route(request):
-    return JsonResponse({"code": errors.NOT_FOUND, "message": f"no route {request.path[:200]}", "details": {}},
-                        status=404)
+    return JsonResponse(
+        {"code": errors.NOT_FOUND, "message": f"no route {request.path[:200]}", "details": {}}, status=404
+    )
 
 
 api = StewardAPI(
     title="Steward API",
     version="1",
     description="Trigger and steer durable agent tasks, reconcile effects, review and verify the audit "
-                "trail. Every error is {code, message, details}; see docs/api.md.",
+    "trail. Every error is {code, message, details}; see docs/api.md.",
     urls_namespace="api",
     auth=BearerToken(),
     parser=errors.JsonParser(),
     renderer=Renderer(),
 )
 errors.install(api)
-for module in (tasks, stops, agents, effects, approvals, pools, budgets, audit, tokens, members, grants, health, triggers):
+for module in (
+    tasks,
+    stops,
+    agents,
+    effects,
+    approvals,
+    pools,
+    budgets,
+    audit,
+    tokens,
+    members,
+    grants,
+    health,
+    triggers,
+):
     api.add_router("", module.router)

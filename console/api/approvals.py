@@ -37,13 +37,16 @@ class ApprovalOut(Schema):
     action: Any = Field(description="the canonical action, as the person approves it")
     action_hash: str
     effect_class: Literal[states.EFFECT_CLASSES]
-    context: dict = Field(description="what the context digest covers: input digest, precondition, "
-                                      "policy_version, authz_revision")
+    context: dict = Field(
+        description="what the context digest covers: input digest, precondition, policy_version, authz_revision"
+    )
     context_digest: str
     untrusted: bool = Field(description="whether the action holds text from a model's or a tool's reply")
     untrusted_paths: list[str]
-    untrusted_steps: int = Field(description="the task's steps before the request that read a model's or a "
-                                             "tool's reply (the action may derive from them)")
+    untrusted_steps: int = Field(
+        description="the task's steps before the request that read a model's or a "
+        "tool's reply (the action may derive from them)"
+    )
     requested_at: datetime
     expires_at: datetime
     state: ApprovalState
@@ -58,18 +61,39 @@ class Decide(Schema):
 
 
 def approval_out(a) -> dict:
-    return {"id": a.id, "task": a.task_id, "seq": a.seq, "name": a.name, "agent": a.agent, "owner": a.owner,
-            "action": a.action, "action_hash": a.action_hash, "effect_class": a.effect_class, "context": a.context,
-            "context_digest": a.context_digest, "untrusted": a.untrusted, "untrusted_paths": a.untrusted_paths,
-            "untrusted_steps": a.untrusted_steps,
-            "requested_at": a.requested_at, "expires_at": a.expires_at, "state": a.state,
-            "decided_by": a.decided_by, "decided_at": a.decided_at, "comment": a.comment,
-            "stale_reason": a.stale_reason}
+    return {
+        "id": a.id,
+        "task": a.task_id,
+        "seq": a.seq,
+        "name": a.name,
+        "agent": a.agent,
+        "owner": a.owner,
+        "action": a.action,
+        "action_hash": a.action_hash,
+        "effect_class": a.effect_class,
+        "context": a.context,
+        "context_digest": a.context_digest,
+        "untrusted": a.untrusted,
+        "untrusted_paths": a.untrusted_paths,
+        "untrusted_steps": a.untrusted_steps,
+        "requested_at": a.requested_at,
+        "expires_at": a.expires_at,
+        "state": a.state,
+        "decided_by": a.decided_by,
+        "decided_at": a.decided_at,
+        "comment": a.comment,
+        "stale_reason": a.stale_reason,
+    }
 
 
 @router.get("/approvals", response={200: list[ApprovalOut], **ERRORS}, summary="Approval requests")
-def list_approvals(request, state: ApprovalState | None = states.PENDING, agent: Name | None = None,
-                   order: Literal["newest", "expiry"] = "newest", limit: int = Query(100, ge=1, le=500)):
+def list_approvals(
+    request,
+    state: ApprovalState | None = states.PENDING,
+    agent: Name | None = None,
+    order: Literal["newest", "expiry"] = "newest",
+    limit: int = Query(100, ge=1, le=500),
+):
     """Pending by default, newest first; `order=expiry` puts the soonest to expire first."""
     rows = approvals_list(tenant=principal(request).tenant, state=state, agent=agent, order=order, limit=limit)
     return [approval_out(a) for a in rows]
@@ -83,17 +107,26 @@ def detail(request, approval_id: str):
 def _decide(request, approval_id: str, body: Decide, decision: str) -> dict:
     with operating(request) as who:
         require_approval_right(who, approval_get(approval_id=approval_id, tenant=who.tenant).agent)
-        return approval_out(approval_decide(approval_id=approval_id, tenant=who.tenant, actor=who.actor,
-                                            decision=decision, comment=body.comment))
+        return approval_out(
+            approval_decide(
+                approval_id=approval_id, tenant=who.tenant, actor=who.actor, decision=decision, comment=body.comment
+            )
+        )
 
 
-@router.post("/approvals/{approval_id}/approve", response={200: ApprovalOut, **ERRORS},
-             summary="Approve a pending request (once) and re-queue its task")
+@router.post(
+    "/approvals/{approval_id}/approve",
+    response={200: ApprovalOut, **ERRORS},
+    summary="Approve a pending request (once) and re-queue its task",
+)
 def approve(request, approval_id: str, body: Decide):
     return _decide(request, approval_id, body, "approve")
 
 
-@router.post("/approvals/{approval_id}/deny", response={200: ApprovalOut, **ERRORS},
-             summary="Deny a pending request (once) and re-queue its task to run its denial branch")
+@router.post(
+    "/approvals/{approval_id}/deny",
+    response={200: ApprovalOut, **ERRORS},
+    summary="Deny a pending request (once) and re-queue its task to run its denial branch",
+)
 def deny(request, approval_id: str, body: Decide):
     return _decide(request, approval_id, body, "deny")

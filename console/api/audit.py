@@ -39,8 +39,10 @@ class BadRow(Schema):
     id: int
     chain: str
     chain_seq: int
-    problem: str = Field(description="hash: its content changed; link: a row before it changed or vanished; "
-                                     "gap: the chain skips a sequence number")
+    problem: str = Field(
+        description="hash: its content changed; link: a row before it changed or vanished; "
+        "gap: the chain skips a sequence number"
+    )
     message: str
 
 
@@ -62,9 +64,19 @@ class Verified(Schema):
 
 
 def audit_out(event) -> dict:
-    return {"id": event.id, "at": event.at, "actor": event.actor, "tenant": event.tenant, "task": event.task_id,
-            "kind": event.kind, "data": event.data, "chain": event.chain, "chain_seq": event.chain_seq,
-            "prev_hash": bytes(event.prev_hash).hex(), "hash": bytes(event.hash).hex()}
+    return {
+        "id": event.id,
+        "at": event.at,
+        "actor": event.actor,
+        "tenant": event.tenant,
+        "task": event.task_id,
+        "kind": event.kind,
+        "data": event.data,
+        "chain": event.chain,
+        "chain_seq": event.chain_seq,
+        "prev_hash": bytes(event.prev_hash).hex(),
+        "hash": bytes(event.hash).hex(),
+    }
 
 
 def bad_out(bad) -> dict:
@@ -72,27 +84,57 @@ def bad_out(bad) -> dict:
 
 
 @router.get("/audit", response={200: Page[AuditEventOut], **ERRORS}, summary="Query the audit trail, newest first")
-def list_events(request, actor: Name | None = None, task: uuid.UUID | None = None, kind: Name | None = None,
-                since: Moment | None = None, until: Moment | None = None,
-                cursor: str | None = cursor_query(), limit: int = limit_query()):
+def list_events(
+    request,
+    actor: Name | None = None,
+    task: uuid.UUID | None = None,
+    kind: Name | None = None,
+    since: Moment | None = None,
+    until: Moment | None = None,
+    cursor: str | None = cursor_query(),
+    limit: int = limit_query(),
+):
     """`since` is inclusive, `until` exclusive. With `task`, that task's chain in order."""
-    page = audit_page(tenant=principal(request).tenant, task=task, actor=actor, kind=kind, since=since,
-                      until=until, after=cursor, limit=limit)
+    page = audit_page(
+        tenant=principal(request).tenant,
+        task=task,
+        actor=actor,
+        kind=kind,
+        since=since,
+        until=until,
+        after=cursor,
+        limit=limit,
+    )
     return page_of(page, audit_out)
 
 
-@router.get("/audit/export", response={200: str, **ERRORS}, summary="Export a query of the audit trail as JSONL",
-            openapi_extra={"responses": {200: {"description": "one event per line, as in GET /audit",
-                                               "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}}})
-def export(request, actor: Name | None = None, task: uuid.UUID | None = None, kind: Name | None = None,
-           since: Moment | None = None, until: Moment | None = None):
+@router.get(
+    "/audit/export",
+    response={200: str, **ERRORS},
+    summary="Export a query of the audit trail as JSONL",
+    openapi_extra={
+        "responses": {
+            200: {
+                "description": "one event per line, as in GET /audit",
+                "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+            }
+        }
+    },
+)
+def export(
+    request,
+    actor: Name | None = None,
+    task: uuid.UUID | None = None,
+    kind: Name | None = None,
+    since: Moment | None = None,
+    until: Moment | None = None,
+):
     """Exactly the events GET /audit would page through with the same filters, newest
     first, each with its hash-chain position (chain, chain_seq, prev_hash, hash), so a
     copy kept elsewhere can be re-verified. Streamed page by page: memory stays flat
     however long the trail; events written after the export began are not in it."""
     tenant = principal(request).tenant
-    events = audit_iter(tenant=tenant, task=task, actor=actor, kind=kind, since=since, until=until,
-                        batch=MAX_LIMIT)
+    events = audit_iter(tenant=tenant, task=task, actor=actor, kind=kind, since=since, until=until, batch=MAX_LIMIT)
     first = next(events, None)  # read before answering: a bad filter is a 4xx, not a cut stream
 
     def lines():
@@ -112,10 +154,17 @@ def verify(request):
     (a read token too): the evidence that the trail held is for whoever reviews it."""
     check = audit_check(tenant=principal(request).tenant)
     bad = [bad_out(b) for b in check.tampered[:SHOWN_PROBLEMS]]
-    return {"ok": check.ok, "rows_checked": check.rows, "seconds": round(check.seconds, 3), "first_bad": bad[0] if bad else None,
-            "bad_rows": bad, "seal_problems": [{"problem": p.problem, "message": str(p), "chain": p.chain,
-                                                "chain_seq": p.chain_seq, "seal": p.seal}
-                                               for p in check.seals[:SHOWN_PROBLEMS]]}
+    return {
+        "ok": check.ok,
+        "rows_checked": check.rows,
+        "seconds": round(check.seconds, 3),
+        "first_bad": bad[0] if bad else None,
+        "bad_rows": bad,
+        "seal_problems": [
+            {"problem": p.problem, "message": str(p), "chain": p.chain, "chain_seq": p.chain_seq, "seal": p.seal}
+            for p in check.seals[:SHOWN_PROBLEMS]
+        ],
+    }
 
 
 @router.get("/audit/{event_id}", response={200: AuditEventOut, **ERRORS}, summary="One audit event")

@@ -89,15 +89,29 @@ def _use(u) -> dict:
 def budget_out(tenant: str) -> dict:
     use = budget_use(tenant)
     b = use.budget
-    return {"tenant": tenant, "task_tokens": b and b.task_tokens, "tree_tokens": b and b.tree_tokens,
-            "tenant_tokens": b and b.tenant_tokens, "version": b.version if b else 0,
-            "updated_by": b and b.updated_by, "updated_at": b and b.updated_at, "tenant_use": _use(use.tenant_use),
-            "trees": [_use(u) for u in use.trees], "tasks": [_use(u) for u in use.tasks]}
+    return {
+        "tenant": tenant,
+        "task_tokens": b and b.task_tokens,
+        "tree_tokens": b and b.tree_tokens,
+        "tenant_tokens": b and b.tenant_tokens,
+        "version": b.version if b else 0,
+        "updated_by": b and b.updated_by,
+        "updated_at": b and b.updated_at,
+        "tenant_use": _use(use.tenant_use),
+        "trees": [_use(u) for u in use.trees],
+        "tasks": [_use(u) for u in use.tasks],
+    }
 
 
 def quota_out(q) -> dict:
-    return {"service": q.service, "calls": q.calls, "window_seconds": q.window_seconds, "version": q.version,
-            "updated_by": q.updated_by, "updated_at": q.updated_at}
+    return {
+        "service": q.service,
+        "calls": q.calls,
+        "window_seconds": q.window_seconds,
+        "version": q.version,
+        "updated_by": q.updated_by,
+        "updated_at": q.updated_at,
+    }
 
 
 @router.get("/budgets", response={200: BudgetOut, **ERRORS}, summary="The tenant's token budgets and their use")
@@ -110,8 +124,15 @@ def put_budget(request, body: BudgetIn):
     """Each limit is a count of model tokens (0 to 10^15), or null for none; all three are
     set. A `version` that is no longer current is VERSION_CONFLICT (409)."""
     with operating(request) as who:
-        budget_set(tenant=who.tenant, actor=who.actor, version=body.version, reason=body.reason,
-                   task_tokens=body.task_tokens, tree_tokens=body.tree_tokens, tenant_tokens=body.tenant_tokens)
+        budget_set(
+            tenant=who.tenant,
+            actor=who.actor,
+            version=body.version,
+            reason=body.reason,
+            task_tokens=body.task_tokens,
+            tree_tokens=body.tree_tokens,
+            tenant_tokens=body.tenant_tokens,
+        )
     return budget_out(who.tenant)
 
 
@@ -125,8 +146,15 @@ def put_quota(request, body: QuotaIn, service: Service = Path(...)):
     """At most `calls` calls to /gateway/tools/<service>/ per window of `window_seconds`,
     for the whole fleet (docs/limits.md, "Quotas")."""
     with operating(request) as who:
-        q = quota_set(tenant=who.tenant, service=service, calls=body.calls, window_seconds=body.window_seconds,
-                      actor=who.actor, version=body.version, reason=body.reason)
+        q = quota_set(
+            tenant=who.tenant,
+            service=service,
+            calls=body.calls,
+            window_seconds=body.window_seconds,
+            actor=who.actor,
+            version=body.version,
+            reason=body.reason,
+        )
     return quota_out(q)
 
 

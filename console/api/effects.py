@@ -48,27 +48,48 @@ class EffectOut(Schema):
 
 class Resolve(Schema):
     outcome: Literal["committed", "failed", "retry"] = Field(
-        description="committed: it happened (give its receipt); failed: it did not; retry: send it again, same key")
+        description="committed: it happened (give its receipt); failed: it did not; retry: send it again, same key"
+    )
     receipt: Any = Field(None, description="what the service answered, as JSON (committed only)")
     note: str = Field("", max_length=2000)
 
 
 def effect_out(effect) -> dict:
-    return {"id": effect.id, "task": effect.task_id, "step_seq": effect.step_seq, "name": effect.name,
-            "effect_class": effect.effect_class, "keyed": effect.keyed, "state": effect.state, "key": effect.key,
-            "request_digest": effect.request_digest, "receipt": effect.receipt, "error": effect.error,
-            "attempt_epoch": effect.epoch, "sends": effect.sends, "resend_approved": effect.resend_approved,
-            "created_at": effect.created_at, "settled_at": effect.settled_at, "resolved_by": effect.resolved_by,
-            "resolution_note": effect.resolution_note}
+    return {
+        "id": effect.id,
+        "task": effect.task_id,
+        "step_seq": effect.step_seq,
+        "name": effect.name,
+        "effect_class": effect.effect_class,
+        "keyed": effect.keyed,
+        "state": effect.state,
+        "key": effect.key,
+        "request_digest": effect.request_digest,
+        "receipt": effect.receipt,
+        "error": effect.error,
+        "attempt_epoch": effect.epoch,
+        "sends": effect.sends,
+        "resend_approved": effect.resend_approved,
+        "created_at": effect.created_at,
+        "settled_at": effect.settled_at,
+        "resolved_by": effect.resolved_by,
+        "resolution_note": effect.resolution_note,
+    }
 
 
 @router.get("/effects", response={200: Page[EffectOut], **ERRORS}, summary="The effect ledger, newest first")
-def list_effects(request, state: EffectState | None = None, task: uuid.UUID | None = None,
-                 effect_class: EffectClass | None = None, cursor: str | None = cursor_query(),
-                 limit: int = limit_query()):
+def list_effects(
+    request,
+    state: EffectState | None = None,
+    task: uuid.UUID | None = None,
+    effect_class: EffectClass | None = None,
+    cursor: str | None = cursor_query(),
+    limit: int = limit_query(),
+):
     """`state=unknown` lists what waits for a person. With `task`, that task's effects by step."""
-    page = effect_page(tenant=principal(request).tenant, task=task, state=state, effect_class=effect_class,
-                       after=cursor, limit=limit)
+    page = effect_page(
+        tenant=principal(request).tenant, task=task, state=state, effect_class=effect_class, after=cursor, limit=limit
+    )
     return page_of(page, effect_out)
 
 
@@ -77,12 +98,18 @@ def detail(request, effect_id: int = Path(..., ge=1, le=EFFECT_ID_MAX)):
     return effect_out(effect_get(effect_id, tenant=principal(request).tenant))
 
 
-@router.post("/effects/{effect_id}/resolve", response={200: EffectOut, **ERRORS},
-             summary="Settle an unknown effect and unblock its task")
+@router.post(
+    "/effects/{effect_id}/resolve",
+    response={200: EffectOut, **ERRORS},
+    summary="Settle an unknown effect and unblock its task",
+)
 def resolve(request, body: Resolve, effect_id: int = Path(..., ge=1, le=EFFECT_ID_MAX)):
     """Only an `unknown` effect is resolved; any other state is INVALID_TRANSITION (409),
     as is a second resolution racing the first."""
     with operating(request) as who:
         effect = effect_get(effect_id, tenant=who.tenant)  # another tenant's is not found
-        return effect_out(effect_resolve(effect_id=effect.id, outcome=body.outcome, actor=who.actor,
-                                         receipt=body.receipt, note=body.note))
+        return effect_out(
+            effect_resolve(
+                effect_id=effect.id, outcome=body.outcome, actor=who.actor, receipt=body.receipt, note=body.note
+            )
+        )

@@ -24,15 +24,15 @@ from runtime.errors import StewardError
 log = logging.getLogger("console.api")
 
 # Codes only the HTTP layer produces (the runtime's are in runtime/errors.py).
-INVALID_REQUEST = "INVALID_REQUEST"      # 422: a path, query, header or body field does not validate
-MALFORMED_JSON = "MALFORMED_JSON"        # 400: the body is not JSON
-BODY_NOT_UTF8 = "BODY_NOT_UTF8"          # 400: the body's bytes are not UTF-8
+INVALID_REQUEST = "INVALID_REQUEST"  # 422: a path, query, header or body field does not validate
+MALFORMED_JSON = "MALFORMED_JSON"  # 400: the body is not JSON
+BODY_NOT_UTF8 = "BODY_NOT_UTF8"  # 400: the body's bytes are not UTF-8
 UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"  # 415: a body that is not application/json
-BODY_TOO_LARGE = "BODY_TOO_LARGE"        # 413: past DATA_UPLOAD_MAX_MEMORY_SIZE, before it is parsed
-NOT_FOUND = "NOT_FOUND"                  # 404: a path with no route
+BODY_TOO_LARGE = "BODY_TOO_LARGE"  # 413: past DATA_UPLOAD_MAX_MEMORY_SIZE, before it is parsed
+NOT_FOUND = "NOT_FOUND"  # 404: a path with no route
 METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"  # 405: a method the path does not serve
-BAD_REQUEST = "BAD_REQUEST"              # 400: any other refusal ninja raises on its own
-INTERNAL = "INTERNAL"                    # 500: a bug of ours; never bad input
+BAD_REQUEST = "BAD_REQUEST"  # 400: any other refusal ninja raises on its own
+INTERNAL = "INTERNAL"  # 500: a bug of ours; never bad input
 
 
 class Error(Schema):
@@ -42,8 +42,7 @@ class Error(Schema):
 
 
 # The error responses every route documents; a route's own success status is added to it.
-ERRORS = {400: Error, 401: Error, 403: Error, 404: Error, 409: Error, 413: Error, 415: Error, 422: Error,
-          429: Error}
+ERRORS = {400: Error, 401: Error, 403: Error, 404: Error, 409: Error, 413: Error, 415: Error, 422: Error, 429: Error}
 
 
 class BodyError(Exception):
@@ -84,8 +83,7 @@ def _refuse_constant(name: str):
 
 
 def error_response(api: NinjaAPI, request, status: int, code: str, message: str, details=None) -> HttpResponse:
-    return api.create_response(request, {"code": code, "message": message, "details": details or {}},
-                               status=status)
+    return api.create_response(request, {"code": code, "message": message, "details": details or {}}, status=status)
 
 
 def install(api: NinjaAPI) -> None:
@@ -98,11 +96,14 @@ def install(api: NinjaAPI) -> None:
 
     @api.exception_handler(ValidationError)
     def invalid_request(request, exc: ValidationError):
-        fields = [{"loc": _where(e.get("loc", ())), "msg": str(e.get("msg", "invalid")),
-                   "type": str(e.get("type", ""))} for e in exc.errors]
+        fields = [
+            {"loc": _where(e.get("loc", ())), "msg": str(e.get("msg", "invalid")), "type": str(e.get("type", ""))}
+            for e in exc.errors
+        ]
         shown = "; ".join(f"{'.'.join(f['loc'])}: {f['msg']}" for f in fields[:5])
-        return error_response(api, request, 422, INVALID_REQUEST, f"the request does not validate: {shown}",
-                              {"fields": fields})
+        return error_response(
+            api, request, 422, INVALID_REQUEST, f"the request does not validate: {shown}", {"fields": fields}
+        )
 
     @api.exception_handler(AuthenticationError)
     def unauthenticated(request, exc):
@@ -116,7 +117,8 @@ def install(api: NinjaAPI) -> None:
         if isinstance(cause, RequestDataTooBig):
             return too_big(request, cause)
         code = {400: MALFORMED_JSON if "parse" in exc.message else BAD_REQUEST, 404: NOT_FOUND}.get(
-            exc.status_code, BAD_REQUEST)
+            exc.status_code, BAD_REQUEST
+        )
         return error_response(api, request, exc.status_code, code, exc.message)
 
     @api.exception_handler(RequestDataTooBig)

@@ -101,8 +101,9 @@ class InFlightOut(Schema):
     task: uuid.UUID
     name: str
     effect_class: str
-    gateway_route: str | None = Field(description="the credential gateway route serving it now (a stream is cut "
-                                      "at its next chunk), or null")
+    gateway_route: str | None = Field(
+        description="the credential gateway route serving it now (a stream is cut at its next chunk), or null"
+    )
 
 
 class TaskUnderOut(Schema):
@@ -142,49 +143,109 @@ class IdentityOut(Schema):
     principal: str = Field(description="agent:<name>, as its grants name it")
     live_grants: int
     stewards: list[str] = Field(description="operators given the right over its grants (admins have it anyway)")
-    submission: Literal["open", "closed"] = Field(description="closed: its kill switch is on in the tenant "
-                                                  "(GET /agents/{name}/switch)")
+    submission: Literal["open", "closed"] = Field(
+        description="closed: its kill switch is on in the tenant (GET /agents/{name}/switch)"
+    )
 
 
 LIMITS = "effects already committed are not undone; other grants of the principal are not touched"
 
 
 def grant_out(grant) -> dict:
-    state = "revoked" if grant.revoked_at else (
-        "expired" if grant.expires_at and grant.expires_at <= timezone.now() else "live")
-    return {**{f: getattr(grant, f) for f in ("id", "principal", "action", "resource", "expires_at", "granted_by",
-                                               "granted_at", "narrowed_by", "narrowed_at", "revoked_by",
-                                               "revoked_at", "revoke_reason", "revision")}, "state": state}
+    state = (
+        "revoked"
+        if grant.revoked_at
+        else ("expired" if grant.expires_at and grant.expires_at <= timezone.now() else "live")
+    )
+    return {
+        **{
+            f: getattr(grant, f)
+            for f in (
+                "id",
+                "principal",
+                "action",
+                "resource",
+                "expires_at",
+                "granted_by",
+                "granted_at",
+                "narrowed_by",
+                "narrowed_at",
+                "revoked_by",
+                "revoked_at",
+                "revoke_reason",
+                "revision",
+            )
+        },
+        "state": state,
+    }
 
 
 def event_out(event) -> dict:
-    return {"audit_id": event.id, "kind": event.kind, "at": event.at, "actor": event.actor,
-            "reason": event.data.get("reason", ""), "affected_tasks": event.data.get("affected_tasks"),
-            "authz_revision": event.data.get("authz_revision", 0)}
+    return {
+        "audit_id": event.id,
+        "kind": event.kind,
+        "at": event.at,
+        "actor": event.actor,
+        "reason": event.data.get("reason", ""),
+        "affected_tasks": event.data.get("affected_tasks"),
+        "authz_revision": event.data.get("authz_revision", 0),
+    }
 
 
 def decision_out(d) -> dict:
-    return {"id": d.id, "at": d.at, "task": d.task_id, "parent_task": d.parent_task, "epoch": d.epoch,
-            "actor": d.actor, "owner": d.owner, "boundary": d.boundary, "action": d.action, "resource": d.resource,
-            "allowed": d.allowed, "reason_code": d.reason_code, "policy_version": d.policy_version,
-            "authz_revision": d.authz_revision}
+    return {
+        "id": d.id,
+        "at": d.at,
+        "task": d.task_id,
+        "parent_task": d.parent_task,
+        "epoch": d.epoch,
+        "actor": d.actor,
+        "owner": d.owner,
+        "boundary": d.boundary,
+        "action": d.action,
+        "resource": d.resource,
+        "allowed": d.allowed,
+        "reason_code": d.reason_code,
+        "policy_version": d.policy_version,
+        "authz_revision": d.authz_revision,
+    }
 
 
 @router.get("/grants", response={200: list[GrantOut], **ERRORS}, summary="The tenant's grants, filtered")
-def list_grants(request, principal_: Principal | None = Query(None, alias="principal"),
-                action: Action | None = None, resource: Resource | None = None,
-                state: Literal[GRANT_STATES] = "live", limit: int = Query(200, ge=1, le=1000)):
+def list_grants(
+    request,
+    principal_: Principal | None = Query(None, alias="principal"),
+    action: Action | None = None,
+    resource: Resource | None = None,
+    state: Literal[GRANT_STATES] = "live",
+    limit: int = Query(200, ge=1, le=1000),
+):
     """Newest first. `resource` keeps the grants whose pattern covers it or lies within it."""
-    return [grant_out(g) for g in grants_filtered(tenant=principal(request).tenant, principal=principal_,
-                                                  action=action, resource=resource, state=state, limit=limit)]
+    return [
+        grant_out(g)
+        for g in grants_filtered(
+            tenant=principal(request).tenant,
+            principal=principal_,
+            action=action,
+            resource=resource,
+            state=state,
+            limit=limit,
+        )
+    ]
 
 
 @router.post("/grants", response={201: GrantOut, **ERRORS}, summary="Create a grant")
 def create_grant(request, body: GrantIn):
     with operating(request) as who:
         require_grant_change(who, body.principal)
-        grant = grant_create(tenant=who.tenant, principal=body.principal, action=body.action,
-                             resource=body.resource, expires_at=body.expires_at, actor=who.actor)
+        grant = grant_create(
+            tenant=who.tenant,
+            principal=body.principal,
+            action=body.action,
+            resource=body.resource,
+            expires_at=body.expires_at,
+            actor=who.actor,
+        )
     return Status(201, grant_out(grant))
 
 
@@ -194,17 +255,32 @@ def get_grant(request, grant_id: int = grant_id_path()):
     return {**grant_out(grant), "history": [event_out(e) for e in grant_history(grant)]}
 
 
-@router.get("/grants/{grant_id}/preview", response={200: PreviewOut, **ERRORS},
-            summary="What narrowing or revoking the grant would reach")
+@router.get(
+    "/grants/{grant_id}/preview",
+    response={200: PreviewOut, **ERRORS},
+    summary="What narrowing or revoking the grant would reach",
+)
 def preview_grant(request, grant_id: int = grant_id_path()):
     """The live tasks acting under the grant's principal and below them (counted by the
     same selector the revoke's audit event uses), their calls in flight, and the limits."""
     preview = revocation_preview(tenant=principal(request).tenant, grant_id=grant_id)
-    return {"grant": grant_out(preview.grant), "affected_tasks": preview.count,
-            "tasks": [{"id": t.id, "agent": t.agent, "status": t.status} for t in preview.tasks[:1000]],
-            "in_flight": [{"effect": e.id, "task": e.task_id, "name": e.name, "effect_class": e.effect_class,
-                           "gateway_route": e.gateway_route}
-                          for e in preview.in_flight], "authz_revision": preview.revision, "limits": LIMITS}
+    return {
+        "grant": grant_out(preview.grant),
+        "affected_tasks": preview.count,
+        "tasks": [{"id": t.id, "agent": t.agent, "status": t.status} for t in preview.tasks[:1000]],
+        "in_flight": [
+            {
+                "effect": e.id,
+                "task": e.task_id,
+                "name": e.name,
+                "effect_class": e.effect_class,
+                "gateway_route": e.gateway_route,
+            }
+            for e in preview.in_flight
+        ],
+        "authz_revision": preview.revision,
+        "limits": LIMITS,
+    }
 
 
 @router.post("/grants/{grant_id}/narrow", response={200: GrantOut, **ERRORS}, summary="Narrow a grant")
@@ -213,8 +289,16 @@ def narrow_grant(request, body: NarrowIn, grant_id: int = grant_id_path()):
     with operating(request) as who:
         grant = grant_get(grant_id=grant_id, tenant=who.tenant)
         require_grant_change(who, grant.principal)
-        return grant_out(grant_narrow(grant_id=grant.id, tenant=who.tenant, resource=body.resource,
-                                      expires_at=body.expires_at, actor=who.actor, reason=body.reason))
+        return grant_out(
+            grant_narrow(
+                grant_id=grant.id,
+                tenant=who.tenant,
+                resource=body.resource,
+                expires_at=body.expires_at,
+                actor=who.actor,
+                reason=body.reason,
+            )
+        )
 
 
 @router.post("/grants/{grant_id}/revoke", response={200: GrantOut, **ERRORS}, summary="Revoke a grant")
@@ -228,23 +312,47 @@ def revoke_grant(request, body: RevokeIn, grant_id: int = grant_id_path()):
 
 
 @router.get("/decisions", response={200: Page[DecisionOut], **ERRORS}, summary="The tenant's decisions, filtered")
-def list_decisions(request, task: uuid.UUID | None = None, allowed: bool | None = None,
-                   boundary: Literal[BOUNDARIES] | None = None, principal_: Principal | None = Query(
-                       None, alias="principal", description="the acting agent:<name> or the owner user:<name>"),
-                   cursor: str | None = cursor_query(), limit: int = limit_query()):
-    page = decisions_page(tenant=principal(request).tenant, task=task, allowed=allowed, boundary=boundary,
-                          principal=principal_, after=cursor, limit=limit)
+def list_decisions(
+    request,
+    task: uuid.UUID | None = None,
+    allowed: bool | None = None,
+    boundary: Literal[BOUNDARIES] | None = None,
+    principal_: Principal | None = Query(
+        None, alias="principal", description="the acting agent:<name> or the owner user:<name>"
+    ),
+    cursor: str | None = cursor_query(),
+    limit: int = limit_query(),
+):
+    page = decisions_page(
+        tenant=principal(request).tenant,
+        task=task,
+        allowed=allowed,
+        boundary=boundary,
+        principal=principal_,
+        after=cursor,
+        limit=limit,
+    )
     return page_of(page, decision_out)
 
 
-@router.get("/agent-identities", response={200: list[IdentityOut], **ERRORS},
-            summary="The registered agents as principals of the tenant")
+@router.get(
+    "/agent-identities",
+    response={200: list[IdentityOut], **ERRORS},
+    summary="The registered agents as principals of the tenant",
+)
 def list_identities(request):
     who = principal(request)
     counts: dict[str, int] = {}
     for grant in grants_of(tenant=who.tenant):
         counts[grant.principal] = counts.get(grant.principal, 0) + 1
     closed = agent_switches(tenant=who.tenant)
-    return [{"name": a.name, "principal": f"agent:{a.name}", "live_grants": counts.get(f"agent:{a.name}", 0),
-             "stewards": agent_stewards(who, a.name), "submission": "closed" if a.name in closed else "open"}
-            for a in agent_list()]
+    return [
+        {
+            "name": a.name,
+            "principal": f"agent:{a.name}",
+            "live_grants": counts.get(f"agent:{a.name}", 0),
+            "stewards": agent_stewards(who, a.name),
+            "submission": "closed" if a.name in closed else "open",
+        }
+        for a in agent_list()
+    ]

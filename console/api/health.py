@@ -29,16 +29,26 @@ class HealthOut(Schema):
     sweep_age_seconds: float | None
     live_workers: int
     live_supervisors: int
-    last_sweep_by: str | None = Field(description="the process that made the last sweep: a `steward supervise` "
-                                      "process (supervisor:...) or a worker running Celery beat's sweep (worker:...)")
+    last_sweep_by: str | None = Field(
+        description="the process that made the last sweep: a `steward supervise` "
+        "process (supervisor:...) or a worker running Celery beat's sweep (worker:...)"
+    )
 
 
 @router.get("/health", auth=None, response={200: HealthOut, 503: HealthOut, **ERRORS}, summary="Health")
 def health(request):
     """200 when every part is well, 503 (with the same body) when one is not."""
     h = fleet_health()
-    body = {"ok": h.ok, "database": h.database_ms is not None, "database_ms": h.database_ms,
-            "broker": h.broker_ms is not None, "broker_ms": h.broker_ms, "last_sweep_at": h.last_sweep_at,
-            "sweep_age_seconds": h.sweep_age_seconds, "live_workers": h.live_workers,
-            "live_supervisors": h.live_supervisors, "last_sweep_by": h.last_sweep_by}
+    body = {
+        "ok": h.ok,
+        "database": h.database_ms is not None,
+        "database_ms": h.database_ms,
+        "broker": h.broker_ms is not None,
+        "broker_ms": h.broker_ms,
+        "last_sweep_at": h.last_sweep_at,
+        "sweep_age_seconds": h.sweep_age_seconds,
+        "live_workers": h.live_workers,
+        "live_supervisors": h.live_supervisors,
+        "last_sweep_by": h.last_sweep_by,
+    }
     return Status(200 if h.ok else 503, body)

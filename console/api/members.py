@@ -20,6 +20,7 @@ from console.models import ROLES
 
 router = Router(tags=["members"])
 
+
 # auth_user.username: up to 150 of letters, digits and @.+-_ (Django's validator).
 def username_path():
     return Path(..., min_length=1, max_length=150, pattern=r"^[\w.@+-]+$", description="the person's username")
@@ -44,8 +45,12 @@ class RemovedOut(Schema):
 
 
 def member_out(membership) -> dict:
-    return {"username": membership.user.get_username(), "role": membership.role, "since": membership.created_at,
-            "last_login": membership.user.last_login}
+    return {
+        "username": membership.user.get_username(),
+        "role": membership.role,
+        "since": membership.created_at,
+        "last_login": membership.user.last_login,
+    }
 
 
 @router.get("/members", response={200: list[MemberOut], **ERRORS}, summary="The tenant's members")
@@ -65,8 +70,11 @@ def put_member(request, body: RoleIn, username: str = username_path()):
 
 
 @router.delete("/members/{username}", response={200: RemovedOut, **ERRORS}, summary="Remove a member")
-def delete_member(request, username: str = username_path(),
-                  reason: str = Query("", max_length=2000, description="kept in the audit row")):
+def delete_member(
+    request,
+    username: str = username_path(),
+    reason: str = Query("", max_length=2000, description="kept in the audit row"),
+):
     """They lose access at once, in the console and the API, and their tokens for this
     tenant are revoked. Removing the tenant's last admin is LAST_ADMIN (409)."""
     with operating(request) as who:

@@ -34,9 +34,15 @@ class Limits(Schema):
 
 def pool_out(usage) -> dict:
     pool = usage.pool
-    return {"name": pool.name, "max_running": pool.max_running, "max_queued": pool.max_queued,
-            "running": usage.running, "queued": usage.queued, "slots_held": usage.slots_held,
-            "created_at": pool.created_at}
+    return {
+        "name": pool.name,
+        "max_running": pool.max_running,
+        "max_queued": pool.max_queued,
+        "running": usage.running,
+        "queued": usage.queued,
+        "slots_held": usage.slots_held,
+        "created_at": pool.created_at,
+    }
 
 
 @router.get("/pools", response={200: Page[PoolOut], **ERRORS}, summary="Pools by name, with occupancy")

@@ -6,7 +6,7 @@ The constraints live in the schema, so the OpenAPI document states them and a cl
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Generic, TypeVar
 
 from ninja import Query, Schema
@@ -24,12 +24,11 @@ Name = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=PR
 PoolName = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[a-z0-9][a-z0-9_.-]*$")]
 
 
-
 def _in_utc(value: datetime) -> datetime:
     # PostgreSQL compares in UTC, and an offset can carry a valid local time past
     # datetime's range there (9999-12-31T23:59-23:59): refuse it here as a field error.
     try:
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
     except OverflowError:
         raise ValueError("this time, in UTC, is outside years 1 to 9999") from None
 

@@ -59,14 +59,17 @@ class StopOut(Schema):
     bound_seconds: float = Field(description="how long each level of the tree waits for its boundaries")
     finished_at: datetime | None = Field(description="when its last task was cancelled; null while stopping")
     outcome: Literal["acknowledged", "bounded"] | None = Field(
-        description="acknowledged: every boundary answered; bounded: a bound passed first")
+        description="acknowledged: every boundary answered; bounded: a bound passed first"
+    )
     state: Literal["stopping", "cancelled", "cancelled at its bound", "nothing was live"]
 
 
 class BoundaryOut(Schema):
     boundary: Literal[states.STOP_BOUNDARIES]
-    state: Literal[ROW_STATES] = Field(description="acknowledged; waiting (the task is still stopping); missing "
-                                                   "(cancelled at its bound without it); late (after that)")
+    state: Literal[ROW_STATES] = Field(
+        description="acknowledged; waiting (the task is still stopping); missing "
+        "(cancelled at its bound without it); late (after that)"
+    )
     at: datetime | None
     by: str = Field(description="the process or service that acknowledged")
     detail: dict[str, Any] = Field(description="what it reported")
@@ -91,7 +94,8 @@ class CallOut(Schema):
     action: str
     resource: str
     outcome: Literal["admitted", "partial"] = Field(
-        description="admitted: no answer recorded (in flight, or unresolved); partial: cut part-way")
+        description="admitted: no answer recorded (in flight, or unresolved); partial: cut part-way"
+    )
     started_at: datetime
     finished_at: datetime | None
 
@@ -165,21 +169,41 @@ class ReopenOut(SwitchOut):
 
 
 def started_out(started) -> dict:
-    return {"stop_id": started.stop_id, "tasks": started.tasks, "cancelled": started.cancelled,
-            "stopping": started.stopping}
+    return {
+        "stop_id": started.stop_id,
+        "tasks": started.tasks,
+        "cancelled": started.cancelled,
+        "stopping": started.stopping,
+    }
 
 
 def stop_out(summary) -> dict:
     stop = summary.stop
-    return {"id": stop.id, "task": stop.task_id, "agent": stop.agent, "actor": stop.actor, "reason": stop.reason,
-            "requested_at": stop.requested_at, "bound_seconds": stop.bound_seconds, "finished_at": stop.finished_at,
-            "outcome": stop.outcome, "state": summary.outcome_words}
+    return {
+        "id": stop.id,
+        "task": stop.task_id,
+        "agent": stop.agent,
+        "actor": stop.actor,
+        "reason": stop.reason,
+        "requested_at": stop.requested_at,
+        "bound_seconds": stop.bound_seconds,
+        "finished_at": stop.finished_at,
+        "outcome": stop.outcome,
+        "state": summary.outcome_words,
+    }
 
 
 def call_out(call) -> dict:
-    return {"id": call.id, "task": call.task_id, "route": call.route, "action": call.action,
-            "resource": call.resource, "outcome": call.outcome, "started_at": call.started_at,
-            "finished_at": call.finished_at}
+    return {
+        "id": call.id,
+        "task": call.task_id,
+        "route": call.route,
+        "action": call.action,
+        "resource": call.resource,
+        "outcome": call.outcome,
+        "started_at": call.started_at,
+        "finished_at": call.finished_at,
+    }
 
 
 def brief_out(task) -> dict:
@@ -189,19 +213,39 @@ def brief_out(task) -> dict:
 def summary_out(summary) -> dict:
     last = summary.to_last_ack
     return {
-        "stop": stop_out(summary), "read_at": summary.read_at, "task_count": summary.task_count,
-        "stopping": summary.stopping, "acks": summary.acks, "complete": summary.complete, "counts": summary.counts,
-        "tasks": [{"id": t.task.id, "agent": t.task.agent, "status": t.task.status, "parent": t.task.parent_id,
-                   "deadline": t.deadline, "bound_passed": t.bound_passed, "cancelled_at": t.cancelled_at,
-                   "left": t.left,
-                   "boundaries": [{"boundary": r.boundary, "state": r.state, "at": r.at, "by": r.by,
-                                   "detail": r.detail} for r in t.rows]} for t in summary.tasks],
-        "tasks_more": summary.tasks_more, "last_ack_at": summary.last_ack_at,
+        "stop": stop_out(summary),
+        "read_at": summary.read_at,
+        "task_count": summary.task_count,
+        "stopping": summary.stopping,
+        "acks": summary.acks,
+        "complete": summary.complete,
+        "counts": summary.counts,
+        "tasks": [
+            {
+                "id": t.task.id,
+                "agent": t.task.agent,
+                "status": t.task.status,
+                "parent": t.task.parent_id,
+                "deadline": t.deadline,
+                "bound_passed": t.bound_passed,
+                "cancelled_at": t.cancelled_at,
+                "left": t.left,
+                "boundaries": [
+                    {"boundary": r.boundary, "state": r.state, "at": r.at, "by": r.by, "detail": r.detail}
+                    for r in t.rows
+                ],
+            }
+            for t in summary.tasks
+        ],
+        "tasks_more": summary.tasks_more,
+        "last_ack_at": summary.last_ack_at,
         "to_last_ack_ms": round(last.total_seconds() * 1000, 3) if last is not None else None,
-        "committed_before": effects_out(summary.committed_before), "in_flight": effects_out(summary.in_flight),
+        "committed_before": effects_out(summary.committed_before),
+        "in_flight": effects_out(summary.in_flight),
         "settled_since": effects_out(summary.settled_since),
         "calls": {"items": [call_out(c) for c in summary.calls], "more": summary.calls.more},
-        "unresolved": summary.unresolved}
+        "unresolved": summary.unresolved,
+    }
 
 
 def effects_out(capped) -> dict:
@@ -209,16 +253,26 @@ def effects_out(capped) -> dict:
 
 
 def preview_out(preview) -> dict:
-    return {"count": preview.count, "tasks": [brief_out(t) for t in preview.tasks], "tasks_more": preview.tasks.more,
-            "already_stopping": [brief_out(t) for t in preview.already_stopping],
-            "in_flight": effects_out(preview.in_flight),
-            "calls": {"items": [call_out(c) for c in preview.calls], "more": preview.calls.more},
-            "limits": preview.limits}
+    return {
+        "count": preview.count,
+        "tasks": [brief_out(t) for t in preview.tasks],
+        "tasks_more": preview.tasks.more,
+        "already_stopping": [brief_out(t) for t in preview.already_stopping],
+        "in_flight": effects_out(preview.in_flight),
+        "calls": {"items": [call_out(c) for c in preview.calls], "more": preview.calls.more},
+        "limits": preview.limits,
+    }
 
 
 def switch_out(state) -> dict:
-    return {"agent": state.agent, "submission": "closed" if state.closed else "open", "changed_by": state.changed_by,
-            "changed_at": state.changed_at, "reason": state.reason, "stop_id": state.stop_id}
+    return {
+        "agent": state.agent,
+        "submission": "closed" if state.closed else "open",
+        "changed_by": state.changed_by,
+        "changed_at": state.changed_at,
+        "reason": state.reason,
+        "stop_id": state.stop_id,
+    }
 
 
 def _stop(request, task_id, body: StopIn) -> dict:
@@ -227,8 +281,9 @@ def _stop(request, task_id, body: StopIn) -> dict:
         return started_out(task_stop(task_id=task.id, actor=who.actor, reason=body.reason))
 
 
-@router.post("/tasks/{task_id}/stop", response={200: StopStartedOut, **ERRORS},
-             summary="Stop a task and its live descendants")
+@router.post(
+    "/tasks/{task_id}/stop", response={200: StopStartedOut, **ERRORS}, summary="Stop a task and its live descendants"
+)
 def stop(request, task_id: uuid.UUID, body: StopIn):
     """Every live task of the tree moves to `stopping` in one transaction, which closes
     its admission at every boundary; each becomes `cancelled` once its four boundaries
@@ -238,24 +293,29 @@ def stop(request, task_id: uuid.UUID, body: StopIn):
     return _stop(request, task_id, body)
 
 
-@router.post("/tasks/{task_id}/cancel", response={200: StopStartedOut, **ERRORS},
-             summary="The same as /stop (its former name)")
+@router.post(
+    "/tasks/{task_id}/cancel", response={200: StopStartedOut, **ERRORS}, summary="The same as /stop (its former name)"
+)
 def cancel(request, task_id: uuid.UUID, body: StopIn):
     """POST /tasks/{id}/stop under its former name: the same stop, the same answer, and
     a reason is required here too."""
     return _stop(request, task_id, body)
 
 
-@router.get("/tasks/{task_id}/stop-preview", response={200: PreviewOut, **ERRORS},
-            summary="What stopping the task would cover")
+@router.get(
+    "/tasks/{task_id}/stop-preview", response={200: PreviewOut, **ERRORS}, summary="What stopping the task would cover"
+)
 def preview(request, task_id: uuid.UUID):
     """The live tasks of its tree a stop would move to stopping, their effects with no
     outcome yet and their gateway calls in flight, read now."""
     return preview_out(stop_preview(task_id=task_id, tenant=principal(request).tenant))
 
 
-@router.get("/tasks/{task_id}/stop-summary", response={200: SummaryOut, **ERRORS},
-            summary="The task's latest stop, boundary by boundary")
+@router.get(
+    "/tasks/{task_id}/stop-summary",
+    response={200: SummaryOut, **ERRORS},
+    summary="The task's latest stop, boundary by boundary",
+)
 def task_summary(request, task_id: uuid.UUID):
     """STOP_NOT_FOUND (404) if the task was never stopped."""
     return summary_out(stop_summary(task_id=task_id, tenant=principal(request).tenant))
@@ -266,8 +326,7 @@ def get_stop(request, stop_id: uuid.UUID):
     return summary_out(stop_summary(stop_id=stop_id, tenant=principal(request).tenant))
 
 
-@router.post("/tasks/{task_id}/rerun", response={201: RerunOut, **ERRORS},
-             summary="A new run of a cancelled task")
+@router.post("/tasks/{task_id}/rerun", response={201: RerunOut, **ERRORS}, summary="A new run of a cancelled task")
 def rerun(request, task_id: uuid.UUID, body: RerunIn):
     """A new task (new id, same agent, input, owner and pool, no caller key) whose
     `rerun_of` names the old one; nothing of the old run carries over. Only a cancelled
@@ -278,22 +337,31 @@ def rerun(request, task_id: uuid.UUID, body: RerunIn):
     return Status(201, {"id": made, "rerun_of": task.id})
 
 
-@router.get("/agents/{name}/switch", response={200: SwitchOut, **ERRORS},
-            summary="Whether the agent's submission is open in the tenant")
+@router.get(
+    "/agents/{name}/switch",
+    response={200: SwitchOut, **ERRORS},
+    summary="Whether the agent's submission is open in the tenant",
+)
 def switch(request, name: Name):
     info = agent_get(name)
     return switch_out(agent_switch(tenant=principal(request).tenant, agent=info.name))
 
 
-@router.get("/agents/{name}/stop-preview", response={200: PreviewOut, **ERRORS},
-            summary="What the agent's kill switch would stop")
+@router.get(
+    "/agents/{name}/stop-preview",
+    response={200: PreviewOut, **ERRORS},
+    summary="What the agent's kill switch would stop",
+)
 def agent_preview(request, name: Name):
     info = agent_get(name)
     return preview_out(agent_stop_preview(tenant=principal(request).tenant, agent=info.name))
 
 
-@router.post("/agents/{name}/stop", response={200: StopStartedOut, **ERRORS},
-             summary="The kill switch: close submission and stop every live task of the agent")
+@router.post(
+    "/agents/{name}/stop",
+    response={200: StopStartedOut, **ERRORS},
+    summary="The kill switch: close submission and stop every live task of the agent",
+)
 def stop_agent(request, name: Name, body: StopIn):
     """In the token's tenant: from its commit no task of the agent is admitted
     (AGENT_STOPPED, 409, on submit) until POST /agents/{name}/reopen, and every live
@@ -304,8 +372,7 @@ def stop_agent(request, name: Name, body: StopIn):
         return started_out(agent_stop(tenant=who.tenant, agent=info.name, actor=who.actor, reason=body.reason))
 
 
-@router.post("/agents/{name}/reopen", response={200: ReopenOut, **ERRORS},
-             summary="Open the agent's submission again")
+@router.post("/agents/{name}/reopen", response={200: ReopenOut, **ERRORS}, summary="Open the agent's submission again")
 def reopen_agent(request, name: Name, body: StopIn):
     """Tasks the kill switch cancelled stay cancelled (resume or rerun them one by one)."""
     info = agent_get(name)

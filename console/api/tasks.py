@@ -80,18 +80,25 @@ class TaskOut(TaskSummary):
     spawn_seq: int | None
     queued_at: datetime | None
     started_at: datetime | None
-    stop: uuid.UUID | None = Field(description="the stop it is (or was last) under: GET /stops/{id}; null: none, "
-                                               "or a resume cleared it (GET /tasks/{id}/stop-summary still finds it)")
+    stop: uuid.UUID | None = Field(
+        description="the stop it is (or was last) under: GET /stops/{id}; null: none, "
+        "or a resume cleared it (GET /tasks/{id}/stop-summary still finds it)"
+    )
     stop_deadline: datetime | None = Field(description="while stopping: when its stop stops waiting for it")
     rerun_of: uuid.UUID | None = Field(description="the cancelled task this is a deliberate new run of")
-    blocked_reason: str | None = Field(description="while blocked: effect_unknown, authority_denied, "
-                                                   "approval_pending, breaker_tripped or tree_paused")
-    breaker: str | None = Field(description="while blocked by a breaker: which one (docs/limits.md); "
-                                            "`error` holds its limit and what was observed")
+    blocked_reason: str | None = Field(
+        description="while blocked: effect_unknown, authority_denied, approval_pending, breaker_tripped or tree_paused"
+    )
+    breaker: str | None = Field(
+        description="while blocked by a breaker: which one (docs/limits.md); "
+        "`error` holds its limit and what was observed"
+    )
     breaker_limits: dict[str, int] | None = Field(description="limits an operator set for this task alone")
-    tree_pause: TreePauseOut | None = Field(description="its tree's open pause: a fan-out breaker tripped in the "
-                                                        "tree, and no task of it takes a new step or spawns until a "
-                                                        "resume of any of them lifts it (docs/limits.md)")
+    tree_pause: TreePauseOut | None = Field(
+        description="its tree's open pause: a fan-out breaker tripped in the "
+        "tree, and no task of it takes a new step or spawns until a "
+        "resume of any of them lifts it (docs/limits.md)"
+    )
 
 
 class Resumed(TaskOut):
@@ -126,73 +133,151 @@ class Resume(Schema):
     note: str = Field("", max_length=2000)
     # Checked by the runtime (arguments.breaker_limits), whatever JSON arrives: a value
     # out of its bounds is 400 ARGUMENT_OUT_OF_RANGE, an unknown key 400 INVALID_ARGUMENT.
-    limits: dict[str, Any] | None = Field(None, description="breaker limits for this task alone, over its agent's "
-                                                            "and the fleet's (docs/limits.md): max_children, "
-                                                            "max_depth, max_spawns_per_minute, max_steps, "
-                                                            "max_wall_clock_seconds; integers from 1")
+    limits: dict[str, Any] | None = Field(
+        None,
+        description="breaker limits for this task alone, over its agent's "
+        "and the fleet's (docs/limits.md): max_children, "
+        "max_depth, max_spawns_per_minute, max_steps, "
+        "max_wall_clock_seconds; integers from 1",
+    )
 
 
 def summary_out(task) -> dict:
-    return {"id": task.id, "agent": task.agent, "status": task.status, "tenant": task.tenant, "owner": task.owner,
-            "pool": task.pool_id, "epoch": task.epoch, "parent": task.parent_id, "root": task.root_id,
-            "idempotency_key": task.idempotency_key, "status_note": task.status_note,
-            "created_at": task.created_at, "updated_at": task.updated_at, "finished_at": task.finished_at}
+    return {
+        "id": task.id,
+        "agent": task.agent,
+        "status": task.status,
+        "tenant": task.tenant,
+        "owner": task.owner,
+        "pool": task.pool_id,
+        "epoch": task.epoch,
+        "parent": task.parent_id,
+        "root": task.root_id,
+        "idempotency_key": task.idempotency_key,
+        "status_note": task.status_note,
+        "created_at": task.created_at,
+        "updated_at": task.updated_at,
+        "finished_at": task.finished_at,
+    }
 
 
 def task_out(task) -> dict:
-    return {**summary_out(task), "input": task.input, "output": task.output, "error": task.error,
-            "next_reason": task.next_reason, "crash_count": task.crash_count, "wake_at": task.wake_at,
-            "waiting_on": task.waiting_on, "spawn_seq": task.spawn_seq, "queued_at": task.queued_at,
-            "started_at": task.started_at, "stop": task.stop_id, "stop_deadline": task.stop_deadline,
-            "rerun_of": task.rerun_of_id, "blocked_reason": task.blocked_reason, "breaker": task.breaker,
-            "breaker_limits": task.breaker_limits, "tree_pause": tree_pause_out(tree_pause_of(task))}
+    return {
+        **summary_out(task),
+        "input": task.input,
+        "output": task.output,
+        "error": task.error,
+        "next_reason": task.next_reason,
+        "crash_count": task.crash_count,
+        "wake_at": task.wake_at,
+        "waiting_on": task.waiting_on,
+        "spawn_seq": task.spawn_seq,
+        "queued_at": task.queued_at,
+        "started_at": task.started_at,
+        "stop": task.stop_id,
+        "stop_deadline": task.stop_deadline,
+        "rerun_of": task.rerun_of_id,
+        "blocked_reason": task.blocked_reason,
+        "breaker": task.breaker,
+        "breaker_limits": task.breaker_limits,
+        "tree_pause": tree_pause_out(tree_pause_of(task)),
+    }
 
 
 def tree_pause_out(pause) -> dict | None:
     if pause is None:
         return None
-    return {"id": pause.id, "root": pause.root_id, "tripped_task": pause.task_id, "breaker": pause.breaker,
-            "limit": pause.limit, "observed": pause.observed, "paused_at": pause.paused_at,
-            "held_at_pause": pause.held_at_pause, "holding": pause.holding, "running": pause.running}
+    return {
+        "id": pause.id,
+        "root": pause.root_id,
+        "tripped_task": pause.task_id,
+        "breaker": pause.breaker,
+        "limit": pause.limit,
+        "observed": pause.observed,
+        "paused_at": pause.paused_at,
+        "held_at_pause": pause.held_at_pause,
+        "holding": pause.holding,
+        "running": pause.running,
+    }
 
 
 def step_out(step) -> dict:
-    return {"seq": step.seq, "name": step.name, "kind": step.kind, "output": step.output, "error": step.error,
-            "epoch": step.epoch, "started_at": step.started_at, "finished_at": step.finished_at,
-            "duration_ms": round((step.finished_at - step.started_at).total_seconds() * 1000, 3)}
+    return {
+        "seq": step.seq,
+        "name": step.name,
+        "kind": step.kind,
+        "output": step.output,
+        "error": step.error,
+        "epoch": step.epoch,
+        "started_at": step.started_at,
+        "finished_at": step.finished_at,
+        "duration_ms": round((step.finished_at - step.started_at).total_seconds() * 1000, 3),
+    }
 
 
 def attempt_out(attempt) -> dict:
-    return {"epoch": attempt.epoch, "worker": attempt.worker, "reason": attempt.reason,
-            "started_at": attempt.started_at, "heartbeat_at": attempt.heartbeat_at,
-            "lease_expires_at": attempt.lease_expires_at, "ended_at": attempt.ended_at,
-            "end_reason": attempt.end_reason}
+    return {
+        "epoch": attempt.epoch,
+        "worker": attempt.worker,
+        "reason": attempt.reason,
+        "started_at": attempt.started_at,
+        "heartbeat_at": attempt.heartbeat_at,
+        "lease_expires_at": attempt.lease_expires_at,
+        "ended_at": attempt.ended_at,
+        "end_reason": attempt.end_reason,
+    }
 
 
 @router.post("/tasks", response={200: Submitted, 201: Submitted, **ERRORS}, summary="Submit a task")
-def submit(request, body: TaskSubmit,
-           idempotency_key: str | None = Header(None, alias="Idempotency-Key", max_length=200,
-                                                pattern=r"^[^\x00-\x1f\x7f]+$")):
+def submit(
+    request,
+    body: TaskSubmit,
+    idempotency_key: str | None = Header(None, alias="Idempotency-Key", max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$"),
+):
     """Create a task owned by the token's person in its tenant. With an `Idempotency-Key`,
     the same key and input return the task made earlier (200) whatever its status; the
     same key with another agent or input is IDEMPOTENCY_CONFLICT (409). A new task is 201.
     An input that does not fit the agent's schema is 422 naming each failing field."""
     with operating(request) as who:
-        made = task_submit(agent=body.agent, input=body.input, tenant=who.tenant, owner=who.actor,
-                           actor=who.actor, idempotency_key=idempotency_key, pool=body.pool)
+        made = task_submit(
+            agent=body.agent,
+            input=body.input,
+            tenant=who.tenant,
+            owner=who.actor,
+            actor=who.actor,
+            idempotency_key=idempotency_key,
+            pool=body.pool,
+        )
     return Status(201 if made.created else 200, {"id": made.task_id, "status": made.status, "created": made.created})
 
 
 @router.get("/tasks", response={200: Page[TaskSummary], **ERRORS}, summary="List tasks, newest first")
-def list_tasks(request, status: TaskStatus | None = None, agent: Name | None = None, pool: PoolName | None = None,
-               parent: uuid.UUID | None = None, root: uuid.UUID | None = None,
-               created_after: Moment | None = None, created_before: Moment | None = None,
-               cursor: str | None = cursor_query(), limit: int = limit_query()):
+def list_tasks(
+    request,
+    status: TaskStatus | None = None,
+    agent: Name | None = None,
+    pool: PoolName | None = None,
+    parent: uuid.UUID | None = None,
+    root: uuid.UUID | None = None,
+    created_after: Moment | None = None,
+    created_before: Moment | None = None,
+    cursor: str | None = cursor_query(),
+    limit: int = limit_query(),
+):
     """Keyset pages (docs/api.md): tasks submitted while a client pages never make a page
     repeat or skip a task. `created_after` is inclusive, `created_before` exclusive."""
-    page = task_page(tenant=principal(request).tenant, status=status, agent=agent, pool=pool, parent=parent,
-                     root=root, created_after=created_after, created_before=created_before, after=cursor,
-                     limit=limit)
+    page = task_page(
+        tenant=principal(request).tenant,
+        status=status,
+        agent=agent,
+        pool=pool,
+        parent=parent,
+        root=root,
+        created_after=created_after,
+        created_before=created_before,
+        after=cursor,
+        limit=limit,
+    )
     return page_of(page, summary_out)
 
 
@@ -201,44 +286,56 @@ def detail(request, task_id: uuid.UUID):
     return task_out(task_get(task_id, tenant=principal(request).tenant))
 
 
-@router.get("/tasks/{task_id}/steps", response={200: Page[StepOut], **ERRORS},
-            summary="A task's journal, newest step first")
+@router.get(
+    "/tasks/{task_id}/steps", response={200: Page[StepOut], **ERRORS}, summary="A task's journal, newest step first"
+)
 def steps(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limit: int = limit_query()):
     return page_of(step_page(task=task_id, tenant=principal(request).tenant, after=cursor, limit=limit), step_out)
 
 
-@router.get("/tasks/{task_id}/attempts", response={200: Page[AttemptOut], **ERRORS},
-            summary="A task's attempts, newest first")
+@router.get(
+    "/tasks/{task_id}/attempts", response={200: Page[AttemptOut], **ERRORS}, summary="A task's attempts, newest first"
+)
 def attempts(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limit: int = limit_query()):
-    return page_of(attempt_page(task=task_id, tenant=principal(request).tenant, after=cursor, limit=limit),
-                   attempt_out)
+    return page_of(attempt_page(task=task_id, tenant=principal(request).tenant, after=cursor, limit=limit), attempt_out)
 
 
-@router.get("/tasks/{task_id}/effects", response={200: Page[EffectOut], **ERRORS},
-            summary="A task's effect ledger, by step, newest first")
+@router.get(
+    "/tasks/{task_id}/effects",
+    response={200: Page[EffectOut], **ERRORS},
+    summary="A task's effect ledger, by step, newest first",
+)
 def effects(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limit: int = limit_query()):
-    return page_of(effect_page(tenant=principal(request).tenant, task=task_id, after=cursor, limit=limit),
-                   effect_out)
+    return page_of(effect_page(tenant=principal(request).tenant, task=task_id, after=cursor, limit=limit), effect_out)
 
 
-@router.get("/tasks/{task_id}/children", response={200: Page[TaskSummary], **ERRORS},
-            summary="A task's children, newest spawn first")
+@router.get(
+    "/tasks/{task_id}/children",
+    response={200: Page[TaskSummary], **ERRORS},
+    summary="A task's children, newest spawn first",
+)
 def children(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limit: int = limit_query()):
     tenant = principal(request).tenant
     task_get(task_id, tenant=tenant)  # another tenant's task is not found, not an empty page
     return page_of(task_page(tenant=tenant, parent=task_id, after=cursor, limit=limit), summary_out)
 
 
-@router.get("/tasks/{task_id}/audit", response={200: Page[AuditEventOut], **ERRORS},
-            summary="A task's audit chain, newest first")
+@router.get(
+    "/tasks/{task_id}/audit",
+    response={200: Page[AuditEventOut], **ERRORS},
+    summary="A task's audit chain, newest first",
+)
 def audit(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limit: int = limit_query()):
     tenant = principal(request).tenant
     task_get(task_id, tenant=tenant)
     return page_of(audit_page(tenant=tenant, task=task_id, after=cursor, limit=limit), audit_out)
 
 
-@router.post("/tasks/{task_id}/resume", response={200: Resumed, **ERRORS},
-             summary="Queue a dead, failed, cancelled, denied, tripped or paused task again")
+@router.post(
+    "/tasks/{task_id}/resume",
+    response={200: Resumed, **ERRORS},
+    summary="Queue a dead, failed, cancelled, denied, tripped or paused task again",
+)
 def resume(request, task_id: uuid.UUID, body: Resume | None = None):
     """Refused (409) while its last attempt has not stopped, or from any other status.
     In a paused tree it also lifts the pause: `tree_queued` other tasks are queued again.
@@ -247,5 +344,8 @@ def resume(request, task_id: uuid.UUID, body: Resume | None = None):
     with operating(request) as who:
         task = task_get(task_id, tenant=who.tenant)
         resumed = task_resume(task_id=task.id, actor=who.actor, note=body.note, limits=body.limits)
-    return {**task_out(task_get(task.id, tenant=who.tenant)), "tree_pause_lifted": resumed.pause_id,
-            "tree_queued": resumed.tree_queued}
+    return {
+        **task_out(task_get(task.id, tenant=who.tenant)),
+        "tree_pause_lifted": resumed.pause_id,
+        "tree_queued": resumed.tree_queued,
+    }

@@ -51,10 +51,19 @@ class TokenCreate(Schema):
 
 
 def token_out(token) -> dict:
-    return {"id": token.id, "prefix": token.prefix, "name": token.name, "scope": token.scope,
-            "owner": token.user.get_username(), "created_at": token.created_at, "created_by": token.created_by,
-            "expires_at": token.expires_at, "last_used_at": token.last_used_at, "revoked_at": token.revoked_at,
-            "revoked_by": token.revoked_by}
+    return {
+        "id": token.id,
+        "prefix": token.prefix,
+        "name": token.name,
+        "scope": token.scope,
+        "owner": token.user.get_username(),
+        "created_at": token.created_at,
+        "created_by": token.created_by,
+        "expires_at": token.expires_at,
+        "last_used_at": token.last_used_at,
+        "revoked_at": token.revoked_at,
+        "revoked_by": token.revoked_by,
+    }
 
 
 @router.get("/tokens", response={200: list[TokenOut], **ERRORS}, summary="Your tokens (an admin: the tenant's)")
@@ -71,8 +80,7 @@ def create(request, body: TokenCreate):
             owner = get_user_model().objects.filter(username=body.owner).first()
             if owner is None:
                 raise TokenNotFound("no such member in this tenant", owner=body.owner)
-        made = token_create(principal=who, name=body.name, scope=body.scope, expires_at=body.expires_at,
-                            for_user=owner)
+        made = token_create(principal=who, name=body.name, scope=body.scope, expires_at=body.expires_at, for_user=owner)
     made.token.refresh_from_db()  # created_at is the database's clock
     return Status(201, {**token_out(made.token), "secret": made.secret})
 

@@ -125,20 +125,55 @@ class Changed(Schema):
 
 
 def schedule_out(s) -> dict:
-    return {**{f: getattr(s, f) for f in ("id", "name", "agent", "input", "owner", "pool", "cron", "timezone",
-                                           "missed_policy", "overlap_policy", "paused", "next_fire_at",
-                                           "last_tick_at", "last_task_id", "created_by", "created_at")},
-            "next_runs": schedule_upcoming(s)}
+    return {
+        **{
+            f: getattr(s, f)
+            for f in (
+                "id",
+                "name",
+                "agent",
+                "input",
+                "owner",
+                "pool",
+                "cron",
+                "timezone",
+                "missed_policy",
+                "overlap_policy",
+                "paused",
+                "next_fire_at",
+                "last_tick_at",
+                "last_task_id",
+                "created_by",
+                "created_at",
+            )
+        },
+        "next_runs": schedule_upcoming(s),
+    }
 
 
 def webhook_out(w) -> dict:
-    return {**{f: getattr(w, f) for f in ("id", "name", "agent", "owner", "pool", "paused", "created_by",
-                                           "created_at")}, "url": f"/hooks/{w.id}"}
+    return {
+        **{f: getattr(w, f) for f in ("id", "name", "agent", "owner", "pool", "paused", "created_by", "created_at")},
+        "url": f"/hooks/{w.id}",
+    }
 
 
 def dependency_out(d) -> dict:
-    return {f: getattr(d, f) for f in ("id", "agent", "prerequisites", "on_failure", "state", "reason", "task_id",
-                                       "created_by", "created_at", "settled_at")}
+    return {
+        f: getattr(d, f)
+        for f in (
+            "id",
+            "agent",
+            "prerequisites",
+            "on_failure",
+            "state",
+            "reason",
+            "task_id",
+            "created_by",
+            "created_at",
+            "settled_at",
+        )
+    }
 
 
 @router.get("/schedules", response={200: list[ScheduleOut], **ERRORS}, summary="Cron schedules, by name")
@@ -165,8 +200,11 @@ def pause_schedule(request, schedule_id: uuid.UUID):
         return {"changed": schedule_pause(schedule_id=schedule_id, actor=who.actor, tenant=who.tenant)}
 
 
-@router.post("/schedules/{schedule_id}/resume", response={200: Changed, **ERRORS},
-             summary="Resume a schedule from its next tick after now")
+@router.post(
+    "/schedules/{schedule_id}/resume",
+    response={200: Changed, **ERRORS},
+    summary="Resume a schedule from its next tick after now",
+)
 def resume_schedule(request, schedule_id: uuid.UUID):
     with operating(request) as who:
         return {"changed": schedule_resume(schedule_id=schedule_id, actor=who.actor, tenant=who.tenant)}
@@ -189,12 +227,17 @@ def get_webhook(request, webhook_id: uuid.UUID):
     return webhook_out(webhook_get(webhook_id, tenant=principal(request).tenant))
 
 
-@router.get("/webhooks/{webhook_id}/deliveries", response={200: list[DeliveryOut], **ERRORS},
-            summary="A webhook's recent accepted deliveries, newest first")
+@router.get(
+    "/webhooks/{webhook_id}/deliveries",
+    response={200: list[DeliveryOut], **ERRORS},
+    summary="A webhook's recent accepted deliveries, newest first",
+)
 def list_deliveries(request, webhook_id: uuid.UUID):
     hook = webhook_get(webhook_id, tenant=principal(request).tenant)
-    return [{"delivery_id": d.delivery_id, "received_at": d.received_at, "body_sha256": d.body_digest,
-             "task_id": d.task_id} for d in webhook_deliveries(hook)]
+    return [
+        {"delivery_id": d.delivery_id, "received_at": d.received_at, "body_sha256": d.body_digest, "task_id": d.task_id}
+        for d in webhook_deliveries(hook)
+    ]
 
 
 @router.post("/webhooks/{webhook_id}/pause", response={200: Changed, **ERRORS}, summary="Pause a webhook")
@@ -209,14 +252,14 @@ def resume_webhook(request, webhook_id: uuid.UUID):
         return {"changed": webhook_resume(webhook_id=webhook_id, actor=who.actor, tenant=who.tenant)}
 
 
-@router.get("/dependencies", response={200: list[DependencyOut], **ERRORS},
-            summary="Dependency triggers, newest first")
+@router.get("/dependencies", response={200: list[DependencyOut], **ERRORS}, summary="Dependency triggers, newest first")
 def list_dependencies(request, state: Literal["waiting", "fired", "skipped", "failed"] | None = None):
     return [dependency_out(d) for d in dependency_list(tenant=principal(request).tenant, state=state)]
 
 
-@router.post("/dependencies", response={201: DependencyOut, **ERRORS},
-             summary="Start a task once the tasks it names completed")
+@router.post(
+    "/dependencies", response={201: DependencyOut, **ERRORS}, summary="Start a task once the tasks it names completed"
+)
 def create_dependency(request, body: DependencyIn):
     with operating(request) as who:
         made = dependency_create(tenant=who.tenant, owner=who.actor, actor=who.actor, **body.dict())

@@ -15,6 +15,7 @@ stopped and we exit non-zero naming it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -65,8 +66,12 @@ def provider_env(port: int) -> dict[str, dict[str, str]]:
     if os.environ.get("STEWARD_TOOLS"):
         web["STEWARD_TOOLS"] = os.environ["STEWARD_TOOLS"]
     gateway = {"STEWARD_GATEWAY_URL": f"http://127.0.0.1:{port}"}
-    return {"web": web, "model": {"STEWARD_MODEL_KEY": web["STEWARD_MODEL_KEY"]},
-            "worker1": gateway, "worker2": gateway}
+    return {
+        "web": web,
+        "model": {"STEWARD_MODEL_KEY": web["STEWARD_MODEL_KEY"]},
+        "worker1": gateway,
+        "worker2": gateway,
+    }
 
 
 def _port(url: str) -> str:
@@ -86,9 +91,26 @@ def service_commands(port: int) -> dict[str, list[str]]:
         # The demo's outside services: results deduplicate by key, notifications do not,
         # and drop the connection on sends 1, 4, 7, ... after acting, so the seeded
         # notify.send meets an `unknown` effect for an operator to resolve.
-        "results": [PYTHON, "-m", "console.dev.demo.fake_service", "--port", _port(DEMO_RESULTS_URL), "--mode", "keyed"],
-        "notify": [PYTHON, "-m", "console.dev.demo.fake_service", "--port", _port(DEMO_NOTIFY_URL), "--mode", "unkeyed",
-                   "--drop-every", "3"],
+        "results": [
+            PYTHON,
+            "-m",
+            "console.dev.demo.fake_service",
+            "--port",
+            _port(DEMO_RESULTS_URL),
+            "--mode",
+            "keyed",
+        ],
+        "notify": [
+            PYTHON,
+            "-m",
+            "console.dev.demo.fake_service",
+            "--port",
+            _port(DEMO_NOTIFY_URL),
+            "--mode",
+            "unkeyed",
+            "--drop-every",
+            "3",
+        ],
         # The credential gateway's model provider: a fake OpenAI-compatible server.
         "model": [PYTHON, "-m", "console.dev.demo.fake_model", "--port", _port(DEMO_MODEL_URL)],
     }
@@ -103,8 +125,10 @@ MAY_FINISH = {"demo"}
 # Paragraphs that would push the summary out of view, about things a dev launcher means
 # to do: the dev server's "not for production" warning, and Celery's warning about a
 # worker run as root (a container or a fresh VM often is; a deploy must not be).
-QUIET = {"DJANGO_RUNSERVER_HIDE_WARNING": "true",
-         "PYTHONWARNINGS": "ignore:You're running the worker with superuser privileges"}
+QUIET = {
+    "DJANGO_RUNSERVER_HIDE_WARNING": "true",
+    "PYTHONWARNINGS": "ignore:You're running the worker with superuser privileges",
+}
 WIDTH = max(map(len, [*setup_commands(), *service_commands(0), *after_summary_commands()]))
 # The summary's pages.
 PAGES = {"console": "/", "API docs": "/api/v1/docs", "admin": "/admin/"}
@@ -120,16 +144,24 @@ def port_setting() -> int:
 
 def summary(port: int) -> list[str]:
     base = f"http://127.0.0.1:{port}"
-    people = [(f"login {username}", f"{username} / {password}  ({role} of {tenant})")
-              for username, (tenant, role, password) in DEMO_PEOPLE.items()]
-    rows = [*((name, base + path) for name, path in PAGES.items()), *people,
-            ("admin login", f"{DEMO_ADMIN[0]} / {DEMO_ADMIN[1]}  (the Django admin)"),
-            ("CLI", ".venv/bin/python manage.py steward tasks  (in a second terminal)"),
-            ("stop", "Ctrl-C stops every process; the data stays for the next `make run`")]
+    people = [
+        (f"login {username}", f"{username} / {password}  ({role} of {tenant})")
+        for username, (tenant, role, password) in DEMO_PEOPLE.items()
+    ]
+    rows = [
+        *((name, base + path) for name, path in PAGES.items()),
+        *people,
+        ("admin login", f"{DEMO_ADMIN[0]} / {DEMO_ADMIN[1]}  (the Django admin)"),
+        ("CLI", ".venv/bin/python manage.py steward tasks  (in a second terminal)"),
+        ("stop", "Ctrl-C stops every process; the data stays for the next `make run`"),
+    ]
     width = max(len(name) for name, _ in rows)
-    return ["", f"Steward is running on port {port} (STEWARD_PORT chooses it):",
-            *(f"  {name:<{width}}  {value}" for name, value in rows),
-            "A `demo` line below says when each demo task finishes or needs you."]
+    return [
+        "",
+        f"Steward is running on port {port} (STEWARD_PORT chooses it):",
+        *(f"  {name:<{width}}  {value}" for name, value in rows),
+        "A `demo` line below says when each demo task finishes or needs you.",
+    ]
 
 
 def say(name: str, line: str) -> None:
@@ -181,10 +213,8 @@ def stop(processes: dict[str, subprocess.Popen]) -> None:
 
 
 def signal_group(process: subprocess.Popen, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def accepts(port: int) -> bool:

@@ -191,8 +191,9 @@ def wants_more_connections(conn) -> bool:
     if int(conn.execute("SHOW max_connections").fetchone()[0]) >= MAX_CONNECTIONS:
         return False
     conn.execute(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS}")
-    others = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
-                          "AND pid <> pg_backend_pid()").fetchone()[0]
+    others = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+    ).fetchone()[0]
     return others == 0
 
 
@@ -229,13 +230,28 @@ def start_redis() -> tuple[subprocess.Popen, str]:
     for _ in range(5):  # the free port can be taken between our probe and redis' bind
         port = free_port()
         process = subprocess.Popen(
-            [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
-             "--daemonize", "no", "--dir", str(STATE_DIR), "--logfile", str(STATE_DIR / "redis.log")],
+            [
+                binary,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--dir",
+                str(STATE_DIR),
+                "--logfile",
+                str(STATE_DIR / "redis.log"),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             # Its own session: the terminal's Ctrl-C must not stop Redis under the command.
             start_new_session=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - called before any thread starts
         )
         deadline = time.monotonic() + 10
         while process.poll() is None and time.monotonic() < deadline:

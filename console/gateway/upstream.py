@@ -82,8 +82,17 @@ class Upstream:
             connection.close()
 
 
-def send(method: str, url: str, *, key_header: str, key_value: str, body: bytes | None, timeout: float,
-         idempotency_key: str, accept: str = "application/json") -> Upstream:
+def send(
+    method: str,
+    url: str,
+    *,
+    key_header: str,
+    key_value: str,
+    body: bytes | None,
+    timeout: float,
+    idempotency_key: str,
+    accept: str = "application/json",
+) -> Upstream:
     """Send the request; UpstreamFailed if the provider cannot be reached. The key is in
     one header of this request and in no message this raises."""
     parts = urlsplit(url)

@@ -34,8 +34,9 @@ STREAM_STOPPED = "TASK_STOPPED"  # ... and of a stream whose task was stopped (r
 
 
 def refusal(status: int, code: str, message: str, details: dict | None = None) -> JsonResponse:
-    return JsonResponse({"code": code, "message": message, "details": details or {}}, status=status,
-                        encoder=DjangoJSONEncoder)
+    return JsonResponse(
+        {"code": code, "message": message, "details": details or {}}, status=status, encoder=DjangoJSONEncoder
+    )
 
 
 def _error(exc: StewardError) -> JsonResponse:
@@ -43,9 +44,15 @@ def _error(exc: StewardError) -> JsonResponse:
 
 
 def _denial_details(decision) -> dict:
-    return {"boundary": decision.boundary, "reason_code": decision.reason_code, "decision_id": str(decision.id),
-            "policy_version": decision.policy_version, "authz_revision": decision.authz_revision,
-            "action": decision.action, "resource": decision.resource}
+    return {
+        "boundary": decision.boundary,
+        "reason_code": decision.reason_code,
+        "decision_id": str(decision.id),
+        "policy_version": decision.policy_version,
+        "authz_revision": decision.authz_revision,
+        "action": decision.action,
+        "resource": decision.resource,
+    }
 
 
 def _denied(admission) -> JsonResponse:
@@ -58,9 +65,16 @@ def _denied(admission) -> JsonResponse:
         return refusal(403, "BUDGET_EXHAUSTED", said, {**details, "budget": admission.budget})
     if decision.reason_code in ("quota_exceeded", "quota_unavailable") and admission.quota is not None:
         taken = admission.quota
-        answer = refusal(429 if decision.reason_code == "quota_exceeded" else 503, decision.reason_code.upper(), said,
-                         {**details, "quota": {"calls": taken.calls, "window_seconds": taken.window_seconds},
-                          "retry_after": taken.retry_after})
+        answer = refusal(
+            429 if decision.reason_code == "quota_exceeded" else 503,
+            decision.reason_code.upper(),
+            said,
+            {
+                **details,
+                "quota": {"calls": taken.calls, "window_seconds": taken.window_seconds},
+                "retry_after": taken.retry_after,
+            },
+        )
         answer["Retry-After"] = str(taken.retry_after)
         return answer
     return refusal(403, "AUTHORITY_DENIED", said, details)
@@ -75,9 +89,16 @@ def _body(request) -> bytes:
 
 def _admit(request, claims: dict, route: str, action: str, resource: str, service: str | None = None):
     """Decide the call on current rows and record it (one transaction, runtime/gateway/)."""
-    return services.gateway_admit(claims=claims, route=route, action=action, resource=resource,
-                                  idempotency_key=request.headers.get("Idempotency-Key"), step_seq=_step(request),
-                                  in_flight_seconds=settings.GATEWAY["TIMEOUT_SECONDS"], service=service)
+    return services.gateway_admit(
+        claims=claims,
+        route=route,
+        action=action,
+        resource=resource,
+        idempotency_key=request.headers.get("Idempotency-Key"),
+        step_seq=_step(request),
+        in_flight_seconds=settings.GATEWAY["TIMEOUT_SECONDS"],
+        service=service,
+    )
 
 
 def _step(request) -> int | None:
@@ -131,11 +152,16 @@ def chat_completions(request):
         return _tagged(JsonResponse(completion), admission)
     forwarded = json.dumps(body).encode()
     try:
-        answer = upstream.send("POST", settings.GATEWAY["MODEL_URL"] + "/chat/completions",
-                               key_header="Authorization", key_value=f"Bearer {settings.GATEWAY['MODEL_KEY']}",
-                               body=forwarded, timeout=settings.GATEWAY["TIMEOUT_SECONDS"],
-                               idempotency_key=request.headers["Idempotency-Key"],
-                               accept="text/event-stream" if stream else "application/json")
+        answer = upstream.send(
+            "POST",
+            settings.GATEWAY["MODEL_URL"] + "/chat/completions",
+            key_header="Authorization",
+            key_value=f"Bearer {settings.GATEWAY['MODEL_KEY']}",
+            body=forwarded,
+            timeout=settings.GATEWAY["TIMEOUT_SECONDS"],
+            idempotency_key=request.headers["Idempotency-Key"],
+            accept="text/event-stream" if stream else "application/json",
+        )
     except UpstreamFailed as exc:
         services.gateway_finish(admission, outcome="failed", receipt={"status": None})
         return _error(exc)
@@ -152,12 +178,18 @@ def chat_completions(request):
         # The provider's error text is not passed on: some providers quote the key back.
         services.gateway_finish(admission, outcome="failed", status=status, receipt={"status": status})
         return _error(UpstreamFailed(f"the provider answered HTTP {status}", status=status))
-    return _after(_tagged(JsonResponse(completion), admission), services.gateway_finish, admission,
-                  outcome="committed", status=status,
-                  receipt={"id": completion.get("id"), "status": status, "model": completion.get("model")},
-                  response=services.untrusted(model_resource(model), body=completion),
-                  tokens=services.usage_tokens(completion.get("usage"),
-                                               fallback=_estimate(body) + _estimate(_content(completion))))
+    return _after(
+        _tagged(JsonResponse(completion), admission),
+        services.gateway_finish,
+        admission,
+        outcome="committed",
+        status=status,
+        receipt={"id": completion.get("id"), "status": status, "model": completion.get("model")},
+        response=services.untrusted(model_resource(model), body=completion),
+        tokens=services.usage_tokens(
+            completion.get("usage"), fallback=_estimate(body) + _estimate(_content(completion))
+        ),
+    )
 
 
 def _estimate(value) -> int:
@@ -197,10 +229,18 @@ def _data(value) -> bytes:
 
 def _as_chunk(completion: dict) -> dict:
     choice = (completion.get("choices") or [{}])[0]
-    return {"id": completion.get("id"), "object": "chat.completion.chunk", "model": completion.get("model"),
-            "choices": [{"index": 0, "delta": {"role": "assistant",
-                                               "content": (choice.get("message") or {}).get("content", "")},
-                         "finish_reason": choice.get("finish_reason")}]}
+    return {
+        "id": completion.get("id"),
+        "object": "chat.completion.chunk",
+        "model": completion.get("model"),
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"role": "assistant", "content": (choice.get("message") or {}).get("content", "")},
+                "finish_reason": choice.get("finish_reason"),
+            }
+        ],
+    }
 
 
 def _relay(admission, answer, model: str, *, prompt: int):
@@ -235,41 +275,69 @@ def _relay(admission, answer, model: str, *, prompt: int):
                 finish = choice.get("finish_reason") or finish
             except (ValueError, KeyError, IndexError, TypeError, AttributeError):
                 ended = "failed"
-                yield b"event: error\n" + _data({"code": UpstreamFailed.code, "message": "the provider sent a "
-                                                 "chunk that is not a chat completion chunk", "details": {}})
+                yield b"event: error\n" + _data(
+                    {
+                        "code": UpstreamFailed.code,
+                        "message": "the provider sent a chunk that is not a chat completion chunk",
+                        "details": {},
+                    }
+                )
                 return
             yield b"data: " + payload + b"\n\n"
         if ended is None:
             ended = "partial"  # the provider closed the stream before [DONE]
-            yield b"event: error\n" + _data({"code": UpstreamFailed.code,
-                                             "message": "the provider ended the stream early", "details": {}})
+            yield b"event: error\n" + _data(
+                {"code": UpstreamFailed.code, "message": "the provider ended the stream early", "details": {}}
+            )
             return
         yield b"data: [DONE]\n\n"
     finally:
         # GeneratorExit (the worker went away) lands here too: whatever was delivered is partial.
         answer.close()
-        completion = {"id": ident, "object": "chat.completion", "model": model,
-                      "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text)},
-                                   "finish_reason": finish}]}
-        services.gateway_finish(admission, outcome=ended or "partial", status=answer.status,
-                                receipt={"id": ident, "status": answer.status, "model": model,
-                                         "chunks": len(text), "stream": True,
-                                         **({"cut_by": cut_by} if cut_by else {})},
-                                response=services.untrusted(model_resource(model), body=completion),
-                                # No usage chunk (or a stream cut before it): each chunk
-                                # delivered counts as one token, plus the prompt's guess.
-                                tokens=services.usage_tokens(usage, fallback=prompt + len(text)))
+        completion = {
+            "id": ident,
+            "object": "chat.completion",
+            "model": model,
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": "".join(text)}, "finish_reason": finish}
+            ],
+        }
+        services.gateway_finish(
+            admission,
+            outcome=ended or "partial",
+            status=answer.status,
+            receipt={
+                "id": ident,
+                "status": answer.status,
+                "model": model,
+                "chunks": len(text),
+                "stream": True,
+                **({"cut_by": cut_by} if cut_by else {}),
+            },
+            response=services.untrusted(model_resource(model), body=completion),
+            # No usage chunk (or a stream cut before it): each chunk
+            # delivered counts as one token, plus the prompt's guess.
+            tokens=services.usage_tokens(usage, fallback=prompt + len(text)),
+        )
 
 
 def _cut(decision) -> bytes:
     if decision.reason_code == "task_stopped":
-        return b"event: error\n" + _data({
-            "code": STREAM_STOPPED, "message": "the stream's task was stopped: the gateway cut it",
-            "details": _denial_details(decision)})
-    return b"event: error\n" + _data({
-        "code": STREAM_CUT, "message": f"the stream's authority changed: {decision.action} on {decision.resource} "
-                                       f"is now denied at {decision.boundary} ({decision.reason_code})",
-        "details": _denial_details(decision)})
+        return b"event: error\n" + _data(
+            {
+                "code": STREAM_STOPPED,
+                "message": "the stream's task was stopped: the gateway cut it",
+                "details": _denial_details(decision),
+            }
+        )
+    return b"event: error\n" + _data(
+        {
+            "code": STREAM_CUT,
+            "message": f"the stream's authority changed: {decision.action} on {decision.resource} "
+            f"is now denied at {decision.boundary} ({decision.reason_code})",
+            "details": _denial_details(decision),
+        }
+    )
 
 
 # --- tools: outside HTTP APIs ----------------------------------------------------------------
@@ -302,10 +370,15 @@ def tool(request, name: str, path: str = ""):
     header = spec["header"]
     value = f"Bearer {spec['key']}" if header.lower() == "authorization" else spec["key"]
     try:
-        answer = upstream.send(method, f"{spec['url']}/{path}" + (f"?{query}" if query else ""), key_header=header,
-                               key_value=value, body=json.dumps(body).encode() if body is not None else None,
-                               timeout=settings.GATEWAY["TIMEOUT_SECONDS"],
-                               idempotency_key=request.headers["Idempotency-Key"])
+        answer = upstream.send(
+            method,
+            f"{spec['url']}/{path}" + (f"?{query}" if query else ""),
+            key_header=header,
+            key_value=value,
+            body=json.dumps(body).encode() if body is not None else None,
+            timeout=settings.GATEWAY["TIMEOUT_SECONDS"],
+            idempotency_key=request.headers["Idempotency-Key"],
+        )
         try:
             raw_answer = answer.read()
         finally:
@@ -319,7 +392,12 @@ def tool(request, name: str, path: str = ""):
         shown = raw_answer.decode("utf-8", errors="replace")
     ident = answer.header("X-Request-Id") or (shown.get("id") if isinstance(shown, dict) else None)
     # The tool's answer is wrapped, so a tool's 404 is never mistaken for the gateway's.
-    return _after(_tagged(JsonResponse({"status": answer.status, "body": shown}), admission),
-                  services.gateway_finish, admission, outcome="committed", status=answer.status,
-                  receipt={"id": ident if isinstance(ident, (str, int)) else None, "status": answer.status},
-                  response=services.untrusted(tool_resource(name, path), status=answer.status, body=shown))
+    return _after(
+        _tagged(JsonResponse({"status": answer.status, "body": shown}), admission),
+        services.gateway_finish,
+        admission,
+        outcome="committed",
+        status=answer.status,
+        receipt={"id": ident if isinstance(ident, (str, int)) else None, "status": answer.status},
+        response=services.untrusted(tool_resource(name, path), status=answer.status, body=shown),
+    )

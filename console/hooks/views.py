@@ -40,9 +40,13 @@ def _body(request) -> bytes:
 @require_POST
 def deliver(request, webhook_id: str):
     try:
-        accepted = webhook_deliver(webhook_id=webhook_id, timestamp=request.headers.get(TIMESTAMP),
-                                   signature=request.headers.get(SIGNATURE),
-                                   delivery_id=request.headers.get(DELIVERY), body=_body(request))
+        accepted = webhook_deliver(
+            webhook_id=webhook_id,
+            timestamp=request.headers.get(TIMESTAMP),
+            signature=request.headers.get(SIGNATURE),
+            delivery_id=request.headers.get(DELIVERY),
+            body=_body(request),
+        )
     except StewardError as exc:
         return _refusal(exc)
     return JsonResponse({"delivery_id": accepted.delivery_id, "task_id": str(accepted.task_id)}, status=202)

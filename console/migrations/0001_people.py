@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,51 +15,89 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Tenant',
+            name="Tenant",
             fields=[
-                ('slug', models.SlugField(max_length=100, primary_key=True, serialize=False)),
-                ('name', models.CharField(max_length=200)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("slug", models.SlugField(max_length=100, primary_key=True, serialize=False)),
+                ("name", models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
             ],
             options={
-                'db_table': 'steward_tenant',
+                "db_table": "steward_tenant",
             },
         ),
         migrations.CreateModel(
-            name='Membership',
+            name="Membership",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('viewer', 'viewer'), ('operator', 'operator'), ('admin', 'admin')], max_length=16)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to=settings.AUTH_USER_MODEL)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='console.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[("viewer", "viewer"), ("operator", "operator"), ("admin", "admin")], max_length=16
+                    ),
+                ),
+                ("created_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="memberships", to="console.tenant"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'steward_membership',
-                'constraints': [models.UniqueConstraint(fields=('user', 'tenant'), name='membership_one_per_tenant'), models.CheckConstraint(condition=models.Q(('role__in', ('viewer', 'operator', 'admin'))), name='membership_role_known')],
+                "db_table": "steward_membership",
+                "constraints": [
+                    models.UniqueConstraint(fields=("user", "tenant"), name="membership_one_per_tenant"),
+                    models.CheckConstraint(
+                        condition=models.Q(("role__in", ("viewer", "operator", "admin"))), name="membership_role_known"
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='ApiToken',
+            name="ApiToken",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('prefix', models.CharField(max_length=16, unique=True)),
-                ('digest', models.BinaryField(max_length=32, unique=True)),
-                ('name', models.CharField(max_length=100)),
-                ('scope', models.CharField(choices=[('read', 'read'), ('operate', 'operate')], max_length=16)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('created_by', models.CharField(max_length=200)),
-                ('expires_at', models.DateTimeField(blank=True, null=True)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
-                ('revoked_by', models.CharField(blank=True, default='', max_length=200)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='api_tokens', to=settings.AUTH_USER_MODEL)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='api_tokens', to='console.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("prefix", models.CharField(max_length=16, unique=True)),
+                ("digest", models.BinaryField(max_length=32, unique=True)),
+                ("name", models.CharField(max_length=100)),
+                ("scope", models.CharField(choices=[("read", "read"), ("operate", "operate")], max_length=16)),
+                ("created_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("created_by", models.CharField(max_length=200)),
+                ("expires_at", models.DateTimeField(blank=True, null=True)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
+                ("revoked_by", models.CharField(blank=True, default="", max_length=200)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="api_tokens",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="api_tokens", to="console.tenant"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'steward_api_token',
-                'indexes': [models.Index(fields=['tenant', 'user'], name='api_token_by_owner')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('scope__in', ('read', 'operate'))), name='api_token_scope_known')],
+                "db_table": "steward_api_token",
+                "indexes": [models.Index(fields=["tenant", "user"], name="api_token_by_owner")],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("scope__in", ("read", "operate"))), name="api_token_scope_known"
+                    )
+                ],
             },
         ),
     ]

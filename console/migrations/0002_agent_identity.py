@@ -6,24 +6,30 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('console', '0001_people'),
+        ("console", "0001_people"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AgentIdentity',
+            name="AgentIdentity",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='agents', to='console.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="agents", to="console.tenant"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'steward_agent_identity',
-                'permissions': [('change_agent_grants', "May narrow, revoke and create this agent's grants")],
-                'constraints': [models.UniqueConstraint(fields=('tenant', 'name'), name='agent_identity_one_per_tenant')],
+                "db_table": "steward_agent_identity",
+                "permissions": [("change_agent_grants", "May narrow, revoke and create this agent's grants")],
+                "constraints": [
+                    models.UniqueConstraint(fields=("tenant", "name"), name="agent_identity_one_per_tenant")
+                ],
             },
         ),
     ]

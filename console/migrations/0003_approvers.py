@@ -4,14 +4,18 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('console', '0002_agent_identity'),
+        ("console", "0002_agent_identity"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='agentidentity',
-            options={'permissions': [('change_agent_grants', "May narrow, revoke and create this agent's grants"), ('approve_agent_requests', "May approve this agent's approval requests")]},
+            name="agentidentity",
+            options={
+                "permissions": [
+                    ("change_agent_grants", "May narrow, revoke and create this agent's grants"),
+                    ("approve_agent_requests", "May approve this agent's approval requests"),
+                ]
+            },
         ),
     ]

@@ -116,8 +116,12 @@ def principal_url(value: str) -> str:
     return f"/agents/{name}/" if kind == "agent" else f"/owners/{name}/"
 
 
-BOUNDARY_NAMES = {"worker": "worker", "storage": "storage", "credential_gateway": "credential gateway",
-                  "scheduler": "scheduler"}
+BOUNDARY_NAMES = {
+    "worker": "worker",
+    "storage": "storage",
+    "credential_gateway": "credential gateway",
+    "scheduler": "scheduler",
+}
 
 
 @register.filter
@@ -129,7 +133,7 @@ def boundary_name(value) -> str:
 def _word(item) -> str:
     """One reported value in words: nothing as "none", flags as yes or no, a list of
     plain values comma-separated; anything else as compact JSON."""
-    if item is None or item == [] or item == {}:
+    if item is None or item in ([], {}):
         return "none"
     if isinstance(item, bool):
         return "yes" if item else "no"

@@ -28,8 +28,10 @@ def agent_list_view(request, principal):
     for grant in live:
         counts[grant.principal] = counts.get(grant.principal, 0) + 1
     closed = agent_switches(tenant=principal.tenant)
-    agents = [{"info": info, "grants": counts.get(f"agent:{info.name}", 0), "closed": closed.get(info.name)}
-              for info in agent_list()]
+    agents = [
+        {"info": info, "grants": counts.get(f"agent:{info.name}", 0), "closed": closed.get(info.name)}
+        for info in agent_list()
+    ]
     return page(request, principal, "console/agents.html", {"agents": agents}, nav="agents")
 
 
@@ -41,16 +43,25 @@ def agent_page(request, principal, name):
         return refusal(request, principal, exc, status=404)
     who = f"agent:{info.name}"
     decisions = decisions_page(tenant=principal.tenant, principal=who, limit=DECISIONS_SHOWN)
-    return page(request, principal, "console/agent.html", {
-        "agent": info, "who": who,
-        "grants": grants_of(tenant=principal.tenant, principal=who, live_only=False)[:100],
-        "authority": agent_authority(tenant=principal.tenant, agent=info.name),
-        "tasks": tasks_under(tenant=principal.tenant, principal=who),
-        "decisions": decisions.items, "may_change": may_change_grants(principal, who),
-        "can_administer": principal.may(ADMINISTER), "stewards": agent_stewards(principal, info.name),
-        "operators": [m.user.get_username() for m in members_of(principal) if m.role == OPERATOR],
-        "switch": agent_switch(tenant=principal.tenant, agent=info.name),
-    }, nav="agents")
+    return page(
+        request,
+        principal,
+        "console/agent.html",
+        {
+            "agent": info,
+            "who": who,
+            "grants": grants_of(tenant=principal.tenant, principal=who, live_only=False)[:100],
+            "authority": agent_authority(tenant=principal.tenant, agent=info.name),
+            "tasks": tasks_under(tenant=principal.tenant, principal=who),
+            "decisions": decisions.items,
+            "may_change": may_change_grants(principal, who),
+            "can_administer": principal.may(ADMINISTER),
+            "stewards": agent_stewards(principal, info.name),
+            "operators": [m.user.get_username() for m in members_of(principal) if m.role == OPERATOR],
+            "switch": agent_switch(tenant=principal.tenant, agent=info.name),
+        },
+        nav="agents",
+    )
 
 
 @require_POST
@@ -66,9 +77,15 @@ def agent_steward(request, principal, name):
     allow = param(request, "allow", request.POST)
     if not username or allow not in ("yes", "no"):
         raise InvalidArgument("name an operator and say allow=yes or allow=no", field="username")
-    changed = agent_steward_set(principal=principal, name=info.name, username=username, allowed=allow == "yes",
-                                reason=param(request, "reason", request.POST) or "")
+    changed = agent_steward_set(
+        principal=principal,
+        name=info.name,
+        username=username,
+        allowed=allow == "yes",
+        reason=param(request, "reason", request.POST) or "",
+    )
     verb = "may now" if allow == "yes" else "may no longer"
-    messages.success(request, f"{username} {verb} change agent:{info.name}'s grants." if changed else
-                     "Nothing changed.")
+    messages.success(
+        request, f"{username} {verb} change agent:{info.name}'s grants." if changed else "Nothing changed."
+    )
     return redirect(f"/agents/{info.name}/")

@@ -27,13 +27,24 @@ def approval_list(request, principal):
     state = param(request, "state") or states.PENDING
     order = param(request, "order") or "newest"
     agent = param(request, "agent")
-    rows = approvals_list(tenant=principal.tenant, state=None if state == "any" else state, agent=agent,
-                          order=order, limit=200)
-    return page(request, principal, "console/approvals.html", {
-        "rows": rows, "state": state, "order": order, "agent": agent, "states": states.APPROVAL_STATES,
-        "orders": tuple(ORDERS), "query": urlencode({"state": state, "order": order, **({"agent": agent} if agent
-                                                                                        else {})}),
-    }, nav="approvals")
+    rows = approvals_list(
+        tenant=principal.tenant, state=None if state == "any" else state, agent=agent, order=order, limit=200
+    )
+    return page(
+        request,
+        principal,
+        "console/approvals.html",
+        {
+            "rows": rows,
+            "state": state,
+            "order": order,
+            "agent": agent,
+            "states": states.APPROVAL_STATES,
+            "orders": tuple(ORDERS),
+            "query": urlencode({"state": state, "order": order, **({"agent": agent} if agent else {})}),
+        },
+        nav="approvals",
+    )
 
 
 @screen
@@ -51,14 +62,29 @@ def _decide(request, principal, approval_id, decision: str):
     try:
         require_approval_right(principal, approval.agent)
         with acting(principal):
-            approval_decide(approval_id=approval.id, tenant=principal.tenant, actor=principal.actor,
-                            decision=decision, comment=comment)
+            approval_decide(
+                approval_id=approval.id,
+                tenant=principal.tenant,
+                actor=principal.actor,
+                decision=decision,
+                comment=comment,
+            )
     except StewardError as exc:
         approval.refresh_from_db()
-        return page(request, principal, "console/approval.html", _context(approval, comment=comment, error=exc),
-                    status=form_status(exc), nav="approvals")
-    messages.success(request, "Approved: the task goes on, once the executor has checked that nothing changed."
-                     if decision == "approve" else "Denied: the task goes on with its denial branch.")
+        return page(
+            request,
+            principal,
+            "console/approval.html",
+            _context(approval, comment=comment, error=exc),
+            status=form_status(exc),
+            nav="approvals",
+        )
+    messages.success(
+        request,
+        "Approved: the task goes on, once the executor has checked that nothing changed."
+        if decision == "approve"
+        else "Denied: the task goes on with its denial branch.",
+    )
     return redirect(f"/approvals/{approval.id}/")
 
 
@@ -77,11 +103,23 @@ def _context(approval, *, comment: str = "", error=None) -> dict:
     task = task_get(approval.task_id)
     # Plain values first, then the nested ones: a tall JSON block leading the grid pushed
     # what the action is (its op, its target) out of the first line.
-    laid_out = sorted(((key, value, isinstance(value, (dict, list))) for key, value in action.items()),
-                      key=lambda item: (item[2], item[0]))
+    laid_out = sorted(
+        ((key, value, isinstance(value, (dict, list))) for key, value in action.items()),
+        key=lambda item: (item[2], item[0]),
+    )
     # A stale request is never approvable again; the agent may have asked anew.
-    asked_again = [a for a in approvals_of_task(task_id=approval.task_id) if a.seq > approval.seq] \
-        if approval.state == states.STALE else []
-    return {"approval": approval, "task": task, "arguments": laid_out, "asked_again": asked_again,
-            "context_items": sorted((approval.context or {}).items()), "comment": comment, "error": error,
-            "decidable": approval.state == states.PENDING and task.status in states.LIVE - {states.STOPPING}}
+    asked_again = (
+        [a for a in approvals_of_task(task_id=approval.task_id) if a.seq > approval.seq]
+        if approval.state == states.STALE
+        else []
+    )
+    return {
+        "approval": approval,
+        "task": task,
+        "arguments": laid_out,
+        "asked_again": asked_again,
+        "context_items": sorted((approval.context or {}).items()),
+        "comment": comment,
+        "error": error,
+        "decidable": approval.state == states.PENDING and task.status in states.LIVE - {states.STOPPING},
+    }

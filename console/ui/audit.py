@@ -32,8 +32,14 @@ def filters_of(request) -> dict:
 
 
 def _query(principal, shown: dict) -> dict:
-    return {"tenant": principal.tenant, "task": shown["task"], "actor": shown["actor"], "kind": shown["kind"],
-            "since": when(shown["since"], "since"), "until": when(shown["until"], "until")}
+    return {
+        "tenant": principal.tenant,
+        "task": shown["task"],
+        "actor": shown["actor"],
+        "kind": shown["kind"],
+        "since": when(shown["since"], "since"),
+        "until": when(shown["until"], "until"),
+    }
 
 
 @screen
@@ -41,11 +47,20 @@ def audit_list(request, principal):
     shown = filters_of(request)
     events = audit_page(**_query(principal, shown), after=param(request, "cursor"), limit=50)
     given = {k: v for k, v in shown.items() if v}
-    return page(request, principal, "console/audit.html", {
-        "page": events, "filters": shown, "given": given, "q": param(request, "q") or "",
-        "next_url": "?" + urlencode({**given, "cursor": events.next}) if events.next else None,
-        "export_url": "/audit/export.jsonl" + ("?" + urlencode(given) if given else ""),
-    }, nav="audit")
+    return page(
+        request,
+        principal,
+        "console/audit.html",
+        {
+            "page": events,
+            "filters": shown,
+            "given": given,
+            "q": param(request, "q") or "",
+            "next_url": "?" + urlencode({**given, "cursor": events.next}) if events.next else None,
+            "export_url": "/audit/export.jsonl" + ("?" + urlencode(given) if given else ""),
+        },
+        nav="audit",
+    )
 
 
 @screen
@@ -81,8 +96,15 @@ def audit_verify_view(request, principal):
     (audit_check). Reading, not acting: a viewer may verify too."""
     check = audit_check(tenant=principal.tenant)
     bad = check.first_bad
-    context = {"check": check, "bad": bad, "problems": check.seals, "rows": check.rows, "seconds": check.seconds,
-               "ok": check.ok, "tampered": len(check.tampered)}
+    context = {
+        "check": check,
+        "bad": bad,
+        "problems": check.seals,
+        "rows": check.rows,
+        "seconds": check.seconds,
+        "ok": check.ok,
+        "tampered": len(check.tampered),
+    }
     template = "console/audit.html#verify-result" if request.htmx else "console/audit_verified.html"
     return page(request, principal, template, context, nav="audit")
 
@@ -91,8 +113,9 @@ def audit_verify_view(request, principal):
 def audit_seals_export(request, principal):
     """The tenant's seals, oldest first, one JSON object a line: a copy to keep outside the
     database, so a seal later deleted from the table is still known."""
-    response = StreamingHttpResponse((json.dumps(seal, sort_keys=True) + "\n" for seal in
-                                      audit_seals(tenant=principal.tenant)),
-                                     content_type="application/x-ndjson; charset=utf-8")
+    response = StreamingHttpResponse(
+        (json.dumps(seal, sort_keys=True) + "\n" for seal in audit_seals(tenant=principal.tenant)),
+        content_type="application/x-ndjson; charset=utf-8",
+    )
     response["Content-Disposition"] = f'attachment; filename="steward-seals-{principal.tenant}.jsonl"'
     return response

@@ -31,13 +31,20 @@ def budget_set_view(request, principal):
         limits = {field: _count(field, typed[field]) for field in FIELDS}
         version = _count("version", typed["version"]) if typed["version"] else None
         with acting(principal):
-            b = budget_set(tenant=principal.tenant, actor=principal.actor, version=version, reason=typed["reason"],
-                           **limits)
+            b = budget_set(
+                tenant=principal.tenant, actor=principal.actor, version=version, reason=typed["reason"], **limits
+            )
         messages.success(request, f"Budgets of {principal.tenant} saved (version {b.version}).")
         return redirect("/budgets/")
     except StewardError as exc:
-        return page(request, principal, "console/budgets.html", {**_context(principal), "typed": typed, "error": exc},
-                    status=form_status(exc), nav="pools")
+        return page(
+            request,
+            principal,
+            "console/budgets.html",
+            {**_context(principal), "typed": typed, "error": exc},
+            status=form_status(exc),
+            nav="pools",
+        )
 
 
 def _count(field: str, text: str) -> int | None:
@@ -45,12 +52,18 @@ def _count(field: str, text: str) -> int | None:
     if not text:
         return None
     if not text.isascii() or not text.isdigit() or len(text) > 20:
-        raise ArgumentOutOfRange(f"{field} must be a whole number of tokens, or empty for none, got {text[:20]!r}",
-                                 field=field)
+        raise ArgumentOutOfRange(
+            f"{field} must be a whole number of tokens, or empty for none, got {text[:20]!r}", field=field
+        )
     return int(text)
 
 
 def _context(principal) -> dict:
     use = budget_use(principal.tenant)
-    return {"use": use, "rows": [use.tenant_use, *use.trees, *use.tasks], "budget": use.budget, "typed": None,
-            "error": None}
+    return {
+        "use": use,
+        "rows": [use.tenant_use, *use.trees, *use.tasks],
+        "budget": use.budget,
+        "typed": None,
+        "error": None,
+    }

@@ -26,10 +26,17 @@ def _now(principal) -> dict:
     ours = task_changes(tenant=principal.tenant, ids=[a.task_id for a in held]).tasks
     counts = task_counts(tenant=principal.tenant)
     now = timezone.now()
-    workers = [{"process": p.process, "alive": p.alive,
-                "held": [{"attempt": a, "ours": str(a.task_id) in ours, "expired": a.lease_expires_at < now}
-                         for a in p.attempts]}
-               for p in processes if p.process.kind == "worker" and p.process.stopped_at is None]
+    workers = [
+        {
+            "process": p.process,
+            "alive": p.alive,
+            "held": [
+                {"attempt": a, "ours": str(a.task_id) in ours, "expired": a.lease_expires_at < now} for a in p.attempts
+            ],
+        }
+        for p in processes
+        if p.process.kind == "worker" and p.process.stopped_at is None
+    ]
     return {
         "counts": [(s, counts[s]) for s in states.TASK_STATUSES],
         "live_total": sum(counts[s] for s in states.LIVE),
@@ -56,8 +63,12 @@ def _budgets(tenant: str) -> dict:
     state in words; `attention` when any is near its limit or exhausted."""
     use = budget_use(tenant)
     rows = [use.tenant_use, *use.trees, *use.tasks]
-    return {"budget": use.budget, "quotas": use.quotas, "rows": rows,
-            "attention": any(u.state in ("near", "exhausted") for u in rows)}
+    return {
+        "budget": use.budget,
+        "quotas": use.quotas,
+        "rows": rows,
+        "attention": any(u.state in ("near", "exhausted") for u in rows),
+    }
 
 
 @screen
@@ -75,12 +86,17 @@ def _last_hour() -> dict:
     minutes = throughput(minutes=60)
     chart = {
         "t": [int(m.minute.timestamp()) for m in minutes],
-        "finished": [m.finished for m in minutes], "failed": [m.failed for m in minutes],
+        "finished": [m.finished for m in minutes],
+        "failed": [m.failed for m in minutes],
         "steps": [m.steps for m in minutes],
-        "p50": [_ms(m.wait_quantile(0.5)) for m in minutes], "p95": [_ms(m.wait_quantile(0.95)) for m in minutes],
+        "p50": [_ms(m.wait_quantile(0.5)) for m in minutes],
+        "p95": [_ms(m.wait_quantile(0.95)) for m in minutes],
     }
-    hour = {"finished": sum(m.finished for m in minutes), "failed": sum(m.failed for m in minutes),
-            "steps": sum(m.steps for m in minutes)}
+    hour = {
+        "finished": sum(m.finished for m in minutes),
+        "failed": sum(m.failed for m in minutes),
+        "steps": sum(m.steps for m in minutes),
+    }
     return {"chart": chart, "hour": hour}
 
 

@@ -15,8 +15,19 @@ def decision_list(request, principal):
     filters = {k: param(request, k) for k in ("task", "outcome", "boundary", "principal", "cursor")}
     if filters["outcome"] is not None and filters["outcome"] not in OUTCOMES:
         raise InvalidArgument("outcome must be allowed or denied", field="outcome")
-    decisions = decisions_page(tenant=principal.tenant, task=filters["task"],
-                               allowed=OUTCOMES.get(filters["outcome"]), boundary=filters["boundary"],
-                               principal=filters["principal"], after=filters["cursor"], limit=50)
-    return page(request, principal, "console/decisions.html",
-                {"decisions": decisions, "filters": filters, "boundaries": BOUNDARIES}, nav="decisions")
+    decisions = decisions_page(
+        tenant=principal.tenant,
+        task=filters["task"],
+        allowed=OUTCOMES.get(filters["outcome"]),
+        boundary=filters["boundary"],
+        principal=filters["principal"],
+        after=filters["cursor"],
+        limit=50,
+    )
+    return page(
+        request,
+        principal,
+        "console/decisions.html",
+        {"decisions": decisions, "filters": filters, "boundaries": BOUNDARIES},
+        nav="decisions",
+    )

@@ -24,15 +24,34 @@ def effect_list(request, principal):
     state = param(request, "state") or states.UNKNOWN
     state = None if state == "any" else state
     task, effect_class = param(request, "task"), param(request, "effect_class")
-    rows = effect_page(tenant=principal.tenant, state=state, task=task, effect_class=effect_class,
-                       after=param(request, "cursor"), limit=50)
-    given = {"state": state or "any", **({"task": task} if task else {}),
-             **({"effect_class": effect_class} if effect_class else {})}
-    return page(request, principal, "console/effects.html", {
-        "page": rows, "state": state or "any", "task": task, "effect_class": effect_class,
-        "states": states.EFFECT_STATES, "classes": states.EFFECT_CLASSES,
-        "next_url": "?" + urlencode({**given, "cursor": rows.next}) if rows.next else None,
-    }, nav="effects")
+    rows = effect_page(
+        tenant=principal.tenant,
+        state=state,
+        task=task,
+        effect_class=effect_class,
+        after=param(request, "cursor"),
+        limit=50,
+    )
+    given = {
+        "state": state or "any",
+        **({"task": task} if task else {}),
+        **({"effect_class": effect_class} if effect_class else {}),
+    }
+    return page(
+        request,
+        principal,
+        "console/effects.html",
+        {
+            "page": rows,
+            "state": state or "any",
+            "task": task,
+            "effect_class": effect_class,
+            "states": states.EFFECT_STATES,
+            "classes": states.EFFECT_CLASSES,
+            "next_url": "?" + urlencode({**given, "cursor": rows.next}) if rows.next else None,
+        },
+        nav="effects",
+    )
 
 
 @screen
@@ -51,23 +70,35 @@ def resolve(request, principal, effect_id):
     receipt_text, note = param(request, "receipt", request.POST), param(request, "note", request.POST) or ""
     try:
         if outcome not in OUTCOMES:
-            raise InvalidInput("choose what happened: committed (it was done), failed (it was not) or retry "
-                               "(it was not: send it again)",
-                               field="outcome")
+            raise InvalidInput(
+                "choose what happened: committed (it was done), failed (it was not) or retry "
+                "(it was not: send it again)",
+                field="outcome",
+            )
         receipt = None
         if outcome == "committed" and receipt_text:
             receipt = receipt_parse(receipt_text)
         with acting(principal):
             effect_resolve(effect_id=effect.id, outcome=outcome, actor=principal.actor, receipt=receipt, note=note)
-        messages.success(request, "It will be sent again under the same key; its task goes on from there."
-                         if outcome == "retry" else f"Recorded as {outcome}; its task goes on from there.")
+        messages.success(
+            request,
+            "It will be sent again under the same key; its task goes on from there."
+            if outcome == "retry"
+            else f"Recorded as {outcome}; its task goes on from there.",
+        )
         return redirect(f"/effects/{effect.id}/")
     except StewardError as exc:
         context = _form(effect, outcome=outcome, receipt=receipt_text or "", note=note, error=exc)
-        return page(request, principal, "console/effect.html", context,
-                    status=form_status(exc), nav="effects")
+        return page(request, principal, "console/effect.html", context, status=form_status(exc), nav="effects")
 
 
 def _form(effect, *, outcome: str | None = None, receipt: str = "", note: str = "", error=None) -> dict:
-    return {"effect": effect, "task": effect.task, "outcome": outcome, "receipt": receipt, "note": note,
-            "error": error, "resolvable": effect.state == states.UNKNOWN}
+    return {
+        "effect": effect,
+        "task": effect.task,
+        "outcome": outcome,
+        "receipt": receipt,
+        "note": note,
+        "error": error,
+        "resolvable": effect.state == states.UNKNOWN,
+    }

@@ -24,37 +24,52 @@ def _confirm(request, principal, grant_id, action: str):
     preview = revocation_preview(tenant=principal.tenant, grant_id=grant_id)  # another tenant's: 404
     grant = preview.grant
     require_grant_change(principal, grant.principal)
-    context = {"grant": grant, "preview": preview, "action": action, "error": None,
-               "typed": {"reason": "", "resource": grant.resource, "expires_at": ""}}
+    context = {
+        "grant": grant,
+        "preview": preview,
+        "action": action,
+        "error": None,
+        "typed": {"reason": "", "resource": grant.resource, "expires_at": ""},
+    }
     if request.method == "POST":
         try:
             typed = typed_from(request.POST, ("reason", "resource", "expires_at"))
             context["typed"] = typed
             with acting(principal):
                 if action == "revoke":
-                    grant_revoke(grant_id=grant.id, tenant=principal.tenant, actor=principal.actor,
-                                 reason=typed["reason"])
+                    grant_revoke(
+                        grant_id=grant.id, tenant=principal.tenant, actor=principal.actor, reason=typed["reason"]
+                    )
                 else:
-                    resource = typed["resource"] if typed["resource"] and typed["resource"] != grant.resource \
-                        else None
-                    grant_narrow(grant_id=grant.id, tenant=principal.tenant, resource=resource,
-                                 expires_at=when(typed["expires_at"] or None, "expires_at"),
-                                 actor=principal.actor, reason=typed["reason"])
+                    resource = typed["resource"] if typed["resource"] and typed["resource"] != grant.resource else None
+                    grant_narrow(
+                        grant_id=grant.id,
+                        tenant=principal.tenant,
+                        resource=resource,
+                        expires_at=when(typed["expires_at"] or None, "expires_at"),
+                        actor=principal.actor,
+                        reason=typed["reason"],
+                    )
         except StewardError as exc:
             if exc.status in (403, 404):
                 raise
             context["error"] = exc
-            return page(request, principal, "console/grant_confirm.html", context, status=form_status(exc),
-                        nav="grants")
+            return page(
+                request, principal, "console/grant_confirm.html", context, status=form_status(exc), nav="grants"
+            )
         event = grant_history(grant)[-1]
         n = event.data.get("affected_tasks", 0)
-        messages.success(request, f"{'Revoked' if action == 'revoke' else 'Narrowed'} grant #{grant.id}: "
-                                  f"{n} task{'s' if n != 1 else ''} acting under {grant.principal} "
-                                  f"checked against it from their next action on.")
+        messages.success(
+            request,
+            f"{'Revoked' if action == 'revoke' else 'Narrowed'} grant #{grant.id}: "
+            f"{n} task{'s' if n != 1 else ''} acting under {grant.principal} "
+            f"checked against it from their next action on.",
+        )
         return redirect(f"/grants/{grant.id}/")
     if grant.revoked_at is not None:
-        context["error"] = InvalidTransition(f"grant #{grant.id} was revoked by {grant.revoked_by}: nothing to "
-                                             f"{action}", status="revoked")
+        context["error"] = InvalidTransition(
+            f"grant #{grant.id} was revoked by {grant.revoked_by}: nothing to {action}", status="revoked"
+        )
     return page(request, principal, "console/grant_confirm.html", context, nav="grants")
 
 

@@ -21,18 +21,32 @@ FILTERS = ("principal", "action", "resource", "state")
 def grant_list(request, principal):
     typed = typed_from(request.GET, FILTERS)
     state = typed["state"] or "live"
-    grants = grants_filtered(tenant=principal.tenant, principal=typed["principal"] or None,
-                             action=typed["action"] or None, resource=typed["resource"] or None, state=state)
-    return page(request, principal, "console/grants.html",
-                {"grants": grants, "filters": typed, "state": state, "states": GRANT_STATES}, nav="grants")
+    grants = grants_filtered(
+        tenant=principal.tenant,
+        principal=typed["principal"] or None,
+        action=typed["action"] or None,
+        resource=typed["resource"] or None,
+        state=state,
+    )
+    return page(
+        request,
+        principal,
+        "console/grants.html",
+        {"grants": grants, "filters": typed, "state": state, "states": GRANT_STATES},
+        nav="grants",
+    )
 
 
 @screen
 def grant_page(request, principal, grant_id):
     grant = grant_get(grant_id=grant_id, tenant=principal.tenant)
-    return page(request, principal, "console/grant.html",
-                {"grant": grant, "history": grant_history(grant),
-                 "may_change": may_change_grants(principal, grant.principal)}, nav="grants")
+    return page(
+        request,
+        principal,
+        "console/grant.html",
+        {"grant": grant, "history": grant_history(grant), "may_change": may_change_grants(principal, grant.principal)},
+        nav="grants",
+    )
 
 
 @screen
@@ -52,13 +66,20 @@ def grant_new(request, principal):
         require_grant_change(principal, typed["principal"])
         expires = when(typed["expires_at"] or None, "expires_at")
         with acting(principal):
-            grant = grant_create(tenant=principal.tenant, principal=typed["principal"], action=typed["action"],
-                                 resource=typed["resource"], expires_at=expires, actor=principal.actor)
+            grant = grant_create(
+                tenant=principal.tenant,
+                principal=typed["principal"],
+                action=typed["action"],
+                resource=typed["resource"],
+                expires_at=expires,
+                actor=principal.actor,
+            )
     except StewardError as exc:
         if exc.status == 403:
             raise
         context["error"] = exc
         return page(request, principal, "console/grant_new.html", context, status=form_status(exc), nav="grants")
-    messages.success(request, f"Granted {grant.principal} {grant.action} on {grant.resource} "
-                              f"(authz revision {grant.revision}).")
+    messages.success(
+        request, f"Granted {grant.principal} {grant.action} on {grant.resource} (authz revision {grant.revision})."
+    )
     return redirect(f"/grants/{grant.id}/")

@@ -24,9 +24,20 @@ LOST_BY_ADMIN = "manage members or other people's API tokens"
 
 
 def _list(request, principal, *, typed=None, error=None, status=200):
-    return page(request, principal, "console/members.html",
-                {"members": members_of(principal), "roles": ROLES, "can_administer": principal.may(ADMINISTER),
-                 "typed": typed or {}, "error": error}, status=status, nav="members")
+    return page(
+        request,
+        principal,
+        "console/members.html",
+        {
+            "members": members_of(principal),
+            "roles": ROLES,
+            "can_administer": principal.may(ADMINISTER),
+            "typed": typed or {},
+            "error": error,
+        },
+        status=status,
+        nav="members",
+    )
 
 
 @screen
@@ -49,8 +60,11 @@ def member_add(request, principal):
         except MemberNotFound:
             known = None
         if known is not None:
-            raise InvalidTransition(f"{known.user.get_username()} is already {known.role} of {principal.tenant}: "
-                                    "change the role from the list", person=typed["username"])
+            raise InvalidTransition(
+                f"{known.user.get_username()} is already {known.role} of {principal.tenant}: "
+                "change the role from the list",
+                person=typed["username"],
+            )
         added = member_set_role(principal=principal, username=typed["username"], role=typed["role"])
     except StewardError as exc:
         return _list(request, principal, typed=typed, error=exc, status=form_status(exc))
@@ -68,9 +82,16 @@ def _confirm(request, principal, username: str, action: str):
     role = param(request, "role", source) or ""
     if action == "role" and role not in ROLES:
         raise InvalidArgument(f"role must be one of {', '.join(ROLES)}", field="role")
-    context = {"member": membership, "action": action, "role": role, "powers": POWERS.get(role, ""),
-               "lost": LOST_BY_ADMIN if membership.role == ADMIN and role != ADMIN else "",
-               "is_self": membership.user_id == principal.user.pk, "reason": "", "error": None}
+    context = {
+        "member": membership,
+        "action": action,
+        "role": role,
+        "powers": POWERS.get(role, ""),
+        "lost": LOST_BY_ADMIN if membership.role == ADMIN and role != ADMIN else "",
+        "is_self": membership.user_id == principal.user.pk,
+        "reason": "",
+        "error": None,
+    }
     if request.method == "POST":
         context["reason"] = (request.POST.get("reason") or "").strip()
         try:
@@ -80,18 +101,30 @@ def _confirm(request, principal, username: str, action: str):
             else:
                 removed = member_remove(principal=principal, username=username, reason=context["reason"])
                 n = len(removed.tokens_revoked)
-                messages.success(request, f"{username} no longer belongs to {principal.tenant}; "
-                                          f"{n} token{'s' if n != 1 else ''} revoked.")
+                messages.success(
+                    request,
+                    f"{username} no longer belongs to {principal.tenant}; {n} token{'s' if n != 1 else ''} revoked.",
+                )
             return redirect("/members/")
         except StewardError as exc:
             if exc.status == 404:  # removed by another admin meanwhile: nothing left to confirm
                 raise
             context["error"] = exc
-            return page(request, principal, "console/member_confirm.html",
-                        {**context, "impact": member_impact(membership)},
-                        status=form_status(exc), nav="members")
-    return page(request, principal, "console/member_confirm.html", {**context, "impact": member_impact(membership)},
-                nav="members")
+            return page(
+                request,
+                principal,
+                "console/member_confirm.html",
+                {**context, "impact": member_impact(membership)},
+                status=form_status(exc),
+                nav="members",
+            )
+    return page(
+        request,
+        principal,
+        "console/member_confirm.html",
+        {**context, "impact": member_impact(membership)},
+        nav="members",
+    )
 
 
 @screen

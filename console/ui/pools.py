@@ -52,9 +52,14 @@ def pool_limits(request, principal, name):
         messages.success(request, f"Limits of {name}: {pool.max_running} running, {pool.max_queued} queued.")
         return redirect(f"/pools/{name}/")
     except StewardError as exc:
-        return page(request, principal, "console/pool.html", {**_context(principal, usage), "typed": typed,
-                                                              "error": exc},
-                    status=form_status(exc), nav="pools")
+        return page(
+            request,
+            principal,
+            "console/pool.html",
+            {**_context(principal, usage), "typed": typed, "error": exc},
+            status=form_status(exc),
+            nav="pools",
+        )
 
 
 def _context(principal, usage) -> dict:

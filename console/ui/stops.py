@@ -28,8 +28,12 @@ from runtime.tasks.selectors import agent_get, task_get
 SHOWN = 50  # tasks on a confirmation page; the rest are counted
 
 # A row's state in the panel's words, and whether it needs a person's eye (the colour).
-WORDS = {"acknowledged": "acknowledged", "waiting": "waiting", "missing": "never acknowledged: past its bound",
-         "late": "late: after the bound cancelled the task"}
+WORDS = {
+    "acknowledged": "acknowledged",
+    "waiting": "waiting",
+    "missing": "never acknowledged: past its bound",
+    "late": "late: after the bound cancelled the task",
+}
 
 
 def panel_context(summary) -> dict:
@@ -38,12 +42,24 @@ def panel_context(summary) -> dict:
     for one in summary.tasks:
         for row in one.rows:
             past = row.state == "waiting" and one.bound_passed
-            rows.append({"task": one.task, "one": one, "row": row, "first": row.boundary == states.STOP_BOUNDARIES[0],
-                         "after": (row.at - summary.stop.requested_at) if row.at else None,
-                         "words": "waiting: past its bound" if past else WORDS[row.state],
-                         "act": past or row.state in ("missing", "late")})
-    return {"summary": summary, "stop": summary.stop, "rows": rows, "version": _version(summary),
-            "expected": 4 * summary.task_count}
+            rows.append(
+                {
+                    "task": one.task,
+                    "one": one,
+                    "row": row,
+                    "first": row.boundary == states.STOP_BOUNDARIES[0],
+                    "after": (row.at - summary.stop.requested_at) if row.at else None,
+                    "words": "waiting: past its bound" if past else WORDS[row.state],
+                    "act": past or row.state in ("missing", "late"),
+                }
+            )
+    return {
+        "summary": summary,
+        "stop": summary.stop,
+        "rows": rows,
+        "version": _version(summary),
+        "expected": 4 * summary.task_count,
+    }
 
 
 def task_stop_context(principal, task) -> dict:
@@ -57,11 +73,17 @@ def task_stop_context(principal, task) -> dict:
 def _version(summary) -> str:
     """Changes whenever anything the panel shows can have changed: a new acknowledgment
     (their count and the latest), a task cancelled, the stop finished, an effect settled."""
-    parts = [summary.acks, summary.last_ack_at, summary.stopping, summary.stop.finished_at,
-             len(summary.in_flight) + summary.in_flight.more, len(summary.calls) + summary.calls.more,
-             len(summary.settled_since) + summary.settled_since.more,
-             # a waiting row turns "past its bound" by the clock alone
-             sum(1 for t in summary.tasks if t.bound_passed)]
+    parts = [
+        summary.acks,
+        summary.last_ack_at,
+        summary.stopping,
+        summary.stop.finished_at,
+        len(summary.in_flight) + summary.in_flight.more,
+        len(summary.calls) + summary.calls.more,
+        len(summary.settled_since) + summary.settled_since.more,
+        # a waiting row turns "past its bound" by the clock alone
+        sum(1 for t in summary.tasks if t.bound_passed),
+    ]
     return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:16]
 
 
@@ -77,8 +99,7 @@ def stop_panel(request, principal, stop_id):
     if context["version"] == param(request, "seen"):
         return HttpResponse(status=204)
     # 286: htmx stops polling (the stop is over), after swapping in its final state.
-    return page(request, principal, "console/stop.html#panel", context,
-                status=286 if context["summary"].over else 200)
+    return page(request, principal, "console/stop.html#panel", context, status=286 if context["summary"].over else 200)
 
 
 @screen
@@ -91,14 +112,24 @@ def task_stop_view(request, principal, task_id):
     def act(reason):
         done = task_stop(task_id=task.id, actor=principal.actor, reason=reason)
         n = len(done.tasks)
-        messages.success(request, f"Stop requested for {n} task{'s' if n != 1 else ''}: "
-                                  f"{len(done.cancelled)} cancelled at once, {len(done.stopping)} waiting for "
-                                  f"their boundaries.")
+        messages.success(
+            request,
+            f"Stop requested for {n} task{'s' if n != 1 else ''}: "
+            f"{len(done.cancelled)} cancelled at once, {len(done.stopping)} waiting for "
+            f"their boundaries.",
+        )
         return redirect(f"/tasks/{task.id}/#stop-panel")
 
-    return confirm(request, principal, "console/stop_confirm.html", {"task": task}, act=act,
-                   shows=lambda: {"preview": stop_preview(task_id=task.id, tenant=principal.tenant)}, nav="tasks",
-                   why="say why: the reason is kept in the stop and the audit trail")
+    return confirm(
+        request,
+        principal,
+        "console/stop_confirm.html",
+        {"task": task},
+        act=act,
+        shows=lambda: {"preview": stop_preview(task_id=task.id, tenant=principal.tenant)},
+        nav="tasks",
+        why="say why: the reason is kept in the stop and the audit trail",
+    )
 
 
 @screen
@@ -134,14 +165,23 @@ def agent_stop_view(request, principal, name):
 
     def act(reason):
         done = agent_stop(tenant=principal.tenant, agent=info.name, actor=principal.actor, reason=reason)
-        messages.success(request, f"{info.name} is stopped in {principal.tenant}: submission closed, "
-                                  f"{len(done.tasks)} task{'s' if len(done.tasks) != 1 else ''} stopped.")
+        messages.success(
+            request,
+            f"{info.name} is stopped in {principal.tenant}: submission closed, "
+            f"{len(done.tasks)} task{'s' if len(done.tasks) != 1 else ''} stopped.",
+        )
         return redirect(f"/stops/{done.stop_id}/")
 
-    return confirm(request, principal, "console/agent_stop.html",
-                   {"agent": info, "switch": agent_switch(tenant=principal.tenant, agent=info.name)}, act=act,
-                   shows=lambda: {"preview": agent_stop_preview(tenant=principal.tenant, agent=info.name)},
-                   nav="agents", why="say why: the reason is kept in the stop and the audit trail")
+    return confirm(
+        request,
+        principal,
+        "console/agent_stop.html",
+        {"agent": info, "switch": agent_switch(tenant=principal.tenant, agent=info.name)},
+        act=act,
+        shows=lambda: {"preview": agent_stop_preview(tenant=principal.tenant, agent=info.name)},
+        nav="agents",
+        why="say why: the reason is kept in the stop and the audit trail",
+    )
 
 
 @screen
@@ -156,10 +196,22 @@ def agent_reopen_view(request, principal, name):
     reason = (request.POST.get("reason") or "").strip()
     with acting(principal):
         changed = agent_reopen(tenant=principal.tenant, agent=info.name, actor=principal.actor, reason=reason)
-    messages.success(request, f"{info.name} is open again in {principal.tenant}." if changed else
-                     f"{info.name} was open already: nothing changed.")
+    messages.success(
+        request,
+        f"{info.name} is open again in {principal.tenant}."
+        if changed
+        else f"{info.name} was open already: nothing changed.",
+    )
     return redirect(f"/agents/{info.name}/#agent-switch")
 
 
-__all__ = ["stop_page", "stop_panel", "task_stop_view", "task_rerun_view", "agent_stop_view", "agent_reopen_view", "panel_context",
-           "task_stop_context"]
+__all__ = [
+    "stop_page",
+    "stop_panel",
+    "task_stop_view",
+    "task_rerun_view",
+    "agent_stop_view",
+    "agent_reopen_view",
+    "panel_context",
+    "task_stop_context",
+]

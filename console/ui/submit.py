@@ -28,12 +28,19 @@ def fields_of(schema: dict | None) -> list[dict]:
         kind = prop.get("type")
         if kind not in SIMPLE:
             return []
-        fields.append({"name": name, "type": kind, "title": prop.get("title") or name,
-                       "required": name in required, "default": prop.get("default"),
-                       "description": prop.get("description", ""),
-                       "min": prop.get("minimum", prop.get("exclusiveMinimum")),
-                       "max": prop.get("maximum", prop.get("exclusiveMaximum")),
-                       "maxlength": prop.get("maxLength")})
+        fields.append(
+            {
+                "name": name,
+                "type": kind,
+                "title": prop.get("title") or name,
+                "required": name in required,
+                "default": prop.get("default"),
+                "description": prop.get("description", ""),
+                "min": prop.get("minimum", prop.get("exclusiveMinimum")),
+                "max": prop.get("maximum", prop.get("exclusiveMaximum")),
+                "maxlength": prop.get("maxLength"),
+            }
+        )
     return fields
 
 
@@ -80,25 +87,38 @@ def submit(request, principal):
         chosen = agents[0] if agents else None  # the form opens on the first agent
     # A POST names its agent: one not registered is refused, never replaced by another.
     fields = fields_of(chosen.input_schema) if chosen else []
-    context = {"field_errors": {}, "agents": agents, "chosen": chosen, "fields": fields, "typed": source, "error": None,
-               "schema_json": json.dumps(chosen.input_schema, indent=2) if chosen and chosen.input_schema else ""}
+    context = {
+        "field_errors": {},
+        "agents": agents,
+        "chosen": chosen,
+        "fields": fields,
+        "typed": source,
+        "error": None,
+        "schema_json": json.dumps(chosen.input_schema, indent=2) if chosen and chosen.input_schema else "",
+    }
     if request.method == "POST":
         try:
             if chosen is None:
                 if named:
-                    raise UnknownAgent(f"no agent is registered as {named[:200]!r}", agent=named[:200],
-                                       known=[a.name for a in agents])
+                    raise UnknownAgent(
+                        f"no agent is registered as {named[:200]!r}", agent=named[:200], known=[a.name for a in agents]
+                    )
                 raise InvalidInput("choose an agent", field="agent")
             value = input_from(request.POST, fields)
             with acting(principal):
-                made = task_submit(agent=chosen.name, input=value, tenant=principal.tenant, owner=principal.actor,
-                                   actor=principal.actor, idempotency_key=param(request, "idempotency_key", source))
+                made = task_submit(
+                    agent=chosen.name,
+                    input=value,
+                    tenant=principal.tenant,
+                    owner=principal.actor,
+                    actor=principal.actor,
+                    idempotency_key=param(request, "idempotency_key", source),
+                )
             return redirect(f"/tasks/{made.task_id}/")
         except StewardError as exc:
             context["error"] = exc
             context["field_errors"] = field_errors(exc)
-            return page(request, principal, "console/submit.html", context,
-                        status=form_status(exc), nav="tasks")
+            return page(request, principal, "console/submit.html", context, status=form_status(exc), nav="tasks")
     template = "console/submit.html#agent-fields" if request.htmx else "console/submit.html"
     return page(request, principal, template, context, nav="tasks")
 

@@ -72,37 +72,49 @@ def _live(principal, task_id) -> dict:
     detail = task_detail(task.id, step_limit=0, audit_limit=50, child_limit=200)
     attempt = detail.attempts[-1] if detail.attempts else None
     tree = _subtree(principal, detail.task) if detail.children else []
-    return {"task": detail.task, "detail": detail, "attempt": attempt,
-            "live_attempt": attempt if attempt and attempt.ended_at is None else None,
-            "lease_expired": bool(attempt and attempt.ended_at is None and attempt.lease_expires_at < timezone.now()),
-            "tree": tree, "tree_cut": len(tree) >= TREE_SHOWN,
-            "finished": detail.task.status in states.TERMINAL, "version": _version(detail.task),
-            "steps_total": step_count(task=task), "unknown_effects": [e for e in detail.effects
-                                                                      if e.state == states.UNKNOWN],
-            "decisions": decisions_page(tenant=principal.tenant, task=task.id, limit=DECISIONS_SHOWN).items,
-            "tripped": breaker_tripped(detail.task),
-            "pause": tree_pause_of(detail.task),
-            "approvals": approvals_of_task(task_id=task.id),
-            "authority": effective_authority(detail.task),
-            # A stopping task is left to the stop it is under (its panel shows it).
-            "may_stop": detail.task.status in states.sources("stop"),
-            "stoppable": frozenset(states.sources("stop")),
-            # A deliberate new run (a new task, linked both ways) of a cancelled root task.
-            "may_rerun": detail.task.status == states.CANCELLED and not detail.task.parent_id,
-            "reruns": list(detail.task.reruns.order_by("id").only("id", "status")[:20])
-            if detail.task.status == states.CANCELLED else [],
-            # A blocked task is resumed only if a denial, a breaker or its tree's pause
-            # blocked it; an unknown effect is settled on its own page (states.BLOCKED_BY).
-            "may_resume": detail.task.status in states.sources("resume") and (
-                detail.task.status != states.BLOCKED or detail.task.blocked_reason in RESUMABLE_BLOCKS)}
+    return {
+        "task": detail.task,
+        "detail": detail,
+        "attempt": attempt,
+        "live_attempt": attempt if attempt and attempt.ended_at is None else None,
+        "lease_expired": bool(attempt and attempt.ended_at is None and attempt.lease_expires_at < timezone.now()),
+        "tree": tree,
+        "tree_cut": len(tree) >= TREE_SHOWN,
+        "finished": detail.task.status in states.TERMINAL,
+        "version": _version(detail.task),
+        "steps_total": step_count(task=task),
+        "unknown_effects": [e for e in detail.effects if e.state == states.UNKNOWN],
+        "decisions": decisions_page(tenant=principal.tenant, task=task.id, limit=DECISIONS_SHOWN).items,
+        "tripped": breaker_tripped(detail.task),
+        "pause": tree_pause_of(detail.task),
+        "approvals": approvals_of_task(task_id=task.id),
+        "authority": effective_authority(detail.task),
+        # A stopping task is left to the stop it is under (its panel shows it).
+        "may_stop": detail.task.status in states.sources("stop"),
+        "stoppable": frozenset(states.sources("stop")),
+        # A deliberate new run (a new task, linked both ways) of a cancelled root task.
+        "may_rerun": detail.task.status == states.CANCELLED and not detail.task.parent_id,
+        "reruns": list(detail.task.reruns.order_by("id").only("id", "status")[:20])
+        if detail.task.status == states.CANCELLED
+        else [],
+        # A blocked task is resumed only if a denial, a breaker or its tree's pause
+        # blocked it; an unknown effect is settled on its own page (states.BLOCKED_BY).
+        "may_resume": detail.task.status in states.sources("resume")
+        and (detail.task.status != states.BLOCKED or detail.task.blocked_reason in RESUMABLE_BLOCKS),
+    }
 
 
 @screen
 def task_page_view(request, principal, task_id):
     context = _live(principal, task_id)
     steps = journal_page(task=context["task"], limit=STEPS_PER_PAGE)
-    return page(request, principal, "console/task.html",
-                {**context, "steps": steps, **task_stop_context(principal, context["task"])}, nav="tasks")
+    return page(
+        request,
+        principal,
+        "console/task.html",
+        {**context, "steps": steps, **task_stop_context(principal, context["task"])},
+        nav="tasks",
+    )
 
 
 @screen
@@ -146,14 +158,23 @@ def _confirm(request, principal, task_id, action: str):
         # A tripped task's form offers its breaker's limit; left empty, the limit stays
         # (and the resumed attempt trips again at the same place, visibly).
         raised = (request.POST.get("limit") or "").strip()
-        limits = {tripped.limit_name: int(raised) if re.fullmatch(r"[0-9]{1,20}", raised) else raised} \
-            if tripped is not None and raised else None
+        limits = (
+            {tripped.limit_name: int(raised) if re.fullmatch(r"[0-9]{1,20}", raised) else raised}
+            if tripped is not None and raised
+            else None
+        )
         resumed = task_resume(task_id=task.id, actor=principal.actor, note=reason, limits=limits)
-        messages.success(request, "Queued for a new attempt." + (f" {tripped.limit_name} is now {raised}."
-                                                                  if limits else "")
-                         + (f" Its tree's pause is lifted: {resumed.tree_queued} other "
-                            f"task{'s' if resumed.tree_queued != 1 else ''} queued again."
-                            if resumed.pause_id else ""))
+        messages.success(
+            request,
+            "Queued for a new attempt."
+            + (f" {tripped.limit_name} is now {raised}." if limits else "")
+            + (
+                f" Its tree's pause is lifted: {resumed.tree_queued} other "
+                f"task{'s' if resumed.tree_queued != 1 else ''} queued again."
+                if resumed.pause_id
+                else ""
+            ),
+        )
         return redirect(f"/tasks/{task.id}/")
 
     def shows():
@@ -162,10 +183,20 @@ def _confirm(request, principal, task_id, action: str):
         held = [t for t in tree_pause_holds(task) if t.id != task.id] if pause else []
         return {"affected": [task], "pause": pause, "held": held}
 
-    return confirm(request, principal, "console/task_confirm.html",
-                   {"task": task, "action": action, "tripped": tripped,
-                    "limit": (request.POST.get("limit") or "") if request.method == "POST" else ""},
-                   act=act, shows=shows, nav="tasks")
+    return confirm(
+        request,
+        principal,
+        "console/task_confirm.html",
+        {
+            "task": task,
+            "action": action,
+            "tripped": tripped,
+            "limit": (request.POST.get("limit") or "") if request.method == "POST" else "",
+        },
+        act=act,
+        shows=shows,
+        nav="tasks",
+    )
 
 
 @screen

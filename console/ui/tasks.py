@@ -31,37 +31,69 @@ def filters_of(request) -> dict:
 def task_list(request, principal):
     shown = filters_of(request)
     cursor = param(request, "cursor")
-    rows = task_page(tenant=principal.tenant, status=shown["status"], agent=shown["agent"], parent=shown["parent"],
-                     root=shown["root"], created_after=when(shown["created_after"], "created_after"),
-                     created_before=when(shown["created_before"], "created_before"), after=cursor,
-                     limit=PAGE_SIZE)
+    rows = task_page(
+        tenant=principal.tenant,
+        status=shown["status"],
+        agent=shown["agent"],
+        parent=shown["parent"],
+        root=shown["root"],
+        created_after=when(shown["created_after"], "created_after"),
+        created_before=when(shown["created_before"], "created_before"),
+        after=cursor,
+        limit=PAGE_SIZE,
+    )
     given = {k: v for k, v in shown.items() if v}
     # The newest id page 1 showed (the nil id when it showed none: every later task is new).
     snapshot = param(request, "snapshot") or (None if cursor else str(rows.items[0].id) if rows.items else NIL)
     at_snapshot = {"snapshot": snapshot} if snapshot else {}
-    return page(request, principal, "console/tasks.html", {
-        "page": rows, "filters": shown, "given": given, "statuses": states.TASK_STATUSES,
-        "agents": [a.name for a in agent_list()], "first_page": cursor is None,
-        "next_url": "?" + urlencode({**given, "cursor": rows.next, **at_snapshot}) if rows.next else None,
-        "live_url": "/tasks/live/?" + urlencode({**given, **at_snapshot}),
-        "fresh_url": "/tasks/" + ("?" + urlencode(given) if given else ""),
-        "newer": 0,
-    }, nav="tasks")
+    return page(
+        request,
+        principal,
+        "console/tasks.html",
+        {
+            "page": rows,
+            "filters": shown,
+            "given": given,
+            "statuses": states.TASK_STATUSES,
+            "agents": [a.name for a in agent_list()],
+            "first_page": cursor is None,
+            "next_url": "?" + urlencode({**given, "cursor": rows.next, **at_snapshot}) if rows.next else None,
+            "live_url": "/tasks/live/?" + urlencode({**given, **at_snapshot}),
+            "fresh_url": "/tasks/" + ("?" + urlencode(given) if given else ""),
+            "newer": 0,
+        },
+        nav="tasks",
+    )
 
 
 @screen
 def task_list_live(request, principal):
     shown = filters_of(request)
     on_screen = dict(row.partition(".")[::2] for row in request.GET.getlist("row"))
-    changes = task_changes(tenant=principal.tenant, ids=list(on_screen), newer_than=param(request, "snapshot"),
-                           status=shown["status"], agent=shown["agent"], parent=shown["parent"], root=shown["root"])
+    changes = task_changes(
+        tenant=principal.tenant,
+        ids=list(on_screen),
+        newer_than=param(request, "snapshot"),
+        status=shown["status"],
+        agent=shown["agent"],
+        parent=shown["parent"],
+        root=shown["root"],
+    )
     moved = [task for key, task in changes.tasks.items() if on_screen.get(key) != task.status]
     if not moved and str(changes.newer) == (param(request, "newer") or "0"):
         return HttpResponse(status=204)
     given = {k: v for k, v in shown.items() if v}
-    return page(request, principal, "console/tasks.html#live", {
-        "moved": moved, "newer": changes.newer, "capped": changes.newer >= NEW_COUNTED_MAX,
-        "live_url": request.get_full_path().split("?")[0] + "?" + urlencode(
-            {**given, **({"snapshot": param(request, "snapshot")} if param(request, "snapshot") else {})}),
-        "fresh_url": "/tasks/" + ("?" + urlencode(given) if given else ""),
-    })
+    return page(
+        request,
+        principal,
+        "console/tasks.html#live",
+        {
+            "moved": moved,
+            "newer": changes.newer,
+            "capped": changes.newer >= NEW_COUNTED_MAX,
+            "live_url": request.get_full_path().split("?")[0]
+            + "?"
+            + urlencode({**given, **({"snapshot": param(request, "snapshot")} if param(request, "snapshot") else {})}),
+            "fresh_url": "/tasks/" + ("?" + urlencode(given) if given else ""),
+        },
+    )

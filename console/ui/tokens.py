@@ -14,8 +14,14 @@ from runtime.errors import InvalidInput, StewardError, TokenNotFound
 
 
 def _context(principal, **extra) -> dict:
-    return {"tokens": list(tokens_visible_to(principal)[:200]), "scopes": SCOPES, "typed": {}, "error": None,
-            "made": None, **extra}
+    return {
+        "tokens": list(tokens_visible_to(principal)[:200]),
+        "scopes": SCOPES,
+        "typed": {},
+        "error": None,
+        "made": None,
+        **extra,
+    }
 
 
 @screen
@@ -34,11 +40,16 @@ def token_new(request, principal):
             raise InvalidInput(f"scope must be one of {', '.join(SCOPES)}", field="scope")
         made = token_create(principal=principal, name=typed["name"], scope=typed["scope"], expires_at=expires)
     except StewardError as exc:
-        return page(request, principal, "console/tokens.html", _context(principal, typed=typed, error=exc),
-                    status=form_status(exc), nav="tokens")
+        return page(
+            request,
+            principal,
+            "console/tokens.html",
+            _context(principal, typed=typed, error=exc),
+            status=form_status(exc),
+            nav="tokens",
+        )
     # The secret exists only in this response: no redirect, nothing stored to show it again.
-    response = page(request, principal, "console/tokens.html", _context(principal, made=made), status=201,
-                    nav="tokens")
+    response = page(request, principal, "console/tokens.html", _context(principal, made=made), status=201, nav="tokens")
     response["Cache-Control"] = "no-store"
     return response
 
@@ -58,7 +69,13 @@ def token_revoke_view(request, principal, token_id):
     except StewardError as exc:
         if exc.status == 404:
             raise
-        return page(request, principal, "console/token_revoke.html", {"token": token, "error": exc},
-                    status=form_status(exc), nav="tokens")
+        return page(
+            request,
+            principal,
+            "console/token_revoke.html",
+            {"token": token, "error": exc},
+            status=form_status(exc),
+            nav="tokens",
+        )
     messages.success(request, f"Revoked {token.name} ({token.prefix}…): refused from its next request on.")
     return redirect("/tokens/")

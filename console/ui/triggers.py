@@ -47,8 +47,16 @@ def _schedules(request, principal, **extra) -> dict:
     state, paused = _paused_filter(request)
     agent = param(request, "agent")
     rows = [(s, schedule_upcoming(s, 1)) for s in schedule_list(tenant=principal.tenant, paused=paused, agent=agent)]
-    return {"schedules": rows, "state": state, "agent": agent, "missed": MISSED, "overlap": OVERLAP,
-            "typed": {"timezone": "UTC", "input": "{}"}, "error": None, **extra}
+    return {
+        "schedules": rows,
+        "state": state,
+        "agent": agent,
+        "missed": MISSED,
+        "overlap": OVERLAP,
+        "typed": {"timezone": "UTC", "input": "{}"},
+        "error": None,
+        **extra,
+    }
 
 
 @screen
@@ -63,14 +71,28 @@ def schedule_new(request, principal):
     typed = {k: (request.POST.get(k) or "").strip() for k in SCHEDULE_FIELDS}
     try:
         with acting(principal):
-            made = schedule_create(tenant=principal.tenant, owner=principal.actor, actor=principal.actor,
-                                   name=typed["name"], agent=typed["agent"], input=input_parse(typed["input"] or "{}"),
-                                   cron=typed["cron"], timezone=typed["timezone"] or "UTC",
-                                   missed_policy=typed["missed_policy"] or "skip",
-                                   overlap_policy=typed["overlap_policy"] or "skip", pool=typed["pool"] or None)
+            made = schedule_create(
+                tenant=principal.tenant,
+                owner=principal.actor,
+                actor=principal.actor,
+                name=typed["name"],
+                agent=typed["agent"],
+                input=input_parse(typed["input"] or "{}"),
+                cron=typed["cron"],
+                timezone=typed["timezone"] or "UTC",
+                missed_policy=typed["missed_policy"] or "skip",
+                overlap_policy=typed["overlap_policy"] or "skip",
+                pool=typed["pool"] or None,
+            )
     except StewardError as exc:
-        return page(request, principal, "console/schedules.html", _schedules(request, principal, typed=typed, error=exc),
-                    status=form_status(exc), nav="schedules")
+        return page(
+            request,
+            principal,
+            "console/schedules.html",
+            _schedules(request, principal, typed=typed, error=exc),
+            status=form_status(exc),
+            nav="schedules",
+        )
     messages.success(request, f"Schedule {made.name} made; it first runs at {made.next_fire_at:%Y-%m-%d %H:%M} UTC.")
     return redirect(f"/schedules/{made.id}/")
 
@@ -78,9 +100,17 @@ def schedule_new(request, principal):
 @screen
 def schedule_page(request, principal, schedule_id):
     schedule = schedule_get(schedule_id, tenant=principal.tenant)
-    return page(request, principal, "console/schedule.html",
-                {"schedule": schedule, "upcoming": schedule_upcoming(schedule, 10),
-                 "input_json": json.dumps(schedule.input, indent=2, sort_keys=True)}, nav="schedules")
+    return page(
+        request,
+        principal,
+        "console/schedule.html",
+        {
+            "schedule": schedule,
+            "upcoming": schedule_upcoming(schedule, 10),
+            "input_json": json.dumps(schedule.input, indent=2, sort_keys=True),
+        },
+        nav="schedules",
+    )
 
 
 def _toggle(request, principal, found, change, done: str, url: str, what: str):
@@ -97,8 +127,15 @@ def _toggle(request, principal, found, change, done: str, url: str, what: str):
 
 def _schedule_toggle(request, principal, schedule_id, fn, done: str):
     found = schedule_get(schedule_id, tenant=principal.tenant)
-    return _toggle(request, principal, found, lambda **kw: fn(schedule_id=found.id, **kw), done,
-                   f"/schedules/{found.id}/", "Schedule")
+    return _toggle(
+        request,
+        principal,
+        found,
+        lambda **kw: fn(schedule_id=found.id, **kw),
+        done,
+        f"/schedules/{found.id}/",
+        "Schedule",
+    )
 
 
 @screen
@@ -113,8 +150,14 @@ def schedule_resume_view(request, principal, schedule_id):
 
 def _webhooks(request, principal, **extra) -> dict:
     state, paused = _paused_filter(request)
-    return {"webhooks": webhook_list(tenant=principal.tenant, paused=paused), "state": state, "typed": {},
-            "error": None, "made": None, **extra}
+    return {
+        "webhooks": webhook_list(tenant=principal.tenant, paused=paused),
+        "state": state,
+        "typed": {},
+        "error": None,
+        "made": None,
+        **extra,
+    }
 
 
 @screen
@@ -129,15 +172,32 @@ def webhook_new(request, principal):
     typed = {k: (request.POST.get(k) or "").strip() for k in ("name", "agent", "pool")}
     try:
         with acting(principal):
-            made, secret = webhook_create(tenant=principal.tenant, owner=principal.actor, actor=principal.actor,
-                                          name=typed["name"], agent=typed["agent"], pool=typed["pool"] or None)
+            made, secret = webhook_create(
+                tenant=principal.tenant,
+                owner=principal.actor,
+                actor=principal.actor,
+                name=typed["name"],
+                agent=typed["agent"],
+                pool=typed["pool"] or None,
+            )
     except StewardError as exc:
-        return page(request, principal, "console/webhooks.html", _webhooks(request, principal, typed=typed, error=exc),
-                    status=form_status(exc), nav="webhooks")
+        return page(
+            request,
+            principal,
+            "console/webhooks.html",
+            _webhooks(request, principal, typed=typed, error=exc),
+            status=form_status(exc),
+            nav="webhooks",
+        )
     # The secret exists only in this response: no redirect, nothing kept to show it again.
-    response = page(request, principal, "console/webhooks.html",
-                    _webhooks(request, principal, made={"webhook": made, "secret": secret}), status=201,
-                    nav="webhooks")
+    response = page(
+        request,
+        principal,
+        "console/webhooks.html",
+        _webhooks(request, principal, made={"webhook": made, "secret": secret}),
+        status=201,
+        nav="webhooks",
+    )
     response["Cache-Control"] = "no-store"
     return response
 
@@ -145,15 +205,24 @@ def webhook_new(request, principal):
 @screen
 def webhook_page(request, principal, webhook_id):
     hook = webhook_get(webhook_id, tenant=principal.tenant)
-    return page(request, principal, "console/webhook.html",
-                {"webhook": hook, "deliveries": webhook_deliveries(hook, 50),
-                 "url": request.build_absolute_uri(f"/hooks/{hook.id}")}, nav="webhooks")
+    return page(
+        request,
+        principal,
+        "console/webhook.html",
+        {
+            "webhook": hook,
+            "deliveries": webhook_deliveries(hook, 50),
+            "url": request.build_absolute_uri(f"/hooks/{hook.id}"),
+        },
+        nav="webhooks",
+    )
 
 
 def _webhook_toggle(request, principal, webhook_id, fn, done: str):
     found = webhook_get(webhook_id, tenant=principal.tenant)
-    return _toggle(request, principal, found, lambda **kw: fn(webhook_id=found.id, **kw), done,
-                   f"/webhooks/{found.id}/", "Webhook")
+    return _toggle(
+        request, principal, found, lambda **kw: fn(webhook_id=found.id, **kw), done, f"/webhooks/{found.id}/", "Webhook"
+    )
 
 
 @screen
@@ -171,6 +240,14 @@ def dependency_list_view(request, principal):
     state = param(request, "state")
     if state not in (None, *DEPENDENCY_STATES):
         state = None
-    return page(request, principal, "console/dependencies.html",
-                {"triggers": dependency_list(tenant=principal.tenant, state=state), "state": state,
-                 "states": DEPENDENCY_STATES}, nav="dependencies")
+    return page(
+        request,
+        principal,
+        "console/dependencies.html",
+        {
+            "triggers": dependency_list(tenant=principal.tenant, state=state),
+            "state": state,
+            "states": DEPENDENCY_STATES,
+        },
+        nav="dependencies",
+    )

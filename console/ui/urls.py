@@ -39,12 +39,12 @@ class Route:
     name: str
     pattern: str
     view: object
-    object: str = ""        # "task", "step", "effect", "audit", "pool", "token", "member", "agent", "grant", "stop",
-                            # "approval", "schedule", "webhook" or ""
-    action: bool = False    # a POST that changes something: operators only (members: admins only; grants:
-                            # admins, or operators with the right over that agent: console/access.py)
+    object: str = ""  # "task", "step", "effect", "audit", "pool", "token", "member", "agent", "grant", "stop",
+    # "approval", "schedule", "webhook" or ""
+    action: bool = False  # a POST that changes something: operators only (members: admins only; grants:
+    # admins, or operators with the right over that agent: console/access.py)
     fragment: bool = False  # an htmx fragment (401, not a redirect, when signed out)
-    public: bool = False    # reachable signed out (the login page)
+    public: bool = False  # reachable signed out (the login page)
 
 
 ROUTES = [
@@ -72,8 +72,9 @@ ROUTES = [
     Route("effect-resolve", "effects/<int:effect_id>/resolve/", effects.resolve, object="effect", action=True),
     Route("approvals", "approvals/", approvals.approval_list),
     Route("approval", "approvals/<uuid:approval_id>/", approvals.approval_detail, object="approval"),
-    Route("approval-approve", "approvals/<uuid:approval_id>/approve/", approvals.approve, object="approval",
-          action=True),
+    Route(
+        "approval-approve", "approvals/<uuid:approval_id>/approve/", approvals.approve, object="approval", action=True
+    ),
     Route("approval-deny", "approvals/<uuid:approval_id>/deny/", approvals.deny, object="approval", action=True),
     Route("pools", "pools/", pools.pool_list),
     Route("pool", "pools/<slug:name>/", pools.pool_detail, object="pool"),
@@ -91,8 +92,7 @@ ROUTES = [
     Route("members", "members/", members.member_list),
     Route("member-add", "members/add/", members.member_add, action=True),
     Route("member-role", "members/<str:username>/role/", members.member_role, object="member", action=True),
-    Route("member-remove", "members/<str:username>/remove/", members.member_remove_view, object="member",
-          action=True),
+    Route("member-remove", "members/<str:username>/remove/", members.member_remove_view, object="member", action=True),
     Route("agents", "agents/", agents.agent_list_view),
     Route("agent", "agents/<str:name>/", agents.agent_page, object="agent"),
     Route("agent-stewards", "agents/<str:name>/stewards/", agents.agent_steward, object="agent", action=True),
@@ -101,27 +101,41 @@ ROUTES = [
     Route("grants", "grants/", grants.grant_list),
     Route("grant-new", "grants/new/", grants.grant_new, action=True),
     Route("grant", "grants/<int:grant_id>/", grants.grant_page, object="grant"),
-    Route("grant-revoke", "grants/<int:grant_id>/revoke/", grant_change.grant_revoke_view, object="grant",
-          action=True),
-    Route("grant-narrow", "grants/<int:grant_id>/narrow/", grant_change.grant_narrow_view, object="grant",
-          action=True),
+    Route("grant-revoke", "grants/<int:grant_id>/revoke/", grant_change.grant_revoke_view, object="grant", action=True),
+    Route("grant-narrow", "grants/<int:grant_id>/narrow/", grant_change.grant_narrow_view, object="grant", action=True),
     Route("owner", "owners/<str:username>/", owners.owner_page, object="member"),
     Route("decisions", "decisions/", decisions.decision_list),
     Route("schedules", "schedules/", triggers.schedule_list_view),
     Route("schedule-new", "schedules/new/", triggers.schedule_new, action=True),
     Route("schedule", "schedules/<uuid:schedule_id>/", triggers.schedule_page, object="schedule"),
-    Route("schedule-pause", "schedules/<uuid:schedule_id>/pause/", triggers.schedule_pause_view, object="schedule",
-          action=True),
-    Route("schedule-resume", "schedules/<uuid:schedule_id>/resume/", triggers.schedule_resume_view,
-          object="schedule", action=True),
+    Route(
+        "schedule-pause",
+        "schedules/<uuid:schedule_id>/pause/",
+        triggers.schedule_pause_view,
+        object="schedule",
+        action=True,
+    ),
+    Route(
+        "schedule-resume",
+        "schedules/<uuid:schedule_id>/resume/",
+        triggers.schedule_resume_view,
+        object="schedule",
+        action=True,
+    ),
     Route("dependencies", "dependencies/", triggers.dependency_list_view),
     Route("webhooks", "webhooks/", triggers.webhook_list_view),
     Route("webhook-new", "webhooks/new/", triggers.webhook_new, action=True),
     Route("webhook", "webhooks/<uuid:webhook_id>/", triggers.webhook_page, object="webhook"),
-    Route("webhook-pause", "webhooks/<uuid:webhook_id>/pause/", triggers.webhook_pause_view, object="webhook",
-          action=True),
-    Route("webhook-resume", "webhooks/<uuid:webhook_id>/resume/", triggers.webhook_resume_view, object="webhook",
-          action=True),
+    Route(
+        "webhook-pause", "webhooks/<uuid:webhook_id>/pause/", triggers.webhook_pause_view, object="webhook", action=True
+    ),
+    Route(
+        "webhook-resume",
+        "webhooks/<uuid:webhook_id>/resume/",
+        triggers.webhook_resume_view,
+        object="webhook",
+        action=True,
+    ),
 ]
 
 app_name = "ui"

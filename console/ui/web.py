@@ -53,6 +53,7 @@ def screen(view):
             return view(request, principal, *args, **kwargs)
         except StewardError as exc:
             return refusal(request, principal, exc)
+
     return wrapper
 
 
@@ -75,10 +76,18 @@ def refusal(request, principal, exc: StewardError, *, status: int | None = None)
     if request.htmx:
         return HttpResponse(f"{exc.code}: {exc.message}", status=status, content_type="text/plain")
     titles = {403: "Not allowed", 404: "Not found"}
-    return page(request, principal, "console/error.html",
-                {"status": status, "title": titles.get(status, "Refused"), "code": exc.code,
-                 "message": "Nothing here, or nothing you may see." if status == 404 else exc.message},
-                status=status)
+    return page(
+        request,
+        principal,
+        "console/error.html",
+        {
+            "status": status,
+            "title": titles.get(status, "Refused"),
+            "code": exc.code,
+            "message": "Nothing here, or nothing you may see." if status == 404 else exc.message,
+        },
+        status=status,
+    )
 
 
 def page(request, principal, template: str, context: dict | None = None, *, status: int = 200, nav: str = ""):
@@ -96,8 +105,17 @@ def page(request, principal, template: str, context: dict | None = None, *, stat
     return render(request, template, context, status=status)
 
 
-def confirm(request, principal, template: str, context: dict, *, act, shows=dict, nav: str = "",
-            why: str = "say why: the reason is kept in the audit trail"):
+def confirm(
+    request,
+    principal,
+    template: str,
+    context: dict,
+    *,
+    act,
+    shows=dict,
+    nav: str = "",
+    why: str = "say why: the reason is kept in the audit trail",
+):
     """A consequential action's page. GET: what it will affect (`shows()`, read afresh
     for each answer). POST: do it with the reason typed (required), as the person
     (`act(reason)` returns the answer, usually a redirect); on a refusal, the same page

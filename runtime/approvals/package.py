@@ -26,9 +26,9 @@ def facts(task_id) -> Facts:
 
 
 class Built(NamedTuple):
-    action: object             # the canonical action (a JSON round trip of the agent's)
+    action: object  # the canonical action (a JSON round trip of the agent's)
     action_hash: str
-    context: dict              # what the context digest covers, in the clear
+    context: dict  # what the context digest covers, in the clear
     context_digest: str
     untrusted_paths: list[str]  # where the action holds model or tool output
     requires: tuple[str, str] | None
@@ -67,11 +67,21 @@ def build(ctx, action, *, facts: Facts, precondition=None, requires=None) -> Bui
     except NotJournalable as exc:
         raise InvalidArgument(f"an approval's precondition must be JSON: {exc}", field="precondition") from None
     needed = need(requires) if requires is not None else None
-    context = {"input_digest": facts.input_digest, "precondition": current, "policy_version": POLICY_VERSION,
-               "authz_revision": facts.authz_revision,
-               "requires": list(needed) if needed else None}
-    return Built(canonical, encoding.digest(canonical), context, encoding.digest(context), _tainted(action, "$"),
-                 tuple(needed) if needed else None)
+    context = {
+        "input_digest": facts.input_digest,
+        "precondition": current,
+        "policy_version": POLICY_VERSION,
+        "authz_revision": facts.authz_revision,
+        "requires": list(needed) if needed else None,
+    }
+    return Built(
+        canonical,
+        encoding.digest(canonical),
+        context,
+        encoding.digest(context),
+        _tainted(action, "$"),
+        tuple(needed) if needed else None,
+    )
 
 
 def changed(approval: Approval | Stored, built: Built, ctx) -> str:
@@ -85,8 +95,13 @@ def changed(approval: Approval | Stored, built: Built, ctx) -> str:
         parts = [key for key in sorted(set(before) | set(built.context)) if before.get(key) != built.context.get(key)]
         reasons.append("the context changed: " + ", ".join(parts or ["digest"]))
     if built.requires is not None:
-        decision = authorize(task=ctx.task_id, action=built.requires[0], resource=built.requires[1],
-                             boundary=EXECUTOR_BOUNDARY, epoch=ctx.epoch)
+        decision = authorize(
+            task=ctx.task_id,
+            action=built.requires[0],
+            resource=built.requires[1],
+            boundary=EXECUTOR_BOUNDARY,
+            epoch=ctx.epoch,
+        )
         if not decision.allowed:
             reasons.append(f"authority no longer allows it ({decision.reason_code}, decision {decision.id})")
     return "; ".join(reasons)[:500]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 from django.db import transaction
@@ -37,10 +37,10 @@ class ApprovalResult(NamedTuple):
     """What ctx.request_approval() returns once its package is decided."""
 
     approval_id: str
-    state: str            # approved, denied, expired or stale (states.APPROVAL_STATES)
+    state: str  # approved, denied, expired or stale (states.APPROVAL_STATES)
     decided_by: str | None
     comment: str
-    reason: str           # why it is stale ("" otherwise)
+    reason: str  # why it is stale ("" otherwise)
 
     @property
     def approved(self) -> bool:
@@ -59,8 +59,9 @@ class ApprovalResult(NamedTuple):
         return self.state == states.STALE
 
 
-def request(ctx, seq: int, recorded: Recorded | None, check_seq: int, checked: Recorded | None, *, name: str,
-            specs: list[dict]) -> list[ApprovalResult]:
+def request(
+    ctx, seq: int, recorded: Recorded | None, check_seq: int, checked: Recorded | None, *, name: str, specs: list[dict]
+) -> list[ApprovalResult]:
     """Ask a person to approve each of `specs` ({action, effect_class, expires_in,
     precondition?, requires?}: one package each, its own id); return once all are decided,
     in the given order. Each is decided on its own: one may be approved, another denied.
@@ -105,10 +106,14 @@ class Draft(NamedTuple):
 
 
 def _draft(spec) -> Draft:
-    if not isinstance(spec, Mapping) or not {"action", "effect_class", "expires_in"} <= set(spec) \
-            or not set(spec) <= {"action", "effect_class", "expires_in", "precondition", "requires"}:
-        raise InvalidArgument("each request is {action, effect_class, expires_in, precondition?, requires?}",
-                              field="requests")
+    if (
+        not isinstance(spec, Mapping)
+        or not {"action", "effect_class", "expires_in"} <= set(spec)
+        or not set(spec) <= {"action", "effect_class", "expires_in", "precondition", "requires"}
+    ):
+        raise InvalidArgument(
+            "each request is {action, effect_class, expires_in, precondition?, requires?}", field="requests"
+        )
     effect_class, action = spec["effect_class"], spec["action"]
     if effect_class not in states.EFFECT_CLASSES:
         raise ValueError(f"effect_class must be one of {states.EFFECT_CLASSES}")
@@ -119,8 +124,9 @@ def _draft(spec) -> Draft:
     except (TypeError, ValueError):
         raise InvalidArgument("expires_in is a number of seconds", field="expires_in") from None
     if not 0 < expires_in <= config.approval_max_seconds():
-        raise InvalidArgument(f"expires_in is between 0 and {config.approval_max_seconds():g} seconds",
-                              field="expires_in")
+        raise InvalidArgument(
+            f"expires_in is between 0 and {config.approval_max_seconds():g} seconds", field="expires_in"
+        )
     return Draft(action, effect_class, expires_in, spec.get("precondition"), spec.get("requires"))
 
 
@@ -138,25 +144,53 @@ def _ask(ctx, seq: int, *, name: str, drafts: list[Draft]):
         made = []
         for part, (b, d) in enumerate(zip(built, drafts, strict=True)):
             _, later = db.fetchone("clock", {"seconds": d.expires_in})
-            made.append(Approval.objects.create(
-                tenant=lease.tenant, task_id=lease.task_id, seq=seq, part=part, name=name, agent=ctx.agent,
-                owner=ctx.owner, action=b.action, action_hash=b.action_hash, effect_class=d.effect_class,
-                context=b.context, context_digest=b.context_digest, untrusted=bool(b.untrusted_paths),
-                untrusted_paths=b.untrusted_paths, expires_at=_utc(later), untrusted_steps=read_untrusted))
+            made.append(
+                Approval.objects.create(
+                    tenant=lease.tenant,
+                    task_id=lease.task_id,
+                    seq=seq,
+                    part=part,
+                    name=name,
+                    agent=ctx.agent,
+                    owner=ctx.owner,
+                    action=b.action,
+                    action_hash=b.action_hash,
+                    effect_class=d.effect_class,
+                    context=b.context,
+                    context_digest=b.context_digest,
+                    untrusted=bool(b.untrusted_paths),
+                    untrusted_paths=b.untrusted_paths,
+                    expires_at=_utc(later),
+                    untrusted_steps=read_untrusted,
+                )
+            )
         ids = [str(a.id) for a in made]
-        journal.write(lease, seq=seq, name=name, kind="approval",
-                      output=encoding.encode({"approval_ids": ids}, what="the approval"))
-        end_attempt(lease, "await", note=f"waiting for approval {', '.join(ids)}",
-                    audit={"approval_ids": ids, "action_hashes": [a.action_hash for a in made],
-                           "untrusted": any(a.untrusted for a in made)})
+        journal.write(
+            lease,
+            seq=seq,
+            name=name,
+            kind="approval",
+            output=encoding.encode({"approval_ids": ids}, what="the approval"),
+        )
+        end_attempt(
+            lease,
+            "await",
+            note=f"waiting for approval {', '.join(ids)}",
+            audit={
+                "approval_ids": ids,
+                "action_hashes": [a.action_hash for a in made],
+                "untrusted": any(a.untrusted for a in made),
+            },
+        )
     raise Suspend("approval")
 
 
 def _read(lease, ids: list) -> tuple[list[package.Stored], package.Facts]:
     """The packages in the order asked for, and the context's facts (approval_read.sql)."""
     rows = db.fetchall("approval_read", {"task": lease.task_id, "ids": ids})
-    found = {row[0]: package.Stored(*row[:7], encoding.decode(row[7]) if isinstance(row[7], str) else row[7])
-             for row in rows}
+    found = {
+        row[0]: package.Stored(*row[:7], encoding.decode(row[7]) if isinstance(row[7], str) else row[7]) for row in rows
+    }
     return [found[i] for i in ids], package.Facts(*rows[0][8:])
 
 
@@ -167,17 +201,25 @@ def _settle_locked(ctx, check_seq: int, name: str, ids: list, drafts: list[Draft
     with transaction.atomic(durable=True):
         fence(lease, "approval_check", exclusive=True)
         # Expiry means deny, whether or not the sweep got there first.
-        for approval_id in Approval.objects.filter(id__in=ids, state=states.PENDING, expires_at__lte=Now()) \
-                .values_list("id", flat=True):
-            if Approval.objects.filter(id=approval_id, state=states.PENDING).update(state=states.EXPIRED,
-                                                                                     decided_at=Now()):
-                audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="approval.expired",
-                             data={"approval_id": str(approval_id)})
+        for approval_id in Approval.objects.filter(id__in=ids, state=states.PENDING, expires_at__lte=Now()).values_list(
+            "id", flat=True
+        ):
+            if Approval.objects.filter(id=approval_id, state=states.PENDING).update(
+                state=states.EXPIRED, decided_at=Now()
+            ):
+                audit_append(
+                    actor=lease.actor,
+                    tenant=lease.tenant,
+                    task_id=lease.task_id,
+                    kind="approval.expired",
+                    data={"approval_id": str(approval_id)},
+                )
         stored, facts = _read(lease, ids)  # a new snapshot, taken after the lock
         waiting = [str(p.id) for p in stored if p.state == states.PENDING]
         if waiting:
-            end_attempt(lease, "await", note=f"waiting for approval {', '.join(waiting)}",
-                        audit={"approval_ids": waiting})
+            end_attempt(
+                lease, "await", note=f"waiting for approval {', '.join(waiting)}", audit={"approval_ids": waiting}
+            )
             results = None
         else:
             results = _check(ctx, check_seq, name, ids, drafts, stored, facts)
@@ -186,8 +228,9 @@ def _settle_locked(ctx, check_seq: int, name: str, ids: list, drafts: list[Draft
     return results
 
 
-def _check(ctx, check_seq: int, name: str, ids: list, drafts: list[Draft], stored: list[package.Stored],
-           facts: package.Facts) -> list[ApprovalResult]:
+def _check(
+    ctx, check_seq: int, name: str, ids: list, drafts: list[Draft], stored: list[package.Stored], facts: package.Facts
+) -> list[ApprovalResult]:
     """Every package decided: rebuild each, re-check the approved ones and record it all
     in one fenced statement (approval_check.sql), on the caller's transaction if any.
     If a grant changed between the read and that statement, it wrote nothing: read the
@@ -196,11 +239,21 @@ def _check(ctx, check_seq: int, name: str, ids: list, drafts: list[Draft], store
     while True:
         results = [_outcome(ctx, p, _build(ctx, d, facts)) for p, d in zip(stored, drafts, strict=True)]
         moves = [r for r, p in zip(results, stored, strict=True) if p.state == states.APPROVED]
-        cur = db.execute("approval_check", {
-            "task": lease.task_id, "epoch": lease.epoch, "revision": facts.authz_revision, "actor": lease.actor,
-            "ids": [r.approval_id for r in moves], "states": [r.state for r in moves],
-            "reasons": [r.reason for r in moves], "seq": check_seq, "name": name,
-            "output": encoding.encode({"results": [r._asdict() for r in results]}, what="the approval's outcome")})
+        cur = db.execute(
+            "approval_check",
+            {
+                "task": lease.task_id,
+                "epoch": lease.epoch,
+                "revision": facts.authz_revision,
+                "actor": lease.actor,
+                "ids": [r.approval_id for r in moves],
+                "states": [r.state for r in moves],
+                "reasons": [r.reason for r in moves],
+                "seq": check_seq,
+                "name": name,
+                "output": encoding.encode({"results": [r._asdict() for r in results]}, what="the approval's outcome"),
+            },
+        )
         owned, current, moved, journaled = cur.fetchone()
         if not owned:
             raise Fenced(lease.task_id, lease.epoch, "approval_check")
@@ -208,8 +261,9 @@ def _check(ctx, check_seq: int, name: str, ids: list, drafts: list[Draft], store
             # Only this attempt moves an approved package (it holds the task's lease).
             assert moved == len(moves), "only the attempt holding the lease re-checks an approval"
             if not journaled:
-                raise RuntimeError(f"journal row {lease.task_id}#{check_seq} already exists for the live epoch "
-                                   f"{lease.epoch}")
+                raise RuntimeError(
+                    f"journal row {lease.task_id}#{check_seq} already exists for the live epoch {lease.epoch}"
+                )
             db.after_commit(cur, lambda: meter.count("steps"))
             return results
         stored, facts = _read(lease, ids)
@@ -226,4 +280,4 @@ def _outcome(ctx, stored: package.Stored, built: package.Built) -> ApprovalResul
 
 
 def _utc(timestamp: float) -> datetime:
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc)
+    return datetime.fromtimestamp(timestamp, tz=UTC)

@@ -23,8 +23,15 @@ def approval_get(*, approval_id, tenant: str) -> Approval:
     return approval
 
 
-def approvals_list(*, tenant: str, state: str | None = states.PENDING, agent: str | None = None,
-                   order: str = "newest", limit: int = 100, agents: list[str] | None = None) -> list[Approval]:
+def approvals_list(
+    *,
+    tenant: str,
+    state: str | None = states.PENDING,
+    agent: str | None = None,
+    order: str = "newest",
+    limit: int = 100,
+    agents: list[str] | None = None,
+) -> list[Approval]:
     """The tenant's approvals, pending by default: newest first or soonest to expire.
     `agents`: only those agents' requests (the caller's per-agent rights), None for all."""
     if state is not None and state not in states.APPROVAL_STATES:
@@ -50,6 +57,6 @@ def approvals_of_task(*, task_id) -> list[Approval]:
 def approval_counts(*, tenant: str, soon_seconds: int = SOON_SECONDS) -> dict:
     """Pending approvals of the tenant, and how many of them expire within soon_seconds."""
     row = Approval.objects.filter(tenant=arguments.tenant(tenant), state=states.PENDING).aggregate(
-        pending=Count("id"),
-        soon=Count("id", filter=Q(expires_at__lte=Now() + timedelta(seconds=soon_seconds))))
+        pending=Count("id"), soon=Count("id", filter=Q(expires_at__lte=Now() + timedelta(seconds=soon_seconds)))
+    )
     return {"pending": row["pending"], "expiring_soon": row["soon"]}

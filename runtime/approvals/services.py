@@ -48,8 +48,9 @@ def approval_decide(*, approval_id, tenant: str, actor: str, decision: str, comm
     wake-up (on_commit).
     """
     if not patterns.is_person(actor):
-        raise ApprovalRequiresPerson(f"only a person (user:<name>) decides an approval, not {arguments.show(actor)}",
-                                     actor=arguments.show(actor))
+        raise ApprovalRequiresPerson(
+            f"only a person (user:<name>) decides an approval, not {arguments.show(actor)}", actor=arguments.show(actor)
+        )
     arguments.actor(actor)
     arguments.tenant(tenant)
     if decision not in DECISIONS:
@@ -57,11 +58,17 @@ def approval_decide(*, approval_id, tenant: str, actor: str, decision: str, comm
     arguments.text("comment", comment, max_length=COMMENT_MAX)
     ident = _approval_id(approval_id)
     target = DECISIONS[decision]
-    params = {"approval": ident, "tenant": tenant, "state": target, "actor": actor, "comment": comment,
-              "closed": [*states.TERMINAL, states.STOPPING],
-              "refuse_owner": decision == "approve" and config.approval_separation_of_duties(),
-              "note": f"approval {ident} {target} by {actor}",
-              "data": json.dumps(with_via({"approval_id": str(ident), "comment": comment}))}
+    params = {
+        "approval": ident,
+        "tenant": tenant,
+        "state": target,
+        "actor": actor,
+        "comment": comment,
+        "closed": [*states.TERMINAL, states.STOPPING],
+        "refuse_owner": decision == "approve" and config.approval_separation_of_duties(),
+        "note": f"approval {ident} {target} by {actor}",
+        "data": json.dumps(with_via({"approval_id": str(ident), "comment": comment})),
+    }
     try:
         cur = db.execute("approval_decide", params)
     except psycopg.errors.InsufficientPrivilege:
@@ -76,12 +83,14 @@ def approval_decide(*, approval_id, tenant: str, actor: str, decision: str, comm
             dispatch.pool_has_work(pool)
         return _approval_from(decided, [c.name for c in cur.description[5:]])
     if params["refuse_owner"] and actor == owner:
-        raise SelfApprovalRefused(f"{actor} started task {task_id}; someone else must approve its requests",
-                                  approval_id=str(ident))
+        raise SelfApprovalRefused(
+            f"{actor} started task {task_id}; someone else must approve its requests", approval_id=str(ident)
+        )
     if state == states.PENDING and (status in states.TERMINAL or status == states.STOPPING):
         # A stop got there first: nothing would act on the decision, so none is recorded.
-        raise InvalidTransition(f"task {task_id} is {status}: its requests can no longer be decided",
-                                status=status, approval_id=str(ident))
+        raise InvalidTransition(
+            f"task {task_id} is {status}: its requests can no longer be decided", status=status, approval_id=str(ident)
+        )
     # Another person decided first, the sweep expired it, or the executor found it
     # stale or consumed it: read again (this statement's snapshot may predate the
     # winner's commit) for the refusal.
@@ -89,11 +98,15 @@ def approval_decide(*, approval_id, tenant: str, actor: str, decision: str, comm
     state = states.EXPIRED if now["state"] == states.PENDING else now["state"]
     # Stale and consumed are the executor's moves after a person approved: "stale by
     # alice" would blame the approver for what changed since.
-    by = now["decided_by"] and (f" by {now['decided_by']}" if state in DECISIONS.values()
-                                else f" (approved by {now['decided_by']})")
-    raise ApprovalAlreadyDecided(f"approval {ident} is {state}{by or ''}"
-                                 + (f": {now['stale_reason']}" if now["stale_reason"] else ""),
-                                 approval_id=str(ident), state=state, decided_by=now["decided_by"])
+    by = now["decided_by"] and (
+        f" by {now['decided_by']}" if state in DECISIONS.values() else f" (approved by {now['decided_by']})"
+    )
+    raise ApprovalAlreadyDecided(
+        f"approval {ident} is {state}{by or ''}" + (f": {now['stale_reason']}" if now["stale_reason"] else ""),
+        approval_id=str(ident),
+        state=state,
+        decided_by=now["decided_by"],
+    )
 
 
 def approvals_expire_due(*, actor: str) -> int:
@@ -112,11 +125,10 @@ def _approval_from(row, names) -> Approval:
     would have loaded it: this connection hands jsonb over as text."""
     fields = {f.column: f for f in Approval._meta.concrete_fields}
     values = {}
-    for name, value in zip(names, row, strict=True):
+    for name, raw in zip(names, row, strict=True):
         field = fields[name]
-        if isinstance(field, JSONField) and isinstance(value, str):
-            value = field.from_db_value(value, None, connection)
-        values[field.attname] = value
+        decoded = isinstance(field, JSONField) and isinstance(raw, str)
+        values[field.attname] = field.from_db_value(raw, None, connection) if decoded else raw
     approval = Approval(**values)
     approval._state.adding, approval._state.db = False, connection.alias
     return approval

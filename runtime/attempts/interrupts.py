@@ -41,9 +41,9 @@ class Running:
     epoch: int
     thread: int
     regions: list = field(default_factory=list)
-    seen_at: float | None = None   # time.monotonic() when the worker saw the stop
-    where: str = ""                # how it was seen: "notified", "lease renewal"
-    forced: bool = False           # ended by force (runtime/worker/stop_watch.py)
+    seen_at: float | None = None  # time.monotonic() when the worker saw the stop
+    where: str = ""  # how it was seen: "notified", "lease renewal"
+    forced: bool = False  # ended by force (runtime/worker/stop_watch.py)
     # Its tree was paused (runtime/limits/pauses.py): the attempt ends before its next new
     # step (runtime/limits/breakers.py StepBreakers). Never interrupts the step it is in.
     paused: bool = False

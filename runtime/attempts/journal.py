@@ -37,8 +37,17 @@ def load(task_id) -> list[Recorded]:
     return journal
 
 
-def write(lease, *, seq: int, name: str, kind: str, output: str | None = None, error: dict | None = None,
-          started: float | None = None, untrusted: bool = False) -> None:
+def write(
+    lease,
+    *,
+    seq: int,
+    name: str,
+    kind: str,
+    output: str | None = None,
+    error: dict | None = None,
+    started: float | None = None,
+    untrusted: bool = False,
+) -> None:
     """Write one journal row for the attempt `lease` (runtime.attempts.lease.Lease): the
     output as JSON text, or the error record. `started` is time.monotonic() when the
     step began (the row's times come from the database's clock). Raise Fenced if the
@@ -67,9 +76,7 @@ def _refusal(task_id, epoch: int, seq: int) -> BaseException:
     # Nothing was written: either a newer attempt (or a stop) moved the task on, or a
     # row for this seq already exists, which only a writer with our epoch could have
     # made and would be a bug in the executor.
-    row = db.cursor().execute(
-        "SELECT epoch, status FROM steward_task WHERE id = %s", (task_id,)
-    ).fetchone()
+    row = db.cursor().execute("SELECT epoch, status FROM steward_task WHERE id = %s", (task_id,)).fetchone()
     if row is None or row[0] != epoch or row[1] != "running":
         return Fenced(task_id, epoch, "journal")
     return RuntimeError(f"journal row {task_id}#{seq} already exists for the live epoch {epoch}")

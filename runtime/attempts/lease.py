@@ -135,7 +135,7 @@ class LeaseKeeper:
             outages.database.failed(exc)
             db.discard_connection()
             return
-        except Exception:  # noqa: BLE001 - nothing may kill the keeper thread
+        except Exception:
             log.exception("lease renewal failed for %s epoch %s", task_id, epoch)
             db.discard_connection()
             return

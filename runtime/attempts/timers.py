@@ -9,7 +9,7 @@ clock, the one every stored time comes from.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from django.db import transaction
 
@@ -21,8 +21,9 @@ from runtime.attempts.transitions import end_attempt
 from runtime.errors import Suspend
 
 
-def sleep(lease: Lease, seq: int, recorded: Recorded | None, *, seconds: float | None = None,
-          until: datetime | None = None) -> None:
+def sleep(
+    lease: Lease, seq: int, recorded: Recorded | None, *, seconds: float | None = None, until: datetime | None = None
+) -> None:
     """Sleep for `seconds`, or until `until`; return once the time has come.
 
     1. Replaying a journaled sleep: return if its wake time has passed; if the task was
@@ -49,7 +50,7 @@ def sleep(lease: Lease, seq: int, recorded: Recorded | None, *, seconds: float |
 
 
 def _utc(timestamp: float) -> datetime:
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc)
+    return datetime.fromtimestamp(timestamp, tz=UTC)
 
 
 def _until(timestamp: float) -> str:

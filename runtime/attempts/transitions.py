@@ -25,9 +25,19 @@ from runtime.errors import Fenced
 from runtime.meter import meter
 
 
-def end_attempt(lease: Lease, event: str, *, output: str | None = None, error: dict | None = None,
-                wake_at: datetime | None = None, waiting_on: list | None = None, note: str = "",
-                audit: dict | None = None, blocked_decision=None, breaker: str | None = None) -> None:
+def end_attempt(
+    lease: Lease,
+    event: str,
+    *,
+    output: str | None = None,
+    error: dict | None = None,
+    wake_at: datetime | None = None,
+    waiting_on: list | None = None,
+    note: str = "",
+    audit: dict | None = None,
+    blocked_decision=None,
+    breaker: str | None = None,
+) -> None:
     """Move the task from running by `event`, inside the caller's transaction if any.
     Into blocked (`block`, `deny`) it records why (states.BLOCKED_BY) and, for a denial,
     `blocked_decision` (the Decision's id), and for a breaker's trip `breaker` (its code).
@@ -56,9 +66,14 @@ def end_attempt(lease: Lease, event: str, *, output: str | None = None, error: d
         # The event is not repeated: each ends in its own target, which the kind names
         # (a yield past MAX_CRASHES ends in task.dead, the only attempt end that does).
         # `task.blocked` says which kind of block it is (and so which act releases it).
-        "data": json.dumps({"epoch": lease.epoch,
-                            **({"blocked_reason": states.BLOCKED_BY[event]} if target == states.BLOCKED else {}),
-                            **(audit or {})}, default=str),
+        "data": json.dumps(
+            {
+                "epoch": lease.epoch,
+                **({"blocked_reason": states.BLOCKED_BY[event]} if target == states.BLOCKED else {}),
+                **(audit or {}),
+            },
+            default=str,
+        ),
     }
     wakes_parent = target in states.TERMINAL and lease.parent_id is not None
     if not wakes_parent:
@@ -94,8 +109,9 @@ def release_stopped(*, task_id, epoch: int, end_reason: str, actor: str) -> bool
     """A superseded attempt's worker has stopped running agent code: end the attempt
     and give its slot back, audited as `attempt.stopped`. Returns whether this call
     ended it."""
-    ended, pool = db.fetchone("attempt_release", {"task": task_id, "epoch": epoch, "end_reason": end_reason,
-                                                  "actor": actor})
+    ended, pool = db.fetchone(
+        "attempt_release", {"task": task_id, "epoch": epoch, "end_reason": end_reason, "actor": actor}
+    )
     if pool is not None:
         dispatch.pool_has_work(pool)
     return bool(ended)

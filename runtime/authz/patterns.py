@@ -15,9 +15,9 @@ import re
 from runtime import arguments
 from runtime.errors import InvalidIdentifier, InvalidResourcePattern
 
-ACTION_MAX = 100    # steward_grant.action
+ACTION_MAX = 100  # steward_grant.action
 RESOURCE_MAX = 500  # steward_grant.resource
-SCOPE_MAX = 100     # entries in a child's requested scope
+SCOPE_MAX = 100  # entries in a child's requested scope
 
 PERSON = "user:"
 AGENT = "agent:"
@@ -29,8 +29,9 @@ def principal(value, field: str = "principal") -> str:
     """`agent:<name>` or `user:<name>`, fitting steward_grant.principal."""
     arguments.actor(value, field)
     if not (value.startswith(AGENT) or value.startswith(PERSON)) or value in (AGENT, PERSON):
-        raise InvalidIdentifier(f"{field} must be agent:<name> or user:<name>, got {arguments.show(value)}",
-                                field=field)
+        raise InvalidIdentifier(
+            f"{field} must be agent:<name> or user:<name>, got {arguments.show(value)}", field=field
+        )
     return value
 
 
@@ -41,19 +42,23 @@ def is_person(actor: str) -> bool:
 def action(value, field: str = "action") -> str:
     arguments.identifier(field, value, max_length=ACTION_MAX)
     if not _ACTION.match(value):
-        raise InvalidIdentifier(f"{field} must be dotted lower-case words like model.chat, "
-                                f"got {arguments.show(value)}", field=field)
+        raise InvalidIdentifier(
+            f"{field} must be dotted lower-case words like model.chat, got {arguments.show(value)}", field=field
+        )
     return value
 
 
 def resource(value, field: str = "resource") -> str:
     """A resource or a pattern: printable, at most RESOURCE_MAX, `*` only at the end."""
     if not isinstance(value, str) or not value or len(value) > RESOURCE_MAX or not value.isprintable():
-        raise InvalidResourcePattern(f"{field} must be 1-{RESOURCE_MAX} printable characters, "
-                                     f"got {arguments.show(value)}", field=field)
+        raise InvalidResourcePattern(
+            f"{field} must be 1-{RESOURCE_MAX} printable characters, got {arguments.show(value)}", field=field
+        )
     if "*" in value[:-1]:
-        raise InvalidResourcePattern(f"{field} may hold `*` only as its last character (a prefix pattern), "
-                                     f"got {arguments.show(value)}", field=field)
+        raise InvalidResourcePattern(
+            f"{field} may hold `*` only as its last character (a prefix pattern), got {arguments.show(value)}",
+            field=field,
+        )
     return value
 
 
@@ -89,8 +94,9 @@ def scope(value, field: str = "requested_scope") -> list[dict] | None:
     if value is None:
         return None
     if not isinstance(value, list) or len(value) > SCOPE_MAX:
-        raise InvalidResourcePattern(f"{field} must be a list of at most {SCOPE_MAX} {{action, resource}} objects",
-                                     field=field)
+        raise InvalidResourcePattern(
+            f"{field} must be a list of at most {SCOPE_MAX} {{action, resource}} objects", field=field
+        )
     out = []
     for entry in value:
         if not isinstance(entry, dict) or set(entry) != {"action", "resource"}:

@@ -62,8 +62,16 @@ def authz_revision(*, tenant: str) -> int:
     return row or 0
 
 
-def decisions_page(*, tenant: str, task=None, allowed: bool | None = None, boundary: str | None = None,
-                   principal: str | None = None, after: str | None = None, limit: int = 50) -> Page[Decision]:
+def decisions_page(
+    *,
+    tenant: str,
+    task=None,
+    allowed: bool | None = None,
+    boundary: str | None = None,
+    principal: str | None = None,
+    after: str | None = None,
+    limit: int = 50,
+) -> Page[Decision]:
     """A tenant's decisions newest first (decision_tenant_id), or one task's
     (decision_task_id; another tenant's task is TASK_NOT_FOUND). `allowed`, `boundary`
     and `principal` (the acting agent `agent:<name>`, or the owner `user:<name>`) are
@@ -85,8 +93,7 @@ def decisions_page(*, tenant: str, task=None, allowed: bool | None = None, bound
         residual["boundary"] = boundary
     if principal is not None:
         residual["actor" if principal.startswith(patterns.AGENT) else "owner"] = principal
-    return keyset_page(driving, keyset=DECISIONS_BY_ID, filters=filters, after=after, limit=limit,
-                       residual=residual)
+    return keyset_page(driving, keyset=DECISIONS_BY_ID, filters=filters, after=after, limit=limit, residual=residual)
 
 
 @dataclass(frozen=True)
@@ -102,8 +109,7 @@ def tasks_under(*, tenant: str, principal: str) -> list[TaskUnder]:
     grant_revoke and grant_narrow record this list's length in their audit event."""
     arguments.tenant(tenant)
     patterns.principal(principal)
-    rows = db.fetchall("authz_tasks_under", {"tenant": tenant, "principal": principal,
-                                             "live": sorted(states.LIVE)})
+    rows = db.fetchall("authz_tasks_under", {"tenant": tenant, "principal": principal, "live": sorted(states.LIVE)})
     return [TaskUnder(*row) for row in rows]
 
 
@@ -111,6 +117,7 @@ def tasks_under(*, tenant: str, principal: str) -> list[TaskUnder]:
 class Authority:
     """One thing a task may do: `action` on what `resource` covers, until `expires_at`
     (None: no expiry)."""
+
     action: str
     resource: str
     expires_at: datetime | None
@@ -153,13 +160,20 @@ def _meet_all(a: list[Authority], b: list[Authority]) -> list[Authority]:
 
 def _widest(entries: list[Authority]) -> list[Authority]:
     """Drop entries another entry already covers for at least as long."""
+
     def lasts(a: Authority, b: Authority) -> bool:
         return a.expires_at is None or (b.expires_at is not None and a.expires_at >= b.expires_at)
 
     kept: list[Authority] = []
     for i, e in enumerate(entries):
-        if not any(j != i and o.action == e.action and patterns.covers(o.resource, e.resource) and lasts(o, e)
-                   and (o != e or j < i) for j, o in enumerate(entries)):
+        if not any(
+            j != i
+            and o.action == e.action
+            and patterns.covers(o.resource, e.resource)
+            and lasts(o, e)
+            and (o != e or j < i)
+            for j, o in enumerate(entries)
+        ):
             kept.append(e)
     return sorted(kept, key=lambda a: (a.action, a.resource))
 
@@ -170,8 +184,15 @@ GRANT_STATES = ("live", "revoked", "expired", "any")
 GRANTS_SHOWN = 200
 
 
-def grants_filtered(*, tenant: str, principal: str | None = None, action: str | None = None,
-                    resource: str | None = None, state: str = "live", limit: int = GRANTS_SHOWN) -> list[Grant]:
+def grants_filtered(
+    *,
+    tenant: str,
+    principal: str | None = None,
+    action: str | None = None,
+    resource: str | None = None,
+    state: str = "live",
+    limit: int = GRANTS_SHOWN,
+) -> list[Grant]:
     """A tenant's grants newest first (grant_tenant_id, or grant_tenant_principal_id with
     a principal), at most `limit`. `resource` keeps the grants whose pattern covers it
     (a pattern given: the grants inside it or covering it). State: live (neither revoked
@@ -195,21 +216,24 @@ def grants_filtered(*, tenant: str, principal: str | None = None, action: str | 
         return list(rows[:limit])
     patterns.resource(resource)
     # Prefix sets are nested or disjoint: a grant is related to the filter when either covers the other.
-    return [g for g in rows[: limit * 5] if patterns.covers(g.resource, resource) or
-            patterns.covers(resource, g.resource)][:limit]
+    return [
+        g for g in rows[: limit * 5] if patterns.covers(g.resource, resource) or patterns.covers(resource, g.resource)
+    ][:limit]
 
 
 def grant_history(grant: Grant) -> list[AuditEvent]:
     """The grant's audit events oldest first: created, each narrowing, the revocation,
     each with who, when and why (read off audit_tenant_at: grant changes are few)."""
-    return list(AuditEvent.objects.filter(tenant=grant.tenant, kind__startswith="grant.", data__grant=grant.id)
-                .order_by("id"))
+    return list(
+        AuditEvent.objects.filter(tenant=grant.tenant, kind__startswith="grant.", data__grant=grant.id).order_by("id")
+    )
 
 
 @dataclass(frozen=True)
 class InFlight:
     """An effect recorded but not answered (intent): a call that may be under way. A
     gateway stream among them is cut at its next chunk once the grant goes."""
+
     id: int
     task_id: uuid.UUID
     name: str
@@ -220,9 +244,9 @@ class InFlight:
 @dataclass(frozen=True)
 class RevocationPreview:
     grant: Grant
-    tasks: list[TaskUnder]      # tasks_under(principal): what the audit event will count
-    in_flight: list[InFlight]   # intent effects of those tasks
-    revision: int               # the tenant's authz_revision the preview was read at
+    tasks: list[TaskUnder]  # tasks_under(principal): what the audit event will count
+    in_flight: list[InFlight]  # intent effects of those tasks
+    revision: int  # the tenant's authz_revision the preview was read at
 
     @property
     def count(self) -> int:
@@ -238,17 +262,29 @@ def revocation_preview(*, tenant: str, grant_id) -> RevocationPreview:
     grant = grant_get(grant_id=grant_id, tenant=tenant)
     tasks = tasks_under(tenant=tenant, principal=grant.principal)
     ids = [t.id for t in tasks]
-    effects = list(Effect.objects.filter(tenant=tenant, task_id__in=ids, state=states.INTENT).order_by("id")[:1000]
-                   if ids else [])
+    effects = list(
+        Effect.objects.filter(tenant=tenant, task_id__in=ids, state=states.INTENT).order_by("id")[:1000] if ids else []
+    )
     # Which of them the gateway is serving now (a stream it will cut): its admitted call
     # under the same task and key (the worker sends the effect's key with the call).
-    routes = dict(((c.task_id, c.idempotency_key), c.route) for c in GatewayCall.objects.filter(
-        task_id__in={e.task_id for e in effects}, idempotency_key__in=[e.key for e in effects],
-        outcome="admitted").only("task_id", "idempotency_key", "route")) if effects else {}
-    return RevocationPreview(grant=grant, tasks=tasks,
-                             in_flight=[InFlight(e.id, e.task_id, e.name, e.effect_class, routes.get((e.task_id, e.key)))
-                                        for e in effects],
-                             revision=authz_revision(tenant=tenant))
+    routes = (
+        dict(
+            ((c.task_id, c.idempotency_key), c.route)
+            for c in GatewayCall.objects.filter(
+                task_id__in={e.task_id for e in effects},
+                idempotency_key__in=[e.key for e in effects],
+                outcome="admitted",
+            ).only("task_id", "idempotency_key", "route")
+        )
+        if effects
+        else {}
+    )
+    return RevocationPreview(
+        grant=grant,
+        tasks=tasks,
+        in_flight=[InFlight(e.id, e.task_id, e.name, e.effect_class, routes.get((e.task_id, e.key))) for e in effects],
+        revision=authz_revision(tenant=tenant),
+    )
 
 
 def agent_authority(*, tenant: str, agent: str) -> dict[str, list[Authority]]:
@@ -258,8 +294,13 @@ def agent_authority(*, tenant: str, agent: str) -> dict[str, list[Authority]]:
     arguments.tenant(tenant)
     name = f"{patterns.AGENT}{agent}"
     patterns.principal(name, "agent")
-    owners = sorted(set(Task.objects.filter(tenant=tenant, agent=agent, parent__isnull=True,
-                                            status__in=sorted(states.LIVE)).values_list("owner", flat=True)[:50]))
+    owners = sorted(
+        set(
+            Task.objects.filter(
+                tenant=tenant, agent=agent, parent__isnull=True, status__in=sorted(states.LIVE)
+            ).values_list("owner", flat=True)[:50]
+        )
+    )
     live = list(Grant.objects.filter(_live(), tenant=tenant, principal__in=[name, *owners]))
     mine = _of(live, name)
     return {owner: _widest(_meet_all(mine, _of(live, owner))) for owner in owners}

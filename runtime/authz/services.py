@@ -36,8 +36,9 @@ def _person(actor) -> str:
     while agent code runs its connection may not write grants at all (migration 0012)."""
     arguments.actor(actor)
     if not patterns.is_person(actor):
-        raise GrantRequiresPerson(f"only a person (user:<name>) may change grants, not {arguments.show(actor)}",
-                                  actor=arguments.show(actor))
+        raise GrantRequiresPerson(
+            f"only a person (user:<name>) may change grants, not {arguments.show(actor)}", actor=arguments.show(actor)
+        )
     return actor
 
 
@@ -64,8 +65,9 @@ def _bump(tenant: str) -> int:
     return db.fetchone("authz_bump", {"tenant": tenant})[0]
 
 
-def grant_create(*, tenant: str, principal: str, action: str, resource: str,
-                 expires_at: datetime | None = None, actor: str) -> Grant:
+def grant_create(
+    *, tenant: str, principal: str, action: str, resource: str, expires_at: datetime | None = None, actor: str
+) -> Grant:
     """Give `principal` `action` on `resource` (exact, or a prefix pattern) in `tenant`.
 
     1. Check the actor is a person and every argument's form.
@@ -80,18 +82,36 @@ def grant_create(*, tenant: str, principal: str, action: str, resource: str,
     _expiry(expires_at)
     with transaction.atomic(durable=True):
         revision = _bump(tenant)
-        grant = Grant.objects.create(tenant=tenant, principal=principal, action=action, resource=resource,
-                                     expires_at=expires_at, granted_by=actor, revision=revision)
-        audit_append(actor=actor, tenant=tenant, kind="grant.created",
-                     data={"grant": grant.id, "principal": principal, "action": action, "resource": resource,
-                           "expires_at": expires_at, "authz_revision": revision})
+        grant = Grant.objects.create(
+            tenant=tenant,
+            principal=principal,
+            action=action,
+            resource=resource,
+            expires_at=expires_at,
+            granted_by=actor,
+            revision=revision,
+        )
+        audit_append(
+            actor=actor,
+            tenant=tenant,
+            kind="grant.created",
+            data={
+                "grant": grant.id,
+                "principal": principal,
+                "action": action,
+                "resource": resource,
+                "expires_at": expires_at,
+                "authz_revision": revision,
+            },
+        )
         # Read back inside the transaction: the grant as this change left it (with
         # granted_at as the database set it), not as a later change may have.
         return Grant.objects.get(id=grant.id)
 
 
-def grant_narrow(*, grant_id, tenant: str, resource: str | None = None, expires_at: datetime | None = None,
-                 actor: str, reason: str) -> Grant:
+def grant_narrow(
+    *, grant_id, tenant: str, resource: str | None = None, expires_at: datetime | None = None, actor: str, reason: str
+) -> Grant:
     """Narrow a live grant: a resource within the old one, an expiry no later.
 
     1. Check the actor is a person, the arguments' forms, and that something narrows.
@@ -113,27 +133,41 @@ def grant_narrow(*, grant_id, tenant: str, resource: str | None = None, expires_
         revision = _bump(tenant)  # first: the lock order of grant_revoke
         grant = grant_get(grant_id=grant_id, tenant=tenant, lock=True)
         if grant.revoked_at is not None:
-            raise InvalidTransition(f"grant {grant.id} was revoked by {grant.revoked_by}; it cannot be narrowed",
-                                    status="revoked")
+            raise InvalidTransition(
+                f"grant {grant.id} was revoked by {grant.revoked_by}; it cannot be narrowed", status="revoked"
+            )
         new_resource = grant.resource if resource is None else resource
         new_expiry = grant.expires_at if expires_at is None else expires_at
         if not patterns.covers(grant.resource, new_resource):
-            raise GrantNotNarrower(f"{arguments.show(new_resource)} is not within {arguments.show(grant.resource)}",
-                                   field="resource")
+            raise GrantNotNarrower(
+                f"{arguments.show(new_resource)} is not within {arguments.show(grant.resource)}", field="resource"
+            )
         if grant.expires_at is not None and new_expiry > grant.expires_at:
-            raise GrantNotNarrower(f"the grant expires at {grant.expires_at.isoformat()}; narrowing may only "
-                                   f"bring that earlier", field="expires_at")
+            raise GrantNotNarrower(
+                f"the grant expires at {grant.expires_at.isoformat()}; narrowing may only bring that earlier",
+                field="expires_at",
+            )
         # Live still, under our lock: only a writer bypassing this service could differ.
         won = Grant.objects.filter(id=grant.id, revoked_at__isnull=True).update(
-            resource=new_resource, expires_at=new_expiry, narrowed_at=Now(), narrowed_by=actor, revision=revision)
+            resource=new_resource, expires_at=new_expiry, narrowed_at=Now(), narrowed_by=actor, revision=revision
+        )
         if not won:
             raise InvalidTransition(f"grant {grant.id} changed while it was being narrowed", status="changed")
-        audit_append(actor=actor, tenant=tenant, kind="grant.narrowed",
-                     data={"grant": grant.id, "principal": grant.principal, "action": grant.action,
-                           "from": {"resource": grant.resource, "expires_at": grant.expires_at},
-                           "to": {"resource": new_resource, "expires_at": new_expiry},
-                           "reason": reason, "authz_revision": revision,
-                           **_affected(tenant, grant.principal)})
+        audit_append(
+            actor=actor,
+            tenant=tenant,
+            kind="grant.narrowed",
+            data={
+                "grant": grant.id,
+                "principal": grant.principal,
+                "action": grant.action,
+                "from": {"resource": grant.resource, "expires_at": grant.expires_at},
+                "to": {"resource": new_resource, "expires_at": new_expiry},
+                "reason": reason,
+                "authz_revision": revision,
+                **_affected(tenant, grant.principal),
+            },
+        )
         return Grant.objects.get(id=grant.id)  # as this change left it
 
 
@@ -156,15 +190,26 @@ def grant_revoke(*, grant_id, tenant: str, actor: str, reason: str) -> Grant:
         revision = _bump(tenant)
         grant = grant_get(grant_id=grant_id, tenant=tenant)
         won = Grant.objects.filter(id=grant.id, tenant=tenant, revoked_at__isnull=True).update(
-            revoked_at=Now(), revoked_by=actor, revoke_reason=reason, revision=revision)
+            revoked_at=Now(), revoked_by=actor, revoke_reason=reason, revision=revision
+        )
         if not won:
             # Another revoke committed first: the bump above waited for it, so this
             # UPDATE already sees its revoked_at.
             raise InvalidTransition(f"grant {grant.id} is already revoked", status="revoked")
-        audit_append(actor=actor, tenant=tenant, kind="grant.revoked",
-                     data={"grant": grant.id, "principal": grant.principal, "action": grant.action,
-                           "resource": grant.resource, "reason": reason, "authz_revision": revision,
-                           **_affected(tenant, grant.principal)})
+        audit_append(
+            actor=actor,
+            tenant=tenant,
+            kind="grant.revoked",
+            data={
+                "grant": grant.id,
+                "principal": grant.principal,
+                "action": grant.action,
+                "resource": grant.resource,
+                "reason": reason,
+                "authz_revision": revision,
+                **_affected(tenant, grant.principal),
+            },
+        )
         return Grant.objects.get(id=grant.id)  # as this change left it
 
 
@@ -189,16 +234,34 @@ def authorize(*, task, action: str, resource: str, boundary: str, epoch: int | N
     return decide(task=task, action=action, resource=resource, boundary=boundary, epoch=epoch)
 
 
-def decide(*, task, action: str, resource: str, boundary: str, epoch: int | None = None,
-           refuse: str | None = None, actor: str | None = None, evidence: dict | None = None,
-           bound_tenant: str | None = None) -> Decision:
+def decide(
+    *,
+    task,
+    action: str,
+    resource: str,
+    boundary: str,
+    epoch: int | None = None,
+    refuse: str | None = None,
+    actor: str | None = None,
+    evidence: dict | None = None,
+    bound_tenant: str | None = None,
+) -> Decision:
     """authorize(), or with `refuse`, a denial for a reason the caller found itself
     (runtime/authz/tokens.py), recorded and audited the same way. `actor` (default: the
     task's agent) and `evidence` (added to a denial's audit event) come from a token.
     With `bound_tenant`, `epoch` is binding too: a task of another tenant is denied
     tenant_mismatch, and one whose epoch moved on superseded_attempt, in the statement."""
-    params = decision_params(task=task, action=action, resource=resource, boundary=boundary, epoch=epoch,
-                             refuse=refuse, actor=actor, evidence=evidence, bound_tenant=bound_tenant)
+    params = decision_params(
+        task=task,
+        action=action,
+        resource=resource,
+        boundary=boundary,
+        epoch=epoch,
+        refuse=refuse,
+        actor=actor,
+        evidence=evidence,
+        bound_tenant=bound_tenant,
+    )
     # One statement: inside a caller's transaction it needs no savepoint of its own (a
     # failure marks the caller's transaction for rollback either way); alone, it is its
     # own transaction.
@@ -210,9 +273,20 @@ def decide(*, task, action: str, resource: str, boundary: str, epoch: int | None
         return decision_from(row, [c.name for c in cur.description])
 
 
-def decision_params(*, task, action: str, resource: str, boundary: str, epoch: int | None = None,
-                    refuse: str | None = None, actor: str | None = None, evidence: dict | None = None,
-                    bound_tenant: str | None = None, budgeted: bool = False, quota: str | None = None) -> dict:
+def decision_params(
+    *,
+    task,
+    action: str,
+    resource: str,
+    boundary: str,
+    epoch: int | None = None,
+    refuse: str | None = None,
+    actor: str | None = None,
+    evidence: dict | None = None,
+    bound_tenant: str | None = None,
+    budgeted: bool = False,
+    quota: str | None = None,
+) -> dict:
     """decide()'s arguments checked and made the parameters of runtime/sql/authz_decide.sql,
     for a statement that extends it (the gateway's admission: runtime/sql/gateway_admit.sql)."""
     task_id = task.id if hasattr(task, "id") else arguments.task_id(task)
@@ -222,15 +296,26 @@ def decision_params(*, task, action: str, resource: str, boundary: str, epoch: i
         raise InvalidArgument(f"boundary must be one of {', '.join(BOUNDARIES)}", field="boundary")
     if epoch is not None:
         arguments.bounded("epoch", epoch, minimum=0, maximum=2**31 - 1)
-    return {"task": task_id, "action": action, "resource": resource, "boundary": boundary, "epoch": epoch,
-            "policy": POLICY_VERSION, "refuse": refuse, "actor": actor, "bound_tenant": bound_tenant,
-            "bound_epoch": epoch if bound_tenant is not None else None, "budgeted": budgeted, "quota": quota,
-            "extra": json.dumps(with_via(evidence), default=str)}
+    return {
+        "task": task_id,
+        "action": action,
+        "resource": resource,
+        "boundary": boundary,
+        "epoch": epoch,
+        "policy": POLICY_VERSION,
+        "refuse": refuse,
+        "actor": actor,
+        "bound_tenant": bound_tenant,
+        "bound_epoch": epoch if bound_tenant is not None else None,
+        "budgeted": budgeted,
+        "quota": quota,
+        "extra": json.dumps(with_via(evidence), default=str),
+    }
 
 
 def decision_from(row, names) -> Decision:
     """The Decision of a row authz_decide.sql returned (its columns as `names`, in order)."""
-    decision = Decision(**dict(zip(names, row)))
+    decision = Decision(**dict(zip(names, row, strict=True)))
     decision._state.adding = False
     return decision
 
@@ -239,6 +324,10 @@ def raise_if_denied(decision: Decision) -> Decision:
     if not decision.allowed:
         raise AuthorityDenied(
             f"{decision.action} on {decision.resource} denied at {decision.boundary}: {decision.reason_code}",
-            boundary=decision.boundary, reason_code=decision.reason_code, decision_id=str(decision.id),
-            authz_revision=decision.authz_revision, policy_version=decision.policy_version)
+            boundary=decision.boundary,
+            reason_code=decision.reason_code,
+            decision_id=str(decision.id),
+            authz_revision=decision.authz_revision,
+            policy_version=decision.policy_version,
+        )
     return decision

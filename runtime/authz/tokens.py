@@ -28,8 +28,7 @@ from runtime.models import Decision, Task
 from runtime.tasks.selectors import task_get
 
 ALGORITHM = "EdDSA"  # fixed here, never read from a token's header (RFC 8725 §2.1)
-CLAIMS = ("aud", "exp", "nbf", "iat", "jti", "tenant", "agent", "owner", "task", "epoch", "scope",
-          "authz_revision")
+CLAIMS = ("aud", "exp", "nbf", "iat", "jti", "tenant", "agent", "owner", "task", "epoch", "scope", "authz_revision")
 DEFAULT_SECONDS = 300
 MAX_SECONDS = 3600
 AUDIENCE_MAX = 200
@@ -65,9 +64,17 @@ def token_mint(*, task, audience: str, seconds: int = DEFAULT_SECONDS) -> str:
     found = task if isinstance(task, Task) else task_get(arguments.task_id(task))
     now = int(time.time())
     claims = {
-        "aud": audience, "iat": now, "nbf": now, "exp": now + seconds, "jti": uuid.uuid4().hex,
-        "tenant": found.tenant, "agent": found.agent, "owner": found.owner, "task": str(found.id),
-        "epoch": found.epoch, "authz_revision": authz_revision(tenant=found.tenant),
+        "aud": audience,
+        "iat": now,
+        "nbf": now,
+        "exp": now + seconds,
+        "jti": uuid.uuid4().hex,
+        "tenant": found.tenant,
+        "agent": found.agent,
+        "owner": found.owner,
+        "task": str(found.id),
+        "epoch": found.epoch,
+        "authz_revision": authz_revision(tenant=found.tenant),
         "scope": [{"action": a.action, "resource": a.resource} for a in effective_authority(found)],
     }
     private, _ = _key_pair()
@@ -96,8 +103,13 @@ def token_verify(token, *, audience: str) -> dict:
         raise CapabilityRefused("not a capability token", reason="malformed")
     _, public = _key_pair()
     try:
-        claims = jwt.decode(token, public, algorithms=[ALGORITHM], audience=audience,
-                            options={"require": list(CLAIMS), "strict_aud": True})
+        claims = jwt.decode(
+            token,
+            public,
+            algorithms=[ALGORITHM],
+            audience=audience,
+            options={"require": list(CLAIMS), "strict_aud": True},
+        )
     except jwt.PyJWTError as exc:
         reason = next(why for kind, why in _WHY if isinstance(exc, kind))
         raise CapabilityRefused(f"capability token refused: {reason.replace('_', ' ')}", reason=reason) from None
@@ -108,8 +120,10 @@ def token_verify(token, *, audience: str) -> dict:
 
 def _well_formed(claims: dict) -> bool:
     texts = all(isinstance(claims[k], str) and claims[k] for k in ("tenant", "agent", "owner", "task", "jti"))
-    counts = all(isinstance(claims[k], int) and not isinstance(claims[k], bool) and 0 <= claims[k] <= top
-                 for k, top in (("epoch", 2**31 - 1), ("authz_revision", 2**63 - 1)))
+    counts = all(
+        isinstance(claims[k], int) and not isinstance(claims[k], bool) and 0 <= claims[k] <= top
+        for k, top in (("epoch", 2**31 - 1), ("authz_revision", 2**63 - 1))
+    )
     try:
         uuid.UUID(claims["task"]) if texts else None
     except ValueError:
@@ -151,9 +165,16 @@ def token_decide(*, claims: dict, task=None, action: str, resource: str) -> Deci
         refuse = None
     # The actor is the token's agent, and the denial's audit event names what the token
     # was bound to: with a mismatch, the task's own agent did not act.
-    return decide(task=found, action=action, resource=resource, boundary="credential_gateway",
-                  epoch=claims["epoch"], refuse=refuse, actor=f"{patterns.AGENT}{claims['agent']}",
-                  evidence=_evidence(claims))
+    return decide(
+        task=found,
+        action=action,
+        resource=resource,
+        boundary="credential_gateway",
+        epoch=claims["epoch"],
+        refuse=refuse,
+        actor=f"{patterns.AGENT}{claims['agent']}",
+        evidence=_evidence(claims),
+    )
 
 
 def token_decision_params(*, claims: dict, action: str, resource: str) -> dict:
@@ -167,9 +188,16 @@ def token_decision_params(*, claims: dict, action: str, resource: str) -> dict:
 def _bound(claims: dict, action: str, resource: str) -> dict:
     """decide()'s arguments for the token's own task: its tenant and epoch are checked in
     the statement (bound_tenant), its agent acts, and a denial's event names the token."""
-    return {"task": arguments.task_id(claims["task"]), "action": action, "resource": resource,
-            "boundary": "credential_gateway", "epoch": claims["epoch"], "bound_tenant": claims["tenant"],
-            "actor": f"{patterns.AGENT}{claims['agent']}", "evidence": _evidence(claims)}
+    return {
+        "task": arguments.task_id(claims["task"]),
+        "action": action,
+        "resource": resource,
+        "boundary": "credential_gateway",
+        "epoch": claims["epoch"],
+        "bound_tenant": claims["tenant"],
+        "actor": f"{patterns.AGENT}{claims['agent']}",
+        "evidence": _evidence(claims),
+    }
 
 
 def _evidence(claims: dict) -> dict:

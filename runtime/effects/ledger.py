@@ -74,8 +74,20 @@ def replayed(recorded: Recorded):
     return recorded.output
 
 
-def perform(ctx, seq: int, name: str, fn, args, kwargs, *, effect_class: str, key: str | None, keyed: bool,
-            before_send=None, untrusted: bool = False):
+def perform(
+    ctx,
+    seq: int,
+    name: str,
+    fn,
+    args,
+    kwargs,
+    *,
+    effect_class: str,
+    key: str | None,
+    keyed: bool,
+    before_send=None,
+    untrusted: bool = False,
+):
     """Run the protocol for one effect. `before_send()`, when given, runs before the
     intent is written and before an earlier attempt's intent is re-sent: the worker's
     authority check (runtime/worker/authority.py), which raises to stop the send; this
@@ -155,7 +167,7 @@ def _send(call: _Call, row: Effect):
             # not the service's answer, so nothing is settled or journaled. The intent
             # stays, and the task's next attempt asks again, on the authority it has then.
             raise
-        except Exception as exc:  # noqa: BLE001 - any other failure leaves the outcome unknown
+        except Exception as exc:
             if not delays:
                 _block(call, row, doubt=True, cause=exc)
             time.sleep(delays.pop(0))
@@ -180,12 +192,26 @@ def _record_intent(call: _Call, *, effect_class: str, keyed: bool, digest: str) 
             fence(lease, "effect")
             faults.reach(faults.IN_EFFECT_INTENT, task_id=lease.task_id, step=call.name, epoch=lease.epoch)
             row = Effect.objects.create(
-                key=call.key, task_id=lease.task_id, tenant=lease.tenant, step_seq=call.seq, name=call.name,
-                effect_class=effect_class, keyed=keyed, state=states.INTENT, request_digest=digest,
-                attempt_id=lease.attempt_id, epoch=lease.epoch, sends=1, untrusted=call.untrusted,
+                key=call.key,
+                task_id=lease.task_id,
+                tenant=lease.tenant,
+                step_seq=call.seq,
+                name=call.name,
+                effect_class=effect_class,
+                keyed=keyed,
+                state=states.INTENT,
+                request_digest=digest,
+                attempt_id=lease.attempt_id,
+                epoch=lease.epoch,
+                sends=1,
+                untrusted=call.untrusted,
             )
-            _audit(lease, "effect.intent", row, **{"class": effect_class, "keyed": keyed, "step": call.seq,
-                                                   "attempt": lease.attempt_id})
+            _audit(
+                lease,
+                "effect.intent",
+                row,
+                **{"class": effect_class, "keyed": keyed, "step": call.seq, "attempt": lease.attempt_id},
+            )
     except IntegrityError:  # another task's call took this (explicit) key first
         raise NotJournalable(f"effect key {call.key!r} is already used by another call") from None
     return row
@@ -205,9 +231,14 @@ def _take_over(call: _Call, row: Effect) -> None:
         won = Effect.objects.filter(id=row.id, state=row.state, epoch=row.epoch).update(**changes)
         if not won:  # another attempt took it over or settled it first
             raise Fenced(lease.task_id, lease.epoch, "effect")
-        _audit(lease, "effect.resent", row, previous_epoch=row.epoch,
-               approved_by=row.resolved_by if row.resend_approved else None,
-               **({"partial": row.receipt} if retake else {}))
+        _audit(
+            lease,
+            "effect.resent",
+            row,
+            previous_epoch=row.epoch,
+            approved_by=row.resolved_by if row.resend_approved else None,
+            **({"partial": row.receipt} if retake else {}),
+        )
     row.epoch, row.attempt_id, row.sends, row.resend_approved = lease.epoch, lease.attempt_id, row.sends + 1, False
     if retake:
         row.state, row.receipt, row.settled_at = states.INTENT, None, None
@@ -219,9 +250,9 @@ def _settle(call: _Call, row: Effect, event: str, *, receipt=None, error=None, a
     state = states.target(event, states.EFFECT_TRANSITIONS)
     with transaction.atomic(durable=True):
         fence(lease, "effect")
-        won = Effect.objects.filter(id=row.id, state__in=states.sources(event, states.EFFECT_TRANSITIONS),
-                                    epoch=lease.epoch).update(state=state, receipt=receipt, error=error,
-                                                              settled_at=Now())
+        won = Effect.objects.filter(
+            id=row.id, state__in=states.sources(event, states.EFFECT_TRANSITIONS), epoch=lease.epoch
+        ).update(state=state, receipt=receipt, error=error, settled_at=Now())
         if not won:  # a newer attempt took the row over while we were calling
             raise Fenced(lease.task_id, lease.epoch, "effect")
         _audit(lease, audit_kind, row, receipt=receipt, error=error and error["message"], **audit)
@@ -238,16 +269,34 @@ def _block(call: _Call, row: Effect, *, doubt: bool, cause: BaseException | None
             )
             if not won:
                 raise Fenced(lease.task_id, lease.epoch, "effect")
-            _audit(lease, "effect.unknown", row, **{"class": row.effect_class, "keyed": row.keyed,
-                                                    "cause": repr(cause)[:500] if cause else "interrupted"})
-        end_attempt(lease, "block", note=f"effect {row.name!r} (#{row.id}) has an unknown outcome: resolve it",
-                    audit={"effect": row.id})
+            _audit(
+                lease,
+                "effect.unknown",
+                row,
+                **{
+                    "class": row.effect_class,
+                    "keyed": row.keyed,
+                    "cause": repr(cause)[:500] if cause else "interrupted",
+                },
+            )
+        end_attempt(
+            lease,
+            "block",
+            note=f"effect {row.name!r} (#{row.id}) has an unknown outcome: resolve it",
+            audit={"effect": row.id},
+        )
     raise Suspend("blocked")
 
 
 def _journal_receipt(call: _Call, receipt, text: str | None = None):
-    journal.write(call.lease, seq=call.seq, name=call.name, kind="effect", output=text or json.dumps(receipt),
-                  untrusted=call.untrusted)
+    journal.write(
+        call.lease,
+        seq=call.seq,
+        name=call.name,
+        kind="effect",
+        output=text or json.dumps(receipt),
+        untrusted=call.untrusted,
+    )
     return receipt
 
 
@@ -258,5 +307,10 @@ def _journal_error(call: _Call, error: dict):
 
 def _audit(lease, kind: str, row: Effect, **data) -> None:
     """An effect.* audit row in the attempt's task chain (the caller's transaction)."""
-    audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind=kind,
-                 data={"effect": row.id, "key": row.key, "epoch": lease.epoch, **data})
+    audit_append(
+        actor=lease.actor,
+        tenant=lease.tenant,
+        task_id=lease.task_id,
+        kind=kind,
+        data={"effect": row.id, "key": row.key, "epoch": lease.epoch, **data},
+    )

@@ -21,14 +21,23 @@ def effect_get(effect_id, *, tenant: str | None = None) -> Effect:
     return effect
 
 
-def effect_page(*, tenant: str | None = None, task=None, state: str | None = None,
-                effect_class: str | None = None, after: str | None = None, limit: int = 50) -> Page[Effect]:
+def effect_page(
+    *,
+    tenant: str | None = None,
+    task=None,
+    state: str | None = None,
+    effect_class: str | None = None,
+    after: str | None = None,
+    limit: int = 50,
+) -> Page[Effect]:
     """The effect ledger newest first. With `task`, that task's effects by step (the
     effect_one_per_step index); else by tenant and state (effect_tenant_state_id), tenant
     (effect_tenant_id), state (effect_state_id) or all (the primary key). An unknown task,
     or one of another tenant, is TASK_NOT_FOUND; the class is residual."""
-    for field, value, allowed in (("state", state, states.EFFECT_STATES),
-                                  ("effect_class", effect_class, states.EFFECT_CLASSES)):
+    for field, value, allowed in (
+        ("state", state, states.EFFECT_STATES),
+        ("effect_class", effect_class, states.EFFECT_CLASSES),
+    ):
         if value is not None and value not in allowed:
             raise InvalidInput(f"{field} must be one of {', '.join(allowed)}", field=field)
     filters = {"tenant": tenant, "task": task, "state": state, "effect_class": effect_class}

@@ -17,8 +17,8 @@ from runtime.models import Effect, Task
 
 RESOLUTIONS = {
     "committed": "resolve_committed",  # it happened; the receipt (if any) is recorded
-    "failed": "resolve_failed",        # it did not happen; the agent sees EffectFailed
-    "retry": "resolve_retry",          # send it again under the same key
+    "failed": "resolve_failed",  # it did not happen; the agent sees EffectFailed
+    "retry": "resolve_retry",  # send it again under the same key
 }
 
 
@@ -42,11 +42,9 @@ def effect_resolve(*, effect_id: int, outcome: str, actor: str, receipt=None, no
         raise EffectNotFound(f"no effect #{effect_id}", effect=effect_id)
     event = RESOLUTIONS[outcome]
     now = Now()  # the database's clock, as every stored time (runtime/models/__init__.py)
-    changes = {"state": states.target(event, states.EFFECT_TRANSITIONS), "resolved_by": actor,
-               "resolution_note": note}
+    changes = {"state": states.target(event, states.EFFECT_TRANSITIONS), "resolved_by": actor, "resolution_note": note}
     if outcome == "committed":
-        changes.update(receipt=receipt if receipt is not None else {"resolved_by": actor, "note": note},
-                       settled_at=now)
+        changes.update(receipt=receipt if receipt is not None else {"resolved_by": actor, "note": note}, settled_at=now)
     elif outcome == "failed":
         message = note or f"{actor} recorded that it did not happen"
         changes.update(error={"type": "ResolvedAsNotApplied", "message": message}, settled_at=now)
@@ -60,25 +58,37 @@ def effect_resolve(*, effect_id: int, outcome: str, actor: str, receipt=None, no
             # Read again under the task's lock, which every resolver takes first: the
             # state read above may predate another operator's resolution.
             state = Effect.objects.filter(id=effect.id).values_list("state", flat=True).get()
-            raise InvalidTransition(f"effect #{effect.id} is {state}, not unknown: only an unknown effect is "
-                                    f"resolved", state=state)
+            raise InvalidTransition(
+                f"effect #{effect.id} is {state}, not unknown: only an unknown effect is resolved", state=state
+            )
         task = Task.objects.get(id=effect.task_id)
-        audit_append(actor=actor, tenant=task.tenant, task_id=task.id, kind="effect.resolved",
-                     data={"effect": effect.id, "key": effect.key, "outcome": outcome, "note": note})
+        audit_append(
+            actor=actor,
+            tenant=task.tenant,
+            task_id=task.id,
+            kind="effect.resolved",
+            data={"effect": effect.id, "key": effect.key, "outcome": outcome, "note": note},
+        )
         # Only a task blocked on an unknown effect: one blocked by a denial waits for its
         # grants to change and an explicit resume (states.BLOCKED_BY), whatever we settle.
-        unblocked = Task.objects.filter(id=task.id, status__in=states.sources("unblock"),
-                                        blocked_reason=states.BLOCKED_BY["unblock"]).update(
-            status=states.QUEUED, next_reason=states.RESUME, queued_at=now, status_note="", updated_at=now,
-            blocked_reason=None, blocked_decision=None,
+        unblocked = Task.objects.filter(
+            id=task.id, status__in=states.sources("unblock"), blocked_reason=states.BLOCKED_BY["unblock"]
+        ).update(
+            status=states.QUEUED,
+            next_reason=states.RESUME,
+            queued_at=now,
+            status_note="",
+            updated_at=now,
+            blocked_reason=None,
+            blocked_decision=None,
         )
         if unblocked:
-            audit_append(actor=actor, tenant=task.tenant, task_id=task.id, kind="task.unblocked",
-                         data={"effect": effect.id})
+            audit_append(
+                actor=actor, tenant=task.tenant, task_id=task.id, kind="task.unblocked", data={"effect": effect.id}
+            )
             dispatch.pool_has_work(task.pool_id)
     effect.refresh_from_db()
     return effect
-
 
 
 def receipt_parse(text: str | bytes):

@@ -53,7 +53,7 @@ class Minute:
         if not total:
             return None
         seen = 0
-        for bound, count in zip(WAIT_BOUNDS, self.waits):
+        for bound, count in zip(WAIT_BOUNDS, self.waits, strict=True):
             seen += count
             if seen >= q * total:
                 return bound
@@ -81,7 +81,8 @@ class Health:
     @property
     def ok(self) -> bool:
         sweeping = self.sweep_age_seconds is not None and self.sweep_age_seconds <= max(
-            5 * config.sweep_seconds(), config.lease_seconds())
+            5 * config.sweep_seconds(), config.lease_seconds()
+        )
         return self.database_ms is not None and self.broker_ms is not None and sweeping and self.live_workers > 0
 
 
@@ -95,11 +96,14 @@ def health() -> Health:
     except db.CONNECTION_ERRORS:
         return Health(None, _broker_ms(), None, None, 0, 0)
     processes = fleet()
-    sweeper = max((p.process for p in processes if p.process.last_sweep_at), key=lambda p: p.last_sweep_at,
-                  default=None)
+    sweeper = max(
+        (p.process for p in processes if p.process.last_sweep_at), key=lambda p: p.last_sweep_at, default=None
+    )
     swept = sweeper.last_sweep_at if sweeper else None
     return Health(
-        database_ms=round(database_ms, 2), broker_ms=_broker_ms(), last_sweep_at=swept,
+        database_ms=round(database_ms, 2),
+        broker_ms=_broker_ms(),
+        last_sweep_at=swept,
         sweep_age_seconds=(now - swept).total_seconds() if swept else None,
         live_workers=sum(1 for p in processes if p.alive and p.process.kind == "worker"),
         live_supervisors=sum(1 for p in processes if p.alive and p.process.kind == "supervisor"),
@@ -117,10 +121,10 @@ def _broker_ms() -> float | None:
 
 @dataclass(frozen=True)
 class MetricsSnapshot:
-    live_tasks: list[tuple[str, str, int]]   # (tenant, status, count) for each live status
-    unknown_effects: list[tuple[str, int]]   # (tenant, count) of effects waiting for a person
-    processes: list[LiveProcess]             # each with its own cumulative counters
-    pools: list                              # limits.selectors.PoolUsage
+    live_tasks: list[tuple[str, str, int]]  # (tenant, status, count) for each live status
+    unknown_effects: list[tuple[str, int]]  # (tenant, count) of effects waiting for a person
+    processes: list[LiveProcess]  # each with its own cumulative counters
+    pools: list  # limits.selectors.PoolUsage
 
 
 def metrics_snapshot() -> MetricsSnapshot:
@@ -128,9 +132,18 @@ def metrics_snapshot() -> MetricsSnapshot:
     same. Each count reads an index whose size follows live work, not history: live
     tasks by status (task_status_id), unknown effects (effect_state_id); finished work
     is the processes' own counters (runtime/meter.py), never a count of the task table."""
-    live = (Task.objects.filter(status__in=sorted(states.LIVE)).values_list("tenant", "status")
-            .annotate(n=Count("id")).order_by("tenant", "status"))
-    unknown = (Effect.objects.filter(state=states.UNKNOWN).values_list("tenant")
-               .annotate(n=Count("id")).order_by("tenant"))
-    return MetricsSnapshot(live_tasks=list(live), unknown_effects=list(unknown), processes=fleet(),
-                           pools=list(pool_usage(limit=MAX_POOLS).items))
+    live = (
+        Task.objects.filter(status__in=sorted(states.LIVE))
+        .values_list("tenant", "status")
+        .annotate(n=Count("id"))
+        .order_by("tenant", "status")
+    )
+    unknown = (
+        Effect.objects.filter(state=states.UNKNOWN).values_list("tenant").annotate(n=Count("id")).order_by("tenant")
+    )
+    return MetricsSnapshot(
+        live_tasks=list(live),
+        unknown_effects=list(unknown),
+        processes=fleet(),
+        pools=list(pool_usage(limit=MAX_POOLS).items),
+    )

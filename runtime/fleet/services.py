@@ -27,16 +27,28 @@ def process_name(kind: str) -> str:
     return f"{kind}:{socket.gethostname()}:{os.getpid()}"
 
 
-def process_beat(*, kind: str, totals: dict, fresh: dict, waits: list[int], queue: str = "",
-                 swept: bool = False) -> None:
+def process_beat(
+    *, kind: str, totals: dict, fresh: dict, waits: list[int], queue: str = "", swept: bool = False
+) -> None:
     """Record that this process is alive and what it did (one statement, autocommit)."""
     active = any(fresh.get(k) for k in ("completed", "failed", "steps")) or any(waits)
-    db.execute("process_beat", {
-        "name": process_name(kind), "kind": kind, "host": socket.gethostname(), "pid": os.getpid(),
-        "queue": queue, "counters": json.dumps(totals), "swept": swept, "active": active,
-        "finished": fresh.get("completed", 0) + fresh.get("failed", 0), "failed": fresh.get("failed", 0),
-        "steps": fresh.get("steps", 0), "waits": waits,
-    })
+    db.execute(
+        "process_beat",
+        {
+            "name": process_name(kind),
+            "kind": kind,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "queue": queue,
+            "counters": json.dumps(totals),
+            "swept": swept,
+            "active": active,
+            "finished": fresh.get("completed", 0) + fresh.get("failed", 0),
+            "failed": fresh.get("failed", 0),
+            "steps": fresh.get("steps", 0),
+            "waits": waits,
+        },
+    )
 
 
 def process_stopped(*, kind: str) -> None:

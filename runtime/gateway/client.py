@@ -90,13 +90,15 @@ def model(ctx, seq: int, recorded, name: str, messages, *, model: str, stream: b
         def call(body, *, idempotency_key):
             return _chat(ctx, seq, body, idempotency_key)
 
-        receipt = ledger.perform(ctx, seq, name, call, (body,), {}, effect_class="idempotent", key=None, keyed=True,
-                                 untrusted=True)  # a model wrote it (the journal and ledger say so)
+        receipt = ledger.perform(
+            ctx, seq, name, call, (body,), {}, effect_class="idempotent", key=None, keyed=True, untrusted=True
+        )  # a model wrote it (the journal and ledger say so)
     return UntrustedText(receipt["text"], source=source, receipt=receipt)
 
 
-def tool(ctx, seq: int, recorded, name: str, tool_name: str, method: str, path: str, payload,
-         effect_class: str | None) -> dict:
+def tool(
+    ctx, seq: int, recorded, name: str, tool_name: str, method: str, path: str, payload, effect_class: str | None
+) -> dict:
     """One call of an outside API through the gateway, as an effect. Its answer comes
     back as {"untrusted": true, "source", "status", "body", ...}: data, never an order."""
     method = method.upper()
@@ -109,13 +111,22 @@ def tool(ctx, seq: int, recorded, name: str, tool_name: str, method: str, path: 
 
     # The gateway deduplicates committed keys, and passes the key on to the tool.
     chosen = effect_class or ("read" if method in READ_METHODS else "idempotent")
-    return ledger.perform(ctx, seq, name, call, (request,), {}, effect_class=chosen, key=None, keyed=True,
-                          untrusted=True)  # an outside API wrote it
+    return ledger.perform(
+        ctx, seq, name, call, (request,), {}, effect_class=chosen, key=None, keyed=True, untrusted=True
+    )  # an outside API wrote it
 
 
 def _chat(ctx, seq: int, body: dict, key: str) -> dict:
-    response = _post(ctx, seq, "/gateway/model/v1/chat/completions", MODEL_ROUTE, key, "POST", body,
-                     accept="text/event-stream" if body["stream"] else "application/json")
+    response = _post(
+        ctx,
+        seq,
+        "/gateway/model/v1/chat/completions",
+        MODEL_ROUTE,
+        key,
+        "POST",
+        body,
+        accept="text/event-stream" if body["stream"] else "application/json",
+    )
     tags = _tags(response)
     with response, interrupts.region(interrupts.GATEWAY):
         if body["stream"]:
@@ -125,40 +136,68 @@ def _chat(ctx, seq: int, body: dict, key: str) -> dict:
             except AuthorityDenied as denial:
                 if denial.details.get("gateway_code") != "AUTHZ_REVOKED":
                     raise
-                raise ledger.Cut(denial, receipt={
-                    "untrusted": True, "source": model_resource(body["model"]), "cut": "AUTHZ_REVOKED",
-                    "chunks": len(delivered), "text_length": sum(len(piece) for piece in delivered),
-                    "call": tags["call"], "decision": tags["decision"], "denial": denial.decision_id,
-                    "boundary": denial.boundary, "reason_code": denial.reason_code}) from None
+                raise ledger.Cut(
+                    denial,
+                    receipt={
+                        "untrusted": True,
+                        "source": model_resource(body["model"]),
+                        "cut": "AUTHZ_REVOKED",
+                        "chunks": len(delivered),
+                        "text_length": sum(len(piece) for piece in delivered),
+                        "call": tags["call"],
+                        "decision": tags["decision"],
+                        "denial": denial.decision_id,
+                        "boundary": denial.boundary,
+                        "reason_code": denial.reason_code,
+                    },
+                ) from None
         else:
             completion = json.loads(response.read())
             choice = completion["choices"][0]
-            text, ident, finish = choice["message"].get("content") or "", completion.get("id"), choice.get("finish_reason")
-    return {"untrusted": True, "source": model_resource(body["model"]), "text": text, "id": ident,
-            "finish_reason": finish, **tags}
+            text, ident, finish = (
+                choice["message"].get("content") or "",
+                completion.get("id"),
+                choice.get("finish_reason"),
+            )
+    return {
+        "untrusted": True,
+        "source": model_resource(body["model"]),
+        "text": text,
+        "id": ident,
+        "finish_reason": finish,
+        **tags,
+    }
 
 
 def _tool(ctx, seq: int, request: dict, key: str) -> dict:
     name = request["tool"]
-    response = _post(ctx, seq, f"/gateway/tools/{name}/{request['path']}", tool_route(name), key,
-                     request["method"], request["json"])
+    response = _post(
+        ctx, seq, f"/gateway/tools/{name}/{request['path']}", tool_route(name), key, request["method"], request["json"]
+    )
     tags = _tags(response)
     with response, interrupts.region(interrupts.GATEWAY):
         answer = json.loads(response.read())
-    return {"untrusted": True, "source": tool_resource(name, request["path"]), "status": answer["status"],
-            "body": answer["body"], **tags}
+    return {
+        "untrusted": True,
+        "source": tool_resource(name, request["path"]),
+        "status": answer["status"],
+        "body": answer["body"],
+        **tags,
+    }
 
 
 def _tags(response) -> dict:
-    return {"call": response.headers.get("Steward-Call"), "decision": response.headers.get("Steward-Decision"),
-            "replayed": response.headers.get("Steward-Replayed") == "1"}
+    return {
+        "call": response.headers.get("Steward-Call"),
+        "decision": response.headers.get("Steward-Decision"),
+        "replayed": response.headers.get("Steward-Replayed") == "1",
+    }
 
 
 def _post(ctx, seq: int, path: str, audience: str, key: str, method: str, body, *, accept="application/json"):
     with interrupts.region(interrupts.STEWARD):
         bearer = token(ctx, audience)
-    headers = {"Authorization": f"Bearer {bearer}", "Idempotency-Key": key,
-               "Steward-Step": str(seq), "Accept": accept}
+    headers = {"Authorization": f"Bearer {bearer}", "Idempotency-Key": key, "Steward-Step": str(seq), "Accept": accept}
     data = None
     if body is not None:
         data = json.dumps(body).encode()
@@ -178,8 +217,11 @@ def _refusal(raw: bytes) -> dict:
         value = json.loads(raw)
     except ValueError:
         value = None
-    return value if isinstance(value, dict) else {"code": "UNREADABLE", "message": raw[:200].decode(errors="replace"),
-                                                  "details": {}}
+    return (
+        value
+        if isinstance(value, dict)
+        else {"code": "UNREADABLE", "message": raw[:200].decode(errors="replace"), "details": {}}
+    )
 
 
 def _raise(status: int, refusal: dict, ctx):
@@ -187,15 +229,20 @@ def _raise(status: int, refusal: dict, ctx):
     message = refusal.get("message") or f"the gateway answered HTTP {status}"
     if refusal.get("code") == STREAM_STOPPED or details.get("reason_code") == "task_stopped":
         # The task was stopped, not denied: the attempt ends for the stop (cancelled).
-        raise StopRequested(ctx.task_id, ctx.epoch, "stream cut by the gateway" if refusal.get("code") ==
-                            STREAM_STOPPED else "token refused by the gateway")
+        raise StopRequested(
+            ctx.task_id,
+            ctx.epoch,
+            "stream cut by the gateway" if refusal.get("code") == STREAM_STOPPED else "token refused by the gateway",
+        )
     if status == 403 or refusal.get("code") == "AUTHZ_REVOKED":
-        raise AuthorityDenied(message, boundary=details.get("boundary", "credential_gateway"),
-                              reason_code=details.get("reason_code", "denied"),
-                              decision_id=details.get("decision_id", ""),
-                              **{k: v for k, v in details.items() if k not in ("boundary", "reason_code",
-                                                                                "decision_id")},
-                              gateway_code=refusal.get("code"))
+        raise AuthorityDenied(
+            message,
+            boundary=details.get("boundary", "credential_gateway"),
+            reason_code=details.get("reason_code", "denied"),
+            decision_id=details.get("decision_id", ""),
+            **{k: v for k, v in details.items() if k not in ("boundary", "reason_code", "decision_id")},
+            gateway_code=refusal.get("code"),
+        )
     if refusal.get("code") == "CALL_IN_FLIGHT":
         raise OSError("the gateway is still carrying an earlier send of this call")  # the ledger sends it again
     if status == 401:

@@ -101,8 +101,17 @@ def gateway_body(raw: bytes, *, content_type: str | None) -> dict:
     return value
 
 
-def gateway_admit(*, claims: dict, route: str, action: str, resource: str, idempotency_key,
-                  step_seq=None, in_flight_seconds: float = 120.0, service: str | None = None) -> Admission:
+def gateway_admit(
+    *,
+    claims: dict,
+    route: str,
+    action: str,
+    resource: str,
+    idempotency_key,
+    step_seq=None,
+    in_flight_seconds: float = 120.0,
+    service: str | None = None,
+) -> Admission:
     """Decide whether the token's task may take `action` on `resource` now, and record the call.
 
     1. Check the key (the worker's effect key: required) and the step's form.
@@ -129,8 +138,14 @@ def gateway_admit(*, claims: dict, route: str, action: str, resource: str, idemp
     params = token_decision_params(claims=claims, action=action, resource=resource)
     taken = quota_take(tenant=claims["tenant"], service=service) if service is not None else None
     params.update(budgeted=action == MODEL_ACTION, quota=taken and taken.reason)
-    params.update(step=step_seq, jti=claims["jti"], route=route, key=key, durable=config.gateway_durable_admit(),
-                  in_flight=in_flight_seconds)
+    params.update(
+        step=step_seq,
+        jti=claims["jti"],
+        route=route,
+        key=key,
+        durable=config.gateway_durable_admit(),
+        in_flight=in_flight_seconds,
+    )
     # Autocommit (no transaction.atomic): the statement is its own transaction, so the
     # decision and the call's row commit together with no BEGIN or COMMIT round trip.
     # Inside a caller's transaction it commits with that transaction instead.
@@ -146,14 +161,24 @@ def gateway_admit(*, claims: dict, route: str, action: str, resource: str, idemp
             quota_give(taken)  # counted, but nothing is forwarded: the window keeps its place
     decision = decision_from(row[:DECISION_COLUMNS], [c.name for c in cur.description[:DECISION_COLUMNS]])
     if outcome == "busy":
-        raise CallInFlight(f"an earlier send of {key!r} is still in flight; send it again once it has answered",
-                           idempotency_key=key)
-    return Admission(call_id=call_id, outcome=outcome, decision=decision, claims=claims, tenant=decision.tenant,
-                     task_id=decision.task_id, action=action,
-                     resource=resource, revision=decision.authz_revision,
-                     response=encoding.decode(response) if isinstance(response, str) else response,
-                     receipt=encoding.decode(receipt) if isinstance(receipt, str) else receipt,
-                     budget=encoding.decode(budget) if isinstance(budget, str) else budget, quota=taken)
+        raise CallInFlight(
+            f"an earlier send of {key!r} is still in flight; send it again once it has answered", idempotency_key=key
+        )
+    return Admission(
+        call_id=call_id,
+        outcome=outcome,
+        decision=decision,
+        claims=claims,
+        tenant=decision.tenant,
+        task_id=decision.task_id,
+        action=action,
+        resource=resource,
+        revision=decision.authz_revision,
+        response=encoding.decode(response) if isinstance(response, str) else response,
+        receipt=encoding.decode(receipt) if isinstance(receipt, str) else receipt,
+        budget=encoding.decode(budget) if isinstance(budget, str) else budget,
+        quota=taken,
+    )
 
 
 def gateway_recheck(admission: Admission, *, now: float | None = None) -> Decision | None:
@@ -200,8 +225,15 @@ def untrusted(source: str, **output) -> dict:
     return {"untrusted": True, "source": source, **output}
 
 
-def gateway_finish(admission: Admission, *, outcome: str, status: int | None = None, receipt: dict | None = None,
-                   response: dict | None = None, tokens: int = 0) -> bool:
+def gateway_finish(
+    admission: Admission,
+    *,
+    outcome: str,
+    status: int | None = None,
+    receipt: dict | None = None,
+    response: dict | None = None,
+    tokens: int = 0,
+) -> bool:
     """End an admitted call once: committed, partial or failed, with the provider's
     receipt (response id and status; never a key) and its output as untrusted data.
     Returns whether this call was still admitted (a second finish changes nothing).
@@ -215,8 +247,14 @@ def gateway_finish(admission: Admission, *, outcome: str, status: int | None = N
     if response is not None and response.get("untrusted") is not True:
         raise InvalidArgument("a provider's output is recorded as untrusted", field="response")
     tokens = arguments.bounded("tokens", tokens, minimum=0, maximum=TOKENS_MAX)
-    params = {"id": admission.call_id, "outcome": outcome, "status": status, "tokens": tokens,
-              "receipt": _storable(receipt), "response": _storable(response)}
+    params = {
+        "id": admission.call_id,
+        "outcome": outcome,
+        "status": status,
+        "tokens": tokens,
+        "receipt": _storable(receipt),
+        "response": _storable(response),
+    }
     try:
         return _finish(params, admission.task_id)
     except (IntegrityError, psycopg.errors.UniqueViolation):
@@ -245,12 +283,18 @@ def gateway_stop_ack(*, task_id, stop_id) -> bool:
     commit, so the last one to end sees all the others ended; two that end together may
     both write it, and the acknowledgment is kept once (stop_ack). Returns whether this
     call wrote it."""
-    open_calls, cut, finished, unresolved, refused = db.fetchone("gateway_stop_report", {
-        "stop": stop_id, "task": task_id, "in_flight": config.gateway_timeout_seconds()})
+    open_calls, cut, finished, unresolved, refused = db.fetchone(
+        "gateway_stop_report", {"stop": stop_id, "task": task_id, "in_flight": config.gateway_timeout_seconds()}
+    )
     if open_calls:
         return False  # another call of the task is still in flight: its end answers
-    return stop_ack(task_id=task_id, boundary=states.CREDENTIAL_GATEWAY, by="credential_gateway", stop_id=stop_id,
-                    detail={"cut": cut, "finished": finished, "unresolved": unresolved, "tokens_refused": refused})
+    return stop_ack(
+        task_id=task_id,
+        boundary=states.CREDENTIAL_GATEWAY,
+        by="credential_gateway",
+        stop_id=stop_id,
+        detail={"cut": cut, "finished": finished, "unresolved": unresolved, "tokens_refused": refused},
+    )
 
 
 def _storable(value: dict | None) -> str | None:

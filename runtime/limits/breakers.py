@@ -58,8 +58,9 @@ def limits_for(agent: str, overrides: dict | None = None) -> dict[str, int]:
 
 def limits_of(task_id) -> dict[str, int]:
     """limits_for() a task, read from its row."""
-    agent, overrides = db.cursor().execute(
-        "SELECT agent, breaker_limits FROM steward_task WHERE id = %s", (task_id,)).fetchone()
+    agent, overrides = (
+        db.cursor().execute("SELECT agent, breaker_limits FROM steward_task WHERE id = %s", (task_id,)).fetchone()
+    )
     return limits_for(agent, _decoded(overrides))
 
 
@@ -67,7 +68,11 @@ def tripped(breaker: str, *, limit: int, observed, task_id) -> BreakerTripped:
     key, counts = _SAYS[breaker]
     return BreakerTripped(
         f"breaker {breaker} tripped: {observed:g} {counts}, past {key} = {limit} of task {task_id}; "
-        f"raise the limit (resume --limit {key}=N) and resume it", breaker=breaker, limit=limit, observed=observed)
+        f"raise the limit (resume --limit {key}=N) and resume it",
+        breaker=breaker,
+        limit=limit,
+        observed=observed,
+    )
 
 
 def spawn_admit(lease, *, root_id, limits: dict[str, int]) -> None:
@@ -77,15 +82,23 @@ def spawn_admit(lease, *, root_id, limits: dict[str, int]) -> None:
     db.execute("spawn_lock", {"root": str(root_id)})
     # A separate statement, after the lock: its snapshot includes any child that the
     # spawner we waited for committed (spawn_lock.sql).
-    breaker, depth, children, recent, paused = db.fetchone("spawn_breakers", {
-        "parent": lease.task_id, "root": root_id, "max_depth": limits["max_depth"],
-        "max_children": limits["max_children"], "max_spawns_per_minute": limits["max_spawns_per_minute"]})
+    breaker, depth, children, recent, paused = db.fetchone(
+        "spawn_breakers",
+        {
+            "parent": lease.task_id,
+            "root": root_id,
+            "max_depth": limits["max_depth"],
+            "max_children": limits["max_children"],
+            "max_spawns_per_minute": limits["max_spawns_per_minute"],
+        },
+    )
     if paused is not None:
         # Read under the same lock the pause took: it stays open until this transaction ends.
         raise pauses.refusal(root_id, lease.task_id)
     if breaker is not None:
-        observed = {states.FANOUT_DEPTH: depth, states.FANOUT_CHILDREN: children + 1,
-                    states.FANOUT_RATE: recent + 1}[breaker]
+        observed = {states.FANOUT_DEPTH: depth, states.FANOUT_CHILDREN: children + 1, states.FANOUT_RATE: recent + 1}[
+            breaker
+        ]
         raise tripped(breaker, limit=limits[_SAYS[breaker][0]], observed=observed, task_id=lease.task_id)
 
 
@@ -100,9 +113,9 @@ class StepBreakers:
     def __init__(self, lease, agent: str, root_id):
         self.lease, self.agent, self.root_id = lease, agent, root_id
         self.limits: dict[str, int] | None = None
-        self._age_at = 0.0     # seconds since the first start, on the database's clock, when read
-        self._read_at = 0.0    # time.monotonic() then
-        self._paused = False   # the tree had an open pause when the limits were read
+        self._age_at = 0.0  # seconds since the first start, on the database's clock, when read
+        self._read_at = 0.0  # time.monotonic() then
+        self._paused = False  # the tree had an open pause when the limits were read
 
     def load(self) -> dict[str, int]:
         if self.limits is None:
@@ -126,12 +139,15 @@ class StepBreakers:
             if run is not None:
                 run.paused = False
         if seq >= limits["max_steps"]:
-            raise tripped(states.RUNAWAY_STEPS, limit=limits["max_steps"], observed=seq + 1,
-                          task_id=self.lease.task_id)
+            raise tripped(states.RUNAWAY_STEPS, limit=limits["max_steps"], observed=seq + 1, task_id=self.lease.task_id)
         age = self._age_at + (time.monotonic() - self._read_at)
         if age >= limits["max_wall_clock_seconds"]:
-            raise tripped(states.RUNAWAY_WALL_CLOCK, limit=limits["max_wall_clock_seconds"], observed=round(age, 1),
-                          task_id=self.lease.task_id)
+            raise tripped(
+                states.RUNAWAY_WALL_CLOCK,
+                limit=limits["max_wall_clock_seconds"],
+                observed=round(age, 1),
+                task_id=self.lease.task_id,
+            )
 
 
 def _decoded(value) -> dict | None:

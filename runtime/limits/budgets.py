@@ -40,8 +40,10 @@ def _person(actor) -> str:
     connection may not write their tables at all (migration 0019)."""
     arguments.actor(actor)
     if not (actor.startswith(PERSON) and len(actor) > len(PERSON)):
-        raise BudgetRequiresPerson(f"only a person (user:<name>) may change budgets and quotas, not "
-                                   f"{arguments.show(actor)}", actor=arguments.show(actor))
+        raise BudgetRequiresPerson(
+            f"only a person (user:<name>) may change budgets and quotas, not {arguments.show(actor)}",
+            actor=arguments.show(actor),
+        )
     return actor
 
 
@@ -51,8 +53,10 @@ def _version(value) -> int | None:
 
 def service_name(value) -> str:
     if not isinstance(value, str) or not SERVICE.fullmatch(value):
-        raise InvalidIdentifier(f"service must be a tool's name (a-z, 0-9, _ and -, 1-63 characters), got "
-                                f"{arguments.show(value)}", field="service")
+        raise InvalidIdentifier(
+            f"service must be a tool's name (a-z, 0-9, _ and -, 1-63 characters), got {arguments.show(value)}",
+            field="service",
+        )
     return value
 
 
@@ -73,22 +77,46 @@ def budget_set(*, tenant: str, actor: str, version: int | None = None, reason: s
     version = _version(version)
     unknown = set(limits) - set(LIMIT_FIELDS)
     if unknown:
-        raise InvalidArgument(f"a budget has {', '.join(LIMIT_FIELDS)}, not {', '.join(sorted(unknown))}",
-                              field=sorted(unknown)[0])
+        raise InvalidArgument(
+            f"a budget has {', '.join(LIMIT_FIELDS)}, not {', '.join(sorted(unknown))}", field=sorted(unknown)[0]
+        )
     for name, value in limits.items():
         if value is not None:
             arguments.bounded(name, value, minimum=0, maximum=TOKENS_MAX)
     with transaction.atomic(durable=True):
-        before, budget = _versioned_put(Budget, {"tenant": tenant}, limits, read=LIMIT_FIELDS, actor=actor,
-                                        version=version, what=f"tenant {tenant}'s budget")
-        audit_append(actor=actor, tenant=tenant, kind="budget.set", data={
-            "before": {k: before[k] for k in LIMIT_FIELDS} if before else None,
-            "after": {k: getattr(budget, k) for k in LIMIT_FIELDS}, "version": budget.version, "why": reason})
+        before, budget = _versioned_put(
+            Budget,
+            {"tenant": tenant},
+            limits,
+            read=LIMIT_FIELDS,
+            actor=actor,
+            version=version,
+            what=f"tenant {tenant}'s budget",
+        )
+        audit_append(
+            actor=actor,
+            tenant=tenant,
+            kind="budget.set",
+            data={
+                "before": {k: before[k] for k in LIMIT_FIELDS} if before else None,
+                "after": {k: getattr(budget, k) for k in LIMIT_FIELDS},
+                "version": budget.version,
+                "why": reason,
+            },
+        )
         return budget
 
 
-def quota_set(*, tenant: str, service: str, calls: int, window_seconds: int, actor: str,
-              version: int | None = None, reason: str = "") -> Quota:
+def quota_set(
+    *,
+    tenant: str,
+    service: str,
+    calls: int,
+    window_seconds: int,
+    actor: str,
+    version: int | None = None,
+    reason: str = "",
+) -> Quota:
     """Set a tenant's quota for an outside service: at most `calls` calls per window of
     `window_seconds`, fleet-wide. The same steps as budget_set: check, one conditional
     UPDATE (or the insert of a new quota), the quota.set audit row."""
@@ -100,13 +128,27 @@ def quota_set(*, tenant: str, service: str, calls: int, window_seconds: int, act
     arguments.bounded("window_seconds", window_seconds, minimum=1, maximum=QUOTA_WINDOW_MAX)
     version = _version(version)
     with transaction.atomic(durable=True):
-        before, quota = _versioned_put(Quota, {"tenant": tenant, "service": service},
-                                       {"calls": calls, "window_seconds": window_seconds},
-                                       read=("calls", "window_seconds"), actor=actor, version=version,
-                                       what=f"the {service} quota")
-        audit_append(actor=actor, tenant=tenant, kind="quota.set", data={
-            "service": service, "before": before and {k: before[k] for k in ("calls", "window_seconds")},
-            "after": {"calls": calls, "window_seconds": window_seconds}, "version": quota.version, "why": reason})
+        before, quota = _versioned_put(
+            Quota,
+            {"tenant": tenant, "service": service},
+            {"calls": calls, "window_seconds": window_seconds},
+            read=("calls", "window_seconds"),
+            actor=actor,
+            version=version,
+            what=f"the {service} quota",
+        )
+        audit_append(
+            actor=actor,
+            tenant=tenant,
+            kind="quota.set",
+            data={
+                "service": service,
+                "before": before and {k: before[k] for k in ("calls", "window_seconds")},
+                "after": {"calls": calls, "window_seconds": window_seconds},
+                "version": quota.version,
+                "why": reason,
+            },
+        )
         return quota
 
 
@@ -125,10 +167,15 @@ def quota_remove(*, tenant: str, service: str, actor: str, version: int | None =
             raise QuotaNotFound(f"tenant {tenant} has no quota for {service}", service=service)
         rows = Quota.objects.filter(id=current.id, **({"version": version} if version is not None else {}))
         if rows.delete()[0] == 0:
-            raise VersionConflict(f"the {service} quota is at version {current.version}, not {version}",
-                                  current=current.version)
-        audit_append(actor=actor, tenant=tenant, kind="quota.removed", data={
-            "service": service, "calls": current.calls, "window_seconds": current.window_seconds, "why": reason})
+            raise VersionConflict(
+                f"the {service} quota is at version {current.version}, not {version}", current=current.version
+            )
+        audit_append(
+            actor=actor,
+            tenant=tenant,
+            kind="quota.removed",
+            data={"service": service, "calls": current.calls, "window_seconds": current.window_seconds, "why": reason},
+        )
         return current
 
 
@@ -212,12 +259,19 @@ def budget_use(tenant: str, *, top: int = 5) -> BudgetUse:
     budget = budget_get(tenant)
 
     def used(scope: str):
-        return (TokenUsage.objects.filter(tenant=tenant, scope=scope).values("subject")
-                .annotate(used=Sum("tokens")).order_by("-used"))
+        return (
+            TokenUsage.objects.filter(tenant=tenant, scope=scope)
+            .values("subject")
+            .annotate(used=Sum("tokens"))
+            .order_by("-used")
+        )
 
     total = sum(row["used"] for row in used("tenant"))
     return BudgetUse(
-        tenant=tenant, budget=budget, quotas=quota_list(tenant),
+        tenant=tenant,
+        budget=budget,
+        quotas=quota_list(tenant),
         tenant_use=Use("tenant", tenant, total, budget and budget.tenant_tokens),
         trees=[Use("tree", r["subject"], r["used"], budget and budget.tree_tokens) for r in used("tree")[:top]],
-        tasks=[Use("task", r["subject"], r["used"], budget and budget.task_tokens) for r in used("task")[:top]])
+        tasks=[Use("task", r["subject"], r["used"], budget and budget.task_tokens) for r in used("task")[:top]],
+    )

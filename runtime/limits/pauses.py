@@ -48,12 +48,28 @@ def tree_pause(lease, *, root_id, tripped: BreakerTripped) -> dict:
     pause rolls back with it, and the task's next attempt replays the spawn and trips again."""
     tree_lock(root_id)
     db.execute("spawn_lock", {"root": str(root_id)})
-    pause_id, opened = db.fetchone("tree_pause_open", {
-        "root": root_id, "tenant": lease.tenant, "task": lease.task_id, "breaker": tripped.breaker,
-        "limit": tripped.limit, "observed": int(tripped.observed)})
-    held = db.fetchone("tree_hold", {
-        "root": root_id, "task": str(lease.task_id), "pause": pause_id, "breaker": tripped.breaker,
-        "actor": lease.actor, "note": f"tree paused: breaker {tripped.breaker} tripped at task {lease.task_id}"})[0]
+    pause_id, opened = db.fetchone(
+        "tree_pause_open",
+        {
+            "root": root_id,
+            "tenant": lease.tenant,
+            "task": lease.task_id,
+            "breaker": tripped.breaker,
+            "limit": tripped.limit,
+            "observed": int(tripped.observed),
+        },
+    )
+    held = db.fetchone(
+        "tree_hold",
+        {
+            "root": root_id,
+            "task": str(lease.task_id),
+            "pause": pause_id,
+            "breaker": tripped.breaker,
+            "actor": lease.actor,
+            "note": f"tree paused: breaker {tripped.breaker} tripped at task {lease.task_id}",
+        },
+    )[0]
     db.execute("stop_notify", {"payload": f"pause:{pause_id}"})  # delivered at commit
     return {"pause_id": pause_id, "tree_held": held, "tree_paused": "opened" if opened else "joined"}
 
@@ -73,8 +89,15 @@ def tree_release(*, root_id, task_id, actor: str, note: str) -> Released | None:
     """Lift the tree's open pause, if it has one, queueing again every task it holds but
     `task_id` (the task being resumed, moved by the caller). Call inside the resume's
     transaction, after tree_lock(). Returns None if the tree was not paused."""
-    rows = db.fetchall("tree_release", {"root": root_id, "task": str(task_id), "actor": actor,
-                                        "note": f"its tree's pause was lifted by {actor}"[:500]})
+    rows = db.fetchall(
+        "tree_release",
+        {
+            "root": root_id,
+            "task": str(task_id),
+            "actor": actor,
+            "note": f"its tree's pause was lifted by {actor}"[:500],
+        },
+    )
     if not rows:
         return None
     for _, pool, count in rows:
@@ -96,8 +119,13 @@ def refusal(root_id, task_id) -> TreePaused | None:
         return None
     return TreePaused(
         f"the tree of task {task_id} is paused: breaker {pause.breaker} tripped at task {pause.task_id} "
-        f"({pause.observed} past {pause.limit}); an operator resumes the tree", pause_id=pause.id,
-        tripped_task=str(pause.task_id), breaker=pause.breaker, limit=pause.limit, observed=pause.observed)
+        f"({pause.observed} past {pause.limit}); an operator resumes the tree",
+        pause_id=pause.id,
+        tripped_task=str(pause.task_id),
+        breaker=pause.breaker,
+        limit=pause.limit,
+        observed=pause.observed,
+    )
 
 
 def requeue_if_lifted(*, task_id, actor: str) -> None:

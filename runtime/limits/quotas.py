@@ -15,6 +15,7 @@ without a quota never touch Redis.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from functools import cache
 
@@ -56,8 +57,12 @@ class Taken:
 
 @cache
 def _client() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=TIMEOUT_SECONDS,
-                                socket_connect_timeout=TIMEOUT_SECONDS, retry_on_timeout=False)
+    return redis.Redis.from_url(
+        settings.REDIS_URL,
+        socket_timeout=TIMEOUT_SECONDS,
+        socket_connect_timeout=TIMEOUT_SECONDS,
+        retry_on_timeout=False,
+    )
 
 
 @cache
@@ -94,7 +99,5 @@ def quota_give(taken: Taken) -> None:
     away, the window is only tighter than it needed to be, never looser."""
     if taken.key is None:
         return
-    try:
+    with contextlib.suppress(redis.RedisError):
         _client().eval(GIVE, 1, taken.key)
-    except redis.RedisError:
-        pass

@@ -46,20 +46,25 @@ def pool_usage_of(name: str) -> PoolUsage:
 
 
 def _usage(params: dict) -> list[PoolUsage]:
-    return [PoolUsage(Pool(name=name, max_running=max_running, max_queued=max_queued, created_at=created_at),
-                      running, admitted - running, held)
-            for name, max_running, max_queued, created_at, admitted, running, held
-            in db.fetchall("pool_usage", params)]
+    return [
+        PoolUsage(
+            Pool(name=name, max_running=max_running, max_queued=max_queued, created_at=created_at),
+            running,
+            admitted - running,
+            held,
+        )
+        for name, max_running, max_queued, created_at, admitted, running, held in db.fetchall("pool_usage", params)
+    ]
 
 
 @dataclass(frozen=True)
 class Tripped:
     """A task's tripped breaker, as the console shows it and its resume form asks."""
 
-    breaker: str          # states.BREAKERS
-    limit_name: str       # the limit it enforces (arguments.BREAKER_LIMITS)
-    limit: int | None     # the limit in force when it tripped
-    observed: object      # what it counted
+    breaker: str  # states.BREAKERS
+    limit_name: str  # the limit it enforces (arguments.BREAKER_LIMITS)
+    limit: int | None  # the limit in force when it tripped
+    observed: object  # what it counted
     message: str
 
 
@@ -68,8 +73,9 @@ def breaker_tripped(task) -> Tripped | None:
     if task.status != states.BLOCKED or task.blocked_reason != states.BREAKER_TRIPPED or not task.breaker:
         return None
     error = task.error or {}
-    return Tripped(task.breaker, limit_name(task.breaker), error.get("limit"), error.get("observed"),
-                   str(error.get("message", "")))
+    return Tripped(
+        task.breaker, limit_name(task.breaker), error.get("limit"), error.get("observed"), str(error.get("message", ""))
+    )
 
 
 @dataclass(frozen=True)
@@ -78,14 +84,14 @@ class PauseView:
 
     id: int
     root_id: object
-    task_id: object        # the task whose spawn tripped the breaker
+    task_id: object  # the task whose spawn tripped the breaker
     breaker: str
     limit: int
     observed: int
     paused_at: object
-    held_at_pause: int     # idle tasks the pause held at once
-    holding: int           # tasks blocked by it now: what lifting it queues again
-    running: int           # tasks of the tree still running: each stops before its next new step
+    held_at_pause: int  # idle tasks the pause held at once
+    holding: int  # tasks blocked by it now: what lifting it queues again
+    running: int  # tasks of the tree still running: each stops before its next new step
 
 
 def tree_pause_of(task) -> PauseView | None:
@@ -98,17 +104,26 @@ def tree_pause_of(task) -> PauseView | None:
 def open_pauses(*, tenant: str, limit: int = 10) -> list:
     """The tenant's paused trees, newest first (the dashboard): each open pause with its
     tripped task's agent, for a line that names them."""
-    return list(TreePause.objects.filter(tenant=tenant, released_at__isnull=True).select_related("task")
-                .only("id", "root_id", "task__id", "task__agent", "breaker", "limit", "observed", "paused_at")
-                .order_by("-id")[:limit])
+    return list(
+        TreePause.objects.filter(tenant=tenant, released_at__isnull=True)
+        .select_related("task")
+        .only("id", "root_id", "task__id", "task__agent", "breaker", "limit", "observed", "paused_at")
+        .order_by("-id")[:limit]
+    )
 
 
 def tree_pause_holds(task, *, limit: int = 200) -> list:
     """The tasks its tree's pause holds now (what a resume would queue again), by id."""
     root = task.root_id or task.id
-    return list(Task.objects.filter(Q(id=root) | Q(root_id=root, parent_id__isnull=False),
-                                    status=states.BLOCKED, blocked_reason=states.TREE_PAUSED)
-                .order_by("id").only("id", "agent", "status", "blocked_reason")[:limit])
+    return list(
+        Task.objects.filter(
+            Q(id=root) | Q(root_id=root, parent_id__isnull=False),
+            status=states.BLOCKED,
+            blocked_reason=states.TREE_PAUSED,
+        )
+        .order_by("id")
+        .only("id", "agent", "status", "blocked_reason")[:limit]
+    )
 
 
 from runtime.limits.budgets import budget_get, budget_use, quota_list  # noqa: E402, F401 - reads of budgets

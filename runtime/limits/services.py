@@ -38,8 +38,9 @@ def pool_create(*, name: str, max_running: int, max_queued: int, actor: str, not
     _check(name=name, actor=actor, max_running=max_running, max_queued=max_queued)
     arguments.text("note", note)
     with transaction.atomic(durable=True):
-        pool = _insert(name=name, max_running=max_running, max_queued=max_queued, actor=actor,
-                       why=note or "pool-create")
+        pool = _insert(
+            name=name, max_running=max_running, max_queued=max_queued, actor=actor, why=note or "pool-create"
+        )
         if pool is None:
             raise PoolExists(f"pool {name!r} already exists", pool=name)
         return pool
@@ -51,8 +52,7 @@ def pool_create_on_first_use(*, name: str, actor: str, why: str) -> None:
     spawn's) or its own; a concurrent first use may win instead, which is as good."""
     defaults = config.default_pool()
     with transaction.atomic():
-        _insert(name=name, max_running=defaults["max_running"], max_queued=defaults["max_queued"],
-                actor=actor, why=why)
+        _insert(name=name, max_running=defaults["max_running"], max_queued=defaults["max_queued"], actor=actor, why=why)
 
 
 def first_use_reason(name: str, *, agent: str, agent_pool: str | None) -> str | None:
@@ -64,8 +64,7 @@ def first_use_reason(name: str, *, agent: str, agent_pool: str | None) -> str | 
     return None
 
 
-def pool_set_limits(*, name: str, actor: str, max_running: int | None = None,
-                    max_queued: int | None = None) -> Pool:
+def pool_set_limits(*, name: str, actor: str, max_running: int | None = None, max_queued: int | None = None) -> Pool:
     """Change a pool's limits. Growing adds free slots at once. Shrinking deletes the
     free slots numbered past the new max_running; held ones finish their attempts and
     are never handed out again (claim.sql only takes numbers below max_running), and
@@ -81,16 +80,18 @@ def pool_set_limits(*, name: str, actor: str, max_running: int | None = None,
         if max_running is not None:
             pool.max_running = max_running
             have = set(Slot.objects.filter(pool=pool).values_list("number", flat=True))
-            Slot.objects.bulk_create(
-                Slot(pool=pool, number=n) for n in range(max_running) if n not in have
-            )
+            Slot.objects.bulk_create(Slot(pool=pool, number=n) for n in range(max_running) if n not in have)
             # Only free slots can go; a held one stays until its attempt ends.
             Slot.objects.filter(pool=pool, number__gte=max_running, task__isnull=True).delete()
         if (pool.max_running, pool.max_queued) == before:
             return pool  # nothing changed: nothing to record
         pool.save(update_fields=["max_running", "max_queued"])
-        audit_append(actor=actor, tenant=SYSTEM_TENANT, kind="pool.limits",
-                     data={"pool": name, "max_running": pool.max_running, "max_queued": pool.max_queued})
+        audit_append(
+            actor=actor,
+            tenant=SYSTEM_TENANT,
+            kind="pool.limits",
+            data={"pool": name, "max_running": pool.max_running, "max_queued": pool.max_queued},
+        )
         return pool
 
 
@@ -111,13 +112,15 @@ def pool_remove(*, name: str, actor: str, note: str = "") -> None:
         if pool is None:
             raise unknown_pool(name)
         if Task.objects.filter(pool_id=name).exists():
-            raise PoolInUse(f"pool {name!r} is named by tasks, which are kept forever; it cannot be removed",
-                            pool=name)
+            raise PoolInUse(f"pool {name!r} is named by tasks, which are kept forever; it cannot be removed", pool=name)
         Slot.objects.filter(pool=pool).delete()
         pool.delete()
-        audit_append(actor=actor, tenant=SYSTEM_TENANT, kind="pool.removed",
-                     data={"pool": name, "max_running": pool.max_running, "max_queued": pool.max_queued,
-                           "why": note})
+        audit_append(
+            actor=actor,
+            tenant=SYSTEM_TENANT,
+            kind="pool.removed",
+            data={"pool": name, "max_running": pool.max_running, "max_queued": pool.max_queued, "why": note},
+        )
 
 
 def _insert(*, name: str, max_running: int, max_queued: int, actor: str, why: str) -> Pool | None:
@@ -130,8 +133,12 @@ def _insert(*, name: str, max_running: int, max_queued: int, actor: str, why: st
     except IntegrityError:
         return None
     Slot.objects.bulk_create(Slot(pool=pool, number=n) for n in range(max_running))
-    audit_append(actor=actor, tenant=SYSTEM_TENANT, kind="pool.created",
-                 data={"pool": name, "max_running": max_running, "max_queued": max_queued, "why": why})
+    audit_append(
+        actor=actor,
+        tenant=SYSTEM_TENANT,
+        kind="pool.created",
+        data={"pool": name, "max_running": max_running, "max_queued": max_queued, "why": why},
+    )
     return pool
 
 
@@ -145,8 +152,9 @@ def _check(*, name, actor, max_running, max_queued) -> None:
 
 
 def unknown_pool(name: str) -> UnknownPool:
-    return UnknownPool(f"no pool {name!r}; create it with `steward pool-create {name} --max-running N "
-                       f"--max-queued M`", pool=name)
+    return UnknownPool(
+        f"no pool {name!r}; create it with `steward pool-create {name} --max-running N --max-queued M`", pool=name
+    )
 
 
 # Token budgets and service quotas are limits too; their services live by themselves

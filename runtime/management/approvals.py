@@ -18,10 +18,13 @@ OPERATIONS = ("list", "show", "approve", "deny")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("approvals", help="list, show, approve and deny approval requests (people only)",
-                       description="list: pending, newest first (--order expiry: soonest to expire). show ID: "
-                                   "the action laid out, what the digest covered, the taint summary. approve ID, "
-                                   "deny ID: as --actor user:<name>, with --comment.")
+    p = sub.add_parser(
+        "approvals",
+        help="list, show, approve and deny approval requests (people only)",
+        description="list: pending, newest first (--order expiry: soonest to expire). show ID: "
+        "the action laid out, what the digest covered, the taint summary. approve ID, "
+        "deny ID: as --actor user:<name>, with --comment.",
+    )
     p.add_argument("op", choices=OPERATIONS)
     p.add_argument("approval", nargs="?", help="the approval's id (show, approve, deny)")
     p.add_argument("--tenant", required=True)
@@ -36,9 +39,23 @@ def run(out, *, actor, op, approval, tenant, approval_state, approval_agent, ord
         raise InvalidArgument(f"approvals {op} needs the approval's id", field="approval")
     if op == "list":
         rows = approvals_list(tenant=tenant, state=approval_state, agent=approval_agent, order=order)
-        out.write(table(["id", "task", "agent", "effect", "untrusted", "expires", "state"],
-                        [[a.id, a.task_id, a.agent, a.effect_class, "yes" if a.untrusted else "-",
-                          when(a.expires_at), a.state] for a in rows]))
+        out.write(
+            table(
+                ["id", "task", "agent", "effect", "untrusted", "expires", "state"],
+                [
+                    [
+                        a.id,
+                        a.task_id,
+                        a.agent,
+                        a.effect_class,
+                        "yes" if a.untrusted else "-",
+                        when(a.expires_at),
+                        a.state,
+                    ]
+                    for a in rows
+                ],
+            )
+        )
     elif op == "show":
         a = approval_get(approval_id=approval, tenant=tenant)
         out.write(f"approval {a.id} [{a.state}] of task {a.task_id} step {a.seq} ({a.name})\n")
@@ -47,7 +64,7 @@ def run(out, *, actor, op, approval, tenant, approval_state, approval_agent, ord
         if a.untrusted:
             out.write(f"WARNING: the action holds text from a model or a tool at {', '.join(a.untrusted_paths)}\n")
         out.write("action:\n")
-        for key, value in (a.action.items() if isinstance(a.action, dict) else [("", a.action)]):
+        for key, value in a.action.items() if isinstance(a.action, dict) else [("", a.action)]:
             out.write(f"  {key}: {short(json.dumps(value, ensure_ascii=False), 200)}\n")
         out.write(f"action hash: {a.action_hash}\ncontext digest: {a.context_digest}, covering:\n")
         for key, value in sorted(a.context.items()):

@@ -25,8 +25,12 @@ def tokens(value: str):
     if value == NONE:
         return None
     if not value.isascii() or not value.isdigit() or len(value) > 16:
-        raise ArgumentOutOfRange(f"a budget is a count of tokens from 0 to {TOKENS_MAX:g}, or none; got "
-                                 f"{arguments.show(value)}", field="tokens", min=0, max=TOKENS_MAX)
+        raise ArgumentOutOfRange(
+            f"a budget is a count of tokens from 0 to {TOKENS_MAX:g}, or none; got {arguments.show(value)}",
+            field="tokens",
+            min=0,
+            max=TOKENS_MAX,
+        )
     return int(value)
 
 
@@ -60,31 +64,47 @@ def _conditional(p) -> None:
 def show(out, *, tenant, **_) -> None:
     use = budget_use(tenant)
     b = use.budget
-    out.write(f"tenant {tenant}: budgets " + (f"v{b.version}, set by {b.updated_by} {when(b.updated_at)}" if b
-                                              else "never set") + "\n")
-    rows = [[u.scope, u.subject, u.used, "none" if u.limit is None else u.limit, u.state]
-            for u in [use.tenant_use, *use.trees, *use.tasks]]
+    out.write(
+        f"tenant {tenant}: budgets "
+        + (f"v{b.version}, set by {b.updated_by} {when(b.updated_at)}" if b else "never set")
+        + "\n"
+    )
+    rows = [
+        [u.scope, u.subject, u.used, "none" if u.limit is None else u.limit, u.state]
+        for u in [use.tenant_use, *use.trees, *use.tasks]
+    ]
     out.write(table(["scope", "subject", "used", "budget", "state"], rows))
     quotas(out, tenant=tenant)
 
 
 def set_budget(out, *, actor, tenant, task_tokens, tree_tokens, tenant_tokens, version, reason, **_) -> None:
-    given = {name: tokens(value) for name, value in (("task_tokens", task_tokens), ("tree_tokens", tree_tokens),
-                                                     ("tenant_tokens", tenant_tokens)) if value is not None}
+    given = {
+        name: tokens(value)
+        for name, value in (
+            ("task_tokens", task_tokens),
+            ("tree_tokens", tree_tokens),
+            ("tenant_tokens", tenant_tokens),
+        )
+        if value is not None
+    }
     b = budget_set(tenant=tenant, actor=actor, version=version, reason=reason, **given)
     shown = [NONE if v is None else v for v in (b.task_tokens, b.tree_tokens, b.tenant_tokens)]
     out.write(f"budgets of {tenant} now v{b.version}: task {shown[0]}, tree {shown[1]}, tenant {shown[2]}")
 
 
 def quotas(out, *, tenant, **_) -> None:
-    out.write(table(["service", "calls", "window", "version", "set by"],
-                    [[q.service, q.calls, f"{q.window_seconds}s", q.version, q.updated_by]
-                     for q in quota_list(tenant)]))
+    out.write(
+        table(
+            ["service", "calls", "window", "version", "set by"],
+            [[q.service, q.calls, f"{q.window_seconds}s", q.version, q.updated_by] for q in quota_list(tenant)],
+        )
+    )
 
 
 def set_quota(out, *, actor, tenant, service, calls, window, version, reason, **_) -> None:
-    q = quota_set(tenant=tenant, service=service, calls=calls, window_seconds=window, actor=actor, version=version,
-                  reason=reason)
+    q = quota_set(
+        tenant=tenant, service=service, calls=calls, window_seconds=window, actor=actor, version=version, reason=reason
+    )
     out.write(f"quota {q.service} of {tenant} now v{q.version}: {q.calls} calls per {q.window_seconds}s")
 
 

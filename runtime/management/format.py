@@ -22,7 +22,7 @@ def short(value, width: int | None = 60) -> str:
 def table(headers: list[str], rows: list[list]) -> str:
     cells = [[str(c) for c in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    line = lambda row: "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()  # noqa: E731
+    line = lambda row: "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()  # noqa: E731
     out = [line(headers), line(["-" * w for w in widths])]
     out.extend(line(r) for r in cells)
     if not rows:

@@ -69,69 +69,142 @@ def _input(raw: str):
     return encoding.parse(raw, what="input", limit=config.max_input_bytes(), setting="STEWARD_MAX_INPUT_BYTES")
 
 
-def schedules(out, *, actor, op, id, tenant, trigger_name, agent, trigger_input, cron, timezone, missed, overlap,
-              pool, owner, paused, **_) -> None:
+def schedules(
+    out,
+    *,
+    actor,
+    op,
+    id,
+    tenant,
+    trigger_name,
+    agent,
+    trigger_input,
+    cron,
+    timezone,
+    missed,
+    overlap,
+    pool,
+    owner,
+    paused,
+    **_,
+) -> None:
     if op == "list":
         _need(tenant=tenant)
-        rows = [[s.id, s.name, s.agent, s.cron, s.timezone, "paused" if s.paused else when(s.next_fire_at),
-                 s.missed_policy, s.overlap_policy]
-                for s in selectors.schedule_list(tenant=tenant, paused=True if paused else None)]
+        rows = [
+            [
+                s.id,
+                s.name,
+                s.agent,
+                s.cron,
+                s.timezone,
+                "paused" if s.paused else when(s.next_fire_at),
+                s.missed_policy,
+                s.overlap_policy,
+            ]
+            for s in selectors.schedule_list(tenant=tenant, paused=True if paused else None)
+        ]
         out.write(table(["id", "name", "agent", "cron", "timezone", "next", "missed", "overlap"], rows))
     elif op == "create":
         _need(tenant=tenant, trigger_name=trigger_name, agent=agent, cron=cron)
-        s = services.schedule_create(tenant=tenant, name=trigger_name, agent=agent, input=_input(trigger_input),
-                                     owner=owner or actor, cron=cron, timezone=timezone, missed_policy=missed,
-                                     overlap_policy=overlap, pool=pool, paused=paused, actor=actor)
+        s = services.schedule_create(
+            tenant=tenant,
+            name=trigger_name,
+            agent=agent,
+            input=_input(trigger_input),
+            owner=owner or actor,
+            cron=cron,
+            timezone=timezone,
+            missed_policy=missed,
+            overlap_policy=overlap,
+            pool=pool,
+            paused=paused,
+            actor=actor,
+        )
         out.write(f"created schedule {s.id} ({s.name}); next run {when(s.next_fire_at)}")
     else:
         _need(id=id)
         if op == "show":
             s = selectors.schedule_get(id)
-            out.write(block([("schedule", s.id), ("name", s.name), ("tenant", s.tenant), ("agent", s.agent),
-                             ("cron", f"{s.cron} ({s.timezone})"), ("missed", s.missed_policy),
-                             ("overlap", s.overlap_policy), ("paused", s.paused),
-                             ("last task", s.last_task_id or "-"),
-                             ("next runs", ", ".join(when(t) for t in selectors.schedule_upcoming(s)) or "-")]))
+            out.write(
+                block(
+                    [
+                        ("schedule", s.id),
+                        ("name", s.name),
+                        ("tenant", s.tenant),
+                        ("agent", s.agent),
+                        ("cron", f"{s.cron} ({s.timezone})"),
+                        ("missed", s.missed_policy),
+                        ("overlap", s.overlap_policy),
+                        ("paused", s.paused),
+                        ("last task", s.last_task_id or "-"),
+                        ("next runs", ", ".join(when(t) for t in selectors.schedule_upcoming(s)) or "-"),
+                    ]
+                )
+            )
         else:
-            changed = (services.schedule_pause if op == "pause" else services.schedule_resume)(schedule_id=id,
-                                                                                               actor=actor)
+            changed = (services.schedule_pause if op == "pause" else services.schedule_resume)(
+                schedule_id=id, actor=actor
+            )
             out.write(f"{op}d schedule {id}" if changed else f"schedule {id} was already {op}d")
 
 
 def webhooks(out, *, actor, op, id, tenant, trigger_name, agent, pool, owner, **_) -> None:
     if op == "list":
         _need(tenant=tenant)
-        rows = [[w.id, w.name, w.agent, "paused" if w.paused else "active", f"/hooks/{w.id}"]
-                for w in selectors.webhook_list(tenant=tenant)]
+        rows = [
+            [w.id, w.name, w.agent, "paused" if w.paused else "active", f"/hooks/{w.id}"]
+            for w in selectors.webhook_list(tenant=tenant)
+        ]
         out.write(table(["id", "name", "agent", "state", "url"], rows))
     elif op == "create":
         _need(tenant=tenant, trigger_name=trigger_name, agent=agent)
-        w, secret = services.webhook_create(tenant=tenant, name=trigger_name, agent=agent, owner=owner or actor,
-                                            pool=pool, actor=actor)
+        w, secret = services.webhook_create(
+            tenant=tenant, name=trigger_name, agent=agent, owner=owner or actor, pool=pool, actor=actor
+        )
         out.write(f"created webhook {w.id} ({w.name}) at /hooks/{w.id}\nsecret (shown once): {secret}")
     else:
         _need(id=id)
         if op == "show":
             w = selectors.webhook_get(id)
-            out.write(block([("webhook", w.id), ("name", w.name), ("tenant", w.tenant), ("agent", w.agent),
-                             ("paused", w.paused), ("url", f"/hooks/{w.id}")]))
+            out.write(
+                block(
+                    [
+                        ("webhook", w.id),
+                        ("name", w.name),
+                        ("tenant", w.tenant),
+                        ("agent", w.agent),
+                        ("paused", w.paused),
+                        ("url", f"/hooks/{w.id}"),
+                    ]
+                )
+            )
             rows = [[d.delivery_id, when(d.received_at), d.task_id] for d in selectors.webhook_deliveries(w)]
             out.write(table(["delivery", "received", "task"], rows))
         else:
-            changed = (services.webhook_pause if op == "pause" else services.webhook_resume)(webhook_id=id,
-                                                                                             actor=actor)
+            changed = (services.webhook_pause if op == "pause" else services.webhook_resume)(webhook_id=id, actor=actor)
             out.write(f"{op}d webhook {id}" if changed else f"webhook {id} was already {op}d")
 
 
-def dependencies(out, *, actor, op, tenant, agent, trigger_input, after, on_failure, trigger_state, pool, owner,
-                 **_) -> None:
+def dependencies(
+    out, *, actor, op, tenant, agent, trigger_input, after, on_failure, trigger_state, pool, owner, **_
+) -> None:
     _need(tenant=tenant)
     if op == "list":
-        rows = [[d.id, d.agent, len(d.prerequisites), d.on_failure, d.state, d.task_id or "-", d.reason]
-                for d in selectors.dependency_list(tenant=tenant, state=trigger_state)]
+        rows = [
+            [d.id, d.agent, len(d.prerequisites), d.on_failure, d.state, d.task_id or "-", d.reason]
+            for d in selectors.dependency_list(tenant=tenant, state=trigger_state)
+        ]
         out.write(table(["id", "agent", "after", "on_failure", "state", "task", "reason"], rows))
     else:
         _need(agent=agent, after=after)
-        d = services.dependency_create(tenant=tenant, agent=agent, input=_input(trigger_input), owner=owner or actor,
-                                       prerequisites=after, on_failure=on_failure, pool=pool, actor=actor)
+        d = services.dependency_create(
+            tenant=tenant,
+            agent=agent,
+            input=_input(trigger_input),
+            owner=owner or actor,
+            prerequisites=after,
+            on_failure=on_failure,
+            pool=pool,
+            actor=actor,
+        )
         out.write(f"created dependency trigger {d.id}: {agent} after {len(d.prerequisites)} task(s)")

@@ -9,242 +9,445 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Attempt',
+            name="Attempt",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('epoch', models.IntegerField()),
-                ('worker', models.CharField(max_length=200)),
-                ('reason', models.CharField(choices=[('first', 'first'), ('recovery', 'recovery'), ('resume', 'resume'), ('retry', 'retry')], max_length=16)),
-                ('started_at', models.DateTimeField()),
-                ('heartbeat_at', models.DateTimeField()),
-                ('lease_expires_at', models.DateTimeField()),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('end_reason', models.CharField(blank=True, default='', max_length=32)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("epoch", models.IntegerField()),
+                ("worker", models.CharField(max_length=200)),
+                (
+                    "reason",
+                    models.CharField(
+                        choices=[
+                            ("first", "first"),
+                            ("recovery", "recovery"),
+                            ("resume", "resume"),
+                            ("retry", "retry"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("started_at", models.DateTimeField()),
+                ("heartbeat_at", models.DateTimeField()),
+                ("lease_expires_at", models.DateTimeField()),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                ("end_reason", models.CharField(blank=True, default="", max_length=32)),
             ],
             options={
-                'db_table': 'steward_attempt',
+                "db_table": "steward_attempt",
             },
         ),
         migrations.CreateModel(
-            name='Pool',
+            name="Pool",
             fields=[
-                ('name', models.SlugField(max_length=100, primary_key=True, serialize=False)),
-                ('max_running', models.PositiveIntegerField()),
-                ('max_queued', models.PositiveIntegerField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("name", models.SlugField(max_length=100, primary_key=True, serialize=False)),
+                ("max_running", models.PositiveIntegerField()),
+                ("max_queued", models.PositiveIntegerField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'db_table': 'steward_pool',
+                "db_table": "steward_pool",
             },
         ),
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('chain', models.CharField(max_length=120)),
-                ('chain_seq', models.IntegerField(db_default=0)),
-                ('at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('actor', models.CharField(max_length=200)),
-                ('tenant', models.CharField(max_length=100)),
-                ('task_id', models.UUIDField(blank=True, null=True)),
-                ('kind', models.CharField(max_length=64)),
-                ('data', models.JSONField(default=dict)),
-                ('prev_hash', models.CharField(db_default='', max_length=64)),
-                ('hash', models.CharField(db_default='', max_length=64)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("chain", models.CharField(max_length=120)),
+                ("chain_seq", models.IntegerField(db_default=0)),
+                ("at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("actor", models.CharField(max_length=200)),
+                ("tenant", models.CharField(max_length=100)),
+                ("task_id", models.UUIDField(blank=True, null=True)),
+                ("kind", models.CharField(max_length=64)),
+                ("data", models.JSONField(default=dict)),
+                ("prev_hash", models.CharField(db_default="", max_length=64)),
+                ("hash", models.CharField(db_default="", max_length=64)),
             ],
             options={
-                'db_table': 'steward_audit',
-                'indexes': [models.Index(fields=['tenant', 'id'], name='audit_by_tenant')],
-                'constraints': [models.UniqueConstraint(fields=('chain', 'chain_seq'), name='audit_chain_seq')],
+                "db_table": "steward_audit",
+                "indexes": [models.Index(fields=["tenant", "id"], name="audit_by_tenant")],
+                "constraints": [models.UniqueConstraint(fields=("chain", "chain_seq"), name="audit_chain_seq")],
             },
         ),
         migrations.CreateModel(
-            name='Task',
+            name="Task",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('agent', models.CharField(max_length=200)),
-                ('input', models.JSONField()),
-                ('input_digest', models.CharField(max_length=64)),
-                ('tenant', models.CharField(max_length=100)),
-                ('owner', models.CharField(help_text='Actor on whose authority the task runs.', max_length=200)),
-                ('status', models.CharField(choices=[('queued', 'queued'), ('running', 'running'), ('sleeping', 'sleeping'), ('waiting', 'waiting'), ('blocked', 'blocked'), ('dead', 'dead'), ('completed', 'completed'), ('failed', 'failed'), ('cancelled', 'cancelled')], default='queued', max_length=16)),
-                ('epoch', models.IntegerField(default=0)),
-                ('next_reason', models.CharField(choices=[('first', 'first'), ('recovery', 'recovery'), ('resume', 'resume'), ('retry', 'retry')], default='first', max_length=16)),
-                ('spawn_seq', models.IntegerField(blank=True, help_text="The parent's step seq that spawned it.", null=True)),
-                ('idempotency_key', models.CharField(blank=True, max_length=200, null=True)),
-                ('crash_count', models.IntegerField(default=0, help_text='Lease expiries in a row.')),
-                ('wake_at', models.DateTimeField(blank=True, null=True)),
-                ('waiting_on', django.contrib.postgres.fields.ArrayField(base_field=models.UUIDField(), blank=True, help_text='Child task ids a wait needs.', null=True, size=None)),
-                ('output', models.JSONField(blank=True, null=True)),
-                ('error', models.JSONField(blank=True, null=True)),
-                ('status_note', models.CharField(blank=True, default='', max_length=500)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('queued_at', models.DateTimeField(blank=True, null=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('parent', models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='children', to='runtime.task')),
-                ('pool', models.ForeignKey(db_column='pool', db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='tasks', to='runtime.pool')),
-                ('root', models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='descendants', to='runtime.task')),
+                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                ("agent", models.CharField(max_length=200)),
+                ("input", models.JSONField()),
+                ("input_digest", models.CharField(max_length=64)),
+                ("tenant", models.CharField(max_length=100)),
+                ("owner", models.CharField(help_text="Actor on whose authority the task runs.", max_length=200)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "queued"),
+                            ("running", "running"),
+                            ("sleeping", "sleeping"),
+                            ("waiting", "waiting"),
+                            ("blocked", "blocked"),
+                            ("dead", "dead"),
+                            ("completed", "completed"),
+                            ("failed", "failed"),
+                            ("cancelled", "cancelled"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("epoch", models.IntegerField(default=0)),
+                (
+                    "next_reason",
+                    models.CharField(
+                        choices=[
+                            ("first", "first"),
+                            ("recovery", "recovery"),
+                            ("resume", "resume"),
+                            ("retry", "retry"),
+                        ],
+                        default="first",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "spawn_seq",
+                    models.IntegerField(blank=True, help_text="The parent's step seq that spawned it.", null=True),
+                ),
+                ("idempotency_key", models.CharField(blank=True, max_length=200, null=True)),
+                ("crash_count", models.IntegerField(default=0, help_text="Lease expiries in a row.")),
+                ("wake_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "waiting_on",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.UUIDField(),
+                        blank=True,
+                        help_text="Child task ids a wait needs.",
+                        null=True,
+                        size=None,
+                    ),
+                ),
+                ("output", models.JSONField(blank=True, null=True)),
+                ("error", models.JSONField(blank=True, null=True)),
+                ("status_note", models.CharField(blank=True, default="", max_length=500)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("queued_at", models.DateTimeField(blank=True, null=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "parent",
+                    models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="children",
+                        to="runtime.task",
+                    ),
+                ),
+                (
+                    "pool",
+                    models.ForeignKey(
+                        db_column="pool",
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="tasks",
+                        to="runtime.pool",
+                    ),
+                ),
+                (
+                    "root",
+                    models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="descendants",
+                        to="runtime.task",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'steward_task',
+                "db_table": "steward_task",
             },
         ),
         migrations.CreateModel(
-            name='Step',
+            name="Step",
             fields=[
-                ('pk', models.CompositePrimaryKey('task_id', 'seq', blank=True, editable=False, primary_key=True, serialize=False)),
-                ('seq', models.IntegerField()),
-                ('name', models.CharField(max_length=200)),
-                ('kind', models.CharField(max_length=16)),
-                ('output', models.JSONField(blank=True, null=True)),
-                ('error', models.JSONField(blank=True, null=True)),
-                ('epoch', models.IntegerField(help_text='The attempt that wrote it.')),
-                ('started_at', models.DateTimeField()),
-                ('finished_at', models.DateTimeField()),
-                ('task', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='steps', to='runtime.task')),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "task_id", "seq", blank=True, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("seq", models.IntegerField()),
+                ("name", models.CharField(max_length=200)),
+                ("kind", models.CharField(max_length=16)),
+                ("output", models.JSONField(blank=True, null=True)),
+                ("error", models.JSONField(blank=True, null=True)),
+                ("epoch", models.IntegerField(help_text="The attempt that wrote it.")),
+                ("started_at", models.DateTimeField()),
+                ("finished_at", models.DateTimeField()),
+                (
+                    "task",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="steps",
+                        to="runtime.task",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'steward_step',
+                "db_table": "steward_step",
             },
         ),
         migrations.CreateModel(
-            name='Slot',
+            name="Slot",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.IntegerField()),
-                ('epoch', models.IntegerField(blank=True, null=True)),
-                ('taken_at', models.DateTimeField(blank=True, null=True)),
-                ('pool', models.ForeignKey(db_column='pool', db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='slots', to='runtime.pool')),
-                ('task', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='slot', to='runtime.task')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("number", models.IntegerField()),
+                ("epoch", models.IntegerField(blank=True, null=True)),
+                ("taken_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "pool",
+                    models.ForeignKey(
+                        db_column="pool",
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="slots",
+                        to="runtime.pool",
+                    ),
+                ),
+                (
+                    "task",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="slot",
+                        to="runtime.task",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'steward_slot',
+                "db_table": "steward_slot",
             },
         ),
         migrations.CreateModel(
-            name='Effect',
+            name="Effect",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=255, unique=True)),
-                ('step_seq', models.IntegerField()),
-                ('name', models.CharField(max_length=200)),
-                ('effect_class', models.CharField(choices=[('read', 'read'), ('idempotent', 'idempotent'), ('reversible', 'reversible'), ('irreversible', 'irreversible')], max_length=16)),
-                ('keyed', models.BooleanField(help_text='Whether the target service deduplicates by our key.')),
-                ('state', models.CharField(choices=[('intent', 'intent'), ('committed', 'committed'), ('failed', 'failed'), ('unknown', 'unknown')], max_length=16)),
-                ('request_digest', models.CharField(max_length=64)),
-                ('receipt', models.JSONField(blank=True, null=True)),
-                ('error', models.JSONField(blank=True, null=True)),
-                ('epoch', models.IntegerField(help_text='Epoch of the attempt that last sent it.')),
-                ('sends', models.IntegerField(default=0, help_text='Times it was handed to the service.')),
-                ('resend_approved', models.BooleanField(default=False, help_text='An operator chose to send it again.')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('settled_at', models.DateTimeField(blank=True, null=True)),
-                ('resolved_by', models.CharField(blank=True, default='', max_length=200)),
-                ('resolution_note', models.TextField(blank=True, default='')),
-                ('attempt', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='effects', to='runtime.attempt')),
-                ('task', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='effects', to='runtime.task')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=255, unique=True)),
+                ("step_seq", models.IntegerField()),
+                ("name", models.CharField(max_length=200)),
+                (
+                    "effect_class",
+                    models.CharField(
+                        choices=[
+                            ("read", "read"),
+                            ("idempotent", "idempotent"),
+                            ("reversible", "reversible"),
+                            ("irreversible", "irreversible"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("keyed", models.BooleanField(help_text="Whether the target service deduplicates by our key.")),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("intent", "intent"),
+                            ("committed", "committed"),
+                            ("failed", "failed"),
+                            ("unknown", "unknown"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("request_digest", models.CharField(max_length=64)),
+                ("receipt", models.JSONField(blank=True, null=True)),
+                ("error", models.JSONField(blank=True, null=True)),
+                ("epoch", models.IntegerField(help_text="Epoch of the attempt that last sent it.")),
+                ("sends", models.IntegerField(default=0, help_text="Times it was handed to the service.")),
+                (
+                    "resend_approved",
+                    models.BooleanField(default=False, help_text="An operator chose to send it again."),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("settled_at", models.DateTimeField(blank=True, null=True)),
+                ("resolved_by", models.CharField(blank=True, default="", max_length=200)),
+                ("resolution_note", models.TextField(blank=True, default="")),
+                (
+                    "attempt",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="effects", to="runtime.attempt"
+                    ),
+                ),
+                (
+                    "task",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="effects",
+                        to="runtime.task",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'steward_effect',
+                "db_table": "steward_effect",
             },
         ),
         migrations.AddField(
-            model_name='attempt',
-            name='task',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='attempts', to='runtime.task'),
+            model_name="attempt",
+            name="task",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name="attempts", to="runtime.task"
+            ),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(condition=models.Q(('status', 'queued')), fields=['pool', 'queued_at', 'id'], name='task_claim_order'),
+            model_name="task",
+            index=models.Index(
+                condition=models.Q(("status", "queued")), fields=["pool", "queued_at", "id"], name="task_claim_order"
+            ),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(condition=models.Q(('status', 'running')), fields=['pool'], name='task_running_by_pool'),
+            model_name="task",
+            index=models.Index(condition=models.Q(("status", "running")), fields=["pool"], name="task_running_by_pool"),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(condition=models.Q(('status', 'sleeping')), fields=['wake_at'], name='task_sleeping_due'),
+            model_name="task",
+            index=models.Index(
+                condition=models.Q(("status", "sleeping")), fields=["wake_at"], name="task_sleeping_due"
+            ),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(fields=['status', 'created_at'], name='task_status_created'),
+            model_name="task",
+            index=models.Index(fields=["status", "created_at"], name="task_status_created"),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(fields=['tenant', 'created_at'], name='task_tenant_created'),
+            model_name="task",
+            index=models.Index(fields=["tenant", "created_at"], name="task_tenant_created"),
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.UniqueConstraint(condition=models.Q(('idempotency_key__isnull', False)), fields=('tenant', 'idempotency_key'), name='task_one_per_caller_key'),
+            model_name="task",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("idempotency_key__isnull", False)),
+                fields=("tenant", "idempotency_key"),
+                name="task_one_per_caller_key",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.UniqueConstraint(condition=models.Q(('parent__isnull', False)), fields=('parent', 'spawn_seq'), name='task_one_child_per_spawn_step'),
+            model_name="task",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("parent__isnull", False)),
+                fields=("parent", "spawn_seq"),
+                name="task_one_child_per_spawn_step",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ('queued', 'running', 'sleeping', 'waiting', 'blocked', 'dead', 'completed', 'failed', 'cancelled'))), name='task_status_known'),
+            model_name="task",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "status__in",
+                        (
+                            "queued",
+                            "running",
+                            "sleeping",
+                            "waiting",
+                            "blocked",
+                            "dead",
+                            "completed",
+                            "failed",
+                            "cancelled",
+                        ),
+                    )
+                ),
+                name="task_status_known",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.CheckConstraint(condition=models.Q(('epoch__gte', 0)), name='task_epoch_non_negative'),
+            model_name="task",
+            constraint=models.CheckConstraint(condition=models.Q(("epoch__gte", 0)), name="task_epoch_non_negative"),
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('status', 'sleeping'), _negated=True), ('wake_at__isnull', False), _connector='OR'), name='task_sleeping_has_wake_at'),
+            model_name="task",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("status", "sleeping"), _negated=True), ("wake_at__isnull", False), _connector="OR"
+                ),
+                name="task_sleeping_has_wake_at",
+            ),
         ),
         migrations.AddIndex(
-            model_name='slot',
-            index=models.Index(condition=models.Q(('task__isnull', True)), fields=['pool'], name='slot_free_by_pool'),
+            model_name="slot",
+            index=models.Index(condition=models.Q(("task__isnull", True)), fields=["pool"], name="slot_free_by_pool"),
         ),
         migrations.AddConstraint(
-            model_name='slot',
-            constraint=models.UniqueConstraint(fields=('pool', 'number'), name='slot_number_per_pool'),
+            model_name="slot",
+            constraint=models.UniqueConstraint(fields=("pool", "number"), name="slot_number_per_pool"),
         ),
         migrations.AddConstraint(
-            model_name='slot',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('epoch__isnull', True), ('task__isnull', True)), models.Q(('epoch__isnull', False), ('task__isnull', False)), _connector='OR'), name='slot_holder_has_epoch'),
+            model_name="slot",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("epoch__isnull", True), ("task__isnull", True)),
+                    models.Q(("epoch__isnull", False), ("task__isnull", False)),
+                    _connector="OR",
+                ),
+                name="slot_holder_has_epoch",
+            ),
         ),
         migrations.AddIndex(
-            model_name='effect',
-            index=models.Index(fields=['state', 'created_at'], name='effect_state_created'),
+            model_name="effect",
+            index=models.Index(fields=["state", "created_at"], name="effect_state_created"),
         ),
         migrations.AddConstraint(
-            model_name='effect',
-            constraint=models.CheckConstraint(condition=models.Q(('state__in', ('intent', 'committed', 'failed', 'unknown'))), name='effect_state_known'),
+            model_name="effect",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("state__in", ("intent", "committed", "failed", "unknown"))),
+                name="effect_state_known",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='effect',
-            constraint=models.CheckConstraint(condition=models.Q(('effect_class__in', ('read', 'idempotent', 'reversible', 'irreversible'))), name='effect_class_known'),
+            model_name="effect",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("effect_class__in", ("read", "idempotent", "reversible", "irreversible"))),
+                name="effect_class_known",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='effect',
-            constraint=models.UniqueConstraint(fields=('task', 'step_seq'), name='effect_one_per_step'),
+            model_name="effect",
+            constraint=models.UniqueConstraint(fields=("task", "step_seq"), name="effect_one_per_step"),
         ),
         migrations.AddIndex(
-            model_name='attempt',
-            index=models.Index(condition=models.Q(('ended_at__isnull', True)), fields=['lease_expires_at'], name='attempt_live_lease'),
+            model_name="attempt",
+            index=models.Index(
+                condition=models.Q(("ended_at__isnull", True)), fields=["lease_expires_at"], name="attempt_live_lease"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='attempt',
-            constraint=models.UniqueConstraint(fields=('task', 'epoch'), name='attempt_one_per_epoch'),
+            model_name="attempt",
+            constraint=models.UniqueConstraint(fields=("task", "epoch"), name="attempt_one_per_epoch"),
         ),
         migrations.AddConstraint(
-            model_name='attempt',
-            constraint=models.UniqueConstraint(condition=models.Q(('ended_at__isnull', True)), fields=('task',), name='attempt_one_live_per_task'),
+            model_name="attempt",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("ended_at__isnull", True)), fields=("task",), name="attempt_one_live_per_task"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='attempt',
-            constraint=models.CheckConstraint(condition=models.Q(('epoch__gte', 1)), name='attempt_epoch_positive'),
+            model_name="attempt",
+            constraint=models.CheckConstraint(condition=models.Q(("epoch__gte", 1)), name="attempt_epoch_positive"),
         ),
     ]

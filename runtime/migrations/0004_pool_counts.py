@@ -177,32 +177,45 @@ SUBMIT_FUNCTION_0003 = SUBMIT_FUNCTION.replace(
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0003_submit_function'),
+        ("runtime", "0003_submit_function"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='PoolCount',
+            name="PoolCount",
             fields=[
-                ('pk', models.CompositePrimaryKey('pool', 'shard', blank=True, editable=False, primary_key=True,
-                                                  serialize=False)),
-                ('pool', models.ForeignKey(db_column='pool', db_constraint=False, db_index=False,
-                                           on_delete=django.db.models.deletion.CASCADE, related_name='counts',
-                                           to='runtime.pool')),
-                ('shard', models.IntegerField(help_text='The backend pid that wrote it; 0 for folded rows.')),
-                ('admitted', models.BigIntegerField(default=0,
-                                                    help_text="Its share of the pool's queued + running tasks.")),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "pool", "shard", blank=True, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                (
+                    "pool",
+                    models.ForeignKey(
+                        db_column="pool",
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="counts",
+                        to="runtime.pool",
+                    ),
+                ),
+                ("shard", models.IntegerField(help_text="The backend pid that wrote it; 0 for folded rows.")),
+                (
+                    "admitted",
+                    models.BigIntegerField(default=0, help_text="Its share of the pool's queued + running tasks."),
+                ),
             ],
             options={
-                'db_table': 'steward_pool_count',
+                "db_table": "steward_pool_count",
             },
         ),
         migrations.RunSQL(COUNT_TRIGGERS, reverse_sql=COUNT_TRIGGERS_REVERSE),
         migrations.RunSQL(SUBMIT_FUNCTION, reverse_sql=SUBMIT_FUNCTION_0003),
         migrations.RemoveIndex(
-            model_name='task',
-            name='task_running_by_pool',
+            model_name="task",
+            name="task_running_by_pool",
         ),
     ]

@@ -115,63 +115,69 @@ CREATE INDEX steward_pool_name_c532e4ea_like ON steward_pool (name varchar_patte
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0004_pool_counts'),
+        ("runtime", "0004_pool_counts"),
     ]
 
     operations = [
         migrations.RunSQL(UUID7, reverse_sql="DROP FUNCTION steward_uuid7(timestamptz);"),
-        migrations.RunSQL(SUBMIT_FUNCTION, reverse_sql=import_module("runtime.migrations.0004_pool_counts").SUBMIT_FUNCTION),
+        migrations.RunSQL(
+            SUBMIT_FUNCTION, reverse_sql=import_module("runtime.migrations.0004_pool_counts").SUBMIT_FUNCTION
+        ),
         migrations.RunSQL(DROP_PATTERN_INDEXES, reverse_sql=RESTORE_PATTERN_INDEXES),
         migrations.RemoveIndex(
-            model_name='auditevent',
-            name='audit_by_tenant',
+            model_name="auditevent",
+            name="audit_by_tenant",
         ),
         migrations.RemoveIndex(
-            model_name='effect',
-            name='effect_state_created',
+            model_name="effect",
+            name="effect_state_created",
         ),
         migrations.RemoveIndex(
-            model_name='task',
-            name='task_status_created',
+            model_name="task",
+            name="task_status_created",
         ),
         migrations.RemoveIndex(
-            model_name='task',
-            name='task_tenant_created',
+            model_name="task",
+            name="task_tenant_created",
         ),
         migrations.AlterField(
-            model_name='effect',
-            name='attempt',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='effects', to='runtime.attempt'),
+            model_name="effect",
+            name="attempt",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="effects",
+                to="runtime.attempt",
+            ),
         ),
         migrations.AlterField(
-            model_name='task',
-            name='id',
+            model_name="task",
+            name="id",
             field=models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False),
         ),
         migrations.AddIndex(
-            model_name='auditevent',
-            index=models.Index(fields=['tenant', 'at', 'id'], name='audit_tenant_at'),
+            model_name="auditevent",
+            index=models.Index(fields=["tenant", "at", "id"], name="audit_tenant_at"),
         ),
         migrations.AddIndex(
-            model_name='effect',
-            index=models.Index(fields=['state', 'id'], name='effect_state_id'),
+            model_name="effect",
+            index=models.Index(fields=["state", "id"], name="effect_state_id"),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(fields=['tenant', 'id'], name='task_tenant_id'),
+            model_name="task",
+            index=models.Index(fields=["tenant", "id"], name="task_tenant_id"),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(fields=['tenant', 'status', 'id'], name='task_tenant_status_id'),
+            model_name="task",
+            index=models.Index(fields=["tenant", "status", "id"], name="task_tenant_status_id"),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(fields=['status', 'id'], name='task_status_id'),
+            model_name="task",
+            index=models.Index(fields=["status", "id"], name="task_status_id"),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(condition=models.Q(('parent__isnull', False)), fields=['root', 'id'], name='task_tree'),
+            model_name="task",
+            index=models.Index(condition=models.Q(("parent__isnull", False)), fields=["root", "id"], name="task_tree"),
         ),
     ]

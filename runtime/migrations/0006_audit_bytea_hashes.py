@@ -108,9 +108,8 @@ CREATE TRIGGER steward_audit_link BEFORE INSERT ON steward_audit
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0005_list_pages'),
+        ("runtime", "0005_list_pages"),
     ]
 
     operations = [
@@ -118,14 +117,14 @@ class Migration(migrations.Migration):
             database_operations=[migrations.RunSQL(TO_BYTEA, reverse_sql=TO_HEX)],
             state_operations=[
                 migrations.AlterField(
-                    model_name='auditevent',
-                    name='prev_hash',
-                    field=models.BinaryField(db_default=b''),
+                    model_name="auditevent",
+                    name="prev_hash",
+                    field=models.BinaryField(db_default=b""),
                 ),
                 migrations.AlterField(
-                    model_name='auditevent',
-                    name='hash',
-                    field=models.BinaryField(db_default=b''),
+                    model_name="auditevent",
+                    name="hash",
+                    field=models.BinaryField(db_default=b""),
                 ),
             ],
         ),

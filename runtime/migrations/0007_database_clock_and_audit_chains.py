@@ -181,33 +181,31 @@ DROP FUNCTION steward_audit_chain(uuid, text);
 """
 
 
-
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0006_audit_bytea_hashes'),
+        ("runtime", "0006_audit_bytea_hashes"),
     ]
 
     operations = [
         migrations.RunSQL(CHAINS, reverse_sql=CHAINS_REVERSE),
         migrations.AlterField(
-            model_name='effect',
-            name='created_at',
+            model_name="effect",
+            name="created_at",
             field=models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
         ),
         migrations.AlterField(
-            model_name='pool',
-            name='created_at',
+            model_name="pool",
+            name="created_at",
             field=models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
         ),
         migrations.AlterField(
-            model_name='task',
-            name='created_at',
+            model_name="task",
+            name="created_at",
             field=models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
         ),
         migrations.AlterField(
-            model_name='task',
-            name='updated_at',
+            model_name="task",
+            name="updated_at",
             field=models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
         ),
     ]

@@ -23,27 +23,26 @@ DROP FUNCTION steward_audit_seal_refuse_change();
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0007_database_clock_and_audit_chains'),
+        ("runtime", "0007_database_clock_and_audit_chains"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AuditSeal',
+            name="AuditSeal",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('tenant', models.CharField(max_length=100)),
-                ('seq', models.IntegerField()),
-                ('sealed_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('heads', models.JSONField()),
-                ('key_id', models.CharField(max_length=16)),
-                ('prev_mac', models.BinaryField()),
-                ('mac', models.BinaryField()),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("tenant", models.CharField(max_length=100)),
+                ("seq", models.IntegerField()),
+                ("sealed_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("heads", models.JSONField()),
+                ("key_id", models.CharField(max_length=16)),
+                ("prev_mac", models.BinaryField()),
+                ("mac", models.BinaryField()),
             ],
             options={
-                'db_table': 'steward_audit_seal',
-                'constraints': [models.UniqueConstraint(fields=('tenant', 'seq'), name='audit_seal_one_per_seq')],
+                "db_table": "steward_audit_seal",
+                "constraints": [models.UniqueConstraint(fields=("tenant", "seq"), name="audit_seal_one_per_seq")],
             },
         ),
         migrations.RunSQL(APPEND_ONLY, reverse_sql=APPEND_ONLY_REVERSE),

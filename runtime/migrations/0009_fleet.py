@@ -6,45 +6,49 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0008_audit_seals'),
+        ("runtime", "0008_audit_seals"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Process',
+            name="Process",
             fields=[
-                ('name', models.CharField(max_length=200, primary_key=True, serialize=False)),
-                ('kind', models.CharField(max_length=16)),
-                ('host', models.CharField(max_length=100)),
-                ('pid', models.IntegerField()),
-                ('queue', models.CharField(blank=True, default='', max_length=200)),
-                ('started_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('seen_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('stopped_at', models.DateTimeField(blank=True, null=True)),
-                ('last_sweep_at', models.DateTimeField(blank=True, null=True)),
-                ('counters', models.JSONField(default=dict)),
+                ("name", models.CharField(max_length=200, primary_key=True, serialize=False)),
+                ("kind", models.CharField(max_length=16)),
+                ("host", models.CharField(max_length=100)),
+                ("pid", models.IntegerField()),
+                ("queue", models.CharField(blank=True, default="", max_length=200)),
+                ("started_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("seen_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("stopped_at", models.DateTimeField(blank=True, null=True)),
+                ("last_sweep_at", models.DateTimeField(blank=True, null=True)),
+                ("counters", models.JSONField(default=dict)),
             ],
             options={
-                'db_table': 'steward_process',
-                'indexes': [models.Index(fields=['kind', 'seen_at'], name='process_by_kind_seen')],
+                "db_table": "steward_process",
+                "indexes": [models.Index(fields=["kind", "seen_at"], name="process_by_kind_seen")],
             },
         ),
         migrations.CreateModel(
-            name='ProcessMinute',
+            name="ProcessMinute",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('minute', models.DateTimeField()),
-                ('process', models.CharField(max_length=200)),
-                ('finished', models.IntegerField(default=0)),
-                ('failed', models.IntegerField(default=0)),
-                ('steps', models.IntegerField(default=0)),
-                ('waits', django.contrib.postgres.fields.ArrayField(base_field=models.IntegerField(), default=list, size=None)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("minute", models.DateTimeField()),
+                ("process", models.CharField(max_length=200)),
+                ("finished", models.IntegerField(default=0)),
+                ("failed", models.IntegerField(default=0)),
+                ("steps", models.IntegerField(default=0)),
+                (
+                    "waits",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.IntegerField(), default=list, size=None
+                    ),
+                ),
             ],
             options={
-                'db_table': 'steward_process_minute',
-                'constraints': [models.UniqueConstraint(fields=('minute', 'process'), name='process_minute_once')],
+                "db_table": "steward_process_minute",
+                "constraints": [models.UniqueConstraint(fields=("minute", "process"), name="process_minute_once")],
             },
         ),
     ]

@@ -5,16 +5,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0009_fleet'),
+        ("runtime", "0009_fleet"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='effect',
-            name='tenant',
-            field=models.CharField(default='', max_length=100),
+            model_name="effect",
+            name="tenant",
+            field=models.CharField(default="", max_length=100),
             preserve_default=False,
         ),
         migrations.RunSQL(
@@ -22,11 +21,11 @@ class Migration(migrations.Migration):
             reverse_sql=migrations.RunSQL.noop,
         ),
         migrations.AddIndex(
-            model_name='effect',
-            index=models.Index(fields=['tenant', 'id'], name='effect_tenant_id'),
+            model_name="effect",
+            index=models.Index(fields=["tenant", "id"], name="effect_tenant_id"),
         ),
         migrations.AddIndex(
-            model_name='effect',
-            index=models.Index(fields=['tenant', 'state', 'id'], name='effect_tenant_state_id'),
+            model_name="effect",
+            index=models.Index(fields=["tenant", "state", "id"], name="effect_tenant_state_id"),
         ),
     ]

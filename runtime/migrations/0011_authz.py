@@ -60,76 +60,145 @@ DROP FUNCTION steward_grant_only_shrinks();
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0010_effect_tenant'),
+        ("runtime", "0010_effect_tenant"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='task',
-            name='requested_scope',
+            model_name="task",
+            name="requested_scope",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.CreateModel(
-            name='AuthzRevision',
+            name="AuthzRevision",
             fields=[
-                ('tenant', models.CharField(max_length=100, primary_key=True, serialize=False)),
-                ('revision', models.BigIntegerField()),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("tenant", models.CharField(max_length=100, primary_key=True, serialize=False)),
+                ("revision", models.BigIntegerField()),
+                ("updated_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
             ],
             options={
-                'db_table': 'steward_authz_revision',
-                'constraints': [models.CheckConstraint(condition=models.Q(('revision__gte', 1)), name='authz_revision_positive')],
+                "db_table": "steward_authz_revision",
+                "constraints": [
+                    models.CheckConstraint(condition=models.Q(("revision__gte", 1)), name="authz_revision_positive")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Grant',
+            name="Grant",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('tenant', models.CharField(max_length=100)),
-                ('principal', models.CharField(max_length=200)),
-                ('action', models.CharField(max_length=100)),
-                ('resource', models.CharField(max_length=500)),
-                ('expires_at', models.DateTimeField(blank=True, null=True)),
-                ('granted_by', models.CharField(max_length=200)),
-                ('granted_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('narrowed_at', models.DateTimeField(blank=True, null=True)),
-                ('narrowed_by', models.CharField(blank=True, default='', max_length=200)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
-                ('revoked_by', models.CharField(blank=True, default='', max_length=200)),
-                ('revoke_reason', models.CharField(blank=True, default='', max_length=2000)),
-                ('revision', models.BigIntegerField()),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("tenant", models.CharField(max_length=100)),
+                ("principal", models.CharField(max_length=200)),
+                ("action", models.CharField(max_length=100)),
+                ("resource", models.CharField(max_length=500)),
+                ("expires_at", models.DateTimeField(blank=True, null=True)),
+                ("granted_by", models.CharField(max_length=200)),
+                ("granted_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("narrowed_at", models.DateTimeField(blank=True, null=True)),
+                ("narrowed_by", models.CharField(blank=True, default="", max_length=200)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
+                ("revoked_by", models.CharField(blank=True, default="", max_length=200)),
+                ("revoke_reason", models.CharField(blank=True, default="", max_length=2000)),
+                ("revision", models.BigIntegerField()),
             ],
             options={
-                'db_table': 'steward_grant',
-                'indexes': [models.Index(condition=models.Q(('revoked_at__isnull', True)), fields=['tenant', 'principal', 'action'], name='grant_live'), models.Index(fields=['tenant', 'principal', 'id'], name='grant_tenant_principal_id'), models.Index(fields=['tenant', 'id'], name='grant_tenant_id')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('principal__startswith', 'agent:'), ('principal__startswith', 'user:'), _connector='OR'), name='grant_principal_is_agent_or_user'), models.CheckConstraint(condition=models.Q(('granted_by__startswith', 'user:')), name='grant_granted_by_person'), models.CheckConstraint(condition=models.Q(models.Q(('revoked_at__isnull', True), ('revoked_by', '')), models.Q(('revoked_at__isnull', False), ('revoked_by__startswith', 'user:')), _connector='OR'), name='grant_revoked_by_person_with_time'), models.CheckConstraint(condition=models.Q(models.Q(('narrowed_at__isnull', True), ('narrowed_by', '')), models.Q(('narrowed_at__isnull', False), ('narrowed_by__startswith', 'user:')), _connector='OR'), name='grant_narrowed_by_person_with_time'), models.CheckConstraint(condition=models.Q(('revision__gte', 1)), name='grant_revision_positive')],
+                "db_table": "steward_grant",
+                "indexes": [
+                    models.Index(
+                        condition=models.Q(("revoked_at__isnull", True)),
+                        fields=["tenant", "principal", "action"],
+                        name="grant_live",
+                    ),
+                    models.Index(fields=["tenant", "principal", "id"], name="grant_tenant_principal_id"),
+                    models.Index(fields=["tenant", "id"], name="grant_tenant_id"),
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("principal__startswith", "agent:"), ("principal__startswith", "user:"), _connector="OR"
+                        ),
+                        name="grant_principal_is_agent_or_user",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("granted_by__startswith", "user:")), name="grant_granted_by_person"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(("revoked_at__isnull", True), ("revoked_by", "")),
+                            models.Q(("revoked_at__isnull", False), ("revoked_by__startswith", "user:")),
+                            _connector="OR",
+                        ),
+                        name="grant_revoked_by_person_with_time",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(("narrowed_at__isnull", True), ("narrowed_by", "")),
+                            models.Q(("narrowed_at__isnull", False), ("narrowed_by__startswith", "user:")),
+                            _connector="OR",
+                        ),
+                        name="grant_narrowed_by_person_with_time",
+                    ),
+                    models.CheckConstraint(condition=models.Q(("revision__gte", 1)), name="grant_revision_positive"),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Decision',
+            name="Decision",
             fields=[
-                ('id', models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False)),
-                ('tenant', models.CharField(max_length=100)),
-                ('parent_task', models.UUIDField(blank=True, null=True)),
-                ('epoch', models.IntegerField()),
-                ('actor', models.CharField(help_text='The principal that acted: agent:<name>.', max_length=200)),
-                ('owner', models.CharField(help_text='On whose authority the task runs.', max_length=200)),
-                ('boundary', models.CharField(max_length=32)),
-                ('action', models.CharField(max_length=100)),
-                ('resource', models.CharField(max_length=500)),
-                ('allowed', models.BooleanField()),
-                ('reason_code', models.CharField(max_length=32)),
-                ('policy_version', models.CharField(max_length=32)),
-                ('authz_revision', models.BigIntegerField()),
-                ('at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('task', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='decisions', to='runtime.task')),
+                ("id", models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False)),
+                ("tenant", models.CharField(max_length=100)),
+                ("parent_task", models.UUIDField(blank=True, null=True)),
+                ("epoch", models.IntegerField()),
+                ("actor", models.CharField(help_text="The principal that acted: agent:<name>.", max_length=200)),
+                ("owner", models.CharField(help_text="On whose authority the task runs.", max_length=200)),
+                ("boundary", models.CharField(max_length=32)),
+                ("action", models.CharField(max_length=100)),
+                ("resource", models.CharField(max_length=500)),
+                ("allowed", models.BooleanField()),
+                ("reason_code", models.CharField(max_length=32)),
+                ("policy_version", models.CharField(max_length=32)),
+                ("authz_revision", models.BigIntegerField()),
+                ("at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                (
+                    "task",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="decisions",
+                        to="runtime.task",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'steward_decision',
-                'indexes': [models.Index(fields=['tenant', 'id'], name='decision_tenant_id'), models.Index(fields=['task', 'id'], name='decision_task_id')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('boundary__in', ('worker', 'storage', 'credential_gateway', 'scheduler', 'approval_gate', 'grant_check', 'tenant_isolation'))), name='decision_boundary_known'), models.CheckConstraint(condition=models.Q(('epoch__gte', 0)), name='decision_epoch_non_negative'), models.CheckConstraint(condition=models.Q(('authz_revision__gte', 0)), name='decision_revision_non_negative')],
+                "db_table": "steward_decision",
+                "indexes": [
+                    models.Index(fields=["tenant", "id"], name="decision_tenant_id"),
+                    models.Index(fields=["task", "id"], name="decision_task_id"),
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            (
+                                "boundary__in",
+                                (
+                                    "worker",
+                                    "storage",
+                                    "credential_gateway",
+                                    "scheduler",
+                                    "approval_gate",
+                                    "grant_check",
+                                    "tenant_isolation",
+                                ),
+                            )
+                        ),
+                        name="decision_boundary_known",
+                    ),
+                    models.CheckConstraint(condition=models.Q(("epoch__gte", 0)), name="decision_epoch_non_negative"),
+                    models.CheckConstraint(
+                        condition=models.Q(("authz_revision__gte", 0)), name="decision_revision_non_negative"
+                    ),
+                ],
             },
         ),
         migrations.RunSQL(GRANT_ONLY_SHRINKS, reverse_sql=GRANT_ONLY_SHRINKS_REVERSE),

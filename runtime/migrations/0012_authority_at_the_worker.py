@@ -35,43 +35,71 @@ DROP FUNCTION steward_grant_not_from_agent_code();
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0011_authz'),
+        ("runtime", "0011_authz"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='effect',
-            name='untrusted',
+            model_name="effect",
+            name="untrusted",
             field=models.BooleanField(db_default=False),
         ),
         migrations.AddField(
-            model_name='step',
-            name='untrusted',
+            model_name="step",
+            name="untrusted",
             field=models.BooleanField(db_default=False),
         ),
         migrations.AddField(
-            model_name='task',
-            name='blocked_decision',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='runtime.decision'),
+            model_name="task",
+            name="blocked_decision",
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="runtime.decision",
+            ),
         ),
         migrations.AddField(
-            model_name='task',
-            name='blocked_reason',
-            field=models.CharField(blank=True, choices=[('effect_unknown', 'effect_unknown'), ('authority_denied', 'authority_denied')], max_length=16, null=True),
+            model_name="task",
+            name="blocked_reason",
+            field=models.CharField(
+                blank=True,
+                choices=[("effect_unknown", "effect_unknown"), ("authority_denied", "authority_denied")],
+                max_length=16,
+                null=True,
+            ),
         ),
         migrations.RunSQL(
             "UPDATE steward_task SET blocked_reason = 'effect_unknown' WHERE status = 'blocked'",
             reverse_sql=migrations.RunSQL.noop,
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('status', 'blocked'), _negated=True), models.Q(('blocked_reason__in', ('effect_unknown', 'authority_denied')), ('blocked_reason__isnull', False)), _connector='OR'), name='task_blocked_says_why'),
+            model_name="task",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("status", "blocked"), _negated=True),
+                    models.Q(
+                        ("blocked_reason__in", ("effect_unknown", "authority_denied")),
+                        ("blocked_reason__isnull", False),
+                    ),
+                    _connector="OR",
+                ),
+                name="task_blocked_says_why",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('blocked_reason', 'authority_denied'), ('status', 'blocked'), _negated=True), ('blocked_decision__isnull', False), _connector='OR'), name='task_denied_names_its_decision'),
+            model_name="task",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("blocked_reason", "authority_denied"), ("status", "blocked"), _negated=True),
+                    ("blocked_decision__isnull", False),
+                    _connector="OR",
+                ),
+                name="task_denied_names_its_decision",
+            ),
         ),
         migrations.RunSQL(GRANT_NOT_FROM_AGENT_CODE, reverse_sql=GRANT_NOT_FROM_AGENT_CODE_REVERSE),
     ]

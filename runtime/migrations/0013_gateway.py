@@ -40,38 +40,90 @@ DROP FUNCTION steward_gateway_call_ends_once();
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0012_authority_at_the_worker'),
+        ("runtime", "0012_authority_at_the_worker"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='GatewayCall',
+            name="GatewayCall",
             fields=[
-                ('id', models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False)),
-                ('tenant', models.CharField(max_length=100)),
-                ('epoch', models.IntegerField()),
-                ('step_seq', models.IntegerField(null=True)),
-                ('jti', models.CharField(max_length=64)),
-                ('route', models.CharField(help_text="The token's audience: the gateway route it was for.", max_length=200)),
-                ('action', models.CharField(max_length=100)),
-                ('resource', models.CharField(max_length=500)),
-                ('idempotency_key', models.CharField(max_length=255)),
-                ('outcome', models.CharField(max_length=16)),
-                ('status', models.IntegerField(help_text="The provider's HTTP status.", null=True)),
-                ('receipt', models.JSONField(help_text="The provider's response id and status; never a key.", null=True)),
-                ('response', models.JSONField(null=True)),
-                ('started_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('finished_at', models.DateTimeField(null=True)),
-                ('attempt', models.ForeignKey(db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='gateway_calls', to='runtime.attempt')),
-                ('decision', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='runtime.decision')),
-                ('task', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='gateway_calls', to='runtime.task')),
+                ("id", models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False)),
+                ("tenant", models.CharField(max_length=100)),
+                ("epoch", models.IntegerField()),
+                ("step_seq", models.IntegerField(null=True)),
+                ("jti", models.CharField(max_length=64)),
+                (
+                    "route",
+                    models.CharField(help_text="The token's audience: the gateway route it was for.", max_length=200),
+                ),
+                ("action", models.CharField(max_length=100)),
+                ("resource", models.CharField(max_length=500)),
+                ("idempotency_key", models.CharField(max_length=255)),
+                ("outcome", models.CharField(max_length=16)),
+                ("status", models.IntegerField(help_text="The provider's HTTP status.", null=True)),
+                (
+                    "receipt",
+                    models.JSONField(help_text="The provider's response id and status; never a key.", null=True),
+                ),
+                ("response", models.JSONField(null=True)),
+                ("started_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("finished_at", models.DateTimeField(null=True)),
+                (
+                    "attempt",
+                    models.ForeignKey(
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="gateway_calls",
+                        to="runtime.attempt",
+                    ),
+                ),
+                (
+                    "decision",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="runtime.decision",
+                    ),
+                ),
+                (
+                    "task",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="gateway_calls",
+                        to="runtime.task",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'steward_gateway_call',
-                'indexes': [models.Index(fields=['task', 'id'], name='gateway_call_task_id'), models.Index(fields=['tenant', 'id'], name='gateway_call_tenant_id')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('outcome__in', ('admitted', 'committed', 'partial', 'failed', 'denied', 'replayed', 'busy'))), name='gateway_call_outcome_known'), models.CheckConstraint(condition=models.Q(('response__isnull', True), ('response__untrusted', True), _connector='OR'), name='gateway_call_response_untrusted'), models.UniqueConstraint(condition=models.Q(('outcome', 'committed')), fields=('task', 'idempotency_key'), name='gateway_call_committed_key')],
+                "db_table": "steward_gateway_call",
+                "indexes": [
+                    models.Index(fields=["task", "id"], name="gateway_call_task_id"),
+                    models.Index(fields=["tenant", "id"], name="gateway_call_tenant_id"),
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            (
+                                "outcome__in",
+                                ("admitted", "committed", "partial", "failed", "denied", "replayed", "busy"),
+                            )
+                        ),
+                        name="gateway_call_outcome_known",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("response__isnull", True), ("response__untrusted", True), _connector="OR"),
+                        name="gateway_call_response_untrusted",
+                    ),
+                    models.UniqueConstraint(
+                        condition=models.Q(("outcome", "committed")),
+                        fields=("task", "idempotency_key"),
+                        name="gateway_call_committed_key",
+                    ),
+                ],
             },
         ),
         migrations.RunSQL(GATEWAY_CALL_ENDS_ONCE, reverse_sql=GATEWAY_CALL_ENDS_ONCE_REVERSE),

@@ -66,148 +66,249 @@ DROP FUNCTION steward_stop_ack_guard();
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0013_gateway'),
+        ("runtime", "0013_gateway"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AgentSwitch',
+            name="AgentSwitch",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('tenant', models.CharField(max_length=100)),
-                ('agent', models.CharField(max_length=200)),
-                ('closed', models.BooleanField()),
-                ('changed_by', models.CharField(max_length=200)),
-                ('changed_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('reason', models.CharField(max_length=2000)),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("tenant", models.CharField(max_length=100)),
+                ("agent", models.CharField(max_length=200)),
+                ("closed", models.BooleanField()),
+                ("changed_by", models.CharField(max_length=200)),
+                ("changed_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("reason", models.CharField(max_length=2000)),
             ],
             options={
-                'db_table': 'steward_agent_switch',
+                "db_table": "steward_agent_switch",
             },
         ),
         migrations.CreateModel(
-            name='Stop',
+            name="Stop",
             fields=[
-                ('id', models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False)),
-                ('tenant', models.CharField(max_length=100)),
-                ('agent', models.CharField(blank=True, max_length=200, null=True)),
-                ('actor', models.CharField(max_length=200)),
-                ('reason', models.CharField(max_length=2000)),
-                ('requested_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('bound_seconds', models.FloatField()),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('outcome', models.CharField(blank=True, choices=[('acknowledged', 'acknowledged'), ('bounded', 'bounded')], max_length=16, null=True)),
+                ("id", models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False)),
+                ("tenant", models.CharField(max_length=100)),
+                ("agent", models.CharField(blank=True, max_length=200, null=True)),
+                ("actor", models.CharField(max_length=200)),
+                ("reason", models.CharField(max_length=2000)),
+                ("requested_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("bound_seconds", models.FloatField()),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "outcome",
+                    models.CharField(
+                        blank=True,
+                        choices=[("acknowledged", "acknowledged"), ("bounded", "bounded")],
+                        max_length=16,
+                        null=True,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'steward_stop',
+                "db_table": "steward_stop",
             },
         ),
         migrations.CreateModel(
-            name='StopAck',
+            name="StopAck",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('boundary', models.CharField(choices=[('worker', 'worker'), ('storage', 'storage'), ('credential_gateway', 'credential_gateway'), ('scheduler', 'scheduler')], max_length=32)),
-                ('at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('by', models.CharField(help_text='The process or service that acknowledged.', max_length=200)),
-                ('detail', models.JSONField(default=dict)),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                (
+                    "boundary",
+                    models.CharField(
+                        choices=[
+                            ("worker", "worker"),
+                            ("storage", "storage"),
+                            ("credential_gateway", "credential_gateway"),
+                            ("scheduler", "scheduler"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("by", models.CharField(help_text="The process or service that acknowledged.", max_length=200)),
+                ("detail", models.JSONField(default=dict)),
             ],
             options={
-                'db_table': 'steward_stop_ack',
+                "db_table": "steward_stop_ack",
             },
         ),
         migrations.RemoveConstraint(
-            model_name='task',
-            name='task_status_known',
+            model_name="task",
+            name="task_status_known",
         ),
         migrations.AddField(
-            model_name='task',
-            name='rerun_of',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='reruns', to='runtime.task'),
+            model_name="task",
+            name="rerun_of",
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="reruns",
+                to="runtime.task",
+            ),
         ),
         migrations.AddField(
-            model_name='task',
-            name='stop_deadline',
+            model_name="task",
+            name="stop_deadline",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AlterField(
-            model_name='task',
-            name='status',
-            field=models.CharField(choices=[('queued', 'queued'), ('running', 'running'), ('sleeping', 'sleeping'), ('waiting', 'waiting'), ('blocked', 'blocked'), ('dead', 'dead'), ('stopping', 'stopping'), ('completed', 'completed'), ('failed', 'failed'), ('cancelled', 'cancelled')], default='queued', max_length=16),
+            model_name="task",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("queued", "queued"),
+                    ("running", "running"),
+                    ("sleeping", "sleeping"),
+                    ("waiting", "waiting"),
+                    ("blocked", "blocked"),
+                    ("dead", "dead"),
+                    ("stopping", "stopping"),
+                    ("completed", "completed"),
+                    ("failed", "failed"),
+                    ("cancelled", "cancelled"),
+                ],
+                default="queued",
+                max_length=16,
+            ),
         ),
         migrations.AddField(
-            model_name='stop',
-            name='task',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='runtime.task'),
+            model_name="stop",
+            name="task",
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="runtime.task",
+            ),
         ),
         migrations.AddField(
-            model_name='agentswitch',
-            name='stop',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='runtime.stop'),
+            model_name="agentswitch",
+            name="stop",
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="runtime.stop",
+            ),
         ),
         migrations.AddField(
-            model_name='task',
-            name='stop',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='tasks', to='runtime.stop'),
+            model_name="task",
+            name="stop",
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="tasks",
+                to="runtime.stop",
+            ),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(condition=models.Q(('status', 'stopping')), fields=['stop_deadline'], name='task_stopping_due'),
+            model_name="task",
+            index=models.Index(
+                condition=models.Q(("status", "stopping")), fields=["stop_deadline"], name="task_stopping_due"
+            ),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(condition=models.Q(('stop__isnull', False)), fields=['stop'], name='task_by_stop'),
+            model_name="task",
+            index=models.Index(condition=models.Q(("stop__isnull", False)), fields=["stop"], name="task_by_stop"),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(condition=models.Q(('rerun_of__isnull', False)), fields=['rerun_of'], name='task_reruns'),
+            model_name="task",
+            index=models.Index(
+                condition=models.Q(("rerun_of__isnull", False)), fields=["rerun_of"], name="task_reruns"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ('queued', 'running', 'sleeping', 'waiting', 'blocked', 'dead', 'stopping', 'completed', 'failed', 'cancelled'))), name='task_status_known'),
+            model_name="task",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "status__in",
+                        (
+                            "queued",
+                            "running",
+                            "sleeping",
+                            "waiting",
+                            "blocked",
+                            "dead",
+                            "stopping",
+                            "completed",
+                            "failed",
+                            "cancelled",
+                        ),
+                    )
+                ),
+                name="task_status_known",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('status', 'stopping'), _negated=True), models.Q(('stop__isnull', False), ('stop_deadline__isnull', False)), _connector='OR'), name='task_stopping_names_its_stop'),
+            model_name="task",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("status", "stopping"), _negated=True),
+                    models.Q(("stop__isnull", False), ("stop_deadline__isnull", False)),
+                    _connector="OR",
+                ),
+                name="task_stopping_names_its_stop",
+            ),
         ),
         migrations.AddField(
-            model_name='stopack',
-            name='stop',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='acks', to='runtime.stop'),
+            model_name="stopack",
+            name="stop",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name="acks", to="runtime.stop"
+            ),
         ),
         migrations.AddField(
-            model_name='stopack',
-            name='task',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='stop_acks', to='runtime.task'),
+            model_name="stopack",
+            name="task",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name="stop_acks", to="runtime.task"
+            ),
         ),
         migrations.AddIndex(
-            model_name='stop',
-            index=models.Index(fields=['tenant', 'id'], name='stop_tenant_id'),
+            model_name="stop",
+            index=models.Index(fields=["tenant", "id"], name="stop_tenant_id"),
         ),
         migrations.AddConstraint(
-            model_name='stop',
-            constraint=models.CheckConstraint(condition=models.Q(('task__isnull', False), ('agent__isnull', False), _connector='OR'), name='stop_names_what'),
+            model_name="stop",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("task__isnull", False), ("agent__isnull", False), _connector="OR"),
+                name="stop_names_what",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='stop',
-            constraint=models.CheckConstraint(condition=models.Q(('bound_seconds__gt', 0)), name='stop_bound_positive'),
+            model_name="stop",
+            constraint=models.CheckConstraint(condition=models.Q(("bound_seconds__gt", 0)), name="stop_bound_positive"),
         ),
         migrations.AddConstraint(
-            model_name='agentswitch',
-            constraint=models.UniqueConstraint(fields=('tenant', 'agent'), name='agent_switch_one'),
+            model_name="agentswitch",
+            constraint=models.UniqueConstraint(fields=("tenant", "agent"), name="agent_switch_one"),
         ),
         migrations.AddIndex(
-            model_name='stopack',
-            index=models.Index(fields=['task', 'stop'], name='stop_ack_task'),
+            model_name="stopack",
+            index=models.Index(fields=["task", "stop"], name="stop_ack_task"),
         ),
         migrations.AddConstraint(
-            model_name='stopack',
-            constraint=models.UniqueConstraint(fields=('stop', 'task', 'boundary'), name='stop_ack_once'),
+            model_name="stopack",
+            constraint=models.UniqueConstraint(fields=("stop", "task", "boundary"), name="stop_ack_once"),
         ),
         migrations.AddConstraint(
-            model_name='stopack',
-            constraint=models.CheckConstraint(condition=models.Q(('boundary__in', ('worker', 'storage', 'credential_gateway', 'scheduler'))), name='stop_ack_boundary_known'),
+            model_name="stopack",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("boundary__in", ("worker", "storage", "credential_gateway", "scheduler"))),
+                name="stop_ack_boundary_known",
+            ),
         ),
         migrations.RunSQL(ACKS_AND_SWITCH, ACKS_AND_SWITCH_REVERSE),
     ]

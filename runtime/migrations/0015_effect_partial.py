@@ -17,23 +17,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0014_stops'),
+        ("runtime", "0014_stops"),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='effect',
-            name='effect_state_known',
+            model_name="effect",
+            name="effect_state_known",
         ),
         migrations.AlterField(
-            model_name='effect',
-            name='state',
-            field=models.CharField(choices=[('intent', 'intent'), ('committed', 'committed'), ('failed', 'failed'), ('unknown', 'unknown'), ('partial', 'partial')], max_length=16),
+            model_name="effect",
+            name="state",
+            field=models.CharField(
+                choices=[
+                    ("intent", "intent"),
+                    ("committed", "committed"),
+                    ("failed", "failed"),
+                    ("unknown", "unknown"),
+                    ("partial", "partial"),
+                ],
+                max_length=16,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='effect',
-            constraint=models.CheckConstraint(condition=models.Q(('state__in', ('intent', 'committed', 'failed', 'unknown', 'partial'))), name='effect_state_known'),
+            model_name="effect",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("state__in", ("intent", "committed", "failed", "unknown", "partial"))),
+                name="effect_state_known",
+            ),
         ),
     ]

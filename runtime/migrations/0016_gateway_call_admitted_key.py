@@ -12,14 +12,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0015_effect_partial'),
+        ("runtime", "0015_effect_partial"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='gatewaycall',
-            index=models.Index(condition=models.Q(('outcome', 'admitted')), fields=['task', 'idempotency_key'], name='gateway_call_admitted_key'),
+            model_name="gatewaycall",
+            index=models.Index(
+                condition=models.Q(("outcome", "admitted")),
+                fields=["task", "idempotency_key"],
+                name="gateway_call_admitted_key",
+            ),
         ),
     ]

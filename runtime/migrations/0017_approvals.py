@@ -46,84 +46,151 @@ DROP FUNCTION steward_approval_not_decided_by_agent_code();
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0016_gateway_call_admitted_key'),
+        ("runtime", "0016_gateway_call_admitted_key"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Approval',
+            name="Approval",
             fields=[
-                ('id', models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False)),
-                ('tenant', models.CharField(max_length=100)),
-                ('seq', models.IntegerField(help_text="The step seq of the request in the task's journal.")),
-                ('part', models.IntegerField(default=0, help_text="Which of the request's approvals (ctx.request_approvals).")),
-                ('name', models.CharField(max_length=200)),
-                ('agent', models.CharField(max_length=200)),
-                ('owner', models.CharField(max_length=200)),
-                ('action', models.JSONField(help_text='The canonical action (encoding.encode), as approved.')),
-                ('action_hash', models.CharField(help_text='sha256 of the canonical action.', max_length=64)),
-                ('effect_class', models.CharField(choices=[('read', 'read'), ('idempotent', 'idempotent'), ('reversible', 'reversible'), ('irreversible', 'irreversible')], max_length=16)),
-                ('context', models.JSONField()),
-                ('context_digest', models.CharField(max_length=64)),
-                ('untrusted', models.BooleanField()),
-                ('untrusted_paths', models.JSONField(default=list)),
-                ('untrusted_steps', models.IntegerField(default=0, help_text="The task's journaled steps before the request whose output came from a model or a tool.")),
-                ('requested_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('expires_at', models.DateTimeField()),
-                ('state', models.CharField(choices=[('pending', 'pending'), ('approved', 'approved'), ('denied', 'denied'), ('expired', 'expired'), ('stale', 'stale'), ('consumed', 'consumed')], default='pending', max_length=16)),
-                ('decided_by', models.CharField(blank=True, max_length=200, null=True)),
-                ('decided_at', models.DateTimeField(blank=True, null=True)),
-                ('comment', models.CharField(blank=True, default='', max_length=2000)),
-                ('stale_reason', models.CharField(blank=True, default='', max_length=500)),
-                ('checked_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False)),
+                ("tenant", models.CharField(max_length=100)),
+                ("seq", models.IntegerField(help_text="The step seq of the request in the task's journal.")),
+                (
+                    "part",
+                    models.IntegerField(
+                        default=0, help_text="Which of the request's approvals (ctx.request_approvals)."
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("agent", models.CharField(max_length=200)),
+                ("owner", models.CharField(max_length=200)),
+                ("action", models.JSONField(help_text="The canonical action (encoding.encode), as approved.")),
+                ("action_hash", models.CharField(help_text="sha256 of the canonical action.", max_length=64)),
+                (
+                    "effect_class",
+                    models.CharField(
+                        choices=[
+                            ("read", "read"),
+                            ("idempotent", "idempotent"),
+                            ("reversible", "reversible"),
+                            ("irreversible", "irreversible"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("context", models.JSONField()),
+                ("context_digest", models.CharField(max_length=64)),
+                ("untrusted", models.BooleanField()),
+                ("untrusted_paths", models.JSONField(default=list)),
+                (
+                    "untrusted_steps",
+                    models.IntegerField(
+                        default=0,
+                        help_text="The task's journaled steps before the request whose output came from a model or a tool.",
+                    ),
+                ),
+                ("requested_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("expires_at", models.DateTimeField()),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending", "pending"),
+                            ("approved", "approved"),
+                            ("denied", "denied"),
+                            ("expired", "expired"),
+                            ("stale", "stale"),
+                            ("consumed", "consumed"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("decided_by", models.CharField(blank=True, max_length=200, null=True)),
+                ("decided_at", models.DateTimeField(blank=True, null=True)),
+                ("comment", models.CharField(blank=True, default="", max_length=2000)),
+                ("stale_reason", models.CharField(blank=True, default="", max_length=500)),
+                ("checked_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'db_table': 'steward_approval',
+                "db_table": "steward_approval",
             },
         ),
         migrations.RemoveConstraint(
-            model_name='task',
-            name='task_blocked_says_why',
+            model_name="task",
+            name="task_blocked_says_why",
         ),
         migrations.AlterField(
-            model_name='task',
-            name='blocked_reason',
-            field=models.CharField(blank=True, choices=[('effect_unknown', 'effect_unknown'), ('authority_denied', 'authority_denied'), ('approval_pending', 'approval_pending')], max_length=16, null=True),
+            model_name="task",
+            name="blocked_reason",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("effect_unknown", "effect_unknown"),
+                    ("authority_denied", "authority_denied"),
+                    ("approval_pending", "approval_pending"),
+                ],
+                max_length=16,
+                null=True,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('status', 'blocked'), _negated=True), models.Q(('blocked_reason__in', ('effect_unknown', 'authority_denied', 'approval_pending')), ('blocked_reason__isnull', False)), _connector='OR'), name='task_blocked_says_why'),
+            model_name="task",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("status", "blocked"), _negated=True),
+                    models.Q(
+                        ("blocked_reason__in", ("effect_unknown", "authority_denied", "approval_pending")),
+                        ("blocked_reason__isnull", False),
+                    ),
+                    _connector="OR",
+                ),
+                name="task_blocked_says_why",
+            ),
         ),
         migrations.AddField(
-            model_name='approval',
-            name='task',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='approvals', to='runtime.task'),
+            model_name="approval",
+            name="task",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name="approvals", to="runtime.task"
+            ),
         ),
         migrations.AddIndex(
-            model_name='approval',
-            index=models.Index(fields=['tenant', 'id'], name='approval_tenant_id'),
+            model_name="approval",
+            index=models.Index(fields=["tenant", "id"], name="approval_tenant_id"),
         ),
         migrations.AddIndex(
-            model_name='approval',
-            index=models.Index(condition=models.Q(('state', 'pending')), fields=['expires_at'], name='approval_pending_expiry'),
+            model_name="approval",
+            index=models.Index(
+                condition=models.Q(("state", "pending")), fields=["expires_at"], name="approval_pending_expiry"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='approval',
-            constraint=models.UniqueConstraint(fields=('task', 'seq', 'part'), name='approval_one_per_part'),
+            model_name="approval",
+            constraint=models.UniqueConstraint(fields=("task", "seq", "part"), name="approval_one_per_part"),
         ),
         migrations.AddConstraint(
-            model_name='approval',
-            constraint=models.CheckConstraint(condition=models.Q(('state__in', ('pending', 'approved', 'denied', 'expired', 'stale', 'consumed'))), name='approval_state_known'),
+            model_name="approval",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("state__in", ("pending", "approved", "denied", "expired", "stale", "consumed"))),
+                name="approval_state_known",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='approval',
-            constraint=models.CheckConstraint(condition=models.Q(('effect_class__in', ('read', 'idempotent', 'reversible', 'irreversible'))), name='approval_effect_class_known'),
+            model_name="approval",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("effect_class__in", ("read", "idempotent", "reversible", "irreversible"))),
+                name="approval_effect_class_known",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='approval',
-            constraint=models.CheckConstraint(condition=models.Q(('state', 'pending'), ('decided_at__isnull', False), _connector='OR'), name='approval_decided_says_when'),
+            model_name="approval",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("state", "pending"), ("decided_at__isnull", False), _connector="OR"),
+                name="approval_decided_says_when",
+            ),
         ),
         migrations.RunSQL(APPROVAL_NOT_DECIDED_BY_AGENT_CODE, APPROVAL_NOT_DECIDED_BY_AGENT_CODE_REVERSE),
     ]

@@ -39,98 +39,187 @@ import runtime.ids
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0017_approvals'),
+        ("runtime", "0017_approvals"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Webhook',
+            name="Webhook",
             fields=[
-                ('id', models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False)),
-                ('tenant', models.CharField(max_length=100)),
-                ('agent', models.CharField(max_length=200)),
-                ('input', models.JSONField(default=dict)),
-                ('owner', models.CharField(max_length=200)),
-                ('pool', models.CharField(blank=True, max_length=100, null=True)),
-                ('created_by', models.CharField(max_length=200)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('name', models.CharField(max_length=100)),
-                ('secret_encrypted', models.BinaryField()),
-                ('paused', models.BooleanField(default=False)),
+                ("id", models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False)),
+                ("tenant", models.CharField(max_length=100)),
+                ("agent", models.CharField(max_length=200)),
+                ("input", models.JSONField(default=dict)),
+                ("owner", models.CharField(max_length=200)),
+                ("pool", models.CharField(blank=True, max_length=100, null=True)),
+                ("created_by", models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("name", models.CharField(max_length=100)),
+                ("secret_encrypted", models.BinaryField()),
+                ("paused", models.BooleanField(default=False)),
             ],
             options={
-                'db_table': 'steward_webhook',
-                'constraints': [models.UniqueConstraint(fields=('tenant', 'name'), name='webhook_tenant_name')],
+                "db_table": "steward_webhook",
+                "constraints": [models.UniqueConstraint(fields=("tenant", "name"), name="webhook_tenant_name")],
             },
         ),
         migrations.CreateModel(
-            name='DependencyTrigger',
+            name="DependencyTrigger",
             fields=[
-                ('id', models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False)),
-                ('tenant', models.CharField(max_length=100)),
-                ('agent', models.CharField(max_length=200)),
-                ('input', models.JSONField(default=dict)),
-                ('owner', models.CharField(max_length=200)),
-                ('pool', models.CharField(blank=True, max_length=100, null=True)),
-                ('created_by', models.CharField(max_length=200)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('prerequisites', models.JSONField(default=list)),
-                ('on_failure', models.CharField(choices=[('skip', 'skip'), ('run', 'run'), ('fail', 'fail')], default='skip', max_length=16)),
-                ('state', models.CharField(choices=[('waiting', 'waiting'), ('fired', 'fired'), ('skipped', 'skipped'), ('failed', 'failed')], default='waiting', max_length=16)),
-                ('reason', models.CharField(blank=True, default='', max_length=500)),
-                ('settled_at', models.DateTimeField(blank=True, null=True)),
-                ('task', models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='runtime.task')),
+                ("id", models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False)),
+                ("tenant", models.CharField(max_length=100)),
+                ("agent", models.CharField(max_length=200)),
+                ("input", models.JSONField(default=dict)),
+                ("owner", models.CharField(max_length=200)),
+                ("pool", models.CharField(blank=True, max_length=100, null=True)),
+                ("created_by", models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("prerequisites", models.JSONField(default=list)),
+                (
+                    "on_failure",
+                    models.CharField(
+                        choices=[("skip", "skip"), ("run", "run"), ("fail", "fail")], default="skip", max_length=16
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("waiting", "waiting"),
+                            ("fired", "fired"),
+                            ("skipped", "skipped"),
+                            ("failed", "failed"),
+                        ],
+                        default="waiting",
+                        max_length=16,
+                    ),
+                ),
+                ("reason", models.CharField(blank=True, default="", max_length=500)),
+                ("settled_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "task",
+                    models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="runtime.task",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'steward_dependency_trigger',
-                'indexes': [models.Index(condition=models.Q(('state', 'waiting')), fields=['created_at'], name='dependency_waiting')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('on_failure__in', ('skip', 'run', 'fail'))), name='dependency_on_failure'), models.CheckConstraint(condition=models.Q(('state__in', ('waiting', 'fired', 'skipped', 'failed'))), name='dependency_state')],
+                "db_table": "steward_dependency_trigger",
+                "indexes": [
+                    models.Index(
+                        condition=models.Q(("state", "waiting")), fields=["created_at"], name="dependency_waiting"
+                    )
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("on_failure__in", ("skip", "run", "fail"))), name="dependency_on_failure"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("state__in", ("waiting", "fired", "skipped", "failed"))),
+                        name="dependency_state",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Schedule',
+            name="Schedule",
             fields=[
-                ('id', models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False)),
-                ('tenant', models.CharField(max_length=100)),
-                ('agent', models.CharField(max_length=200)),
-                ('input', models.JSONField(default=dict)),
-                ('owner', models.CharField(max_length=200)),
-                ('pool', models.CharField(blank=True, max_length=100, null=True)),
-                ('created_by', models.CharField(max_length=200)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('name', models.CharField(max_length=100)),
-                ('cron', models.CharField(max_length=200)),
-                ('timezone', models.CharField(default='UTC', max_length=64)),
-                ('missed_policy', models.CharField(choices=[('skip', 'skip'), ('catch_up', 'catch_up')], default='skip', max_length=16)),
-                ('overlap_policy', models.CharField(choices=[('skip', 'skip'), ('queue', 'queue'), ('stop', 'stop')], default='skip', max_length=16)),
-                ('paused', models.BooleanField(default=False)),
-                ('next_fire_at', models.DateTimeField(blank=True, null=True)),
-                ('last_tick_at', models.DateTimeField(blank=True, null=True)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('last_task', models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='runtime.task')),
+                ("id", models.UUIDField(default=runtime.ids.uuid7, editable=False, primary_key=True, serialize=False)),
+                ("tenant", models.CharField(max_length=100)),
+                ("agent", models.CharField(max_length=200)),
+                ("input", models.JSONField(default=dict)),
+                ("owner", models.CharField(max_length=200)),
+                ("pool", models.CharField(blank=True, max_length=100, null=True)),
+                ("created_by", models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("name", models.CharField(max_length=100)),
+                ("cron", models.CharField(max_length=200)),
+                ("timezone", models.CharField(default="UTC", max_length=64)),
+                (
+                    "missed_policy",
+                    models.CharField(
+                        choices=[("skip", "skip"), ("catch_up", "catch_up")], default="skip", max_length=16
+                    ),
+                ),
+                (
+                    "overlap_policy",
+                    models.CharField(
+                        choices=[("skip", "skip"), ("queue", "queue"), ("stop", "stop")], default="skip", max_length=16
+                    ),
+                ),
+                ("paused", models.BooleanField(default=False)),
+                ("next_fire_at", models.DateTimeField(blank=True, null=True)),
+                ("last_tick_at", models.DateTimeField(blank=True, null=True)),
+                ("updated_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                (
+                    "last_task",
+                    models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="runtime.task",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'steward_schedule',
-                'indexes': [models.Index(condition=models.Q(('paused', False)), fields=['next_fire_at'], name='schedule_due')],
-                'constraints': [models.UniqueConstraint(fields=('tenant', 'name'), name='schedule_tenant_name'), models.CheckConstraint(condition=models.Q(('missed_policy__in', ('skip', 'catch_up'))), name='schedule_missed_policy'), models.CheckConstraint(condition=models.Q(('overlap_policy__in', ('skip', 'queue', 'stop'))), name='schedule_overlap_policy')],
+                "db_table": "steward_schedule",
+                "indexes": [
+                    models.Index(condition=models.Q(("paused", False)), fields=["next_fire_at"], name="schedule_due")
+                ],
+                "constraints": [
+                    models.UniqueConstraint(fields=("tenant", "name"), name="schedule_tenant_name"),
+                    models.CheckConstraint(
+                        condition=models.Q(("missed_policy__in", ("skip", "catch_up"))), name="schedule_missed_policy"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("overlap_policy__in", ("skip", "queue", "stop"))),
+                        name="schedule_overlap_policy",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='WebhookDelivery',
+            name="WebhookDelivery",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('delivery_id', models.CharField(max_length=200)),
-                ('body_digest', models.CharField(max_length=64)),
-                ('received_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('task', models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='runtime.task')),
-                ('webhook', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='deliveries', to='runtime.webhook')),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("delivery_id", models.CharField(max_length=200)),
+                ("body_digest", models.CharField(max_length=64)),
+                ("received_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                (
+                    "task",
+                    models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="runtime.task",
+                    ),
+                ),
+                (
+                    "webhook",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="deliveries",
+                        to="runtime.webhook",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'steward_webhook_delivery',
-                'indexes': [models.Index(fields=['webhook', '-received_at'], name='webhook_delivery_recent')],
-                'constraints': [models.UniqueConstraint(fields=('webhook', 'delivery_id'), name='webhook_delivery_once')],
+                "db_table": "steward_webhook_delivery",
+                "indexes": [models.Index(fields=["webhook", "-received_at"], name="webhook_delivery_recent")],
+                "constraints": [
+                    models.UniqueConstraint(fields=("webhook", "delivery_id"), name="webhook_delivery_once")
+                ],
             },
         ),
     ]

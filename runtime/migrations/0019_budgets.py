@@ -43,77 +43,109 @@ BEGIN
     END IF;
     RETURN coalesce(NEW, OLD);
 END $$;
-""" + "".join(f"""
+""" + "".join(
+    f"""
 CREATE TRIGGER steward_budget_not_from_agent_code BEFORE INSERT OR UPDATE OR DELETE ON {table}
     FOR EACH ROW EXECUTE FUNCTION steward_budget_not_from_agent_code();
-""" for table in TABLES)
+"""
+    for table in TABLES
+)
 
-NOT_FROM_AGENT_CODE_REVERSE = "".join(
-    f"DROP TRIGGER steward_budget_not_from_agent_code ON {table};\n" for table in TABLES
-) + "DROP FUNCTION steward_budget_not_from_agent_code();\n"
+NOT_FROM_AGENT_CODE_REVERSE = (
+    "".join(f"DROP TRIGGER steward_budget_not_from_agent_code ON {table};\n" for table in TABLES)
+    + "DROP FUNCTION steward_budget_not_from_agent_code();\n"
+)
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0018_triggers'),
+        ("runtime", "0018_triggers"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='gatewaycall',
-            name='tokens',
-            field=models.BigIntegerField(help_text='Model tokens the call used (prompt + completion), as counted at its finish.', null=True),
+            model_name="gatewaycall",
+            name="tokens",
+            field=models.BigIntegerField(
+                help_text="Model tokens the call used (prompt + completion), as counted at its finish.", null=True
+            ),
         ),
         migrations.CreateModel(
-            name='Budget',
+            name="Budget",
             fields=[
-                ('tenant', models.CharField(max_length=100, primary_key=True, serialize=False)),
-                ('task_tokens', models.BigIntegerField(null=True)),
-                ('tree_tokens', models.BigIntegerField(null=True)),
-                ('tenant_tokens', models.BigIntegerField(null=True)),
-                ('version', models.IntegerField(default=1)),
-                ('updated_by', models.CharField(max_length=200)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("tenant", models.CharField(max_length=100, primary_key=True, serialize=False)),
+                ("task_tokens", models.BigIntegerField(null=True)),
+                ("tree_tokens", models.BigIntegerField(null=True)),
+                ("tenant_tokens", models.BigIntegerField(null=True)),
+                ("version", models.IntegerField(default=1)),
+                ("updated_by", models.CharField(max_length=200)),
+                ("updated_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
             ],
             options={
-                'db_table': 'steward_budget',
-                'constraints': [models.CheckConstraint(condition=models.Q(('task_tokens__gte', 0), ('task_tokens__isnull', True), _connector='OR'), name='budget_task_tokens_nonnegative'), models.CheckConstraint(condition=models.Q(('tree_tokens__gte', 0), ('tree_tokens__isnull', True), _connector='OR'), name='budget_tree_tokens_nonnegative'), models.CheckConstraint(condition=models.Q(('tenant_tokens__gte', 0), ('tenant_tokens__isnull', True), _connector='OR'), name='budget_tenant_tokens_nonnegative')],
+                "db_table": "steward_budget",
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("task_tokens__gte", 0), ("task_tokens__isnull", True), _connector="OR"),
+                        name="budget_task_tokens_nonnegative",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("tree_tokens__gte", 0), ("tree_tokens__isnull", True), _connector="OR"),
+                        name="budget_tree_tokens_nonnegative",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("tenant_tokens__gte", 0), ("tenant_tokens__isnull", True), _connector="OR"),
+                        name="budget_tenant_tokens_nonnegative",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Quota',
+            name="Quota",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('tenant', models.CharField(max_length=100)),
-                ('service', models.CharField(help_text="The tool's name: /gateway/tools/<service>/...", max_length=100)),
-                ('calls', models.IntegerField()),
-                ('window_seconds', models.IntegerField()),
-                ('version', models.IntegerField(default=1)),
-                ('updated_by', models.CharField(max_length=200)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("tenant", models.CharField(max_length=100)),
+                (
+                    "service",
+                    models.CharField(help_text="The tool's name: /gateway/tools/<service>/...", max_length=100),
+                ),
+                ("calls", models.IntegerField()),
+                ("window_seconds", models.IntegerField()),
+                ("version", models.IntegerField(default=1)),
+                ("updated_by", models.CharField(max_length=200)),
+                ("updated_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
             ],
             options={
-                'db_table': 'steward_quota',
-                'constraints': [models.UniqueConstraint(fields=('tenant', 'service'), name='quota_tenant_service'), models.CheckConstraint(condition=models.Q(('calls__gte', 0)), name='quota_calls_nonnegative'), models.CheckConstraint(condition=models.Q(('window_seconds__gte', 1)), name='quota_window_positive')],
+                "db_table": "steward_quota",
+                "constraints": [
+                    models.UniqueConstraint(fields=("tenant", "service"), name="quota_tenant_service"),
+                    models.CheckConstraint(condition=models.Q(("calls__gte", 0)), name="quota_calls_nonnegative"),
+                    models.CheckConstraint(
+                        condition=models.Q(("window_seconds__gte", 1)), name="quota_window_positive"
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='TokenUsage',
+            name="TokenUsage",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('tenant', models.CharField(max_length=100)),
-                ('scope', models.CharField(max_length=8)),
-                ('subject', models.CharField(max_length=100)),
-                ('shard', models.SmallIntegerField()),
-                ('tokens', models.BigIntegerField(default=0)),
-                ('calls', models.BigIntegerField(default=0)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("tenant", models.CharField(max_length=100)),
+                ("scope", models.CharField(max_length=8)),
+                ("subject", models.CharField(max_length=100)),
+                ("shard", models.SmallIntegerField()),
+                ("tokens", models.BigIntegerField(default=0)),
+                ("calls", models.BigIntegerField(default=0)),
+                ("updated_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
             ],
             options={
-                'db_table': 'steward_token_usage',
-                'constraints': [models.CheckConstraint(condition=models.Q(('scope__in', ('task', 'tree', 'tenant'))), name='token_usage_scope_known'), models.UniqueConstraint(fields=('scope', 'subject', 'shard'), name='token_usage_subject_shard')],
-                'indexes': [models.Index(fields=['tenant', 'scope'], name='token_usage_tenant_scope')],
+                "db_table": "steward_token_usage",
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("scope__in", ("task", "tree", "tenant"))), name="token_usage_scope_known"
+                    ),
+                    models.UniqueConstraint(fields=("scope", "subject", "shard"), name="token_usage_subject_shard"),
+                ],
+                "indexes": [models.Index(fields=["tenant", "scope"], name="token_usage_tenant_scope")],
             },
         ),
         migrations.RunSQL(NOT_FROM_AGENT_CODE, reverse_sql=NOT_FROM_AGENT_CODE_REVERSE),

@@ -40,41 +40,91 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0019_budgets'),
+        ("runtime", "0019_budgets"),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='task',
-            name='task_blocked_says_why',
+            model_name="task",
+            name="task_blocked_says_why",
         ),
         migrations.AddField(
-            model_name='task',
-            name='breaker',
-            field=models.CharField(blank=True, choices=[('fanout_children', 'fanout_children'), ('fanout_depth', 'fanout_depth'), ('fanout_rate', 'fanout_rate'), ('runaway_steps', 'runaway_steps'), ('runaway_wall_clock', 'runaway_wall_clock')], max_length=32, null=True),
+            model_name="task",
+            name="breaker",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("fanout_children", "fanout_children"),
+                    ("fanout_depth", "fanout_depth"),
+                    ("fanout_rate", "fanout_rate"),
+                    ("runaway_steps", "runaway_steps"),
+                    ("runaway_wall_clock", "runaway_wall_clock"),
+                ],
+                max_length=32,
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='task',
-            name='breaker_limits',
+            model_name="task",
+            name="breaker_limits",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.AlterField(
-            model_name='task',
-            name='blocked_reason',
-            field=models.CharField(blank=True, choices=[('effect_unknown', 'effect_unknown'), ('authority_denied', 'authority_denied'), ('approval_pending', 'approval_pending'), ('breaker_tripped', 'breaker_tripped')], max_length=16, null=True),
+            model_name="task",
+            name="blocked_reason",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("effect_unknown", "effect_unknown"),
+                    ("authority_denied", "authority_denied"),
+                    ("approval_pending", "approval_pending"),
+                    ("breaker_tripped", "breaker_tripped"),
+                ],
+                max_length=16,
+                null=True,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('status', 'blocked'), _negated=True), models.Q(('blocked_reason__in', ('effect_unknown', 'authority_denied', 'approval_pending', 'breaker_tripped')), ('blocked_reason__isnull', False)), _connector='OR'), name='task_blocked_says_why'),
+            model_name="task",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("status", "blocked"), _negated=True),
+                    models.Q(
+                        (
+                            "blocked_reason__in",
+                            ("effect_unknown", "authority_denied", "approval_pending", "breaker_tripped"),
+                        ),
+                        ("blocked_reason__isnull", False),
+                    ),
+                    _connector="OR",
+                ),
+                name="task_blocked_says_why",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('blocked_reason', 'breaker_tripped'), ('status', 'blocked'), _negated=True), ('breaker__isnull', False), _connector='OR'), name='task_tripped_names_its_breaker'),
+            model_name="task",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("blocked_reason", "breaker_tripped"), ("status", "blocked"), _negated=True),
+                    ("breaker__isnull", False),
+                    _connector="OR",
+                ),
+                name="task_tripped_names_its_breaker",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.CheckConstraint(condition=models.Q(('breaker__isnull', True), ('breaker__in', ('fanout_children', 'fanout_depth', 'fanout_rate', 'runaway_steps', 'runaway_wall_clock')), _connector='OR'), name='task_breaker_known'),
+            model_name="task",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("breaker__isnull", True),
+                    (
+                        "breaker__in",
+                        ("fanout_children", "fanout_depth", "fanout_rate", "runaway_steps", "runaway_wall_clock"),
+                    ),
+                    _connector="OR",
+                ),
+                name="task_breaker_known",
+            ),
         ),
     ]

@@ -67,72 +67,129 @@ NOT_FROM_AGENT_CODE_REVERSE = "DROP TRIGGER steward_tree_pause_not_from_agent_co
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0020_breakers'),
+        ("runtime", "0020_breakers"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='TreePause',
+            name="TreePause",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('tenant', models.CharField(max_length=100)),
-                ('breaker', models.CharField(choices=[('fanout_children', 'fanout_children'), ('fanout_depth', 'fanout_depth'), ('fanout_rate', 'fanout_rate')], max_length=32)),
-                ('limit', models.IntegerField()),
-                ('observed', models.IntegerField()),
-                ('paused_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('held', models.IntegerField(default=0)),
-                ('released_at', models.DateTimeField(blank=True, null=True)),
-                ('released_by', models.CharField(blank=True, default='', max_length=200)),
-                ('released', models.IntegerField(blank=True, null=True)),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("tenant", models.CharField(max_length=100)),
+                (
+                    "breaker",
+                    models.CharField(
+                        choices=[
+                            ("fanout_children", "fanout_children"),
+                            ("fanout_depth", "fanout_depth"),
+                            ("fanout_rate", "fanout_rate"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("limit", models.IntegerField()),
+                ("observed", models.IntegerField()),
+                ("paused_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("held", models.IntegerField(default=0)),
+                ("released_at", models.DateTimeField(blank=True, null=True)),
+                ("released_by", models.CharField(blank=True, default="", max_length=200)),
+                ("released", models.IntegerField(blank=True, null=True)),
             ],
             options={
-                'db_table': 'steward_tree_pause',
+                "db_table": "steward_tree_pause",
             },
         ),
         migrations.RemoveConstraint(
-            model_name='task',
-            name='task_blocked_says_why',
+            model_name="task",
+            name="task_blocked_says_why",
         ),
         migrations.AlterField(
-            model_name='task',
-            name='blocked_reason',
-            field=models.CharField(blank=True, choices=[('effect_unknown', 'effect_unknown'), ('authority_denied', 'authority_denied'), ('approval_pending', 'approval_pending'), ('breaker_tripped', 'breaker_tripped'), ('tree_paused', 'tree_paused')], max_length=16, null=True),
+            model_name="task",
+            name="blocked_reason",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("effect_unknown", "effect_unknown"),
+                    ("authority_denied", "authority_denied"),
+                    ("approval_pending", "approval_pending"),
+                    ("breaker_tripped", "breaker_tripped"),
+                    ("tree_paused", "tree_paused"),
+                ],
+                max_length=16,
+                null=True,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('status', 'blocked'), _negated=True), models.Q(('blocked_reason__in', ('effect_unknown', 'authority_denied', 'approval_pending', 'breaker_tripped', 'tree_paused')), ('blocked_reason__isnull', False)), _connector='OR'), name='task_blocked_says_why'),
+            model_name="task",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("status", "blocked"), _negated=True),
+                    models.Q(
+                        (
+                            "blocked_reason__in",
+                            (
+                                "effect_unknown",
+                                "authority_denied",
+                                "approval_pending",
+                                "breaker_tripped",
+                                "tree_paused",
+                            ),
+                        ),
+                        ("blocked_reason__isnull", False),
+                    ),
+                    _connector="OR",
+                ),
+                name="task_blocked_says_why",
+            ),
         ),
         migrations.AddField(
-            model_name='treepause',
-            name='root',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='runtime.task'),
+            model_name="treepause",
+            name="root",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name="+", to="runtime.task"
+            ),
         ),
         migrations.AddField(
-            model_name='treepause',
-            name='task',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='runtime.task'),
+            model_name="treepause",
+            name="task",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name="+", to="runtime.task"
+            ),
         ),
         migrations.AddIndex(
-            model_name='treepause',
-            index=models.Index(fields=['root', 'id'], name='tree_pause_root'),
+            model_name="treepause",
+            index=models.Index(fields=["root", "id"], name="tree_pause_root"),
         ),
         migrations.AddIndex(
-            model_name='treepause',
-            index=models.Index(condition=models.Q(('released_at__isnull', True)), fields=['tenant', 'id'], name='tree_pause_open_tenant'),
+            model_name="treepause",
+            index=models.Index(
+                condition=models.Q(("released_at__isnull", True)),
+                fields=["tenant", "id"],
+                name="tree_pause_open_tenant",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='treepause',
-            constraint=models.UniqueConstraint(condition=models.Q(('released_at__isnull', True)), fields=('root',), name='tree_pause_one_open'),
+            model_name="treepause",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("released_at__isnull", True)), fields=("root",), name="tree_pause_one_open"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='treepause',
-            constraint=models.CheckConstraint(condition=models.Q(('breaker__in', ['fanout_children', 'fanout_depth', 'fanout_rate'])), name='tree_pause_breaker_fanout'),
+            model_name="treepause",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("breaker__in", ["fanout_children", "fanout_depth", "fanout_rate"])),
+                name="tree_pause_breaker_fanout",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='treepause',
-            constraint=models.CheckConstraint(condition=models.Q(('released_at__isnull', True), models.Q(('released_by', ''), _negated=True), _connector='OR'), name='tree_pause_released_by_someone'),
+            model_name="treepause",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("released_at__isnull", True), models.Q(("released_by", ""), _negated=True), _connector="OR"
+                ),
+                name="tree_pause_released_by_someone",
+            ),
         ),
         migrations.RunSQL(NOT_FROM_AGENT_CODE, reverse_sql=NOT_FROM_AGENT_CODE_REVERSE),
     ]

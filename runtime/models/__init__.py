@@ -27,4 +27,32 @@ from runtime.models.stop import AgentSwitch, Stop, StopAck
 from runtime.models.task import Task
 from runtime.models.trigger import DependencyTrigger, Schedule, Webhook, WebhookDelivery
 
-__all__ = ["AgentSwitch", "Approval", "Attempt", "AuditEvent", "AuditSeal", "AuthzRevision", "Budget", "Decision", "DependencyTrigger", "Effect", "GatewayCall", "Grant", "Pool", "PoolCount", "Process", "ProcessMinute", "Quota", "Schedule", "Slot", "Step", "Stop", "StopAck", "Task", "TokenUsage", "TreePause", "Webhook", "WebhookDelivery"]
+__all__ = [
+    "AgentSwitch",
+    "Approval",
+    "Attempt",
+    "AuditEvent",
+    "AuditSeal",
+    "AuthzRevision",
+    "Budget",
+    "Decision",
+    "DependencyTrigger",
+    "Effect",
+    "GatewayCall",
+    "Grant",
+    "Pool",
+    "PoolCount",
+    "Process",
+    "ProcessMinute",
+    "Quota",
+    "Schedule",
+    "Slot",
+    "Step",
+    "Stop",
+    "StopAck",
+    "Task",
+    "TokenUsage",
+    "TreePause",
+    "Webhook",
+    "WebhookDelivery",
+]

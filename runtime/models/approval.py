@@ -43,7 +43,8 @@ class Approval(models.Model):
     # Coarser and sound where the above is not: text the agent derived from a reply (sliced,
     # formatted) is plain str again, so also count what the task had read before asking.
     untrusted_steps = models.IntegerField(
-        default=0, help_text="The task's journaled steps before the request whose output came from a model or a tool.")
+        default=0, help_text="The task's journaled steps before the request whose output came from a model or a tool."
+    )
     requested_at = models.DateTimeField(db_default=Now())
     expires_at = models.DateTimeField()
     state = models.CharField(max_length=16, choices=_choices(states.APPROVAL_STATES), default=states.PENDING)
@@ -59,10 +60,12 @@ class Approval(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["task", "seq", "part"], name="approval_one_per_part"),
             models.CheckConstraint(condition=Q(state__in=states.APPROVAL_STATES), name="approval_state_known"),
-            models.CheckConstraint(condition=Q(effect_class__in=states.EFFECT_CLASSES),
-                                   name="approval_effect_class_known"),
-            models.CheckConstraint(condition=Q(state=states.PENDING) | Q(decided_at__isnull=False),
-                                   name="approval_decided_says_when"),
+            models.CheckConstraint(
+                condition=Q(effect_class__in=states.EFFECT_CLASSES), name="approval_effect_class_known"
+            ),
+            models.CheckConstraint(
+                condition=Q(state=states.PENDING) | Q(decided_at__isnull=False), name="approval_decided_says_when"
+            ),
         ]
         indexes = [
             models.Index(fields=["tenant", "id"], name="approval_tenant_id"),

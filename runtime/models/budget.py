@@ -34,17 +34,23 @@ class Budget(models.Model):
     class Meta:
         db_table = "steward_budget"
         constraints = [
-            models.CheckConstraint(condition=Q(task_tokens__gte=0) | Q(task_tokens__isnull=True),
-                                   name="budget_task_tokens_nonnegative"),
-            models.CheckConstraint(condition=Q(tree_tokens__gte=0) | Q(tree_tokens__isnull=True),
-                                   name="budget_tree_tokens_nonnegative"),
-            models.CheckConstraint(condition=Q(tenant_tokens__gte=0) | Q(tenant_tokens__isnull=True),
-                                   name="budget_tenant_tokens_nonnegative"),
+            models.CheckConstraint(
+                condition=Q(task_tokens__gte=0) | Q(task_tokens__isnull=True), name="budget_task_tokens_nonnegative"
+            ),
+            models.CheckConstraint(
+                condition=Q(tree_tokens__gte=0) | Q(tree_tokens__isnull=True), name="budget_tree_tokens_nonnegative"
+            ),
+            models.CheckConstraint(
+                condition=Q(tenant_tokens__gte=0) | Q(tenant_tokens__isnull=True),
+                name="budget_tenant_tokens_nonnegative",
+            ),
         ]
 
     def __str__(self):
-        return (f"{self.tenant}: task≤{self.task_tokens}, tree≤{self.tree_tokens}, "
-                f"tenant≤{self.tenant_tokens} (v{self.version})")
+        return (
+            f"{self.tenant}: task≤{self.task_tokens}, tree≤{self.tree_tokens}, "
+            f"tenant≤{self.tenant_tokens} (v{self.version})"
+        )
 
 
 class TokenUsage(models.Model):

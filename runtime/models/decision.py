@@ -9,8 +9,15 @@ from django.db.models.functions import Now
 from runtime.ids import uuid7
 
 # The places that enforce a contract (docs/contracts.md, Vocabulary).
-BOUNDARIES = ("worker", "storage", "credential_gateway", "scheduler", "approval_gate", "grant_check",
-              "tenant_isolation")
+BOUNDARIES = (
+    "worker",
+    "storage",
+    "credential_gateway",
+    "scheduler",
+    "approval_gate",
+    "grant_check",
+    "tenant_isolation",
+)
 
 
 class Decision(models.Model):

@@ -10,13 +10,13 @@ from runtime.ids import uuid7
 
 # What became of a call the credential gateway took (runtime/gateway/services.py):
 GATEWAY_OUTCOMES = (
-    "admitted",   # authorized and forwarded; the provider has not answered yet
+    "admitted",  # authorized and forwarded; the provider has not answered yet
     "committed",  # the provider answered; receipt (and the untrusted output) recorded
-    "partial",    # a stream cut short (authority changed, or a side went away): some output was delivered
-    "failed",     # the provider could not be reached or refused the call
-    "denied",     # the decision denied it; nothing was forwarded
-    "replayed",   # a committed call's key came again: its recorded output was returned, nothing forwarded
-    "busy",       # its key's earlier send is still in flight: refused (CALL_IN_FLIGHT), nothing forwarded
+    "partial",  # a stream cut short (authority changed, or a side went away): some output was delivered
+    "failed",  # the provider could not be reached or refused the call
+    "denied",  # the decision denied it; nothing was forwarded
+    "replayed",  # a committed call's key came again: its recorded output was returned, nothing forwarded
+    "busy",  # its key's earlier send is still in flight: refused (CALL_IN_FLIGHT), nothing forwarded
 )
 
 
@@ -29,10 +29,10 @@ class GatewayCall(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     tenant = models.CharField(max_length=100)
-    task = models.ForeignKey("runtime.Task", on_delete=models.PROTECT, related_name="gateway_calls",
-                             db_index=False)
-    attempt = models.ForeignKey("runtime.Attempt", on_delete=models.PROTECT, related_name="gateway_calls",
-                                db_index=False, null=True)
+    task = models.ForeignKey("runtime.Task", on_delete=models.PROTECT, related_name="gateway_calls", db_index=False)
+    attempt = models.ForeignKey(
+        "runtime.Attempt", on_delete=models.PROTECT, related_name="gateway_calls", db_index=False, null=True
+    )
     epoch = models.IntegerField()
     step_seq = models.IntegerField(null=True)
     jti = models.CharField(max_length=64)
@@ -41,7 +41,9 @@ class GatewayCall(models.Model):
     resource = models.CharField(max_length=500)
     idempotency_key = models.CharField(max_length=255)
     decision = models.ForeignKey("runtime.Decision", on_delete=models.PROTECT, related_name="+", db_index=False)
-    tokens = models.BigIntegerField(null=True, help_text="Model tokens the call used (prompt + completion), as counted at its finish.")
+    tokens = models.BigIntegerField(
+        null=True, help_text="Model tokens the call used (prompt + completion), as counted at its finish."
+    )
     outcome = models.CharField(max_length=16)
     status = models.IntegerField(null=True, help_text="The provider's HTTP status.")
     receipt = models.JSONField(null=True, help_text="The provider's response id and status; never a key.")
@@ -53,12 +55,14 @@ class GatewayCall(models.Model):
         db_table = "steward_gateway_call"
         constraints = [
             models.CheckConstraint(condition=Q(outcome__in=GATEWAY_OUTCOMES), name="gateway_call_outcome_known"),
-            models.CheckConstraint(condition=Q(response__isnull=True) | Q(response__untrusted=True),
-                                   name="gateway_call_response_untrusted"),
+            models.CheckConstraint(
+                condition=Q(response__isnull=True) | Q(response__untrusted=True), name="gateway_call_response_untrusted"
+            ),
             # The gateway deduplicates by the worker's key: one committed call per key
             # and task; a key whose call was cut or refused may be sent again.
-            models.UniqueConstraint(fields=["task", "idempotency_key"], condition=Q(outcome="committed"),
-                                    name="gateway_call_committed_key"),
+            models.UniqueConstraint(
+                fields=["task", "idempotency_key"], condition=Q(outcome="committed"), name="gateway_call_committed_key"
+            ),
         ]
         indexes = [
             models.Index(fields=["task", "id"], name="gateway_call_task_id"),
@@ -69,8 +73,9 @@ class GatewayCall(models.Model):
             # calls, growing with every call. Partial, so it holds only calls not yet
             # ended: small, and one index write per call (its UPDATE to an ending leaves
             # the entry to vacuum).
-            models.Index(fields=["task", "idempotency_key"], condition=Q(outcome="admitted"),
-                         name="gateway_call_admitted_key"),
+            models.Index(
+                fields=["task", "idempotency_key"], condition=Q(outcome="admitted"), name="gateway_call_admitted_key"
+            ),
         ]
 
     def __str__(self):

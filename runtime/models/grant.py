@@ -45,13 +45,17 @@ class Grant(models.Model):
             # this holds it against any other writer).
             models.CheckConstraint(condition=Q(granted_by__startswith="user:"), name="grant_granted_by_person"),
             models.CheckConstraint(
-                condition=(Q(revoked_at__isnull=True, revoked_by="")
-                           | (Q(revoked_at__isnull=False) & Q(revoked_by__startswith="user:"))),
+                condition=(
+                    Q(revoked_at__isnull=True, revoked_by="")
+                    | (Q(revoked_at__isnull=False) & Q(revoked_by__startswith="user:"))
+                ),
                 name="grant_revoked_by_person_with_time",
             ),
             models.CheckConstraint(
-                condition=(Q(narrowed_at__isnull=True, narrowed_by="")
-                           | (Q(narrowed_at__isnull=False) & Q(narrowed_by__startswith="user:"))),
+                condition=(
+                    Q(narrowed_at__isnull=True, narrowed_by="")
+                    | (Q(narrowed_at__isnull=False) & Q(narrowed_by__startswith="user:"))
+                ),
                 name="grant_narrowed_by_person_with_time",
             ),
             models.CheckConstraint(condition=Q(revision__gte=1), name="grant_revision_positive"),
@@ -59,8 +63,9 @@ class Grant(models.Model):
         indexes = [
             # authorize() reads a principal's live grants for one action (runtime/sql/
             # authz_decide.sql); revoked rows never join that read, so they stay out.
-            models.Index(fields=["tenant", "principal", "action"], condition=Q(revoked_at__isnull=True),
-                         name="grant_live"),
+            models.Index(
+                fields=["tenant", "principal", "action"], condition=Q(revoked_at__isnull=True), name="grant_live"
+            ),
             # The grants lists (runtime/authz/selectors.py), newest first.
             models.Index(fields=["tenant", "principal", "id"], name="grant_tenant_principal_id"),
             models.Index(fields=["tenant", "id"], name="grant_tenant_id"),

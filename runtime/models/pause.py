@@ -40,19 +40,21 @@ class TreePause(models.Model):
         db_table = "steward_tree_pause"
         constraints = [
             # One open pause per tree: a second trip while paused joins the first.
-            models.UniqueConstraint(fields=["root"], condition=Q(released_at__isnull=True),
-                                    name="tree_pause_one_open"),
-            models.CheckConstraint(condition=Q(breaker__in=sorted(states.FANOUT_BREAKERS)),
-                                   name="tree_pause_breaker_fanout"),
-            models.CheckConstraint(condition=Q(released_at__isnull=True) | ~Q(released_by=""),
-                                   name="tree_pause_released_by_someone"),
+            models.UniqueConstraint(fields=["root"], condition=Q(released_at__isnull=True), name="tree_pause_one_open"),
+            models.CheckConstraint(
+                condition=Q(breaker__in=sorted(states.FANOUT_BREAKERS)), name="tree_pause_breaker_fanout"
+            ),
+            models.CheckConstraint(
+                condition=Q(released_at__isnull=True) | ~Q(released_by=""), name="tree_pause_released_by_someone"
+            ),
         ]
         # A tree's pauses, newest first (the task page); the open one is the partial
         # unique index above, probed on every attempt's first new step. A tenant's open
         # pauses for the dashboard: few rows, however long the history grows.
-        indexes = [models.Index(fields=["root", "id"], name="tree_pause_root"),
-                   models.Index(fields=["tenant", "id"], condition=Q(released_at__isnull=True),
-                                name="tree_pause_open_tenant")]
+        indexes = [
+            models.Index(fields=["root", "id"], name="tree_pause_root"),
+            models.Index(fields=["tenant", "id"], condition=Q(released_at__isnull=True), name="tree_pause_open_tenant"),
+        ]
 
     def __str__(self):
         return f"pause {self.id} of tree {self.root_id} ({self.breaker})"

@@ -39,8 +39,14 @@ class PoolCount(models.Model):
     # No database constraint: the trigger's rare INSERT would take a KEY SHARE lock on
     # the pool row and queue behind every submit holding it FOR UPDATE. A pool's tasks
     # already guarantee it exists; deleting a pool through the ORM deletes its rows.
-    pool = models.ForeignKey("runtime.Pool", on_delete=models.CASCADE, db_column="pool", related_name="counts",
-                             db_constraint=False, db_index=False)
+    pool = models.ForeignKey(
+        "runtime.Pool",
+        on_delete=models.CASCADE,
+        db_column="pool",
+        related_name="counts",
+        db_constraint=False,
+        db_index=False,
+    )
     shard = models.IntegerField(help_text="The backend pid that wrote it; 0 for folded rows.")
     admitted = models.BigIntegerField(default=0, help_text="Its share of the pool's queued + running tasks.")
 

@@ -42,7 +42,7 @@ class ProcessMinute(models.Model):
 
     minute = models.DateTimeField()
     process = models.CharField(max_length=200)
-    finished = models.IntegerField(default=0)   # attempts that ended their task: completed or failed
+    finished = models.IntegerField(default=0)  # attempts that ended their task: completed or failed
     failed = models.IntegerField(default=0)
     steps = models.IntegerField(default=0)
     # Seconds from queued to claimed: counts per bucket of runtime/meter.py WAIT_BOUNDS.

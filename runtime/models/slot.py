@@ -10,7 +10,9 @@ class Slot(models.Model):
     """One unit of a pool's running capacity. A slot is held by (task, epoch) while
     that attempt runs, and freed in the same transaction that ends the attempt."""
 
-    pool = models.ForeignKey("runtime.Pool", on_delete=models.CASCADE, db_column="pool", related_name="slots", db_index=False)
+    pool = models.ForeignKey(
+        "runtime.Pool", on_delete=models.CASCADE, db_column="pool", related_name="slots", db_index=False
+    )
     number = models.IntegerField()
     task = models.OneToOneField("runtime.Task", null=True, blank=True, on_delete=models.PROTECT, related_name="slot")
     epoch = models.IntegerField(null=True, blank=True)

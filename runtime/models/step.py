@@ -15,8 +15,9 @@ class Step(models.Model):
     # No foreign-key constraint: step_insert.sql only inserts by selecting the task row
     # FOR SHARE, so the row exists and is locked at commit, and tasks are never deleted.
     # The constraint's deferred check cost a third of the fleet's throughput (ADR 0003).
-    task = models.ForeignKey("runtime.Task", on_delete=models.PROTECT, related_name="steps", db_index=False,
-                             db_constraint=False)
+    task = models.ForeignKey(
+        "runtime.Task", on_delete=models.PROTECT, related_name="steps", db_index=False, db_constraint=False
+    )
     seq = models.IntegerField()
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=16)  # step, effect, sleep, spawn, wait, now, random

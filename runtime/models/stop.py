@@ -21,8 +21,9 @@ class Stop(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     tenant = models.CharField(max_length=100)
-    task = models.ForeignKey("runtime.Task", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
-                             db_index=False)
+    task = models.ForeignKey(
+        "runtime.Task", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     agent = models.CharField(max_length=200, null=True, blank=True)
     actor = models.CharField(max_length=200)
     reason = models.CharField(max_length=2000)

@@ -26,17 +26,20 @@ class Task(models.Model):
     owner = models.CharField(max_length=200, help_text="Actor on whose authority the task runs.")
     # No plain indexes on pool, parent or root: every status change rewrites each index
     # of this hot row, and the partial indexes below already lead with these columns.
-    pool = models.ForeignKey("runtime.Pool", on_delete=models.PROTECT, db_column="pool", related_name="tasks",
-                             db_index=False)
+    pool = models.ForeignKey(
+        "runtime.Pool", on_delete=models.PROTECT, db_column="pool", related_name="tasks", db_index=False
+    )
     status = models.CharField(max_length=16, choices=_choices(states.TASK_STATUSES), default=states.QUEUED)
     # The epoch of the latest attempt; 0 before the first claim. Every write by an
     # attempt is fenced on (id, epoch, status='running').
     epoch = models.IntegerField(default=0)
     next_reason = models.CharField(max_length=16, choices=_choices(states.ATTEMPT_REASONS), default=states.FIRST)
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children",
-                               db_index=False)
-    root = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="descendants",
-                             db_index=False)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children", db_index=False
+    )
+    root = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="descendants", db_index=False
+    )
     spawn_seq = models.IntegerField(null=True, blank=True, help_text="The parent's step seq that spawned it.")
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     crash_count = models.IntegerField(default=0, help_text="Lease expiries in a row.")
@@ -50,8 +53,9 @@ class Task(models.Model):
     blocked_reason = models.CharField(max_length=16, null=True, blank=True, choices=_choices(states.BLOCKED_REASONS))
     # The denial that blocked it (authority_denied): the Decision names the boundary,
     # reason_code, policy_version and authz_revision. No index: read from the task only.
-    blocked_decision = models.ForeignKey("runtime.Decision", null=True, blank=True, on_delete=models.PROTECT,
-                                         related_name="+", db_index=False)
+    blocked_decision = models.ForeignKey(
+        "runtime.Decision", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     # The breaker that blocked it (breaker_tripped; states.BREAKERS), while it is blocked by
     # one; what it was refused and the limit in force are in `error`. No index: the list
     # filters by status, and a tripped task is read from its row.
@@ -61,13 +65,15 @@ class Task(models.Model):
     breaker_limits = models.JSONField(null=True, blank=True)
     # The stop that covers it (runtime/stops/), and when that stop stops waiting for it:
     # the leaves' bound comes first, each level up one bound later.
-    stop = models.ForeignKey("runtime.Stop", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks",
-                             db_index=False)
+    stop = models.ForeignKey(
+        "runtime.Stop", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks", db_index=False
+    )
     stop_deadline = models.DateTimeField(null=True, blank=True)
     # A deliberate new run of a cancelled task (task_rerun) names the run it repeats;
     # the old one finds its new runs through this column (`reruns`).
-    rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="reruns",
-                                 db_index=False)
+    rerun_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="reruns", db_index=False
+    )
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     status_note = models.CharField(max_length=500, blank=True, default="")
@@ -98,8 +104,8 @@ class Task(models.Model):
             ),
             models.CheckConstraint(
                 # isnull too: a CHECK passes on NULL, and `NULL IN (...)` is NULL.
-                condition=~Q(status=states.BLOCKED) | Q(blocked_reason__isnull=False,
-                                                        blocked_reason__in=states.BLOCKED_REASONS),
+                condition=~Q(status=states.BLOCKED)
+                | Q(blocked_reason__isnull=False, blocked_reason__in=states.BLOCKED_REASONS),
                 name="task_blocked_says_why",
             ),
             models.CheckConstraint(
@@ -108,12 +114,12 @@ class Task(models.Model):
                 name="task_denied_names_its_decision",
             ),
             models.CheckConstraint(
-                condition=~Q(status=states.BLOCKED, blocked_reason=states.BREAKER_TRIPPED)
-                | Q(breaker__isnull=False),
+                condition=~Q(status=states.BLOCKED, blocked_reason=states.BREAKER_TRIPPED) | Q(breaker__isnull=False),
                 name="task_tripped_names_its_breaker",
             ),
-            models.CheckConstraint(condition=Q(breaker__isnull=True) | Q(breaker__in=states.BREAKERS),
-                                   name="task_breaker_known"),
+            models.CheckConstraint(
+                condition=Q(breaker__isnull=True) | Q(breaker__in=states.BREAKERS), name="task_breaker_known"
+            ),
             models.CheckConstraint(
                 condition=~Q(status=states.STOPPING) | Q(stop__isnull=False, stop_deadline__isnull=False),
                 name="task_stopping_names_its_stop",
@@ -138,9 +144,9 @@ class Task(models.Model):
             # task row (status changes are never HOT), some 25 µs per task, about 1% of
             # a task's database time in `make bench`: each one earns it for a listing
             # that would otherwise read the table. The primary key serves all tasks.
-            models.Index(fields=["tenant", "id"], name="task_tenant_id"),             # a tenant's tasks
+            models.Index(fields=["tenant", "id"], name="task_tenant_id"),  # a tenant's tasks
             models.Index(fields=["tenant", "status", "id"], name="task_tenant_status_id"),  # ... by status
-            models.Index(fields=["status", "id"], name="task_status_id"),             # every tenant's, by status
+            models.Index(fields=["status", "id"], name="task_status_id"),  # every tenant's, by status
             # A tree below its root. Partial: top-level tasks (most) never write it.
             models.Index(fields=["root", "id"], condition=Q(parent__isnull=False), name="task_tree"),
         ]

@@ -11,7 +11,7 @@ from django.db.models.functions import Now
 from runtime.ids import uuid7
 from runtime.models.choices import choices as _choices
 
-MISSED_POLICIES = ("skip", "catch_up")        # late ticks: dropped, or one run for them all
+MISSED_POLICIES = ("skip", "catch_up")  # late ticks: dropped, or one run for them all
 OVERLAP_POLICIES = ("skip", "queue", "stop")  # previous run still live: drop, wait for it, stop it
 DEPENDENCY_POLICIES = ("skip", "run", "fail")  # a prerequisite failed or was cancelled
 DEPENDENCY_STATES = ("waiting", "fired", "skipped", "failed")
@@ -47,8 +47,9 @@ class Schedule(_Target):
     paused = models.BooleanField(default=False)
     next_fire_at = models.DateTimeField(null=True, blank=True)
     last_tick_at = models.DateTimeField(null=True, blank=True)
-    last_task = models.ForeignKey("runtime.Task", null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="+", db_index=False)
+    last_task = models.ForeignKey(
+        "runtime.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
     updated_at = models.DateTimeField(db_default=Now())
 
     class Meta:
@@ -91,8 +92,9 @@ class WebhookDelivery(models.Model):
     delivery_id = models.CharField(max_length=200)
     body_digest = models.CharField(max_length=64)
     received_at = models.DateTimeField(db_default=Now())
-    task = models.ForeignKey("runtime.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                             db_index=False)
+    task = models.ForeignKey(
+        "runtime.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
 
     class Meta:
         db_table = "steward_webhook_delivery"
@@ -112,8 +114,9 @@ class DependencyTrigger(_Target):
     on_failure = models.CharField(max_length=16, choices=_choices(DEPENDENCY_POLICIES), default="skip")
     state = models.CharField(max_length=16, choices=_choices(DEPENDENCY_STATES), default="waiting")
     reason = models.CharField(max_length=500, blank=True, default="")
-    task = models.ForeignKey("runtime.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                             db_index=False)
+    task = models.ForeignKey(
+        "runtime.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
     settled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -23,15 +23,15 @@ from runtime.errors import StopNotFound
 from runtime.models import AgentSwitch, AuditEvent, Effect, GatewayCall, Stop, StopAck, Task
 from runtime.tasks.selectors import SUBTREE_MAX, task_get, task_subtree_live
 
-TASKS_SHOWN = 200     # a summary's per-task rows (four each); the rest are counted
-EFFECTS_SHOWN = 50    # each list of effects and of gateway calls
-PREVIEW_SHOWN = 200   # a preview's tasks
+TASKS_SHOWN = 200  # a summary's per-task rows (four each); the rest are counted
+EFFECTS_SHOWN = 50  # each list of effects and of gateway calls
+PREVIEW_SHOWN = 200  # a preview's tasks
 
 # A row's state, in the words the console and the CLI show.
 ACKNOWLEDGED = "acknowledged"  # the boundary answered while the task was stopping
-WAITING = "waiting"            # not yet, and the task is still stopping
-MISSING = "missing"            # never: the task was cancelled (by its bound) without it
-LATE = "late"                  # it answered after the task was cancelled by its bound
+WAITING = "waiting"  # not yet, and the task is still stopping
+MISSING = "missing"  # never: the task was cancelled (by its bound) without it
+LATE = "late"  # it answered after the task was cancelled by its bound
 ROW_STATES = (ACKNOWLEDGED, WAITING, MISSING, LATE)
 
 # Effects whose outcome nobody knows yet: an intent recorded (the call may be under way),
@@ -45,10 +45,10 @@ CALLS_UNRESOLVED = ("admitted", "partial")
 class BoundaryRow:
     task_id: uuid.UUID
     boundary: str
-    state: str                # one of ROW_STATES
-    at: datetime | None       # when it acknowledged
-    by: str                   # the process or service that did
-    detail: dict              # what it reported
+    state: str  # one of ROW_STATES
+    at: datetime | None  # when it acknowledged
+    by: str  # the process or service that did
+    detail: dict  # what it reported
 
 
 @dataclass
@@ -57,10 +57,10 @@ class TaskStop:
 
     task: Task
     rows: list[BoundaryRow]
-    deadline: datetime | None     # when the stop stops waiting for it (None: no longer known, it left the stop)
+    deadline: datetime | None  # when the stop stops waiting for it (None: no longer known, it left the stop)
     bound_passed: bool
     cancelled_at: datetime | None  # when this stop cancelled it (None: still stopping, or it left the stop)
-    left: bool                     # it is under this stop no more (resumed, or stopped again later)
+    left: bool  # it is under this stop no more (resumed, or stopped again later)
 
     @property
     def missing(self) -> list[str]:
@@ -89,18 +89,18 @@ class Capped:
 class StopSummary:
     stop: Stop
     read_at: datetime
-    over: bool                    # every task it covers is cancelled (stop.finished_at)
-    task_count: int               # every task it covers
-    stopping: int                 # of them, still waiting for a boundary
-    tasks: list[TaskStop]         # the first TASKS_SHOWN, in id order (parents before their children)
-    tasks_more: int               # left off
-    acks: int                     # acknowledgments recorded, over every task
-    counts: dict[str, int]        # rows by state, over the tasks shown
+    over: bool  # every task it covers is cancelled (stop.finished_at)
+    task_count: int  # every task it covers
+    stopping: int  # of them, still waiting for a boundary
+    tasks: list[TaskStop]  # the first TASKS_SHOWN, in id order (parents before their children)
+    tasks_more: int  # left off
+    acks: int  # acknowledgments recorded, over every task
+    counts: dict[str, int]  # rows by state, over the tasks shown
     last_ack_at: datetime | None
-    committed_before: Capped      # effects the stop's tasks committed before it was requested
-    in_flight: Capped             # effects with no known outcome: intent, partial or unknown
-    settled_since: Capped         # effects that settled (committed or failed) after the request
-    calls: Capped                 # gateway calls still admitted (no answer) or cut part-way (partial)
+    committed_before: Capped  # effects the stop's tasks committed before it was requested
+    in_flight: Capped  # effects with no known outcome: intent, partial or unknown
+    settled_since: Capped  # effects that settled (committed or failed) after the request
+    calls: Capped  # gateway calls still admitted (no answer) or cut part-way (partial)
     unresolved: list[str] = field(default_factory=list)  # in words: what the stop leaves open
 
     @property
@@ -127,7 +127,7 @@ def stop_get(*, stop_id, tenant: str) -> Stop:
     arguments.tenant(tenant)
     try:
         stop = Stop.objects.filter(id=stop_id, tenant=tenant).first()
-    except Exception:  # noqa: BLE001 - a malformed UUID is not found, not a crash
+    except Exception:
         stop = None
     if stop is None:
         raise StopNotFound(f"no stop {stop_id}", stop=str(stop_id))
@@ -138,8 +138,9 @@ def task_latest_stop(*, task_id, tenant: str) -> Stop:
     """The task's current stop, or the latest it was under (a resume clears Task.stop;
     its acknowledgments still name it). STOP_NOT_FOUND if it was never stopped."""
     task = task_get(task_id, tenant=tenant)
-    stop_id = task.stop_id or (StopAck.objects.filter(task_id=task.id).order_by("-stop_id")
-                               .values_list("stop_id", flat=True).first())
+    stop_id = task.stop_id or (
+        StopAck.objects.filter(task_id=task.id).order_by("-stop_id").values_list("stop_id", flat=True).first()
+    )
     if stop_id is None:
         raise StopNotFound(f"task {task.id} was never stopped", task=str(task.id))
     return Stop.objects.get(id=stop_id)
@@ -159,13 +160,20 @@ def stop_summary(*, stop_id=None, task_id=None, tenant: str) -> StopSummary:
     """
     if (stop_id is None) == (task_id is None):
         raise ValueError("name a stop or a task")
-    stop = stop_get(stop_id=stop_id, tenant=tenant) if stop_id is not None else task_latest_stop(
-        task_id=task_id, tenant=tenant)
+    stop = (
+        stop_get(stop_id=stop_id, tenant=tenant)
+        if stop_id is not None
+        else task_latest_stop(task_id=task_id, tenant=tenant)
+    )
     now = timezone.now()
     totals = StopAck.objects.filter(stop=stop).aggregate(
-        acks=Count("id"), tasks=Count("id", filter=Q(boundary=states.STORAGE)), last=Max("at"))
-    ids = list(StopAck.objects.filter(stop=stop, boundary=states.STORAGE).order_by("task_id")
-               .values_list("task_id", flat=True)[:TASKS_SHOWN])
+        acks=Count("id"), tasks=Count("id", filter=Q(boundary=states.STORAGE)), last=Max("at")
+    )
+    ids = list(
+        StopAck.objects.filter(stop=stop, boundary=states.STORAGE)
+        .order_by("task_id")
+        .values_list("task_id", flat=True)[:TASKS_SHOWN]
+    )
     tasks = {t.id: t for t in Task.objects.filter(id__in=ids)}
     acks: dict = {}
     for ack in StopAck.objects.filter(stop=stop, task_id__in=ids):
@@ -179,19 +187,27 @@ def stop_summary(*, stop_id=None, task_id=None, tenant: str) -> StopSummary:
     all_ids = StopAck.objects.filter(stop=stop, boundary=states.STORAGE).values("task_id")
     effects = Effect.objects.filter(task_id__in=all_ids)
     summary = StopSummary(
-        stop=stop, read_at=now,
+        stop=stop,
+        read_at=now,
         # A kill switch with no live task covers none: over at once (nothing is left to settle).
-        over=stop.finished_at is not None or not totals["tasks"], task_count=totals["tasks"],
-        stopping=Task.objects.filter(stop=stop, status=states.STOPPING).count(), tasks=shown,
-        tasks_more=max(0, totals["tasks"] - len(shown)), acks=totals["acks"], counts=counts,
+        over=stop.finished_at is not None or not totals["tasks"],
+        task_count=totals["tasks"],
+        stopping=Task.objects.filter(stop=stop, status=states.STOPPING).count(),
+        tasks=shown,
+        tasks_more=max(0, totals["tasks"] - len(shown)),
+        acks=totals["acks"],
+        counts=counts,
         last_ack_at=totals["last"],
-        committed_before=_capped(effects.filter(state=states.COMMITTED, settled_at__lt=stop.requested_at)
-                                 .order_by("-id")),
+        committed_before=_capped(
+            effects.filter(state=states.COMMITTED, settled_at__lt=stop.requested_at).order_by("-id")
+        ),
         in_flight=_capped(effects.filter(state__in=EFFECTS_OPEN).order_by("id")),
-        settled_since=_capped(effects.filter(state__in=(states.COMMITTED, states.EFFECT_FAILED),
-                                             settled_at__gte=stop.requested_at).order_by("id")),
-        calls=_capped(GatewayCall.objects.filter(task_id__in=all_ids, outcome__in=CALLS_UNRESOLVED)
-                      .order_by("id")),
+        settled_since=_capped(
+            effects.filter(
+                state__in=(states.COMMITTED, states.EFFECT_FAILED), settled_at__gte=stop.requested_at
+            ).order_by("id")
+        ),
+        calls=_capped(GatewayCall.objects.filter(task_id__in=all_ids, outcome__in=CALLS_UNRESOLVED).order_by("id")),
     )
     summary.unresolved = _unresolved(summary)
     return summary
@@ -214,11 +230,17 @@ def _task_stop(stop: Stop, task: Task, acks: dict, cancel, now) -> TaskStop:
             rows.append(BoundaryRow(task.id, boundary, state, ack.at, ack.by, ack.detail))
         else:
             rows.append(BoundaryRow(task.id, boundary, WAITING if stopping else MISSING, None, "", {}))
-    cancelled_at = (task.finished_at if under and task.status == states.CANCELLED else
-                    cancel.at if cancel is not None else None)
-    return TaskStop(task=task, rows=rows, deadline=deadline,
-                    bound_passed=bool(deadline and deadline <= now) or bool(missing_then),
-                    cancelled_at=cancelled_at, left=not under)
+    cancelled_at = (
+        task.finished_at if under and task.status == states.CANCELLED else cancel.at if cancel is not None else None
+    )
+    return TaskStop(
+        task=task,
+        rows=rows,
+        deadline=deadline,
+        bound_passed=bool(deadline and deadline <= now) or bool(missing_then),
+        cancelled_at=cancelled_at,
+        left=not under,
+    )
 
 
 def _cancels(stop: Stop, tasks: list) -> dict:
@@ -230,8 +252,12 @@ def _cancels(stop: Stop, tasks: list) -> dict:
     chains = Q()
     for task in done:
         chains |= Q(chain=chain_of(task_id=task.id, tenant=task.tenant))
-    return {event.task_id: event for event in AuditEvent.objects.filter(
-        chains, kind="task.cancelled", data__stop=str(stop.id)).only("task_id", "at", "data")}
+    return {
+        event.task_id: event
+        for event in AuditEvent.objects.filter(chains, kind="task.cancelled", data__stop=str(stop.id)).only(
+            "task_id", "at", "data"
+        )
+    }
 
 
 def _capped(query, shown: int = EFFECTS_SHOWN) -> Capped:
@@ -248,12 +274,15 @@ def _unresolved(summary: StopSummary) -> list[str]:
     if missing:
         out.append(f"{missing} acknowledgment{'s' if missing != 1 else ''} never came before the bound")
     if summary.counts[WAITING]:
-        out.append(f"{summary.counts[WAITING]} acknowledgment{'s' if summary.counts[WAITING] != 1 else ''} "
-                   f"still awaited")
+        out.append(
+            f"{summary.counts[WAITING]} acknowledgment{'s' if summary.counts[WAITING] != 1 else ''} still awaited"
+        )
     n = len(summary.in_flight) + summary.in_flight.more
     if n:
-        out.append(f"{n} effect{'s' if n != 1 else ''} with no known outcome (intent, partial or unknown): "
-                   f"a person may have to reconcile {'them' if n != 1 else 'it'}")
+        out.append(
+            f"{n} effect{'s' if n != 1 else ''} with no known outcome (intent, partial or unknown): "
+            f"a person may have to reconcile {'them' if n != 1 else 'it'}"
+        )
     calls = len(summary.calls) + summary.calls.more
     if calls:
         out.append(f"{calls} gateway call{'s' if calls != 1 else ''} unanswered or cut part-way")
@@ -268,12 +297,14 @@ class StopPreview:
     """What a stop would cover, read now: the number shown is the one the stop will
     record unless a task starts or finishes in between."""
 
-    tasks: Capped                 # live tasks a stop would move to stopping
-    already_stopping: Capped      # live, but stopping under an earlier stop: left to it
-    in_flight: Capped             # their effects with no outcome yet (intent, partial or unknown)
-    calls: Capped                 # their gateway calls in flight now (the gateway cuts them)
-    limits: str = ("effects already committed are not undone; a call already sent may still land, and is "
-                   "reported unresolved; a cancelled task runs again only by an explicit resume or a new run")
+    tasks: Capped  # live tasks a stop would move to stopping
+    already_stopping: Capped  # live, but stopping under an earlier stop: left to it
+    in_flight: Capped  # their effects with no outcome yet (intent, partial or unknown)
+    calls: Capped  # their gateway calls in flight now (the gateway cuts them)
+    limits: str = (
+        "effects already committed are not undone; a call already sent may still land, and is "
+        "reported unresolved; a cancelled task runs again only by an explicit resume or a new run"
+    )
 
     @property
     def count(self) -> int:
@@ -294,13 +325,17 @@ def agent_stop_preview(*, tenant: str, agent: str) -> StopPreview:
     spawn_seq) index for all of them at once: one query per level of the trees."""
     arguments.tenant(tenant)
     arguments.agent_name(agent)
-    live = list(Task.objects.filter(tenant=tenant, agent=agent, status__in=sorted(states.LIVE))
-                .order_by("id")[:SUBTREE_MAX])
+    live = list(
+        Task.objects.filter(tenant=tenant, agent=agent, status__in=sorted(states.LIVE)).order_by("id")[:SUBTREE_MAX]
+    )
     seen = {t.id for t in live}
     level = list(seen)
     while level and len(live) < SUBTREE_MAX:
-        children = [c for c in Task.objects.filter(parent_id__in=level).order_by("parent_id", "spawn_seq")
-                    [:SUBTREE_MAX] if c.id not in seen]
+        children = [
+            c
+            for c in Task.objects.filter(parent_id__in=level).order_by("parent_id", "spawn_seq")[:SUBTREE_MAX]
+            if c.id not in seen
+        ]
         seen.update(c.id for c in children)
         live.extend(c for c in children if c.status in states.LIVE)  # a finished child may have live ones below
         level = [c.id for c in children]
@@ -314,10 +349,12 @@ def _preview(live: list) -> StopPreview:
     since = timezone.now() - timedelta(seconds=config.gateway_timeout_seconds())
     effects = Effect.objects.filter(task_id__in=ids, state__in=EFFECTS_OPEN).order_by("id")
     calls = GatewayCall.objects.filter(task_id__in=ids, outcome="admitted", started_at__gt=since).order_by("id")
-    return StopPreview(tasks=Capped(stoppable[:PREVIEW_SHOWN], max(0, len(stoppable) - PREVIEW_SHOWN)),
-                       already_stopping=Capped(stopping[:PREVIEW_SHOWN], max(0, len(stopping) - PREVIEW_SHOWN)),
-                       in_flight=_capped(effects) if ids else Capped([]),
-                       calls=_capped(calls) if ids else Capped([]))
+    return StopPreview(
+        tasks=Capped(stoppable[:PREVIEW_SHOWN], max(0, len(stoppable) - PREVIEW_SHOWN)),
+        already_stopping=Capped(stopping[:PREVIEW_SHOWN], max(0, len(stopping) - PREVIEW_SHOWN)),
+        in_flight=_capped(effects) if ids else Capped([]),
+        calls=_capped(calls) if ids else Capped([]),
+    )
 
 
 # --- The kill switch ----------------------------------------------------------------------
@@ -346,5 +383,7 @@ def agent_switch(*, tenant: str, agent: str) -> SwitchState:
 def agent_switches(*, tenant: str) -> dict[str, SwitchState]:
     """Every agent with a closed switch in `tenant`, by name (for the agent list)."""
     arguments.tenant(tenant)
-    return {row.agent: SwitchState(row.agent, True, row.changed_by, row.changed_at, row.reason, row.stop_id)
-            for row in AgentSwitch.objects.filter(tenant=tenant, closed=True).order_by("agent")[:1000]}
+    return {
+        row.agent: SwitchState(row.agent, True, row.changed_by, row.changed_at, row.reason, row.stop_id)
+        for row in AgentSwitch.objects.filter(tenant=tenant, closed=True).order_by("agent")[:1000]
+    }

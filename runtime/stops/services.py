@@ -20,8 +20,10 @@ from runtime.tasks.selectors import task_get
 from runtime.tasks.services import insert_task
 
 # What a boundary in PostgreSQL answers in the stop's own transaction, in its words.
-STORAGE_FENCE = ("every write of an attempt of this task (step, child, timer, effect intent, status) "
-                 "is refused from the stop's commit on")
+STORAGE_FENCE = (
+    "every write of an attempt of this task (step, child, timer, effect intent, status) "
+    "is refused from the stop's commit on"
+)
 
 
 @dataclass
@@ -60,14 +62,14 @@ def task_stop(*, task_id, actor: str, reason: str, bound_seconds: float | None =
             raise InvalidTransition(
                 f"task {task.id} is {now['status']}; only a live task can be stopped"
                 + (" (it is already stopping: see its stop summary)" if now["status"] == states.STOPPING else ""),
-                status=now["status"], **({"stop_id": str(now["stop_id"])} if now["stop_id"] else {}))
-        stop = Stop.objects.create(tenant=task.tenant, task_id=task.id, actor=actor, reason=reason,
-                                   bound_seconds=bound)
+                status=now["status"],
+                **({"stop_id": str(now["stop_id"])} if now["stop_id"] else {}),
+            )
+        stop = Stop.objects.create(tenant=task.tenant, task_id=task.id, actor=actor, reason=reason, bound_seconds=bound)
         return _stop_rows(stop, rows, requested_on=task.id)
 
 
-def agent_stop(*, tenant: str, agent: str, actor: str, reason: str,
-               bound_seconds: float | None = None) -> StopStarted:
+def agent_stop(*, tenant: str, agent: str, actor: str, reason: str, bound_seconds: float | None = None) -> StopStarted:
     """The kill switch: close submission for `agent` in `tenant` (no task of it is
     admitted until agent_reopen) and stop every live task of it, with its descendants,
     under one Stop. The switch's advisory lock is taken first, exclusively: a submission
@@ -87,18 +89,24 @@ def agent_stop(*, tenant: str, agent: str, actor: str, reason: str,
         # stop_pools_lock.sql), then the switch's lock. With the pools held no task can
         # be inserted anywhere, so the second look for live tasks finds every one.
         first = _live_roots(tenant, agent)
-        for parent in sorted(set(Task.objects.filter(id__in=first, parent__isnull=False)
-                                 .values_list("parent_id", flat=True))):
+        for parent in sorted(
+            set(Task.objects.filter(id__in=first, parent__isnull=False).values_list("parent_id", flat=True))
+        ):
             db.fetchall("lock_ancestors", {"task": parent})
         _lock_tree(first)
         db.execute("stop_pools_freeze")
         db.execute("stop_pools_lock")
         db.execute("agent_switch_lock", {"tenant": tenant, "agent": agent})
         stop = Stop.objects.create(tenant=tenant, agent=agent, actor=actor, reason=reason, bound_seconds=bound)
-        AgentSwitch.objects.update_or_create(tenant=tenant, agent=agent, defaults={
-            "closed": True, "changed_by": actor, "reason": reason, "stop": stop})
-        audit_append(actor=actor, tenant=tenant, kind="agent.stopped",
-                     data={"agent": agent, "stop": str(stop.id), "reason": reason})
+        AgentSwitch.objects.update_or_create(
+            tenant=tenant, agent=agent, defaults={"closed": True, "changed_by": actor, "reason": reason, "stop": stop}
+        )
+        audit_append(
+            actor=actor,
+            tenant=tenant,
+            kind="agent.stopped",
+            data={"agent": agent, "stop": str(stop.id), "reason": reason},
+        )
         roots = _live_roots(tenant, agent)
         if not roots:  # nothing to wait for: the stop is over as it starts
             Stop.objects.filter(id=stop.id).update(finished_at=Now(), outcome="acknowledged")
@@ -113,8 +121,9 @@ def agent_stop(*, tenant: str, agent: str, actor: str, reason: str,
 
 
 def _live_roots(tenant: str, agent: str) -> list:
-    return list(Task.objects.filter(tenant=tenant, agent=agent, status__in=states.sources("stop"))
-                .values_list("id", flat=True))
+    return list(
+        Task.objects.filter(tenant=tenant, agent=agent, status__in=states.sources("stop")).values_list("id", flat=True)
+    )
 
 
 def _lock_tree(roots: list) -> list:
@@ -157,7 +166,8 @@ def agent_reopen(*, tenant: str, agent: str, actor: str, reason: str = "") -> bo
     with transaction.atomic(durable=True):
         db.execute("agent_switch_lock", {"tenant": tenant, "agent": agent})
         won = AgentSwitch.objects.filter(tenant=tenant, agent=agent, closed=True).update(
-            closed=False, changed_by=actor, reason=reason)
+            closed=False, changed_by=actor, reason=reason
+        )
         if won:
             audit_append(actor=actor, tenant=tenant, kind="agent.reopened", data={"agent": agent, "reason": reason})
         return bool(won)
@@ -167,28 +177,70 @@ def _stop_rows(stop: Stop, rows, *, requested_on) -> StopStarted:
     started = StopStarted(stop_id=stop.id)
     heights = _heights(rows)
     ids, deadlines = [row[0] for row in rows], [stop.bound_seconds * (1 + heights[row[0]]) for row in rows]
-    db.execute("stop_begin", {"ids": ids, "after": deadlines, "stop": stop.id,
-                              "note": f"stopping: {stop.reason}"[:500]})
+    db.execute(
+        "stop_begin", {"ids": ids, "after": deadlines, "stop": stop.id, "note": f"stopping: {stop.reason}"[:500]}
+    )
     acks = []
     for task_id, _parent, status, epoch, wake_at, waiting_on, _depth, attempt_open, calls in rows:
         started.tasks.append(task_id)
-        acks.append(StopAck(stop=stop, task_id=task_id, boundary=states.STORAGE, by="storage",
-                            detail={"fence": "closed", "epoch": epoch, "refuses": STORAGE_FENCE}))
-        acks.append(StopAck(stop=stop, task_id=task_id, boundary=states.SCHEDULER, by="scheduler", detail={
-            "was": status, "timer_cancelled": wake_at.isoformat() if wake_at else None,
-            "queued_dropped": status == states.QUEUED, "children_wait_cleared": waiting_on,
-            "messages": "a queued or late wake-up of this task finds nothing to claim"}))
+        acks.append(
+            StopAck(
+                stop=stop,
+                task_id=task_id,
+                boundary=states.STORAGE,
+                by="storage",
+                detail={"fence": "closed", "epoch": epoch, "refuses": STORAGE_FENCE},
+            )
+        )
+        acks.append(
+            StopAck(
+                stop=stop,
+                task_id=task_id,
+                boundary=states.SCHEDULER,
+                by="scheduler",
+                detail={
+                    "was": status,
+                    "timer_cancelled": wake_at.isoformat() if wake_at else None,
+                    "queued_dropped": status == states.QUEUED,
+                    "children_wait_cleared": waiting_on,
+                    "messages": "a queued or late wake-up of this task finds nothing to claim",
+                },
+            )
+        )
         if not attempt_open:
-            acks.append(StopAck(stop=stop, task_id=task_id, boundary=states.WORKER, by="storage",
-                                detail={"ended": "none running", "was": status}))
+            acks.append(
+                StopAck(
+                    stop=stop,
+                    task_id=task_id,
+                    boundary=states.WORKER,
+                    by="storage",
+                    detail={"ended": "none running", "was": status},
+                )
+            )
         if not calls:
-            acks.append(StopAck(stop=stop, task_id=task_id, boundary=states.CREDENTIAL_GATEWAY, by="storage",
-                                detail={"in_flight": [], "tokens": "refused from the stop's commit on"}))
-        audit_append(actor=stop.actor, tenant=stop.tenant, task_id=task_id, kind="task.stopping",
-                     data={"stop": str(stop.id), "reason": stop.reason, "was": status,
-                           **({"requested_on": str(requested_on)} if requested_on else {"agent": stop.agent}),
-                           **({"attempt_running": epoch} if attempt_open else {}),
-                           **({"calls_in_flight": calls} if calls else {})})
+            acks.append(
+                StopAck(
+                    stop=stop,
+                    task_id=task_id,
+                    boundary=states.CREDENTIAL_GATEWAY,
+                    by="storage",
+                    detail={"in_flight": [], "tokens": "refused from the stop's commit on"},
+                )
+            )
+        audit_append(
+            actor=stop.actor,
+            tenant=stop.tenant,
+            task_id=task_id,
+            kind="task.stopping",
+            data={
+                "stop": str(stop.id),
+                "reason": stop.reason,
+                "was": status,
+                **({"requested_on": str(requested_on)} if requested_on else {"agent": stop.agent}),
+                **({"attempt_running": epoch} if attempt_open else {}),
+                **({"calls_in_flight": calls} if calls else {}),
+            },
+        )
     StopAck.objects.bulk_create(acks)
     # Workers holding a lease of these tasks hear of it at once (runtime/worker/), not
     # at their next write; delivered at commit, so never for a stop that rolled back.
@@ -227,8 +279,16 @@ def stop_ack(*, task_id, boundary: str, by: str, detail: dict, stop_id=None) -> 
             if stop_id is None:
                 return False
         chain = lock_chain(task_id)
-        made = db.fetchone("stop_ack_insert", {"stop": stop_id, "task": task_id, "boundary": boundary, "by": by,
-                                               "detail": json.dumps(detail, default=str)})
+        made = db.fetchone(
+            "stop_ack_insert",
+            {
+                "stop": stop_id,
+                "task": task_id,
+                "boundary": boundary,
+                "by": by,
+                "detail": json.dumps(detail, default=str),
+            },
+        )
         if made is None:
             return False
         _settle_chain(chain, actor=by, due=False)
@@ -238,8 +298,11 @@ def stop_ack(*, task_id, boundary: str, by: str, detail: dict, stop_id=None) -> 
 def stops_settle_due(*, actor: str, limit: int = 500) -> int:
     """The sweep's part (runtime/worker/supervisor.py): cancel stopping tasks whose bound
     passed, leaves first (their deadlines come first). Returns how many were cancelled."""
-    due = list(Task.objects.filter(status=states.STOPPING, stop_deadline__lte=Now())
-               .order_by("stop_deadline", "id").values_list("id", flat=True)[:limit])
+    due = list(
+        Task.objects.filter(status=states.STOPPING, stop_deadline__lte=Now())
+        .order_by("stop_deadline", "id")
+        .values_list("id", flat=True)[:limit]
+    )
     cancelled = 0
     for task_id in due:
         with transaction.atomic(durable=True):
@@ -271,8 +334,7 @@ def _settle_chain(chain: list, *, actor: str, due: bool) -> int:
 def _settle_one(task_id, *, actor: str, due: bool) -> bool:
     """stop_settle.sql for one task, whose parent's row lock the caller holds. Returns
     whether the task was cancelled; wakes its parent if that waits for it."""
-    row = db.fetchone("stop_settle", {"task": task_id, "actor": actor, "due": due,
-                                      "via": json.dumps(with_via({}))})
+    row = db.fetchone("stop_settle", {"task": task_id, "actor": actor, "due": due, "via": json.dumps(with_via({}))})
     if row is None:
         return False
     parent_id = row[1]
@@ -294,18 +356,38 @@ def task_rerun(*, task_id, actor: str, reason: str) -> uuid.UUID:
         db.execute("lock_task", {"task": old.id})
         old.refresh_from_db(fields=["status"])
         if old.status != states.CANCELLED:
-            raise InvalidTransition(f"task {old.id} is {old.status}; a new run is made from a cancelled task",
-                                    status=old.status)
+            raise InvalidTransition(
+                f"task {old.id} is {old.status}; a new run is made from a cancelled task", status=old.status
+            )
         if old.parent_id:
-            raise InvalidTransition(f"task {old.id} is a child of {old.parent_id}; a child runs again only "
-                                    f"with its parent", status=old.status)
-        made = insert_task(agent=old.agent, input_text=json.dumps(old.input), digest=old.input_digest,
-                           tenant=old.tenant, owner=old.owner, pool=old.pool_id, actor=actor)
+            raise InvalidTransition(
+                f"task {old.id} is a child of {old.parent_id}; a child runs again only with its parent",
+                status=old.status,
+            )
+        made = insert_task(
+            agent=old.agent,
+            input_text=json.dumps(old.input),
+            digest=old.input_digest,
+            tenant=old.tenant,
+            owner=old.owner,
+            pool=old.pool_id,
+            actor=actor,
+        )
         Task.objects.filter(id=made.task_id).update(rerun_of=old.id)
-        audit_append(actor=actor, tenant=old.tenant, task_id=old.id, kind="task.rerun",
-                     data={"new_task": str(made.task_id), "reason": reason})
-        audit_append(actor=actor, tenant=old.tenant, task_id=made.task_id, kind="task.rerun_of",
-                     data={"old_task": str(old.id), "reason": reason})
+        audit_append(
+            actor=actor,
+            tenant=old.tenant,
+            task_id=old.id,
+            kind="task.rerun",
+            data={"new_task": str(made.task_id), "reason": reason},
+        )
+        audit_append(
+            actor=actor,
+            tenant=old.tenant,
+            task_id=made.task_id,
+            kind="task.rerun_of",
+            data={"old_task": str(old.id), "reason": reason},
+        )
         return made.task_id
 
 
@@ -322,5 +404,3 @@ def _bound(bound_seconds) -> float:
     if bound_seconds is None:
         return config.stop_bound_seconds()
     return float(arguments.bounded("bound_seconds", bound_seconds, minimum=0.1, maximum=86_400, integer=False))
-
-

@@ -37,8 +37,18 @@ class ChildResult:
         return self.status == states.COMPLETED
 
 
-def spawn(lease: Lease, seq: int, recorded: Recorded | None, *, agent: str, input: dict, owner: str,
-          root_id, limits: dict[str, int] | None = None, requested_scope: list[dict] | None = None) -> uuid.UUID:
+def spawn(
+    lease: Lease,
+    seq: int,
+    recorded: Recorded | None,
+    *,
+    agent: str,
+    input: dict,
+    owner: str,
+    root_id,
+    limits: dict[str, int] | None = None,
+    requested_scope: list[dict] | None = None,
+) -> uuid.UUID:
     """Create the child and journal its id in one fenced transaction, or journal why it
     was refused (SpawnRefused, replayed the same way). `requested_scope` (checked by the
     caller, runtime/worker/authority.py) is stored on the child in that transaction:
@@ -62,18 +72,28 @@ def spawn(lease: Lease, seq: int, recorded: Recorded | None, *, agent: str, inpu
             fence(lease, "child")
             breakers.spawn_admit(lease, root_id=root_id, limits=limits or breakers.limits_of(lease.task_id))
             child = insert_task(
-                agent=agent, input_text=input_text, digest=digest, tenant=lease.tenant, owner=owner,
-                pool=spec.pool or default_pool_name(), actor=f"task:{lease.task_id}",
-                parent_id=lease.task_id, root_id=root_id, spawn_seq=seq, requested_scope=requested_scope,
+                agent=agent,
+                input_text=input_text,
+                digest=digest,
+                tenant=lease.tenant,
+                owner=owner,
+                pool=spec.pool or default_pool_name(),
+                actor=f"task:{lease.task_id}",
+                parent_id=lease.task_id,
+                root_id=root_id,
+                spawn_seq=seq,
+                requested_scope=requested_scope,
             ).task_id
-            journal.write(lease, seq=seq, name=name, kind="spawn", output=json.dumps({"task_id": str(child)}),
-                          started=started)
+            journal.write(
+                lease, seq=seq, name=name, kind="spawn", output=json.dumps({"task_id": str(child)}), started=started
+            )
         return child
     except BreakerTripped:
         raise  # nothing journaled: the executor blocks the task, a resume asks again
     except StewardError as exc:
-        journal.write(lease, seq=seq, name=name, kind="spawn", error={"type": exc.code, "message": exc.message},
-                      started=started)
+        journal.write(
+            lease, seq=seq, name=name, kind="spawn", error={"type": exc.code, "message": exc.message}, started=started
+        )
         raise SpawnRefused(name, exc.code, exc.message) from exc
 
 

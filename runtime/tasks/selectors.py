@@ -35,7 +35,7 @@ def task_get(task_id, *, tenant: str | None = None) -> Task:
     try:
         tasks = Task.objects.filter(id=task_id)
         task = (tasks.filter(tenant=tenant) if tenant is not None else tasks).first()
-    except Exception:  # noqa: BLE001 - a malformed UUID is not found, not a crash
+    except Exception:
         task = None
     if task is None:
         raise TaskNotFound(f"no task {task_id}", task=str(task_id))
@@ -69,17 +69,24 @@ def task_id_from_prefix(value) -> uuid.UUID:
     """
     digits = arguments.task_id_prefix(value)
     low, high = uuid.UUID(digits.ljust(32, "0")), uuid.UUID(digits.ljust(32, "f"))
-    found = list(Task.objects.filter(id__gte=low, id__lte=high).order_by("id")
-                 .values_list("id", "agent", "status")[:AMBIGUOUS_SHOWN + 1])
+    found = list(
+        Task.objects.filter(id__gte=low, id__lte=high)
+        .order_by("id")
+        .values_list("id", "agent", "status")[: AMBIGUOUS_SHOWN + 1]
+    )
     if not found:
-        raise TaskNotFound(f"no task {value}" if len(digits) == 32 else f"no task id starts with {value}",
-                           task=str(value))
+        raise TaskNotFound(
+            f"no task {value}" if len(digits) == 32 else f"no task id starts with {value}", task=str(value)
+        )
     if len(found) > 1:
         more = "more than " if len(found) > AMBIGUOUS_SHOWN else ""
         shown = ", ".join(f"{task_id} ({agent}, {status})" for task_id, agent, status in found[:AMBIGUOUS_SHOWN])
-        raise AmbiguousTaskId(f"{value} begins {more}{min(len(found), AMBIGUOUS_SHOWN)} task ids: {shown}"
-                              f"{', ...' if more else ''}; give more of the id",
-                              prefix=str(value), matches=[str(row[0]) for row in found[:AMBIGUOUS_SHOWN]])
+        raise AmbiguousTaskId(
+            f"{value} begins {more}{min(len(found), AMBIGUOUS_SHOWN)} task ids: {shown}"
+            f"{', ...' if more else ''}; give more of the id",
+            prefix=str(value),
+            matches=[str(row[0]) for row in found[:AMBIGUOUS_SHOWN]],
+        )
     return found[0][0]
 
 
@@ -93,8 +100,11 @@ def task_detail(task_id, *, step_limit: int = 200, audit_limit: int = 200, child
         steps=list(task.steps.order_by("-seq")[:step_limit])[::-1],
         effects=list(task.effects.order_by("step_seq")),
         children=list(task.children.order_by("spawn_seq")[:child_limit]),
-        audit=list(AuditEvent.objects.filter(chain=chain_of(task_id=task.id, tenant=task.tenant))
-                   .order_by("-chain_seq")[:audit_limit])[::-1],
+        audit=list(
+            AuditEvent.objects.filter(chain=chain_of(task_id=task.id, tenant=task.tenant)).order_by("-chain_seq")[
+                :audit_limit
+            ]
+        )[::-1],
     )
 
 
@@ -104,9 +114,19 @@ TASKS_BY_ID = Keyset("tasks", ("id",), lambda key: [str(key[0])], lambda raw: (u
 TASKS_BY_SPAWN = Keyset("tasks.children", ("spawn_seq",), list, lambda raw: (int(raw[0]),))
 
 
-def task_page(*, tenant: str | None = None, status: str | None = None, agent: str | None = None,
-              pool: str | None = None, parent=None, root=None, created_after: datetime | None = None,
-              created_before: datetime | None = None, after: str | None = None, limit: int = 50) -> Page[Task]:
+def task_page(
+    *,
+    tenant: str | None = None,
+    status: str | None = None,
+    agent: str | None = None,
+    pool: str | None = None,
+    parent=None,
+    root=None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    after: str | None = None,
+    limit: int = 50,
+) -> Page[Task]:
     """Tasks newest first (by id: ids are time-ordered, runtime/ids.py).
 
     The driving index, by the filters given: `parent` walks the parent's children by
@@ -117,15 +137,30 @@ def task_page(*, tenant: str | None = None, status: str | None = None, agent: st
     carry their creation millisecond), so it is never residual there. Every other
     filter is residual (runtime/paging.py).
     """
-    filters = {"tenant": tenant, "status": status, "agent": agent, "pool": pool, "parent": parent,
-               "root": root, "created_after": created_after, "created_before": created_before}
+    filters = {
+        "tenant": tenant,
+        "status": status,
+        "agent": agent,
+        "pool": pool,
+        "parent": parent,
+        "root": root,
+        "created_after": created_after,
+        "created_before": created_before,
+    }
     if status is not None and status not in states.TASK_STATUSES:
         raise InvalidInput(f"status must be one of {', '.join(states.TASK_STATUSES)}", field="status")
-    equal = {"tenant": tenant, "status": status, "agent": agent, "pool_id": pool,
-             "parent_id": arguments.task_filter(parent, "parent"), "root_id": arguments.task_filter(root, "root")}
+    equal = {
+        "tenant": tenant,
+        "status": status,
+        "agent": agent,
+        "pool_id": pool,
+        "parent_id": arguments.task_filter(parent, "parent"),
+        "root_id": arguments.task_filter(root, "root"),
+    }
     equal = {k: v for k, v in equal.items() if v is not None}
-    created = {k: v for k, v in (("created_at__gte", created_after), ("created_at__lt", created_before))
-               if v is not None}
+    created = {
+        k: v for k, v in (("created_at__gte", created_after), ("created_at__lt", created_before)) if v is not None
+    }
 
     if "parent_id" in equal:
         driving_on, keyset = ("parent_id",), TASKS_BY_SPAWN
@@ -139,8 +174,7 @@ def task_page(*, tenant: str | None = None, status: str | None = None, agent: st
     if keyset is TASKS_BY_ID:
         driving = driving.filter(_id_range(created_after, created_before), **created)
         created = {}
-    return keyset_page(driving, keyset=keyset, filters=filters, after=after, limit=limit,
-                       residual={**equal, **created})
+    return keyset_page(driving, keyset=keyset, filters=filters, after=after, limit=limit, residual={**equal, **created})
 
 
 def _id_range(created_after: datetime | None, created_before: datetime | None) -> Q:
@@ -166,8 +200,9 @@ def task_counts(*, tenant: str) -> dict[str, int]:
     over a day's id range (ids carry their creation time) and the cost stays flat."""
     counts = dict.fromkeys(states.TASK_STATUSES, 0)
     live = Task.objects.filter(tenant=tenant, status__in=states.LIVE).values("status").annotate(n=Count("id"))
-    recent = Task.objects.filter(tenant=tenant, status__in=states.TERMINAL,
-                                 id__gte=uuid7_floor(epoch_ms(timezone.now() - RECENT)))
+    recent = Task.objects.filter(
+        tenant=tenant, status__in=states.TERMINAL, id__gte=uuid7_floor(epoch_ms(timezone.now() - RECENT))
+    )
     for row in [*live, *recent.values("status").annotate(n=Count("id"))]:
         counts[row["status"]] = row["n"]
     return counts
@@ -207,17 +242,22 @@ def step_page(*, task, tenant: str | None = None, after: str | None = None, limi
     key: a journal of thousands of steps is read a page at a time, never whole. With
     `tenant`, another tenant's task is TASK_NOT_FOUND."""
     found = task_get(task, tenant=tenant)
-    return keyset_page(Step.objects.filter(task_id=found.id), keyset=STEPS_BY_SEQ,
-                       filters={"task": found.id}, after=after, limit=limit)
+    return keyset_page(
+        Step.objects.filter(task_id=found.id), keyset=STEPS_BY_SEQ, filters={"task": found.id}, after=after, limit=limit
+    )
 
 
-def attempt_page(*, task, tenant: str | None = None, after: str | None = None,
-                 limit: int = 50) -> Page[Attempt]:
+def attempt_page(*, task, tenant: str | None = None, after: str | None = None, limit: int = 50) -> Page[Attempt]:
     """A task's attempts, newest epoch first, off attempt_one_per_epoch (task, epoch): a
     task that slept or waited a thousand times has a thousand attempts."""
     found = task_get(task, tenant=tenant)
-    return keyset_page(Attempt.objects.filter(task_id=found.id), keyset=ATTEMPTS_BY_EPOCH,
-                       filters={"task": found.id}, after=after, limit=limit)
+    return keyset_page(
+        Attempt.objects.filter(task_id=found.id),
+        keyset=ATTEMPTS_BY_EPOCH,
+        filters={"task": found.id},
+        after=after,
+        limit=limit,
+    )
 
 
 # --- the journal in call order, and the statuses of rows a list shows (the console) ------------
@@ -265,12 +305,13 @@ NEW_COUNTED_MAX = 100
 
 @dataclass(frozen=True)
 class TaskChanges:
-    tasks: dict[str, Task]    # task id (text) -> the task now, for the ids asked about (this tenant's)
-    newer: int                # tasks matching the filters made after `newer_than`, up to NEW_COUNTED_MAX
+    tasks: dict[str, Task]  # task id (text) -> the task now, for the ids asked about (this tenant's)
+    newer: int  # tasks matching the filters made after `newer_than`, up to NEW_COUNTED_MAX
 
 
-def task_changes(*, tenant: str, ids, newer_than=None, status: str | None = None, agent: str | None = None,
-                 parent=None, root=None) -> TaskChanges:
+def task_changes(
+    *, tenant: str, ids, newer_than=None, status: str | None = None, agent: str | None = None, parent=None, root=None
+) -> TaskChanges:
     """What a list on screen needs to stay current without moving: each row it shows
     as it is now (primary-key lookups, at most a page), and how many matching tasks
     arrived after its snapshot (ids are time-ordered, so "after" is an id range on the
@@ -279,16 +320,19 @@ def task_changes(*, tenant: str, ids, newer_than=None, status: str | None = None
     for value in list(ids)[:STEPS_SHOWN_MAX]:
         try:
             wanted.append(arguments.task_id(value))
-        except Exception:  # noqa: BLE001 - a malformed id names no task
+        except Exception:
             continue
     tasks = {str(task.id): task for task in Task.objects.filter(tenant=tenant, id__in=wanted)}
     newer = 0
     if newer_than is not None:
         newest = arguments.task_filter(newer_than, "newer_than")
         matching = Task.objects.filter(tenant=tenant, id__gt=newest)
-        for field, value in (("status", status), ("agent", agent),
-                             ("parent_id", arguments.task_filter(parent, "parent")),
-                             ("root_id", arguments.task_filter(root, "root"))):
+        for field, value in (
+            ("status", status),
+            ("agent", agent),
+            ("parent_id", arguments.task_filter(parent, "parent")),
+            ("root_id", arguments.task_filter(root, "root")),
+        ):
             if value is not None:
                 matching = matching.filter(**{field: value})
         newer = len(matching.values_list("id", flat=True)[:NEW_COUNTED_MAX])

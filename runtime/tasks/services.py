@@ -32,8 +32,16 @@ class Submission:
     status: str
 
 
-def task_submit(*, agent: str, input, tenant: str, owner: str, actor: str,
-                idempotency_key: str | None = None, pool: str | None = None) -> Submission:
+def task_submit(
+    *,
+    agent: str,
+    input,
+    tenant: str,
+    owner: str,
+    actor: str,
+    idempotency_key: str | None = None,
+    pool: str | None = None,
+) -> Submission:
     """Create a task, or return the one this caller key already made.
 
     1. Check the identifiers against their columns (INVALID_IDENTIFIER), the agent name
@@ -57,30 +65,63 @@ def task_submit(*, agent: str, input, tenant: str, owner: str, actor: str,
         arguments.pool_name(pool)
     input_text, digest = validate_input(spec, input)
     return insert_task(
-        agent=agent, input_text=input_text, digest=digest,
-        tenant=tenant, owner=owner, pool=pool or spec.pool or default_pool_name(), actor=actor,
+        agent=agent,
+        input_text=input_text,
+        digest=digest,
+        tenant=tenant,
+        owner=owner,
+        pool=pool or spec.pool or default_pool_name(),
+        actor=actor,
         key=idempotency_key,
     )
 
 
-def insert_task(*, agent: str, input_text: str, digest: str, tenant: str, owner: str, pool: str,
-                actor: str, key: str | None = None, parent_id=None, root_id=None,
-                spawn_seq: int | None = None, requested_scope: list[dict] | None = None) -> Submission:
+def insert_task(
+    *,
+    agent: str,
+    input_text: str,
+    digest: str,
+    tenant: str,
+    owner: str,
+    pool: str,
+    actor: str,
+    key: str | None = None,
+    parent_id=None,
+    root_id=None,
+    spawn_seq: int | None = None,
+    requested_scope: list[dict] | None = None,
+) -> Submission:
     """Run steward_submit on the caller's transaction (or autocommit) and map its outcome.
     A child's `requested_scope` (already checked) is set on the row it created, in the
     caller's transaction (ctx.spawn's), and named in its `task.submitted` event."""
     params = {
         # None: steward_submit mints a time-ordered id from its own clock (runtime/ids.py).
-        "id": None, "agent": agent, "input": input_text, "digest": digest, "tenant": tenant,
-        "owner": owner, "pool": pool, "key": key, "actor": actor, "parent": parent_id,
-        "root": root_id, "spawn_seq": spawn_seq,
+        "id": None,
+        "agent": agent,
+        "input": input_text,
+        "digest": digest,
+        "tenant": tenant,
+        "owner": owner,
+        "pool": pool,
+        "key": key,
+        "actor": actor,
+        "parent": parent_id,
+        "root": root_id,
+        "spawn_seq": spawn_seq,
         # What was asked for, as evidence (the task row is not hashed); absent, not null,
         # when there is no caller key or no parent.
-        "audit": json.dumps(with_via({"agent": agent, "pool": pool, "owner": owner,
-                                      **({"key": key} if key is not None else {}),
-                                      **({"parent": str(parent_id)} if parent_id else {}),
-                                      **({"requested_scope": requested_scope}
-                                         if requested_scope is not None else {})})),
+        "audit": json.dumps(
+            with_via(
+                {
+                    "agent": agent,
+                    "pool": pool,
+                    "owner": owner,
+                    **({"key": key} if key is not None else {}),
+                    **({"parent": str(parent_id)} if parent_id else {}),
+                    **({"requested_scope": requested_scope} if requested_scope is not None else {}),
+                }
+            )
+        ),
     }
     outcome, found_id, status, admitted, max_running, max_queued, wake = _submit(params)
     if outcome == "no_pool":
@@ -92,13 +133,17 @@ def insert_task(*, agent: str, input_text: str, digest: str, tenant: str, owner:
         if outcome == "no_pool":  # removed again between the two statements (pool_remove)
             raise unknown_pool(pool)
     if outcome == "conflict":
-        raise IdempotencyConflict(f"idempotency key {key!r} was already used for a different agent or input",
-                                  task_id=str(found_id))
+        raise IdempotencyConflict(
+            f"idempotency key {key!r} was already used for a different agent or input", task_id=str(found_id)
+        )
     if outcome == "queue_full":
         raise QueueFull(
             f"pool {pool!r} is full: {admitted} tasks running or queued, "
             f"limit {max_running} running + {max_queued} queued",
-            pool=pool, admitted=admitted, max_running=max_running, max_queued=max_queued,
+            pool=pool,
+            admitted=admitted,
+            max_running=max_running,
+            max_queued=max_queued,
         )
     if requested_scope is not None and outcome == "created":
         # Before the child can be claimed: the caller's transaction has not committed.
@@ -115,8 +160,11 @@ def _submit(params: dict):
         if exc.sqlstate != AGENT_STOPPED_SQLSTATE:
             raise
         # The kill switch (runtime/stops/, migration 0014's trigger): nothing was inserted.
-        raise AgentStopped(f"agent {params['agent']!r} is stopped in tenant {params['tenant']!r}: submission is "
-                           f"closed until an operator reopens it", agent=params["agent"]) from None
+        raise AgentStopped(
+            f"agent {params['agent']!r} is stopped in tenant {params['tenant']!r}: submission is "
+            f"closed until an operator reopens it",
+            agent=params["agent"],
+        ) from None
 
 
 def validate_input(spec: agents.AgentSpec, value) -> tuple[str, str]:
@@ -134,10 +182,19 @@ def validate_input(spec: agents.AgentSpec, value) -> tuple[str, str]:
             errors = exc.errors(include_url=False) if hasattr(exc, "errors") else str(exc)
             # `fields` is the same list the API's own request validation answers
             # (each failing field's location and why); `errors` is pydantic's full account.
-            fields = [{"loc": ["input", *(str(p) for p in e.get("loc", ()))], "msg": str(e.get("msg", "invalid"))}
-                      for e in errors] if isinstance(errors, list) else [{"loc": ["input"], "msg": errors}]
-            raise InvalidInput(f"input does not match {spec.name}'s schema: {_schema_problems(errors)}",
-                               errors=json.loads(json.dumps(errors, default=str)), fields=fields) from None
+            fields = (
+                [
+                    {"loc": ["input", *(str(p) for p in e.get("loc", ()))], "msg": str(e.get("msg", "invalid"))}
+                    for e in errors
+                ]
+                if isinstance(errors, list)
+                else [{"loc": ["input"], "msg": errors}]
+            )
+            raise InvalidInput(
+                f"input does not match {spec.name}'s schema: {_schema_problems(errors)}",
+                errors=json.loads(json.dumps(errors, default=str)),
+                fields=fields,
+            ) from None
     return text, digest
 
 
@@ -204,46 +261,74 @@ def task_resume(*, task_id, actor: str, note: str = "", limits: dict | None = No
         if paused:
             pauses.tree_lock(task.root_id)
         if task.attempts.filter(ended_at__isnull=True).exists():
-            raise InvalidTransition(f"task {task.id} still has a running attempt; wait for it to stop",
-                                    status=task.status)
+            raise InvalidTransition(
+                f"task {task.id} still has a running attempt; wait for it to stop", status=task.status
+            )
         resumable = ~Q(status=states.BLOCKED) | Q(blocked_reason__in=RESUMABLE_BLOCKS)
         overrides = {**(task.breaker_limits or {}), **raised} if raised else task.breaker_limits
         # The row read above may be stale by now; the UPDATE's WHERE decides. The limits
         # are merged over those read, so it also requires them unchanged: another
         # operator's resume (which then ran, and tripped again) may have set some.
-        unchanged = (Q(breaker_limits__isnull=True) if task.breaker_limits is None
-                     else Q(breaker_limits=task.breaker_limits))
+        unchanged = (
+            Q(breaker_limits__isnull=True) if task.breaker_limits is None else Q(breaker_limits=task.breaker_limits)
+        )
         won = Task.objects.filter(resumable, unchanged, id=task.id, status__in=states.sources("resume")).update(
-            status=states.QUEUED, next_reason=states.RESUME, crash_count=0, queued_at=Now(),
-            finished_at=None, status_note=f"resumed by {actor}", updated_at=Now(),
-            blocked_reason=None, blocked_decision=None, breaker=None, breaker_limits=overrides,
-            stop=None, stop_deadline=None,
+            status=states.QUEUED,
+            next_reason=states.RESUME,
+            crash_count=0,
+            queued_at=Now(),
+            finished_at=None,
+            status_note=f"resumed by {actor}",
+            updated_at=Now(),
+            blocked_reason=None,
+            blocked_decision=None,
+            breaker=None,
+            breaker_limits=overrides,
+            stop=None,
+            stop_deadline=None,
         )
         if not won:
             # Another operator (a resume, a cancel, a resolve) or the worker moved it first,
             # or it is blocked on an unknown effect: read again for the refusal.
             now = Task.objects.filter(id=task.id).values("status", "blocked_reason").get()
             if now["status"] == states.BLOCKED and now["blocked_reason"] == states.EFFECT_UNKNOWN:
-                raise InvalidTransition(f"task {task.id} is blocked on an unknown effect; resolve the effect "
-                                        f"(resolve-effect) instead of resuming", status=now["status"],
-                                        blocked_reason=now["blocked_reason"])
+                raise InvalidTransition(
+                    f"task {task.id} is blocked on an unknown effect; resolve the effect "
+                    f"(resolve-effect) instead of resuming",
+                    status=now["status"],
+                    blocked_reason=now["blocked_reason"],
+                )
             if now["status"] == states.BLOCKED and now["blocked_reason"] not in RESUMABLE_BLOCKS:
-                raise InvalidTransition(f"task {task.id} is blocked ({now['blocked_reason']}); its decision "
-                                        f"releases it, not a resume", status=now["status"],
-                                        blocked_reason=now["blocked_reason"])
-            raise InvalidTransition(f"task {task.id} is {now['status']}; resume starts from "
-                                    f"{', '.join(states.sources('resume'))}", status=now["status"])
+                raise InvalidTransition(
+                    f"task {task.id} is blocked ({now['blocked_reason']}); its decision releases it, not a resume",
+                    status=now["status"],
+                    blocked_reason=now["blocked_reason"],
+                )
+            raise InvalidTransition(
+                f"task {task.id} is {now['status']}; resume starts from {', '.join(states.sources('resume'))}",
+                status=now["status"],
+            )
         blocked = {}
         if task.status == states.BLOCKED:
-            blocked = {"blocked_reason": task.blocked_reason,
-                       **({"decision_id": str(task.blocked_decision_id)} if task.blocked_decision_id else {}),
-                       **({"breaker": task.breaker} if task.breaker else {})}
-        lifted = pauses.tree_release(root_id=task.root_id, task_id=task.id, actor=actor, note=note) \
-            if paused else None
-        audit_append(actor=actor, tenant=task.tenant, task_id=task.id, kind="task.resumed",
-                     data={"from": task.status, "note": note, **blocked,
-                           **({"limits": raised} if raised else {}),
-                           **({"tree_pause_lifted": lifted.pause_id, "tree_queued": lifted.queued} if lifted else {})})
+            blocked = {
+                "blocked_reason": task.blocked_reason,
+                **({"decision_id": str(task.blocked_decision_id)} if task.blocked_decision_id else {}),
+                **({"breaker": task.breaker} if task.breaker else {}),
+            }
+        lifted = pauses.tree_release(root_id=task.root_id, task_id=task.id, actor=actor, note=note) if paused else None
+        audit_append(
+            actor=actor,
+            tenant=task.tenant,
+            task_id=task.id,
+            kind="task.resumed",
+            data={
+                "from": task.status,
+                "note": note,
+                **blocked,
+                **({"limits": raised} if raised else {}),
+                **({"tree_pause_lifted": lifted.pause_id, "tree_queued": lifted.queued} if lifted else {}),
+            },
+        )
         dispatch.pool_has_work(task.pool_id)
     return Resumed(lifted.pause_id, lifted.queued) if lifted else Resumed()
 

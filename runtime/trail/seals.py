@@ -42,7 +42,7 @@ LOOKBACK_LEASES = 2
 @dataclass(frozen=True)
 class SealProblem:
     tenant: str
-    problem: str   # "seal": the seal chain itself; "missing" / "changed": a sealed head
+    problem: str  # "seal": the seal chain itself; "missing" / "changed": a sealed head
     detail: str
     chain: str = ""
     chain_seq: int | None = None
@@ -69,10 +69,15 @@ def audit_seal(*, every: float | None = None) -> list[AuditSeal]:
         previous = AuditSeal.objects.filter(tenant=tenant).order_by("-seq").first()
         if previous is not None and previous.sealed_at > now - timedelta(seconds=every):
             continue
-        since = (previous.sealed_at - timedelta(seconds=LOOKBACK_LEASES * config.lease_seconds())
-                 if previous is not None else datetime.min.replace(tzinfo=now.tzinfo))
-        heads = {chain: [seq, bytes(digest).hex()]
-                 for chain, seq, digest in db.fetchall("audit_seal_heads", {"tenant": tenant, "since": since})}
+        since = (
+            previous.sealed_at - timedelta(seconds=LOOKBACK_LEASES * config.lease_seconds())
+            if previous is not None
+            else datetime.min.replace(tzinfo=now.tzinfo)
+        )
+        heads = {
+            chain: [seq, bytes(digest).hex()]
+            for chain, seq, digest in db.fetchall("audit_seal_heads", {"tenant": tenant, "since": since})
+        }
         if previous is not None and not _moved(heads, previous.heads):
             continue
         seq = previous.seq + 1 if previous is not None else 1
@@ -80,8 +85,11 @@ def audit_seal(*, every: float | None = None) -> list[AuditSeal]:
         mac = _mac(key, tenant=tenant, seq=seq, sealed_at=now, heads=heads, prev_mac=prev_mac, key_id=key_id)
         try:
             with transaction.atomic():
-                made.append(AuditSeal.objects.create(tenant=tenant, seq=seq, sealed_at=now, heads=heads,
-                                                     key_id=key_id, prev_mac=prev_mac, mac=mac))
+                made.append(
+                    AuditSeal.objects.create(
+                        tenant=tenant, seq=seq, sealed_at=now, heads=heads, key_id=key_id, prev_mac=prev_mac, mac=mac
+                    )
+                )
         except IntegrityError:
             continue  # another supervisor sealed this tenant first
     return made
@@ -97,52 +105,94 @@ def seal_problems(*, tenant: str | None = None) -> list[SealProblem]:
         for seal in AuditSeal.objects.filter(tenant=name).order_by("seq").iterator(chunk_size=100):
             expected_seq = previous.seq + 1 if previous is not None else 1
             if seal.seq != expected_seq:
-                problems.append(SealProblem(name, "seal", f"seals #{expected_seq} to #{seal.seq - 1} are missing",
-                                            seal=seal.seq))
+                problems.append(
+                    SealProblem(name, "seal", f"seals #{expected_seq} to #{seal.seq - 1} are missing", seal=seal.seq)
+                )
             if bytes(seal.prev_mac) != (bytes(previous.mac) if previous is not None else b""):
-                problems.append(SealProblem(name, "seal", f"seal #{seal.seq} does not link to the seal before it",
-                                            seal=seal.seq))
+                problems.append(
+                    SealProblem(name, "seal", f"seal #{seal.seq} does not link to the seal before it", seal=seal.seq)
+                )
             key = keys.get(seal.key_id)
             if key is None:
-                problems.append(SealProblem(name, "seal", f"seal #{seal.seq} was made with key {seal.key_id}, "
-                                            "which is not configured (STEWARD_AUDIT_SEAL_OLD_KEYS)", seal=seal.seq))
-            elif not hmac.compare_digest(bytes(seal.mac), _mac(key, tenant=name, seq=seal.seq,
-                                                               sealed_at=seal.sealed_at, heads=seal.heads,
-                                                               prev_mac=bytes(seal.prev_mac), key_id=seal.key_id)):
-                problems.append(SealProblem(name, "seal", f"seal #{seal.seq} is not authentic: its MAC does not "
-                                            "match its content", seal=seal.seq))
+                problems.append(
+                    SealProblem(
+                        name,
+                        "seal",
+                        f"seal #{seal.seq} was made with key {seal.key_id}, "
+                        "which is not configured (STEWARD_AUDIT_SEAL_OLD_KEYS)",
+                        seal=seal.seq,
+                    )
+                )
+            elif not hmac.compare_digest(
+                bytes(seal.mac),
+                _mac(
+                    key,
+                    tenant=name,
+                    seq=seal.seq,
+                    sealed_at=seal.sealed_at,
+                    heads=seal.heads,
+                    prev_mac=bytes(seal.prev_mac),
+                    key_id=seal.key_id,
+                ),
+            ):
+                problems.append(
+                    SealProblem(
+                        name,
+                        "seal",
+                        f"seal #{seal.seq} is not authentic: its MAC does not match its content",
+                        seal=seal.seq,
+                    )
+                )
             previous = seal
         for chain, seq, seal_seq, what in db.fetchall("audit_sealed_heads_missing", {"tenant": name}):
-            detail = (f"row #{seq}, sealed by seal #{seal_seq}, is gone (its newest rows or the whole chain "
-                      "were deleted)" if what == "missing" else
-                      f"row #{seq} no longer has the hash seal #{seal_seq} recorded")
+            detail = (
+                f"row #{seq}, sealed by seal #{seal_seq}, is gone (its newest rows or the whole chain were deleted)"
+                if what == "missing"
+                else f"row #{seq} no longer has the hash seal #{seal_seq} recorded"
+            )
             problems.append(SealProblem(name, what, detail, chain=chain, chain_seq=seq, seal=seal_seq))
     return problems
 
 
 def sealed_heads(*, tenants: list[str]) -> dict[str, tuple[int, bytes]]:
     """Each chain's latest sealed head, to verify only the rows written after it."""
-    return {chain: (seq, bytes(digest)) for chain, seq, digest in db.fetchall("audit_sealed_heads",
-                                                                              {"tenants": tenants})}
+    return {
+        chain: (seq, bytes(digest)) for chain, seq, digest in db.fetchall("audit_sealed_heads", {"tenants": tenants})
+    }
 
 
 def seal_export(seal: AuditSeal) -> dict:
     """A seal as JSON, for safekeeping outside the database."""
-    return {"tenant": seal.tenant, "seq": seal.seq, "sealed_at": seal.sealed_at.isoformat(), "heads": seal.heads,
-            "key_id": seal.key_id, "prev_mac": bytes(seal.prev_mac).hex(), "mac": bytes(seal.mac).hex()}
+    return {
+        "tenant": seal.tenant,
+        "seq": seal.seq,
+        "sealed_at": seal.sealed_at.isoformat(),
+        "heads": seal.heads,
+        "key_id": seal.key_id,
+        "prev_mac": bytes(seal.prev_mac).hex(),
+        "mac": bytes(seal.mac).hex(),
+    }
 
 
 def _moved(heads: dict, sealed: dict) -> bool:
     return any(sealed.get(chain) != head for chain, head in heads.items())
 
 
-def _mac(key: bytes, *, tenant: str, seq: int, sealed_at: datetime, heads: dict, prev_mac: bytes,
-         key_id: str) -> bytes:
-    body = json.dumps({"tenant": tenant, "seq": seq, "sealed_at": _micros(sealed_at), "heads": heads,
-                       "prev_mac": prev_mac.hex(), "key_id": key_id}, sort_keys=True, separators=(",", ":"))
+def _mac(key: bytes, *, tenant: str, seq: int, sealed_at: datetime, heads: dict, prev_mac: bytes, key_id: str) -> bytes:
+    body = json.dumps(
+        {
+            "tenant": tenant,
+            "seq": seq,
+            "sealed_at": _micros(sealed_at),
+            "heads": heads,
+            "prev_mac": prev_mac.hex(),
+            "key_id": key_id,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     return hmac.new(key, body.encode(), hashlib.sha256).digest()
 
 
 def _micros(when: datetime) -> int:
     return round(when.timestamp() * 1_000_000)
-

@@ -4,7 +4,7 @@ newest first, or one task's chain."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from runtime import arguments
 from runtime.audit import chain_of
@@ -13,17 +13,26 @@ from runtime.models import AuditEvent, AuditSeal
 from runtime.paging import Keyset, Page, keyset_page
 from runtime.trail.seals import seal_export
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-AUDIT_BY_TIME = Keyset("audit", ("at", "id"), lambda key: [_micros(key[0]), key[1]],
-                       lambda raw: (_from_micros(int(raw[0])), int(raw[1])))
+AUDIT_BY_TIME = Keyset(
+    "audit", ("at", "id"), lambda key: [_micros(key[0]), key[1]], lambda raw: (_from_micros(int(raw[0])), int(raw[1]))
+)
 AUDIT_BY_CHAIN = Keyset("audit.task", ("chain_seq",), list, lambda raw: (int(raw[0]),))
 
 
-def audit_page(*, tenant: str, task=None, actor: str | None = None, kind: str | None = None,
-               since: datetime | None = None, until: datetime | None = None, after: str | None = None,
-               limit: int = 50) -> Page[AuditEvent]:
+def audit_page(
+    *,
+    tenant: str,
+    task=None,
+    actor: str | None = None,
+    kind: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    after: str | None = None,
+    limit: int = 50,
+) -> Page[AuditEvent]:
     """A tenant's audit trail newest first: by time (audit_tenant_at: tenant, at, id),
     with `since` (inclusive) and `until` (exclusive) as bounds on the same index; or, with
     `task`, that task's chain by sequence (audit_chain_seq). Actor and kind are residual.
@@ -36,11 +45,19 @@ def audit_page(*, tenant: str, task=None, actor: str | None = None, kind: str | 
     if task is not None:
         chain = chain_of(task_id=arguments.task_filter(task, "task"), tenant=tenant)
         driving = AuditEvent.objects.filter(chain=chain, tenant=tenant)
-        return keyset_page(driving, keyset=AUDIT_BY_CHAIN, filters=filters, after=after, limit=limit,
-                           residual={**residual, **timed})
+        return keyset_page(
+            driving, keyset=AUDIT_BY_CHAIN, filters=filters, after=after, limit=limit, residual={**residual, **timed}
+        )
     driving = AuditEvent.objects.filter(tenant=tenant, **timed)
-    return keyset_page(driving, keyset=AUDIT_BY_TIME, filters=filters, after=after, limit=limit,
-                       residual=residual, past=_before_in_time)
+    return keyset_page(
+        driving,
+        keyset=AUDIT_BY_TIME,
+        filters=filters,
+        after=after,
+        limit=limit,
+        residual=residual,
+        past=_before_in_time,
+    )
 
 
 def _before_in_time(qs, key):
@@ -68,21 +85,31 @@ def audit_seals(*, tenant: str | None = None):
 
 def audit_get(event_id, *, tenant: str) -> AuditEvent:
     """One of a tenant's audit events, or AUDIT_EVENT_NOT_FOUND (another tenant's too)."""
-    event = AuditEvent.objects.filter(id=arguments.bounded("event", event_id, minimum=1, maximum=2**63 - 1),
-                                      tenant=tenant).first()
+    event = AuditEvent.objects.filter(
+        id=arguments.bounded("event", event_id, minimum=1, maximum=2**63 - 1), tenant=tenant
+    ).first()
     if event is None:
         raise AuditEventNotFound(f"no audit event #{event_id}", event=event_id)
     return event
 
 
-def audit_iter(*, tenant: str, task=None, actor: str | None = None, kind: str | None = None,
-               since: datetime | None = None, until: datetime | None = None, batch: int = 500):
+def audit_iter(
+    *,
+    tenant: str,
+    task=None,
+    actor: str | None = None,
+    kind: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    batch: int = 500,
+):
     """Every event audit_page would show for these filters, page after page, in the same
     order: what an export of "the current filter" streams. Nothing is held between pages."""
     after = None
     while True:
-        page = audit_page(tenant=tenant, task=task, actor=actor, kind=kind, since=since, until=until,
-                          after=after, limit=batch)
+        page = audit_page(
+            tenant=tenant, task=task, actor=actor, kind=kind, since=since, until=until, after=after, limit=batch
+        )
         yield from page.items
         if page.next is None:
             return
@@ -94,9 +121,24 @@ def audit_export_line(event: AuditEvent) -> str:
     (chain, chain_seq, prev_hash, hash) and its time to the microsecond (part of its
     hash), so that a copy kept outside the database can be verified row by row. The
     API's and the console's exports write exactly this."""
-    return json.dumps({
-        "id": event.id, "at": event.at.isoformat(), "tenant": event.tenant, "actor": event.actor,
-        "kind": event.kind, "task": str(event.task_id) if event.task_id else None, "data": event.data,
-        "chain": event.chain, "chain_seq": event.chain_seq,
-        "prev_hash": bytes(event.prev_hash).hex(), "hash": bytes(event.hash).hex(),
-    }, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return (
+        json.dumps(
+            {
+                "id": event.id,
+                "at": event.at.isoformat(),
+                "tenant": event.tenant,
+                "actor": event.actor,
+                "kind": event.kind,
+                "task": str(event.task_id) if event.task_id else None,
+                "data": event.data,
+                "chain": event.chain,
+                "chain_seq": event.chain_seq,
+                "prev_hash": bytes(event.prev_hash).hex(),
+                "hash": bytes(event.hash).hex(),
+            },
+            sort_keys=True,
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        + "\n"
+    )

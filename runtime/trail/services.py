@@ -16,8 +16,17 @@ from runtime import arguments, db
 from runtime.audit import acting_through, audit_append
 from runtime.trail.seals import SealProblem, audit_seal, seal_problems
 
-__all__ = ["acting_through", "audit_record", "audit_verify", "audit_problems", "audit_check", "audit_seal",
-           "AuditCheck", "Tampered", "Progress"]
+__all__ = [
+    "acting_through",
+    "audit_record",
+    "audit_verify",
+    "audit_problems",
+    "audit_check",
+    "audit_seal",
+    "AuditCheck",
+    "Tampered",
+    "Progress",
+]
 
 
 def audit_record(*, actor: str, tenant: str, kind: str, data: dict | None = None, task_id=None) -> int:
@@ -49,8 +58,8 @@ class Tampered:
 
 @dataclass(frozen=True)
 class Progress:
-    rows: int        # rows checked so far
-    seconds: float   # since the verification began
+    rows: int  # rows checked so far
+    seconds: float  # since the verification began
 
     @property
     def rows_per_second(self) -> float:
@@ -60,6 +69,7 @@ class Progress:
 @dataclass(frozen=True)
 class AuditCheck:
     """What a verify found: the chains walked row by row, and the seals over them."""
+
     tenant: str | None
     rows: int
     seconds: float
@@ -104,23 +114,36 @@ STREAMS = 2  # chain ranges verified at once, each on its own connection
 LAST_SEQ = 2**31 - 1  # after (chain, LAST_SEQ) comes the next chain's first row
 
 
-def audit_verify(*, after_id: int | None = None, starts: Mapping[str, tuple[int, bytes]] | None = None,
-                 progress: Callable[[Progress], None] | None = None, batch: int = BATCH_ROWS,
-                 streams: int = STREAMS, tenant: str | None = None) -> Tampered | None:
+def audit_verify(
+    *,
+    after_id: int | None = None,
+    starts: Mapping[str, tuple[int, bytes]] | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    batch: int = BATCH_ROWS,
+    streams: int = STREAMS,
+    tenant: str | None = None,
+) -> Tampered | None:
     """Recompute the trail's hashes and links; return the first bad row by id, or None.
 
     What is checked (see audit_problems): every chain from its first row (the default);
     or only the rows after audit id `after_id`, each linked to its predecessor; or only
     the chains in `starts`, each from a known-good (chain_seq, hash) on: a sealed head.
     """
-    problems = audit_problems(after_id=after_id, starts=starts, progress=progress, batch=batch, streams=streams,
-                              tenant=tenant)
+    problems = audit_problems(
+        after_id=after_id, starts=starts, progress=progress, batch=batch, streams=streams, tenant=tenant
+    )
     return min(problems, key=lambda bad: bad.id) if problems else None
 
 
-def audit_problems(*, after_id: int | None = None, starts: Mapping[str, tuple[int, bytes]] | None = None,
-                   progress: Callable[[Progress], None] | None = None, batch: int = BATCH_ROWS,
-                   streams: int = STREAMS, tenant: str | None = None) -> list[Tampered]:
+def audit_problems(
+    *,
+    after_id: int | None = None,
+    starts: Mapping[str, tuple[int, bytes]] | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    batch: int = BATCH_ROWS,
+    streams: int = STREAMS,
+    tenant: str | None = None,
+) -> list[Tampered]:
     """Every bad row, found in batches of `batch` rows with no sort and no row held
     between batches; `progress` hears after each batch. With `tenant`, only that
     tenant's chains (the rows of others are read off the index but neither hashed nor
@@ -169,8 +192,10 @@ def audit_problems(*, after_id: int | None = None, starts: Mapping[str, tuple[in
         chain, seq, head, last_chain = span
         found = []
         while True:
-            rows = _batch("audit_verify_batch", {"chain": chain, "seq": seq, "hash": head,
-                                                 "last_chain": last_chain, "limit": batch, "tenant": tenant})
+            rows = _batch(
+                "audit_verify_batch",
+                {"chain": chain, "seq": seq, "hash": head, "last_chain": last_chain, "limit": batch, "tenant": tenant},
+            )
             found += [Tampered(i, c, s, problem) for i, c, s, _, problem, _, _ in rows if problem]
             ends = [(c, s, bytes(h), n) for _, c, s, h, _, last, n in rows if last]
             if not ends:
@@ -203,8 +228,10 @@ def _chain_ranges(streams: int) -> list[tuple[str, int, bytes, str]]:
         sampled = db.fetchone("audit_chain_cuts", {"fractions": fractions})[0] or []
         cuts = sorted({cut for cut in sampled if cut is not None and cut < top})
     bounds = ["", *cuts]
-    return [(after, 0 if i == 0 else LAST_SEQ, b"", last) for i, (after, last) in
-            enumerate(zip(bounds, [*cuts, top]))]
+    return [
+        (after, 0 if i == 0 else LAST_SEQ, b"", last)
+        for i, (after, last) in enumerate(zip(bounds, [*cuts, top], strict=True))
+    ]
 
 
 def _on_own_connection(fn):
@@ -213,6 +240,7 @@ def _on_own_connection(fn):
             return fn(*args)
         finally:
             connection.close()  # this thread's; back to the pool
+
     return run
 
 
@@ -221,4 +249,3 @@ def _batch(name: str, params: dict) -> list:
     # trail it could choose to sort the whole table for every batch. Planning each
     # batch for its own parameters costs well under a millisecond.
     return db.execute(name, params, prepare=False).fetchall()
-

@@ -25,8 +25,13 @@ from runtime.errors import InvalidCron, InvalidTimezone
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_abbr) if name}
 _DAYS = {name: i for i, name in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])}
 # (name, low, high, names)
-_FIELDS = (("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day of month", 1, 31, {}),
-           ("month", 1, 12, _MONTHS), ("day of week", 0, 7, _DAYS))
+_FIELDS = (
+    ("minute", 0, 59, {}),
+    ("hour", 0, 23, {}),
+    ("day of month", 1, 31, {}),
+    ("month", 1, 12, _MONTHS),
+    ("day of week", 0, 7, _DAYS),
+)
 # A search that finds nothing within this many years means the expression never fires
 # (`0 0 30 2 *`): refused when the schedule is made, not discovered at 3 a.m.
 SEARCH_YEARS = 5
@@ -95,15 +100,23 @@ def parse(text) -> Cron:
         raise InvalidCron("cron must be text of at most 200 characters", field="cron")
     parts = text.split()
     if len(parts) != 5:
-        raise InvalidCron(f"cron needs five fields (minute hour day-of-month month day-of-week), got {len(parts)}",
-                          field="cron")
+        raise InvalidCron(
+            f"cron needs five fields (minute hour day-of-month month day-of-week), got {len(parts)}", field="cron"
+        )
     sets = []
     for part, (name, low, high, names) in zip(parts, _FIELDS, strict=True):
         sets.append(_field(part, name, low, high, names))
     weekdays = frozenset(d % 7 for d in sets[4])  # 7 is Sunday too
-    cron = Cron(text=" ".join(parts), minutes=sets[0], hours=sets[1], days=sets[2], months=sets[3],
-                weekdays=weekdays, days_restricted=not parts[2].startswith("*"),
-                weekdays_restricted=not parts[4].startswith("*"))
+    cron = Cron(
+        text=" ".join(parts),
+        minutes=sets[0],
+        hours=sets[1],
+        days=sets[2],
+        months=sets[3],
+        weekdays=weekdays,
+        days_restricted=not parts[2].startswith("*"),
+        weekdays_restricted=not parts[4].startswith("*"),
+    )
     return cron
 
 
@@ -145,5 +158,6 @@ def zone(name) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise InvalidTimezone(f"unknown timezone {name!r}: use an IANA name such as Europe/Paris",
-                              field="timezone") from None
+        raise InvalidTimezone(
+            f"unknown timezone {name!r}: use an IANA name such as Europe/Paris", field="timezone"
+        ) from None

@@ -26,8 +26,17 @@ from runtime.triggers import target
 PREREQUISITES_MAX = 100
 
 
-def dependency_create(*, tenant: str, agent: str, input: dict, owner: str, prerequisites: list,
-                      actor: str, on_failure: str = "skip", pool: str | None = None) -> DependencyTrigger:
+def dependency_create(
+    *,
+    tenant: str,
+    agent: str,
+    input: dict,
+    owner: str,
+    prerequisites: list,
+    actor: str,
+    on_failure: str = "skip",
+    pool: str | None = None,
+) -> DependencyTrigger:
     """Make a dependency trigger.
 
     1. Check the target as task_submit would, and the policy.
@@ -39,20 +48,33 @@ def dependency_create(*, tenant: str, agent: str, input: dict, owner: str, prere
     target.check(tenant=tenant, agent=agent, input=input, owner=owner, pool=pool, actor=actor)
     target.choice("on_failure", on_failure, DEPENDENCY_POLICIES)
     if not isinstance(prerequisites, list) or not 0 < len(prerequisites) <= PREREQUISITES_MAX:
-        raise InvalidArgument(f"prerequisites must be a list of 1-{PREREQUISITES_MAX} task ids",
-                              field="prerequisites")
+        raise InvalidArgument(f"prerequisites must be a list of 1-{PREREQUISITES_MAX} task ids", field="prerequisites")
     ids = sorted({str(arguments.task_id(p)) for p in prerequisites})
     with transaction.atomic(durable=True):
         found = {str(i) for i in Task.objects.filter(id__in=ids, tenant=tenant).values_list("id", flat=True)}
         missing = [i for i in ids if i not in found]
         if missing:
-            raise InvalidArgument(f"prerequisites name tasks that do not exist in {tenant!r}: {', '.join(missing[:5])}",
-                                  field="prerequisites", missing=missing[:20])
-        trigger = DependencyTrigger.objects.create(tenant=tenant, agent=agent, input=input, owner=owner, pool=pool,
-                                                   prerequisites=ids, on_failure=on_failure, created_by=actor)
-        audit_append(actor=actor, tenant=tenant, kind="dependency.created",
-                     data={"trigger": str(trigger.id), "agent": agent, "prerequisites": ids,
-                           "on_failure": on_failure})
+            raise InvalidArgument(
+                f"prerequisites name tasks that do not exist in {tenant!r}: {', '.join(missing[:5])}",
+                field="prerequisites",
+                missing=missing[:20],
+            )
+        trigger = DependencyTrigger.objects.create(
+            tenant=tenant,
+            agent=agent,
+            input=input,
+            owner=owner,
+            pool=pool,
+            prerequisites=ids,
+            on_failure=on_failure,
+            created_by=actor,
+        )
+        audit_append(
+            actor=actor,
+            tenant=tenant,
+            kind="dependency.created",
+            data={"trigger": str(trigger.id), "agent": agent, "prerequisites": ids, "on_failure": on_failure},
+        )
     return trigger
 
 
@@ -71,24 +93,35 @@ def dependencies_settle(*, actor: str, limit: int = 200) -> int:
 def dependency_settle(*, trigger_id, actor: str) -> bool:
     """Settle one trigger if its prerequisites decide it; True if this call settled it."""
     with transaction.atomic(durable=True):
-        trigger = (DependencyTrigger.objects.select_for_update(skip_locked=True)
-                   .filter(id=trigger_id, state="waiting").first())
+        trigger = (
+            DependencyTrigger.objects.select_for_update(skip_locked=True).filter(id=trigger_id, state="waiting").first()
+        )
         if trigger is None:
             return False  # another supervisor holds or settled it
         statuses = dict(Task.objects.filter(id__in=trigger.prerequisites).values_list("id", "status"))
         values = [statuses.get(uuid.UUID(i)) for i in trigger.prerequisites]
-        bad = sorted(i for i, s in zip(trigger.prerequisites, values, strict=True)
-                     if s in (states.FAILED, states.CANCELLED))
+        bad = sorted(
+            i for i, s in zip(trigger.prerequisites, values, strict=True) if s in (states.FAILED, states.CANCELLED)
+        )
         finished = all(s in states.TERMINAL for s in values)
         if bad and trigger.on_failure in ("skip", "fail"):
-            return _settle(trigger, actor, state="skipped" if trigger.on_failure == "skip" else "failed",
-                           reason=f"prerequisite {bad[0]} {statuses[uuid.UUID(bad[0])]}"
-                                  + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
+            return _settle(
+                trigger,
+                actor,
+                state="skipped" if trigger.on_failure == "skip" else "failed",
+                reason=f"prerequisite {bad[0]} {statuses[uuid.UUID(bad[0])]}"
+                + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""),
+            )
         if not finished:
             return False
-        return _settle(trigger, actor, state="fired",
-                       reason="every prerequisite completed" if not bad else
-                       f"{len(bad)} prerequisite(s) failed or were cancelled; run anyway (on_failure run)")
+        return _settle(
+            trigger,
+            actor,
+            state="fired",
+            reason="every prerequisite completed"
+            if not bad
+            else f"{len(bad)} prerequisite(s) failed or were cancelled; run anyway (on_failure run)",
+        )
 
 
 def _settle(trigger: DependencyTrigger, actor: str, *, state: str, reason: str) -> bool:
@@ -96,17 +129,33 @@ def _settle(trigger: DependencyTrigger, actor: str, *, state: str, reason: str) 
     if state == "fired":
         try:
             with transaction.atomic():  # a savepoint: a refused submission settles the trigger as failed
-                task_id = task_submit(agent=trigger.agent, input=trigger.input, tenant=trigger.tenant,
-                                      owner=trigger.owner, actor=actor, pool=trigger.pool,
-                                      idempotency_key=f"dependency:{trigger.id}").task_id
+                task_id = task_submit(
+                    agent=trigger.agent,
+                    input=trigger.input,
+                    tenant=trigger.tenant,
+                    owner=trigger.owner,
+                    actor=actor,
+                    pool=trigger.pool,
+                    idempotency_key=f"dependency:{trigger.id}",
+                ).task_id
         except StewardError as exc:
             state, reason = "failed", f"submission refused: {exc.code}: {exc.message[:300]}"
     # Locked by this transaction: always wins; the WHERE names the race it would be
     # without the lock (another supervisor settling the same trigger).
     won = DependencyTrigger.objects.filter(id=trigger.id, state="waiting").update(
-        state=state, reason=reason[:500], task=task_id, settled_at=Now())
+        state=state, reason=reason[:500], task=task_id, settled_at=Now()
+    )
     assert won == 1
-    audit_append(actor=actor, tenant=trigger.tenant, task_id=task_id, kind=f"dependency.{state}",
-                 data={"trigger": str(trigger.id), "reason": reason, "on_failure": trigger.on_failure,
-                       **({"task": str(task_id)} if task_id else {})})
+    audit_append(
+        actor=actor,
+        tenant=trigger.tenant,
+        task_id=task_id,
+        kind=f"dependency.{state}",
+        data={
+            "trigger": str(trigger.id),
+            "reason": reason,
+            "on_failure": trigger.on_failure,
+            **({"task": str(task_id)} if task_id else {}),
+        },
+    )
     return True

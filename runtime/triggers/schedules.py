@@ -38,9 +38,21 @@ GRACE = dt.timedelta(seconds=60)
 MISSED_COUNT_MAX = 1000
 
 
-def schedule_create(*, tenant: str, name: str, agent: str, input: dict, owner: str, cron: str,
-                    actor: str, timezone: str = "UTC", missed_policy: str = "skip",
-                    overlap_policy: str = "skip", pool: str | None = None, paused: bool = False) -> Schedule:
+def schedule_create(
+    *,
+    tenant: str,
+    name: str,
+    agent: str,
+    input: dict,
+    owner: str,
+    cron: str,
+    actor: str,
+    timezone: str = "UTC",
+    missed_policy: str = "skip",
+    overlap_policy: str = "skip",
+    pool: str | None = None,
+    paused: bool = False,
+) -> Schedule:
     """Make a schedule.
 
     1. Check the target as task_submit would (agent, input, owner, pool), the cron
@@ -59,13 +71,37 @@ def schedule_create(*, tenant: str, name: str, agent: str, input: dict, owner: s
         if first is None:
             raise InvalidCron(f"cron {parsed.text!r} never fires", field="cron")
         schedule = target.create_named(
-            Schedule, "schedule", tenant=tenant, name=name, agent=agent, input=input, owner=owner, pool=pool, cron=parsed.text,
-            timezone=timezone, missed_policy=missed_policy, overlap_policy=overlap_policy, paused=bool(paused),
-            next_fire_at=first, created_by=actor)
-        audit_append(actor=actor, tenant=tenant, kind="schedule.created",
-                     data={"schedule": str(schedule.id), "name": name, "agent": agent, "cron": parsed.text,
-                           "timezone": timezone, "missed_policy": missed_policy,
-                           "overlap_policy": overlap_policy, "next_fire_at": first.isoformat()})
+            Schedule,
+            "schedule",
+            tenant=tenant,
+            name=name,
+            agent=agent,
+            input=input,
+            owner=owner,
+            pool=pool,
+            cron=parsed.text,
+            timezone=timezone,
+            missed_policy=missed_policy,
+            overlap_policy=overlap_policy,
+            paused=bool(paused),
+            next_fire_at=first,
+            created_by=actor,
+        )
+        audit_append(
+            actor=actor,
+            tenant=tenant,
+            kind="schedule.created",
+            data={
+                "schedule": str(schedule.id),
+                "name": name,
+                "agent": agent,
+                "cron": parsed.text,
+                "timezone": timezone,
+                "missed_policy": missed_policy,
+                "overlap_policy": overlap_policy,
+                "next_fire_at": first.isoformat(),
+            },
+        )
     return schedule
 
 
@@ -80,8 +116,12 @@ def schedule_pause(*, schedule_id, actor: str, tenant: str | None = None) -> boo
         schedule = schedule_get(schedule_id, tenant=tenant)
         won = Schedule.objects.filter(id=schedule.id, paused=False).update(paused=True, updated_at=Now()) == 1
         if won:
-            audit_append(actor=actor, tenant=schedule.tenant, kind="schedule.paused",
-                         data={"schedule": str(schedule.id), "name": schedule.name})
+            audit_append(
+                actor=actor,
+                tenant=schedule.tenant,
+                kind="schedule.paused",
+                data={"schedule": str(schedule.id), "name": schedule.name},
+            )
     return won
 
 
@@ -92,12 +132,23 @@ def schedule_resume(*, schedule_id, actor: str, tenant: str | None = None) -> bo
     with transaction.atomic(durable=True):
         schedule = schedule_get(schedule_id, tenant=tenant)
         upcoming = cronlib.parse(schedule.cron).next_after(db.clock(), cronlib.zone(schedule.timezone))
-        won = Schedule.objects.filter(id=schedule.id, paused=True).update(
-            paused=False, next_fire_at=upcoming, updated_at=Now()) == 1
+        won = (
+            Schedule.objects.filter(id=schedule.id, paused=True).update(
+                paused=False, next_fire_at=upcoming, updated_at=Now()
+            )
+            == 1
+        )
         if won:
-            audit_append(actor=actor, tenant=schedule.tenant, kind="schedule.resumed",
-                         data={"schedule": str(schedule.id), "name": schedule.name,
-                               "next_fire_at": upcoming.isoformat() if upcoming else None})
+            audit_append(
+                actor=actor,
+                tenant=schedule.tenant,
+                kind="schedule.resumed",
+                data={
+                    "schedule": str(schedule.id),
+                    "name": schedule.name,
+                    "next_fire_at": upcoming.isoformat() if upcoming else None,
+                },
+            )
     return won
 
 
@@ -145,13 +196,19 @@ def schedule_fire(*, schedule_id, tick: dt.datetime, actor: str) -> Fired:
         previous = Task.objects.filter(id=schedule["last_task_id"]).values_list("status", flat=True).first()
         if previous in states.LIVE and previous != states.STOPPING:
             try:
-                task_stop(task_id=schedule["last_task_id"], actor=actor,
-                          reason=f"schedule {schedule['name']}: the next run replaces it (overlap policy stop)")
+                task_stop(
+                    task_id=schedule["last_task_id"],
+                    actor=actor,
+                    reason=f"schedule {schedule['name']}: the next run replaces it (overlap policy stop)",
+                )
             except InvalidTransition:
                 pass  # it finished, or another supervisor stopped it first
     with transaction.atomic(durable=True):
-        row = (Schedule.objects.select_for_update(skip_locked=True)
-               .filter(id=schedule_id, next_fire_at=tick, paused=False).first())
+        row = (
+            Schedule.objects.select_for_update(skip_locked=True)
+            .filter(id=schedule_id, next_fire_at=tick, paused=False)
+            .first()
+        )
         if row is None:
             return Fired("lost", tick)  # another supervisor holds or moved it, or it was paused
         return _decide(row, tick, actor)
@@ -162,16 +219,23 @@ def _decide(row: Schedule, tick: dt.datetime, actor: str) -> Fired:
     now = db.clock()
     after_now = parsed.next_after(now, tz)
     data = {"schedule": str(row.id), "name": row.name, "tick": tick.isoformat()}
-    previous, previous_end = (Task.objects.filter(id=row.last_task_id).values_list("status", "finished_at").first()
-                              if row.last_task_id else None) or (None, None)
+    previous, previous_end = (
+        Task.objects.filter(id=row.last_task_id).values_list("status", "finished_at").first()
+        if row.last_task_id
+        else None
+    ) or (None, None)
     overlapping = previous in states.LIVE and not (row.overlap_policy == "stop" and previous == states.STOPPING)
     if overlapping and row.overlap_policy == "queue":
         # Leave the tick due: it fires (late, but not "missed") once the previous run ends.
         return Fired("overlap_waiting", tick)
     if overlapping and row.overlap_policy == "skip":
         _advance(row, tick, parsed.next_after(tick, tz))
-        audit_append(actor=actor, tenant=row.tenant, kind="schedule.overlap_skipped",
-                     data={**data, "previous": str(row.last_task_id), "previous_status": previous})
+        audit_append(
+            actor=actor,
+            tenant=row.tenant,
+            kind="schedule.overlap_skipped",
+            data={**data, "previous": str(row.last_task_id), "previous_status": previous},
+        )
         return Fired("overlap_skipped", tick)
     fire_tick, upcoming = tick, parsed.next_after(tick, tz)
     # A tick that waited for its previous run (overlap `queue`) is late on purpose, not missed.
@@ -184,24 +248,48 @@ def _decide(row: Schedule, tick: dt.datetime, actor: str) -> Fired:
         data["last_missed"] = last.isoformat()
         if row.missed_policy == "skip":
             _advance(row, tick, after_now)
-            audit_append(actor=actor, tenant=row.tenant, kind="schedule.missed",
-                         data={**data, "policy": "skip", "next_fire_at": _iso(after_now)})
+            audit_append(
+                actor=actor,
+                tenant=row.tenant,
+                kind="schedule.missed",
+                data={**data, "policy": "skip", "next_fire_at": _iso(after_now)},
+            )
             return Fired("missed", tick)
         fire_tick, upcoming = last, after_now  # one catch-up run, for the latest missed tick
         data["catch_up"] = True
     _advance(row, tick, upcoming)
     try:
         with transaction.atomic():  # a savepoint: a refused submission still moves the tick on
-            submission = task_submit(agent=row.agent, input=row.input, tenant=row.tenant, owner=row.owner,
-                                     actor=actor, pool=row.pool, idempotency_key=tick_key(row.id, fire_tick))
+            submission = task_submit(
+                agent=row.agent,
+                input=row.input,
+                tenant=row.tenant,
+                owner=row.owner,
+                actor=actor,
+                pool=row.pool,
+                idempotency_key=tick_key(row.id, fire_tick),
+            )
     except StewardError as exc:
-        audit_append(actor=actor, tenant=row.tenant, kind="schedule.refused",
-                     data={**data, "code": exc.code, "message": exc.message[:500]})
+        audit_append(
+            actor=actor,
+            tenant=row.tenant,
+            kind="schedule.refused",
+            data={**data, "code": exc.code, "message": exc.message[:500]},
+        )
         return Fired("refused", fire_tick)
     Schedule.objects.filter(id=row.id).update(last_task=submission.task_id, last_tick_at=fire_tick)
-    audit_append(actor=actor, tenant=row.tenant, task_id=submission.task_id, kind="schedule.fired",
-                 data={**data, "fired_tick": fire_tick.isoformat(), "task": str(submission.task_id),
-                       "next_fire_at": _iso(upcoming)})
+    audit_append(
+        actor=actor,
+        tenant=row.tenant,
+        task_id=submission.task_id,
+        kind="schedule.fired",
+        data={
+            **data,
+            "fired_tick": fire_tick.isoformat(),
+            "task": str(submission.task_id),
+            "next_fire_at": _iso(upcoming),
+        },
+    )
     # Both writes made, neither committed: a process killed here loses both, and the
     # tick is still due for the next sweep of any process (tests/integration/test_schedules.py).
     faults.reach(faults.IN_SCHEDULE_FIRE, task_id=row.id, step="fire", epoch=0)

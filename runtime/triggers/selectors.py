@@ -14,18 +14,28 @@ from runtime.triggers.webhooks import webhook_get
 
 LIST_MAX = 200
 
-__all__ = ["DEPENDENCY_STATES", "dependency_get", "dependency_list", "schedule_get", "schedule_list", "schedule_upcoming",
-           "webhook_deliveries", "webhook_get", "webhook_list"]
+__all__ = [
+    "DEPENDENCY_STATES",
+    "dependency_get",
+    "dependency_list",
+    "schedule_get",
+    "schedule_list",
+    "schedule_upcoming",
+    "webhook_deliveries",
+    "webhook_get",
+    "webhook_list",
+]
 
 
-def schedule_list(*, tenant: str, paused: bool | None = None, agent: str | None = None,
-                  limit: int = LIST_MAX) -> list[Schedule]:
+def schedule_list(
+    *, tenant: str, paused: bool | None = None, agent: str | None = None, limit: int = LIST_MAX
+) -> list[Schedule]:
     qs = Schedule.objects.filter(tenant=tenant)
     if paused is not None:
         qs = qs.filter(paused=paused)
     if agent:
         qs = qs.filter(agent=agent)
-    return list(qs.order_by("name")[:min(limit, LIST_MAX)])
+    return list(qs.order_by("name")[: min(limit, LIST_MAX)])
 
 
 def schedule_upcoming(schedule: Schedule, count: int = 5) -> list[dt.datetime]:
@@ -40,15 +50,15 @@ def webhook_list(*, tenant: str, paused: bool | None = None, limit: int = LIST_M
     qs = Webhook.objects.filter(tenant=tenant).defer("secret_encrypted")
     if paused is not None:
         qs = qs.filter(paused=paused)
-    return list(qs.order_by("name")[:min(limit, LIST_MAX)])
+    return list(qs.order_by("name")[: min(limit, LIST_MAX)])
 
 
 def webhook_deliveries(webhook: Webhook, limit: int = 50) -> list[WebhookDelivery]:
-    return list(WebhookDelivery.objects.filter(webhook=webhook).order_by("-received_at")[:min(limit, LIST_MAX)])
+    return list(WebhookDelivery.objects.filter(webhook=webhook).order_by("-received_at")[: min(limit, LIST_MAX)])
 
 
 def dependency_list(*, tenant: str, state: str | None = None, limit: int = LIST_MAX) -> list[DependencyTrigger]:
     qs = DependencyTrigger.objects.filter(tenant=tenant)
     if state:
         qs = qs.filter(state=state)
-    return list(qs.order_by("-created_at")[:min(limit, LIST_MAX)])
+    return list(qs.order_by("-created_at")[: min(limit, LIST_MAX)])

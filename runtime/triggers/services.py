@@ -22,6 +22,21 @@ from runtime.triggers.webhooks import (
     webhook_resume,
 )
 
-__all__ = ["dependencies_settle", "dependency_create", "dependency_get", "schedule_create", "schedule_fire",
-           "schedule_get", "schedule_pause", "schedule_resume", "schedules_fire_due", "tick_key",
-           "webhook_body_limit", "webhook_create", "webhook_deliver", "webhook_get", "webhook_pause", "webhook_resume"]
+__all__ = [
+    "dependencies_settle",
+    "dependency_create",
+    "dependency_get",
+    "schedule_create",
+    "schedule_fire",
+    "schedule_get",
+    "schedule_pause",
+    "schedule_resume",
+    "schedules_fire_due",
+    "tick_key",
+    "webhook_body_limit",
+    "webhook_create",
+    "webhook_deliver",
+    "webhook_get",
+    "webhook_pause",
+    "webhook_resume",
+]

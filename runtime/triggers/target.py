@@ -31,8 +31,9 @@ def name(value) -> str:
 
 def choice(field: str, value, allowed) -> str:
     if value not in allowed:
-        raise InvalidArgument(f"{field} must be one of {', '.join(allowed)}, got {str(value)[:40]!r}",
-                              field=field, allowed=list(allowed))
+        raise InvalidArgument(
+            f"{field} must be one of {', '.join(allowed)}, got {str(value)[:40]!r}", field=field, allowed=list(allowed)
+        )
     return value
 
 
@@ -63,5 +64,6 @@ def create_named(model, what: str, **fields):
     except IntegrityError as clash:
         if getattr(getattr(clash.__cause__, "diag", None), "constraint_name", "") != f"{what}_tenant_name":
             raise
-        raise InvalidTransition(f"a {what} named {fields['name']!r} already exists in {fields['tenant']!r}",
-                                field="name") from None
+        raise InvalidTransition(
+            f"a {what} named {fields['name']!r} already exists in {fields['tenant']!r}", field="name"
+        ) from None

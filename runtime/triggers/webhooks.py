@@ -62,8 +62,9 @@ def _fernet() -> Fernet:
     return Fernet(config.webhook_key())
 
 
-def webhook_create(*, tenant: str, name: str, agent: str, owner: str, actor: str,
-                   pool: str | None = None) -> tuple[Webhook, str]:
+def webhook_create(
+    *, tenant: str, name: str, agent: str, owner: str, actor: str, pool: str | None = None
+) -> tuple[Webhook, str]:
     """Make a webhook and return it with its secret, which is never shown again.
 
     1. Check the target (agent, owner, pool) as task_submit would.
@@ -74,10 +75,23 @@ def webhook_create(*, tenant: str, name: str, agent: str, owner: str, actor: str
     name = target.name(name)
     secret = "whsec_" + secrets.token_urlsafe(32)
     with transaction.atomic(durable=True):
-        hook = target.create_named(Webhook, "webhook", tenant=tenant, name=name, agent=agent, owner=owner, pool=pool,
-                                   secret_encrypted=_fernet().encrypt(secret.encode()), created_by=actor)
-        audit_append(actor=actor, tenant=tenant, kind="webhook.created",
-                     data={"webhook": str(hook.id), "name": name, "agent": agent})
+        hook = target.create_named(
+            Webhook,
+            "webhook",
+            tenant=tenant,
+            name=name,
+            agent=agent,
+            owner=owner,
+            pool=pool,
+            secret_encrypted=_fernet().encrypt(secret.encode()),
+            created_by=actor,
+        )
+        audit_append(
+            actor=actor,
+            tenant=tenant,
+            kind="webhook.created",
+            data={"webhook": str(hook.id), "name": name, "agent": agent},
+        )
     return hook, secret
 
 
@@ -91,8 +105,12 @@ def _set_paused(webhook_id, *, actor: str, tenant: str | None, paused: bool) -> 
         hook = webhook_get(webhook_id, tenant=tenant)
         won = Webhook.objects.filter(id=hook.id, paused=not paused).update(paused=paused) == 1
         if won:
-            audit_append(actor=actor, tenant=hook.tenant, kind="webhook.paused" if paused else "webhook.resumed",
-                         data={"webhook": str(hook.id), "name": hook.name})
+            audit_append(
+                actor=actor,
+                tenant=hook.tenant,
+                kind="webhook.paused" if paused else "webhook.resumed",
+                data={"webhook": str(hook.id), "name": hook.name},
+            )
     return won
 
 
@@ -115,14 +133,16 @@ class Accepted:
     task_id: uuid.UUID
 
 
-def webhook_deliver(*, webhook_id: str, timestamp: str | None, signature: str | None,
-                    delivery_id: str | None, body: bytes) -> Accepted:
+def webhook_deliver(
+    *, webhook_id: str, timestamp: str | None, signature: str | None, delivery_id: str | None, body: bytes
+) -> Accepted:
     """Verify and accept one delivery (the refusals and their order: the module's
     docstring). The body is bounded by the caller (the HTTP adapter reads at most the
     input limit) and is verified before it is parsed."""
     if not timestamp or not signature or not delivery_id:
-        raise SignatureMissing("a delivery needs the X-Steward-Timestamp, X-Steward-Signature and "
-                               "X-Steward-Delivery headers")
+        raise SignatureMissing(
+            "a delivery needs the X-Steward-Timestamp, X-Steward-Signature and X-Steward-Delivery headers"
+        )
     try:
         hook = webhook_get(webhook_id)
     except WebhookNotFound:
@@ -136,10 +156,16 @@ def webhook_deliver(*, webhook_id: str, timestamp: str | None, signature: str | 
     if not hmac.compare_digest(sign(secret, timestamp, body).encode(), signature.strip().encode("utf-8", "replace")):
         raise SignatureInvalid("the signature does not match")
     (now, _) = db.fetchone("clock", {"seconds": 0})
-    if not timestamp.isascii() or not timestamp.isdigit() or len(timestamp) > 12 \
-            or abs(now - int(timestamp)) > TOLERANCE_SECONDS:
-        raise TimestampOutOfRange(f"the timestamp must be Unix seconds within {TOLERANCE_SECONDS} s of now",
-                                  tolerance_seconds=TOLERANCE_SECONDS)
+    if (
+        not timestamp.isascii()
+        or not timestamp.isdigit()
+        or len(timestamp) > 12
+        or abs(now - int(timestamp)) > TOLERANCE_SECONDS
+    ):
+        raise TimestampOutOfRange(
+            f"the timestamp must be Unix seconds within {TOLERANCE_SECONDS} s of now",
+            tolerance_seconds=TOLERANCE_SECONDS,
+        )
     delivery_id = arguments.identifier("delivery_id", delivery_id, max_length=DELIVERY_ID_MAX)
     if hook.paused:
         raise WebhookPaused(f"webhook {hook.name} is paused", webhook=str(hook.id))
@@ -149,15 +175,27 @@ def webhook_deliver(*, webhook_id: str, timestamp: str | None, signature: str | 
     try:
         with transaction.atomic(durable=True):
             record = WebhookDelivery.objects.create(webhook=hook, delivery_id=delivery_id, body_digest=digest)
-            submission = task_submit(agent=hook.agent, input=payload, tenant=hook.tenant, owner=hook.owner,
-                                     actor=f"webhook:{hook.id}", pool=hook.pool, idempotency_key=key)
+            submission = task_submit(
+                agent=hook.agent,
+                input=payload,
+                tenant=hook.tenant,
+                owner=hook.owner,
+                actor=f"webhook:{hook.id}",
+                pool=hook.pool,
+                idempotency_key=key,
+            )
             WebhookDelivery.objects.filter(id=record.id).update(task=submission.task_id, received_at=Now())
-            audit_append(actor=f"webhook:{hook.id}", tenant=hook.tenant, task_id=submission.task_id,
-                         kind="webhook.delivered",
-                         data={"webhook": str(hook.id), "delivery_id": delivery_id, "body_sha256": digest})
+            audit_append(
+                actor=f"webhook:{hook.id}",
+                tenant=hook.tenant,
+                task_id=submission.task_id,
+                kind="webhook.delivered",
+                data={"webhook": str(hook.id), "delivery_id": delivery_id, "body_sha256": digest},
+            )
     except IntegrityError:
         # The unique (webhook, delivery_id): this id was accepted before (or concurrently).
         earlier = WebhookDelivery.objects.filter(webhook=hook, delivery_id=delivery_id).values("task_id").first()
-        raise DeliveryReplayed(f"delivery {delivery_id[:60]!r} was already accepted",
-                               task_id=str(earlier["task_id"]) if earlier else None) from None
+        raise DeliveryReplayed(
+            f"delivery {delivery_id[:60]!r} was already accepted", task_id=str(earlier["task_id"]) if earlier else None
+        ) from None
     return Accepted(delivery_id, submission.task_id)

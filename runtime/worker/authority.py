@@ -26,6 +26,7 @@ from runtime.models import Decision
 class Need(NamedTuple):
     """One action on one resource: what an effect requires, or an entry of a child's
     requested scope (where the resource may be a prefix pattern)."""
+
     action: str
     resource: str
 
@@ -60,5 +61,6 @@ def check(ctx, action: str, resource: str) -> Decision:
     """Decide on current rows at the executor boundary, recorded with this attempt's
     epoch; raise AuthorityDenied (naming the boundary, reason_code and decision_id) on a
     denial."""
-    return raise_if_denied(authorize(task=ctx.task_id, action=action, resource=resource,
-                                     boundary=EXECUTOR_BOUNDARY, epoch=ctx.epoch))
+    return raise_if_denied(
+        authorize(task=ctx.task_id, action=action, resource=resource, boundary=EXECUTOR_BOUNDARY, epoch=ctx.epoch)
+    )

@@ -13,7 +13,7 @@ import json
 import random
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from runtime import db, encoding, faults, states
 from runtime.approvals import request as approvals
@@ -68,9 +68,9 @@ def _not_the_agents_error(method):
 # agent code from moving the `random` module's shared sequence for the rest of the process.
 _RANDOM = random.Random()
 
+
 class Context:
-    def __init__(self, lease: Lease, *, agent: str, owner: str, root_id, reason: str,
-                 journal_rows: list[Recorded]):
+    def __init__(self, lease: Lease, *, agent: str, owner: str, root_id, reason: str, journal_rows: list[Recorded]):
         self.lease = lease
         self.task_id = lease.task_id
         self.tenant = lease.tenant
@@ -114,8 +114,17 @@ class Context:
         return self._run(seq, "random", "random", _RANDOM.random, (), {})
 
     @_not_the_agents_error
-    def effect(self, name: str, fn, *args, effect_class: str, key: str | None = None,
-               keyed: bool = False, requires: tuple[str, str] | None = None, **kwargs):
+    def effect(
+        self,
+        name: str,
+        fn,
+        *args,
+        effect_class: str,
+        key: str | None = None,
+        keyed: bool = False,
+        requires: tuple[str, str] | None = None,
+        **kwargs,
+    ):
         """An action on the outside world, through the effect ledger (runtime/effects/ledger.py).
 
         fn is called as fn(*args, idempotency_key=key, **kwargs) and should pass the key
@@ -133,8 +142,9 @@ class Context:
         if recorded is not None:
             return ledger.replayed(recorded)
         before = (lambda: authority.check(self, *needed)) if needed else None
-        return ledger.perform(self, seq, name, fn, args, kwargs, effect_class=effect_class, key=key, keyed=keyed,
-                              before_send=before)
+        return ledger.perform(
+            self, seq, name, fn, args, kwargs, effect_class=effect_class, key=key, keyed=keyed, before_send=before
+        )
 
     @_not_the_agents_error
     def authorize(self, action: str, resource: str):
@@ -146,8 +156,16 @@ class Context:
     # --- human review (runtime/approvals/) -------------------------------------------------
 
     @_not_the_agents_error
-    def request_approval(self, action: dict, *, effect_class: str, expires_in: float, precondition=None,
-                         requires: tuple[str, str] | None = None, name: str = "approval") -> ApprovalResult:
+    def request_approval(
+        self,
+        action: dict,
+        *,
+        effect_class: str,
+        expires_in: float,
+        precondition=None,
+        requires: tuple[str, str] | None = None,
+        name: str = "approval",
+    ) -> ApprovalResult:
         """Ask a person to approve `action` (a JSON object: what the agent means to do,
         laid out for the reviewer) and wait durably for the decision: the attempt ends
         and holds no worker and no slot until a person decides or it expires.
@@ -160,8 +178,13 @@ class Context:
         authority are unchanged since the request; `.expired` (expiry means deny),
         `.denied`, or `.stale` (ask again, under another name). Journaled: a replay
         returns the same result without asking again, so act on an approval once."""
-        spec = {"action": action, "effect_class": effect_class, "expires_in": expires_in,
-                "precondition": precondition, "requires": requires}
+        spec = {
+            "action": action,
+            "effect_class": effect_class,
+            "expires_in": expires_in,
+            "precondition": precondition,
+            "requires": requires,
+        }
         return self.request_approvals([spec], name=name)[0]
 
     @_not_the_agents_error
@@ -187,12 +210,14 @@ class Context:
         its boundary, if the task's current authority does not allow `model.call` on
         `model:<model>`, or stops allowing it while the reply streams."""
         seq, recorded = self._next(name or f"model:{model}", "effect")
-        return gateway.model(self, seq, recorded, name or f"model:{model}", messages, model=model, stream=stream,
-                             params=params)
+        return gateway.model(
+            self, seq, recorded, name or f"model:{model}", messages, model=model, stream=stream, params=params
+        )
 
     @_not_the_agents_error
-    def tool(self, name: str, method: str, path: str, json=None, *, effect_class: str | None = None,
-             step: str | None = None) -> dict:
+    def tool(
+        self, name: str, method: str, path: str, json=None, *, effect_class: str | None = None, step: str | None = None
+    ) -> dict:
         """Call the outside API `name` (configured on the web side) through the gateway, as
         a keyed effect: GET and HEAD are `read`, other methods `idempotent` unless
         `effect_class` says otherwise. Returns {"untrusted": true, "status", "body", ...}."""
@@ -229,8 +254,17 @@ class Context:
         on every check; None asks for whatever the parent holds."""
         requested = authority.scope(scope)
         seq, recorded = self._next(f"spawn:{agent}", "spawn")
-        return children.spawn(self.lease, seq, recorded, agent=agent, input=input, owner=self.owner,
-                              root_id=self.root_id, limits=self._breakers.load(), requested_scope=requested)
+        return children.spawn(
+            self.lease,
+            seq,
+            recorded,
+            agent=agent,
+            input=input,
+            owner=self.owner,
+            root_id=self.root_id,
+            limits=self._breakers.load(),
+            requested_scope=requested,
+        )
 
     @_not_the_agents_error
     def wait(self, tasks) -> list[ChildResult]:
@@ -285,9 +319,8 @@ def _replay(recorded: Recorded):
     return recorded.output
 
 
-
 def _utc(timestamp: float) -> datetime:
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc)
+    return datetime.fromtimestamp(timestamp, tz=UTC)
 
 
 def _database_now() -> float:

@@ -146,15 +146,21 @@ def _run(claim: Claim, then_claim: bool) -> Claim | None:
         input = _decode_input(claim)
         # The first attempt has nothing to replay; skip the round trip.
         journal_rows = [] if lease.epoch == 1 else journal.load(lease.task_id)
-        ctx = Context(lease, agent=claim.agent, owner=claim.owner, root_id=claim.root_id,
-                      reason=claim.reason, journal_rows=journal_rows)
+        ctx = Context(
+            lease,
+            agent=claim.agent,
+            owner=claim.owner,
+            root_id=claim.root_id,
+            reason=claim.reason,
+            journal_rows=journal_rows,
+        )
         with _agent_code(lease.task_id):
             output = encoding.encode(spec.fn(ctx, input), what="the agent's return value")
     except Suspend:
         return None  # the transition (sleep, wait, block) already committed
     except db.CONNECTION_ERRORS:
         raise  # the database, not the agent: run_attempt yields the attempt
-    except (NondeterminismError, NotJournalable, Exception) as exc:  # noqa: BLE001 - the task fails, with the error
+    except (NondeterminismError, NotJournalable, Exception) as exc:
         halt = ctx.halt if ctx is not None and ctx.halt is not None else exc
         if isinstance(halt, (AuthorityDenied, BreakerTripped)):
             return _halt(claim, halt)
@@ -183,16 +189,30 @@ def _deny(claim: Claim, denied: AuthorityDenied) -> None:
     this task's (a caller that made one up) fails the task instead: visible, not retried.
     """
     lease = claim.lease
-    error = {"code": denied.code, "type": type(denied).__name__, "message": str(denied),
-             "boundary": denied.boundary, "reason_code": denied.reason_code, "decision_id": denied.decision_id}
+    error = {
+        "code": denied.code,
+        "type": type(denied).__name__,
+        "message": str(denied),
+        "boundary": denied.boundary,
+        "reason_code": denied.reason_code,
+        "decision_id": denied.decision_id,
+    }
     if not Decision.objects.filter(id=_uuid(denied.decision_id), task_id=lease.task_id, allowed=False).exists():
         end_attempt(lease, "fail", error=error)
         return None
-    end_attempt(lease, "deny", error=error, blocked_decision=denied.decision_id,
-                note=f"denied at {denied.boundary}: {denied.reason_code}; change the grants, then resume",
-                audit={"decision_id": denied.decision_id, "boundary": denied.boundary,
-                       "reason_code": denied.reason_code,
-                       **{k: denied.details[k] for k in ("authz_revision", "policy_version") if k in denied.details}})
+    end_attempt(
+        lease,
+        "deny",
+        error=error,
+        blocked_decision=denied.decision_id,
+        note=f"denied at {denied.boundary}: {denied.reason_code}; change the grants, then resume",
+        audit={
+            "decision_id": denied.decision_id,
+            "boundary": denied.boundary,
+            "reason_code": denied.reason_code,
+            **{k: denied.details[k] for k in ("authz_revision", "policy_version") if k in denied.details},
+        },
+    )
     return None
 
 
@@ -211,14 +231,21 @@ def _trip(claim: Claim, tripped: BreakerTripped) -> None:
             # The tree grew past a limit: pause all of it, not only this task (pauses.py).
             # A Fenced end below rolls the pause back with it: the next attempt trips again.
             paused = pauses.tree_pause(lease, root_id=claim.root_id, tripped=tripped)
-        end_attempt(lease, "trip", error={"code": tripped.code, "type": type(tripped).__name__,
-                                          "message": str(tripped), **details,
-                                          **({"pause_id": paused["pause_id"]} if paused else {})},
-                    breaker=tripped.breaker, audit={**details, **paused},
-                    note=f"breaker {tripped.breaker} tripped (limit {tripped.limit}); "
-                         + ("its tree is paused: resume it with the limit raised" if paused
-                            else "raise it or resume"))
-    return None
+        end_attempt(
+            lease,
+            "trip",
+            error={
+                "code": tripped.code,
+                "type": type(tripped).__name__,
+                "message": str(tripped),
+                **details,
+                **({"pause_id": paused["pause_id"]} if paused else {}),
+            },
+            breaker=tripped.breaker,
+            audit={**details, **paused},
+            note=f"breaker {tripped.breaker} tripped (limit {tripped.limit}); "
+            + ("its tree is paused: resume it with the limit raised" if paused else "raise it or resume"),
+        )
 
 
 def _paused(claim: Claim, paused: TreePaused) -> None:
@@ -231,12 +258,14 @@ def _paused(claim: Claim, paused: TreePaused) -> None:
     details = {"pause_id": paused.pause_id, "tripped_task": paused.tripped_task, "breaker": paused.breaker}
     with transaction.atomic(durable=True):
         fence(lease, "status", exclusive=True)
-        end_attempt(lease, "pause", error={"code": paused.code, "type": type(paused).__name__,
-                                           "message": str(paused), **details}, audit=details,
-                    note=f"tree paused: breaker {paused.breaker} tripped at task {paused.tripped_task}; "
-                         f"resume the tree")
+        end_attempt(
+            lease,
+            "pause",
+            error={"code": paused.code, "type": type(paused).__name__, "message": str(paused), **details},
+            audit=details,
+            note=f"tree paused: breaker {paused.breaker} tripped at task {paused.tripped_task}; resume the tree",
+        )
         pauses.requeue_if_lifted(task_id=lease.task_id, actor=lease.actor)
-    return None
 
 
 def _uuid(value) -> uuid.UUID | None:
@@ -258,7 +287,7 @@ def _agent_code(task_id):
     finally:
         try:
             db.execute("agent_code", {"task": ""})
-        except Exception:  # noqa: BLE001 - also a connection a delivered stop left mid-statement
+        except Exception:
             db.discard_connection()  # a new connection starts unmarked; nothing ran on it yet
 
 
@@ -266,8 +295,9 @@ def _decode_input(claim: Claim):
     try:
         return encoding.decode(claim.input_text)
     except (ValueError, RecursionError) as exc:
-        raise InputUndecodable(f"the stored input of task {claim.lease.task_id} cannot be decoded: "
-                               f"{type(exc).__name__}: {exc}"[:500]) from None
+        raise InputUndecodable(
+            f"the stored input of task {claim.lease.task_id} cannot be decoded: {type(exc).__name__}: {exc}"[:500]
+        ) from None
 
 
 def _failure(exc: BaseException) -> dict:
@@ -304,8 +334,12 @@ def _yield(claim: Claim, cause: BaseException) -> None:
     delays = outages.backoff()
     while True:
         try:
-            end_attempt(lease, "yield", note=f"retrying after a database error: {type(cause).__name__}",
-                        error={"code": InfrastructureError.code, **encoding.error_record(cause)})
+            end_attempt(
+                lease,
+                "yield",
+                note=f"retrying after a database error: {type(cause).__name__}",
+                error={"code": InfrastructureError.code, **encoding.error_record(cause)},
+            )
         except Fenced as refused:
             _refused(claim, refused)
             return
@@ -330,8 +364,13 @@ def _refused(claim: Claim, refused: Fenced, run: interrupts.Running | None = Non
     if run is not None and run.forced:
         return  # the stop watcher ended this attempt by force and acknowledged it
     log.info("attempt %s of %s refused: %s", lease.epoch, lease.task_id, refused)
-    _leave(lease, run, end_reason="fenced", at=refused.write,
-           refusal={"boundary": "storage", "write": refused.write, "epoch": lease.epoch})
+    _leave(
+        lease,
+        run,
+        end_reason="fenced",
+        at=refused.write,
+        refusal={"boundary": "storage", "write": refused.write, "epoch": lease.epoch},
+    )
 
 
 def _stopped(claim: Claim, stopped: StopRequested, run: interrupts.Running) -> None:
@@ -356,15 +395,24 @@ def _leave(lease, run: interrupts.Running | None, *, end_reason: str, at: str, r
         with transaction.atomic(durable=True):
             lock_chain(lease.task_id)  # before the attempt's row and the task's audit chain
             if refusal is not None:
-                audit_append(actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="write.refused",
-                             data=refusal)
+                audit_append(
+                    actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="write.refused", data=refusal
+                )
             if release_stopped(task_id=lease.task_id, epoch=lease.epoch, end_reason=end_reason, actor=lease.actor):
-                stop_ack(task_id=lease.task_id, boundary=states.WORKER, by=lease.actor,
-                         detail={"ended": "cleanly", "epoch": lease.epoch, "at": at, **_since(run)})
+                stop_ack(
+                    task_id=lease.task_id,
+                    boundary=states.WORKER,
+                    by=lease.actor,
+                    detail={"ended": "cleanly", "epoch": lease.epoch, "at": at, **_since(run)},
+                )
     except db.CONNECTION_ERRORS:
         db.discard_connection()
-        log.info("could not record the end of %s epoch %s (%s); the supervisor releases it", lease.task_id,
-                 lease.epoch, end_reason)
+        log.info(
+            "could not record the end of %s epoch %s (%s); the supervisor releases it",
+            lease.task_id,
+            lease.epoch,
+            end_reason,
+        )
 
 
 def _since(run: interrupts.Running | None) -> dict:

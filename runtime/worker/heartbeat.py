@@ -37,7 +37,7 @@ class Heartbeat:
         if self._carried is not None:
             old_fresh, old_waits = self._carried
             fresh = {k: fresh.get(k, 0) + old_fresh.get(k, 0) for k in {*fresh, *old_fresh}}
-            waits = [a + b for a, b in zip(waits, old_waits)]
+            waits = [a + b for a, b in zip(waits, old_waits, strict=True)]
             self._carried = None
         # Twice at most: a pooled connection that was cut (its backend terminated, the
         # server restarted since) fails once while the database is there, and a fresh
@@ -48,8 +48,14 @@ class Heartbeat:
         # per-minute figures for a chart, not state.)
         for fresh_connection in (False, True):
             try:
-                process_beat(kind=self.kind, totals=totals, fresh=fresh, waits=waits, queue=self.queue,
-                             swept=swept or bool(fresh.get("sweeps")))
+                process_beat(
+                    kind=self.kind,
+                    totals=totals,
+                    fresh=fresh,
+                    waits=waits,
+                    queue=self.queue,
+                    swept=swept or bool(fresh.get("sweeps")),
+                )
                 return
             except db.CONNECTION_ERRORS as exc:
                 db.discard_connection()
@@ -89,7 +95,7 @@ class Heartbeat:
                     break
                 self.beat()
                 connection.close()  # back to the pool between beats (see the lease keeper)
-        except Exception:  # noqa: BLE001 - a heartbeat must never take the worker down
+        except Exception:
             log.exception("the %s heartbeat stopped", self.kind)
         finally:
             connection.close()

@@ -33,6 +33,7 @@ at its next write, as the fence decides.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -58,8 +59,7 @@ IDLE_WAIT_SECONDS = 1.0
 STOPPED = (states.STOPPING, states.CANCELLED)
 EXIT_FORCED = 70  # EX_SOFTWARE: what billiard's own forced exits use
 # Django's options that are not libpq's (console/settings.py).
-_NOT_LIBPQ = {"pool", "prepare_threshold", "isolation_level", "server_side_binding", "assume_role",
-              "cursor_factory"}
+_NOT_LIBPQ = {"pool", "prepare_threshold", "isolation_level", "server_side_binding", "assume_role", "cursor_factory"}
 
 
 class StopWatch:
@@ -82,11 +82,13 @@ class StopWatch:
         run = interrupts.begin(lease.task_id, lease.epoch)
         if not self.enabled:
             return run
-        if threading.current_thread() is threading.main_thread():
-            # Installed from the main thread (the only one that may), before the watcher
-            # could ever send it for this attempt; a prefork child inherits it.
-            if signal.getsignal(STOP_SIGNAL) is not interrupts.handler:
-                signal.signal(STOP_SIGNAL, interrupts.handler)
+        # Installed from the main thread (the only one that may), before the watcher
+        # could ever send it for this attempt; a prefork child inherits it.
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(STOP_SIGNAL) is not interrupts.handler
+        ):
+            signal.signal(STOP_SIGNAL, interrupts.handler)
         with self._lock:
             if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
                 self._quit.clear()
@@ -134,7 +136,7 @@ class StopWatch:
                     listener = None
                     continue
                 self._tend()
-        except Exception:  # noqa: BLE001 - the watcher must never take the worker down
+        except Exception:
             log.exception("the stop watcher stopped")
         finally:
             _close(listener)
@@ -180,7 +182,7 @@ class StopWatch:
                     self._force(run, now - run.seen_at)
                 else:
                     self._deliver(run)
-            except Exception:  # noqa: BLE001 - tried again at the next round
+            except Exception:
                 log.exception("could not end the stopped attempt %s of %s", run.epoch, run.task_id)
                 db.discard_connection()
 
@@ -198,8 +200,7 @@ class StopWatch:
             try:
                 with transaction.atomic(durable=True):
                     lock_chain(run.task_id)
-                    released = release_stopped(task_id=run.task_id, epoch=run.epoch, end_reason="forced",
-                                               actor=actor)
+                    released = release_stopped(task_id=run.task_id, epoch=run.epoch, end_reason="forced", actor=actor)
                     if released:
                         stop_ack(task_id=run.task_id, boundary=states.WORKER, by=actor, detail=detail)
                 return released
@@ -208,11 +209,20 @@ class StopWatch:
                 outages.database.failed(exc)
                 delay = next(delays)
                 if time.monotonic() + delay >= until:
-                    log.warning("could not end the stopped attempt %s of %s (%s); exiting, the supervisor "
-                                "releases it when its lease lapses", run.epoch, run.task_id, exc)
+                    log.warning(
+                        "could not end the stopped attempt %s of %s (%s); exiting, the supervisor "
+                        "releases it when its lease lapses",
+                        run.epoch,
+                        run.task_id,
+                        exc,
+                    )
                     return True
-                log.info("ending the stopped attempt %s of %s failed (%s); trying again", run.epoch, run.task_id,
-                         type(exc).__name__)
+                log.info(
+                    "ending the stopped attempt %s of %s failed (%s); trying again",
+                    run.epoch,
+                    run.task_id,
+                    type(exc).__name__,
+                )
                 time.sleep(delay)
 
     def _deliver(self, run: interrupts.Running) -> None:
@@ -229,14 +239,20 @@ class StopWatch:
         ended meanwhile) changes nothing and ends nothing."""
         worker = f"{socket.gethostname()}:{os.getpid()}"
         actor = f"worker:{worker}"
-        detail = {"ended": "by force", "after_seconds": round(after, 3), "epoch": run.epoch, "worker": worker,
-                  "seen": run.where}
+        detail = {
+            "ended": "by force",
+            "after_seconds": round(after, 3),
+            "epoch": run.epoch,
+            "worker": worker,
+            "seen": run.where,
+        }
         released = self._release_by_force(run, actor, detail)
         if not released:
             return
         run.forced = True
-        log.warning("task %s epoch %s ignored its stop for %.1f s: ending the process by force", run.task_id,
-                    run.epoch, after)
+        log.warning(
+            "task %s epoch %s ignored its stop for %.1f s: ending the process by force", run.task_id, run.epoch, after
+        )
         if self.force_exit:
             logging.shutdown()
             os._exit(EXIT_FORCED)
@@ -248,9 +264,16 @@ def _listen():
     faults.reach(faults.BEFORE_STOP_LISTEN, task_id="worker", step="listen", epoch=0)
     params = settings.DATABASES["default"]
     options = {k: v for k, v in params.get("OPTIONS", {}).items() if k not in _NOT_LIBPQ}
-    listener = psycopg.connect(dbname=params["NAME"], user=params.get("USER") or None,
-                               password=params.get("PASSWORD") or None, host=params.get("HOST") or None,
-                               port=params.get("PORT") or None, autocommit=True, connect_timeout=5, **options)
+    listener = psycopg.connect(
+        dbname=params["NAME"],
+        user=params.get("USER") or None,
+        password=params.get("PASSWORD") or None,
+        host=params.get("HOST") or None,
+        port=params.get("PORT") or None,
+        autocommit=True,
+        connect_timeout=5,
+        **options,
+    )
     listener.execute("LISTEN steward_stop")
     return listener
 
@@ -264,10 +287,8 @@ def _notified(listener, timeout: float) -> bool:
 
 def _close(listener) -> None:
     if listener is not None:
-        try:
+        with contextlib.suppress(psycopg.Error):
             listener.close()
-        except psycopg.Error:
-            pass
 
 
 watch = StopWatch()

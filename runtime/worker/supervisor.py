@@ -28,24 +28,29 @@ from runtime.worker.heartbeat import Heartbeat
 
 @dataclass
 class SweepReport:
-    recovered: int = 0      # expired leases re-queued with a new attempt to come
+    recovered: int = 0  # expired leases re-queued with a new attempt to come
     dead_lettered: int = 0  # expired too often in a row: parked for an operator
-    released: int = 0       # stopped attempts whose worker vanished: slot freed
-    woken: int = 0          # sleeping tasks whose timer is due, and waiting parents
-    redispatched: int = 0   # wake-ups re-sent for queued work nobody picked up
-    sealed: int = 0         # tenants whose moved audit chain heads were sealed
+    released: int = 0  # stopped attempts whose worker vanished: slot freed
+    woken: int = 0  # sleeping tasks whose timer is due, and waiting parents
+    redispatched: int = 0  # wake-ups re-sent for queued work nobody picked up
+    sealed: int = 0  # tenants whose moved audit chain heads were sealed
     stops_bounded: int = 0  # stopping tasks cancelled because their stop's bound passed
     approvals_expired: int = 0  # tasks woken because their pending approval expired (expiry means deny)
-    scheduled: int = 0      # cron ticks that submitted a task (runtime/triggers/)
-    triggered: int = 0      # dependency triggers settled (fired, skipped or failed)
+    scheduled: int = 0  # cron ticks that submitted a task (runtime/triggers/)
+    triggered: int = 0  # dependency triggers settled (fired, skipped or failed)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def supervise(*, supervisor_id: str, interval: float | None = None, once: bool = False,
-              on_report: Callable[[SweepReport], None] | None = None,
-              stop: threading.Event | None = None) -> None:
+def supervise(
+    *,
+    supervisor_id: str,
+    interval: float | None = None,
+    once: bool = False,
+    on_report: Callable[[SweepReport], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
     """Sweep every `interval` seconds (SWEEP_SECONDS by default) until `stop` is set.
 
     A database outage (a restart, a terminated backend, a partition) does not end the
@@ -143,8 +148,12 @@ def _release_abandoned(report: SweepReport, actor: str) -> None:
                     dispatch.pool_has_work(pool)
                 # If a stop was waiting for this worker, it never will answer: the attempt
                 # ended because its lease lapsed, and the acknowledgment says exactly that.
-                stop_ack(task_id=task_id, boundary=states.WORKER, by=actor,
-                         detail={"ended": "lease lapsed", "epoch": epoch, "worker": worker})
+                stop_ack(
+                    task_id=task_id,
+                    boundary=states.WORKER,
+                    by=actor,
+                    detail={"ended": "lease lapsed", "epoch": epoch, "worker": worker},
+                )
 
 
 def _retire_slots() -> None:

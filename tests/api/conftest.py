@@ -12,8 +12,7 @@ from console.access import Principal, token_create, token_revoke
 from console.models import ADMIN, OPERATE, OPERATOR, READ, VIEWER
 from tests.people import make_people
 
-ROLES = {"alice": ("acme", OPERATOR), "bob": ("acme", VIEWER), "carol": ("globex", OPERATOR),
-         "dave": ("acme", ADMIN)}
+ROLES = {"alice": ("acme", OPERATOR), "bob": ("acme", VIEWER), "carol": ("globex", OPERATOR), "dave": ("acme", ADMIN)}
 
 
 def principal_of(user, *, channel: str = "console") -> Principal:
@@ -32,8 +31,17 @@ class Api:
         self.client = Client(raise_request_exception=False)
         self.headers = {"Authorization": f"Bearer {secret}"} if secret else {}
 
-    def call(self, method: str, path: str, body=None, *, raw: bytes | None = None,
-             content_type: str = "application/json", headers: dict | None = None, **query):
+    def call(
+        self,
+        method: str,
+        path: str,
+        body=None,
+        *,
+        raw: bytes | None = None,
+        content_type: str = "application/json",
+        headers: dict | None = None,
+        **query,
+    ):
         url = path if path.startswith("/") else f"/api/v1/{path}"
         send = getattr(self.client, method.lower())
         data = raw if raw is not None else (json.dumps(body) if body is not None else None)
@@ -57,11 +65,11 @@ class Api:
 
 @dataclass
 class Tokens:
-    alice: str        # operator of acme, operate token
-    alice_read: str   # the same person, a read token
-    bob: str          # viewer of acme: read tokens only
-    carol: str        # operator of globex
-    dave: str         # admin of acme
+    alice: str  # operator of acme, operate token
+    alice_read: str  # the same person, a read token
+    bob: str  # viewer of acme: read tokens only
+    carol: str  # operator of globex
+    dave: str  # admin of acme
 
 
 @pytest.fixture(autouse=True)
@@ -78,9 +86,13 @@ def people(db):
 
 @pytest.fixture
 def tokens(people) -> Tokens:
-    return Tokens(alice=make_token(people.alice), alice_read=make_token(people.alice, scope=READ),
-                  bob=make_token(people.bob, scope=READ), carol=make_token(people.carol),
-                  dave=make_token(people.dave))
+    return Tokens(
+        alice=make_token(people.alice),
+        alice_read=make_token(people.alice, scope=READ),
+        bob=make_token(people.bob, scope=READ),
+        carol=make_token(people.carol),
+        dave=make_token(people.dave),
+    )
 
 
 @pytest.fixture
@@ -94,7 +106,7 @@ def carol(tokens) -> Api:
 
 
 def revoke(user, secret: str) -> None:
-    from console.models import ApiToken  # noqa: PLC0415
+    from console.models import ApiToken
 
     token = ApiToken.objects.get(prefix=secret[:12])
     token_revoke(principal=principal_of(user), token_id=token.id)

@@ -55,8 +55,13 @@ ROUTES = [
     ("PUT", "members/bob", {"role": "operator", "reason": "on call"}, True, None),  # adds: nothing to find
     ("DELETE", "members/bob", None, True, "MEMBER_NOT_FOUND"),
     ("GET", "grants", None, False, None),
-    ("POST", "grants", {"principal": "agent:t.steps", "action": "tool.search", "resource": "repo:acme/docs"}, True,
-     None),
+    (
+        "POST",
+        "grants",
+        {"principal": "agent:t.steps", "action": "tool.search", "resource": "repo:acme/docs"},
+        True,
+        None,
+    ),
     ("GET", "grants/{grant}", None, False, "GRANT_NOT_FOUND"),
     ("GET", "grants/{grant}/preview", None, False, "GRANT_NOT_FOUND"),
     ("POST", "grants/{grant}/narrow", {"resource": "repo:acme/docs", "reason": "docs only"}, True, "GRANT_NOT_FOUND"),
@@ -117,16 +122,25 @@ def test_every_route_refuses_an_expired_token(people, world, method, path, body,
     assert_error(call(Api(secret), world, method, path, body), 401, "AUTH_REQUIRED")
 
 
-@pytest.mark.parametrize("header", ["Bearer", "Bearer ", "Basic YWxpY2U6cGFzcw==", "Bearer stw_not-a-real-one",
-                                    "Bearer " + "x" * 5000, "bearer stw_x", "Bearer stw_\u00e9"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Bearer",
+        "Bearer ",
+        "Basic YWxpY2U6cGFzcw==",
+        "Bearer stw_not-a-real-one",
+        "Bearer " + "x" * 5000,
+        "bearer stw_x",
+        "Bearer stw_\u00e9",
+    ],
+)
 def test_a_malformed_or_unknown_authorization_header_is_401(db, header):
     response = Api(None).call("GET", "tasks", headers={"Authorization": header})
     assert_error(response, 401, "AUTH_REQUIRED")
 
 
 @pytest.mark.parametrize("method,path,body,action,missing", ACTIONS, ids=ids(ACTIONS))
-def test_a_read_token_is_forbidden_every_action_and_changes_nothing(tokens, world, method, path, body, action,
-                                                                    missing):
+def test_a_read_token_is_forbidden_every_action_and_changes_nothing(tokens, world, method, path, body, action, missing):
     before = AuditEvent.objects.count()
     assert_error(call(Api(tokens.alice_read), world, method, path, body), 403, "FORBIDDEN")
     assert AuditEvent.objects.count() == before
@@ -143,8 +157,9 @@ def test_a_viewer_can_get_no_operate_token_either_way(people, tokens):
     assert_error(Api(tokens.bob).post("tokens", {"name": "mine", "scope": "operate"}), 403, "FORBIDDEN")
 
 
-@pytest.mark.parametrize("method,path,body,action,missing", [r for r in ROUTES if not r[3]],
-                         ids=ids([r for r in ROUTES if not r[3]]))
+@pytest.mark.parametrize(
+    "method,path,body,action,missing", [r for r in ROUTES if not r[3]], ids=ids([r for r in ROUTES if not r[3]])
+)
 def test_a_viewer_reads_every_route(tokens, world, method, path, body, action, missing):
     response = call(Api(tokens.bob), world, method, path, body)
     assert response.status_code == 200, response.content[:300]
@@ -168,8 +183,9 @@ def test_another_tenants_lists_hold_none_of_ours(carol, world):
 
 
 @pytest.mark.parametrize("method,path,body,action,missing", ACTIONS, ids=ids(ACTIONS))
-def test_every_action_writes_its_audit_rows_with_the_api_channel_and_the_token(tokens, world, method, path, body,
-                                                                              action, missing):
+def test_every_action_writes_its_audit_rows_with_the_api_channel_and_the_token(
+    tokens, world, method, path, body, action, missing
+):
     person, secret = ("dave", tokens.dave) if path.startswith("members") else ("alice", tokens.alice)
     before = AuditEvent.objects.order_by("-id").values_list("id", flat=True).first()
     response = call(Api(secret), world, method, path, body)
@@ -182,8 +198,9 @@ def test_every_action_writes_its_audit_rows_with_the_api_channel_and_the_token(t
 
 
 @pytest.mark.parametrize("method,path,body,action,missing", ADMINISTERS, ids=ids(ADMINISTERS))
-def test_an_operator_is_forbidden_every_administration_and_changes_nothing(tokens, world, method, path, body,
-                                                                           action, missing):
+def test_an_operator_is_forbidden_every_administration_and_changes_nothing(
+    tokens, world, method, path, body, action, missing
+):
     before = AuditEvent.objects.count()
     assert_error(call(Api(tokens.alice), world, method, path, body), 403, "FORBIDDEN")
     assert AuditEvent.objects.count() == before
@@ -202,12 +219,17 @@ def test_a_token_request_needs_no_csrf_token_and_a_session_cookie_alone_is_no_cr
     """The API authenticates by token only: Django's CSRF check (which protects cookie
     sessions) does not stand in a token client's way, and a signed-in browser's session
     cookie does not authenticate an API call, so a cross-site form cannot act."""
-    from django.test import Client  # noqa: PLC0415
+    from django.test import Client
 
     strict = Client(enforce_csrf_checks=True)
-    made = strict.post("/api/v1/tasks", {"agent": "t.steps"}, content_type="application/json",
-                       headers={"Authorization": f"Bearer {tokens.alice}"})
+    made = strict.post(
+        "/api/v1/tasks",
+        {"agent": "t.steps"},
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {tokens.alice}"},
+    )
     assert made.status_code == 201, made.content[:300]
     strict.force_login(people.alice)
-    assert_error(strict.post("/api/v1/tasks", {"agent": "t.steps"}, content_type="application/json"), 401,
-                 "AUTH_REQUIRED")
+    assert_error(
+        strict.post("/api/v1/tasks", {"agent": "t.steps"}, content_type="application/json"), 401, "AUTH_REQUIRED"
+    )

@@ -111,8 +111,9 @@ def _token(user) -> Api:
     from console.access import Principal, token_create
     from console.models import OPERATE, OPERATOR
 
-    principal = Principal(user=user, tenant="acme", role=OPERATOR, channel="api", scope=OPERATE,
-                          credential="test:setup")
+    principal = Principal(
+        user=user, tenant="acme", role=OPERATOR, channel="api", scope=OPERATE, credential="test:setup"
+    )
     return Api(token_create(principal=principal, name="t", scope=OPERATE).secret)
 
 

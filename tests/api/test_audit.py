@@ -3,6 +3,7 @@ their hash-chain positions), and verify naming a tenant's own first bad row."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import timedelta
 
@@ -38,8 +39,12 @@ def test_the_export_holds_exactly_the_events_of_its_query_with_their_chain_posit
     for i in range(3):
         task_submit(agent="t.steps", input={"i": i}, **ALICE)
     for i in range(1100):  # past two export pages of 500, interleaved with other kinds
-        audit_record(actor="user:alice" if i % 3 else "user:dave", tenant="acme", kind="note" if i % 2 else "other",
-                     data={"i": i})
+        audit_record(
+            actor="user:alice" if i % 3 else "user:dave",
+            tenant="acme",
+            kind="note" if i % 2 else "other",
+            data={"i": i},
+        )
     audit_record(actor="user:carol", tenant="globex", kind="note")
     query = {"kind": "note", "actor": "user:alice", "since": (timezone.now() - timedelta(hours=1)).isoformat()}
 
@@ -50,7 +55,11 @@ def test_the_export_holds_exactly_the_events_of_its_query_with_their_chain_posit
     assert len(lines) == 367
     row = AuditEvent.objects.get(id=lines[0]["id"])
     assert (lines[0]["chain"], lines[0]["chain_seq"], lines[0]["hash"], lines[0]["prev_hash"]) == (
-        row.chain, row.chain_seq, bytes(row.hash).hex(), bytes(row.prev_hash).hex())
+        row.chain,
+        row.chain_seq,
+        bytes(row.hash).hex(),
+        bytes(row.prev_hash).hex(),
+    )
 
 
 def test_a_tasks_export_is_its_chain_each_row_linked_to_the_one_before(alice):
@@ -60,7 +69,7 @@ def test_a_tasks_export_is_its_chain_each_row_linked_to_the_one_before(alice):
     lines = export(alice, task=task_id)[::-1]
     assert [e["kind"] for e in lines] == ["task.submitted", "task.stopping", "task.cancelled", "task.resumed"]
     assert [e["chain_seq"] for e in lines] == [1, 2, 3, 4]
-    assert all(later["prev_hash"] == earlier["hash"] for earlier, later in zip(lines, lines[1:]))
+    assert all(later["prev_hash"] == earlier["hash"] for earlier, later in itertools.pairwise(lines))
 
 
 def test_an_export_with_a_bad_filter_is_refused_before_it_streams(alice):
@@ -71,8 +80,12 @@ def test_one_event_is_answered_with_its_chain_position(alice):
     event_id = audit_record(actor="user:alice", tenant="acme", kind="note", data={"x": 1})
     body = alice.get(f"audit/{event_id}").json()
     row = AuditEvent.objects.get(id=event_id)
-    assert (body["kind"], body["data"], body["chain"], body["chain_seq"]) == ("note", {"x": 1}, "tenant:acme",
-                                                                              row.chain_seq)
+    assert (body["kind"], body["data"], body["chain"], body["chain_seq"]) == (
+        "note",
+        {"x": 1},
+        "tenant:acme",
+        row.chain_seq,
+    )
     assert body["at"] == row.at.isoformat()  # to the microsecond: `at` is part of the row's hash
 
 

@@ -24,7 +24,11 @@ def test_a_tripped_task_names_its_breaker_and_a_resume_raises_its_limit(alice):
     task_id = tripped(alice)
     shown = alice.get(f"tasks/{task_id}").json()
     assert (shown["status"], shown["blocked_reason"], shown["breaker"], shown["breaker_limits"]) == (
-        "blocked", states.BREAKER_TRIPPED, states.RUNAWAY_STEPS, None)
+        "blocked",
+        states.BREAKER_TRIPPED,
+        states.RUNAWAY_STEPS,
+        None,
+    )
     assert (shown["error"]["code"], shown["error"]["limit"], shown["error"]["observed"]) == ("BREAKER_TRIPPED", 5, 6)
 
     resumed = alice.post(f"tasks/{task_id}/resume", {"note": "it needs eight", "limits": {"max_steps": 8}})
@@ -35,20 +39,23 @@ def test_a_tripped_task_names_its_breaker_and_a_resume_raises_its_limit(alice):
     assert alice.get(f"tasks/{task_id}").json()["output"] == {"done": 8}
 
 
-@pytest.mark.parametrize("limits, status, code", [
-    ({"max_steps": 0}, 400, "ARGUMENT_OUT_OF_RANGE"),
-    ({"max_steps": -5}, 400, "ARGUMENT_OUT_OF_RANGE"),
-    ({"max_steps": 2**63}, 400, "ARGUMENT_OUT_OF_RANGE"),
-    ({"max_steps": 1e308}, 400, "ARGUMENT_OUT_OF_RANGE"),
-    ({"max_steps": True}, 400, "ARGUMENT_OUT_OF_RANGE"),
-    ({"max_steps": "8"}, 400, "ARGUMENT_OUT_OF_RANGE"),
-    ({"max_steps": {"value": 8}}, 400, "ARGUMENT_OUT_OF_RANGE"),
-    ({"max_steps": None}, 400, "ARGUMENT_OUT_OF_RANGE"),
-    ({"budget": 8}, 400, "INVALID_ARGUMENT"),
-    ({"": 8}, 400, "INVALID_ARGUMENT"),
-    ([8], 422, "INVALID_REQUEST"),
-    ("max_steps=8", 422, "INVALID_REQUEST"),
-])
+@pytest.mark.parametrize(
+    "limits, status, code",
+    [
+        ({"max_steps": 0}, 400, "ARGUMENT_OUT_OF_RANGE"),
+        ({"max_steps": -5}, 400, "ARGUMENT_OUT_OF_RANGE"),
+        ({"max_steps": 2**63}, 400, "ARGUMENT_OUT_OF_RANGE"),
+        ({"max_steps": 1e308}, 400, "ARGUMENT_OUT_OF_RANGE"),
+        ({"max_steps": True}, 400, "ARGUMENT_OUT_OF_RANGE"),
+        ({"max_steps": "8"}, 400, "ARGUMENT_OUT_OF_RANGE"),
+        ({"max_steps": {"value": 8}}, 400, "ARGUMENT_OUT_OF_RANGE"),
+        ({"max_steps": None}, 400, "ARGUMENT_OUT_OF_RANGE"),
+        ({"budget": 8}, 400, "INVALID_ARGUMENT"),
+        ({"": 8}, 400, "INVALID_ARGUMENT"),
+        ([8], 422, "INVALID_REQUEST"),
+        ("max_steps=8", 422, "INVALID_REQUEST"),
+    ],
+)
 def test_a_hostile_limit_is_refused_with_a_stable_code_and_changes_nothing(alice, limits, status, code):
     task_id = tripped(alice)
     before = AuditEvent.objects.filter(task_id=task_id).count()
@@ -73,13 +80,24 @@ def test_a_paused_tree_shows_its_pause_and_a_resume_says_what_it_lifted(alice):
     assert detail["blocked_reason"] == states.TREE_PAUSED
     assert detail["error"]["code"] == "TREE_PAUSED"
     shown = detail["tree_pause"]
-    assert (shown["id"], shown["tripped_task"], shown["breaker"], shown["limit"], shown["observed"],
-            shown["held_at_pause"], shown["holding"], shown["running"]) == (
-        pause.id, str(pause.task_id), states.FANOUT_CHILDREN, 1, 2, 3, 3, 0)
+    assert (
+        shown["id"],
+        shown["tripped_task"],
+        shown["breaker"],
+        shown["limit"],
+        shown["observed"],
+        shown["held_at_pause"],
+        shown["holding"],
+        shown["running"],
+    ) == (pause.id, str(pause.task_id), states.FANOUT_CHILDREN, 1, 2, 3, 3, 0)
 
     answer = alice.post(f"tasks/{root}/resume", {"note": "the rest may go on"})
     assert answer.status_code == 200
     body = answer.json()
     assert (body["tree_pause_lifted"], body["tree_queued"], body["tree_pause"], body["status"]) == (
-        pause.id, 2, None, states.QUEUED)
+        pause.id,
+        2,
+        None,
+        states.QUEUED,
+    )
     assert Task.objects.get(id=pause.task_id).blocked_reason == states.BREAKER_TRIPPED  # resumed on its own

@@ -55,7 +55,12 @@ def test_an_operator_sets_the_budgets_and_reads_them_back_with_their_use(alice):
     assert response.status_code == 200, response.content
     body = response.json()
     assert (body["tenant"], body["task_tokens"], body["tree_tokens"], body["tenant_tokens"], body["version"]) == (
-        "acme", 1000, None, 0, 1)
+        "acme",
+        1000,
+        None,
+        0,
+        1,
+    )
     assert body["tenant_use"] == {"scope": "tenant", "subject": "acme", "used": 0, "limit": 0, "state": "exhausted"}
     event = AuditEvent.objects.get(kind="budget.set")
     assert (event.actor, event.tenant, event.data["via"]["channel"]) == ("user:alice", "acme", "api")

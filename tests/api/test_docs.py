@@ -10,8 +10,11 @@ from runtime import errors
 from tests.harness import REPO
 
 PAGE = (REPO / "docs" / "api.md").read_text()
-ROWS = {code: int(status) for status, codes in re.findall(r"^\| (\d{3}) \| (.+?) \|", PAGE, re.M)
-        for code in re.findall(r"`([A-Z0-9_]+)`", codes)}
+ROWS = {
+    code: int(status)
+    for status, codes in re.findall(r"^\| (\d{3}) \| (.+?) \|", PAGE, re.M)
+    for code in re.findall(r"`([A-Z0-9_]+)`", codes)
+}
 
 
 def test_every_runtime_error_code_is_in_the_table_with_its_status():

@@ -62,9 +62,17 @@ def operator_token(transactional_db, settings):
 
 
 @fuzzed.parametrize()
-@settings(max_examples=EXAMPLES_PER_ROUTE, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.filter_too_much, HealthCheck.data_too_large])
+@settings(
+    max_examples=EXAMPLES_PER_ROUTE,
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.data_too_large,
+    ],
+)
 def test_no_route_answers_a_5xx_and_every_error_has_the_shape(case, operator_token):
     # A fresh token per example: an example may revoke the token it was sent with.
     response = case.call(headers={"Authorization": f"Bearer {operator_token()}"})

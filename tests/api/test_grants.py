@@ -24,8 +24,13 @@ HOSTILE = [
     ("resource huge", "grants", {**OK, "resource": "r" * 100_000}, 422, "INVALID_REQUEST"),
     ("resource deep", "grants", DEEP, 422, "INVALID_REQUEST"),
     ("not JSON", "grants", b"{principal: agent:x", 400, "MALFORMED_JSON"),
-    ("latin-1 bytes", "grants", '{"principal": "agent:t.steps", "action": "tool.search", "resource": "r\xe9"}'
-     .encode("latin-1"), 400, "BODY_NOT_UTF8"),
+    (
+        "latin-1 bytes",
+        "grants",
+        '{"principal": "agent:t.steps", "action": "tool.search", "resource": "r\xe9"}'.encode("latin-1"),
+        400,
+        "BODY_NOT_UTF8",
+    ),
     ("NUL in resource", "grants", {**OK, "resource": "repo:\u0000"}, 422, "INVALID_REQUEST"),
     ("a star mid-pattern", "grants", {**OK, "resource": "repo:*/x"}, 400, "INVALID_RESOURCE_PATTERN"),
     ("principal neither agent nor user", "grants", {**OK, "principal": "task:1"}, 400, "INVALID_IDENTIFIER"),
@@ -38,8 +43,13 @@ HOSTILE = [
     ("revoke reason huge", "grants/{grant}/revoke", {"reason": "y" * 5000}, 422, "INVALID_REQUEST"),
     ("narrow wider", "grants/{grant}/narrow", {"resource": "repo:*", "reason": "x"}, 400, "GRANT_NOT_NARROWER"),
     ("narrow nothing", "grants/{grant}/narrow", {"reason": "x"}, 400, "INVALID_ARGUMENT"),
-    ("narrow to the past", "grants/{grant}/narrow", {"expires_at": "2001-01-01T00:00:00Z", "reason": "x"}, 400,
-     "ARGUMENT_OUT_OF_RANGE"),
+    (
+        "narrow to the past",
+        "grants/{grant}/narrow",
+        {"expires_at": "2001-01-01T00:00:00Z", "reason": "x"},
+        400,
+        "ARGUMENT_OUT_OF_RANGE",
+    ),
     ("grant id past 64 bits", f"grants/{2**64}/revoke", {"reason": "x"}, 422, "INVALID_REQUEST"),
     ("grant id zero", "grants/0/revoke", {"reason": "x"}, 422, "INVALID_REQUEST"),
     ("no such grant", f"grants/{2**62}/revoke", {"reason": "x"}, 404, "GRANT_NOT_FOUND"),
@@ -52,8 +62,9 @@ def world(tokens):
 
 
 @pytest.mark.parametrize(("name", "path", "body", "status", "code"), HOSTILE, ids=[h[0] for h in HOSTILE])
-def test_a_hostile_grant_request_is_a_4xx_with_its_code_and_writes_nothing(tokens, world, name, path, body, status,
-                                                                          code):
+def test_a_hostile_grant_request_is_a_4xx_with_its_code_and_writes_nothing(
+    tokens, world, name, path, body, status, code
+):
     api = Api(tokens.dave)
     url = path.format(grant=world.grant.id)
     api.get("grants")  # the token's last use is written on its first call: before the snapshot
@@ -63,15 +74,18 @@ def test_a_hostile_grant_request_is_a_4xx_with_its_code_and_writes_nothing(token
     assert snapshot() == before
 
 
-@pytest.mark.parametrize("query", [{"principal": "x" * 300}, {"state": "gone"}, {"resource": "a*b"},
-                                   {"limit": "0"}, {"limit": str(2**70)}])
+@pytest.mark.parametrize(
+    "query", [{"principal": "x" * 300}, {"state": "gone"}, {"resource": "a*b"}, {"limit": "0"}, {"limit": str(2**70)}]
+)
 def test_a_hostile_grants_filter_is_a_4xx(tokens, world, query):
     response = Api(tokens.bob).get("grants", **query)
     assert 400 <= response.status_code < 500 and set(response.json()) == {"code", "message", "details"}
 
 
-@pytest.mark.parametrize("query", [{"boundary": "moon"}, {"allowed": "perhaps"}, {"task": "not-a-uuid"},
-                                   {"principal": "robot:x"}, {"cursor": "!!"}])
+@pytest.mark.parametrize(
+    "query",
+    [{"boundary": "moon"}, {"allowed": "perhaps"}, {"task": "not-a-uuid"}, {"principal": "robot:x"}, {"cursor": "!!"}],
+)
 def test_a_hostile_decisions_filter_is_a_4xx(tokens, world, query):
     response = Api(tokens.bob).get("decisions", **query)
     assert 400 <= response.status_code < 500 and set(response.json()) == {"code", "message", "details"}
@@ -79,10 +93,10 @@ def test_a_hostile_decisions_filter_is_a_4xx(tokens, world, query):
 
 def test_an_operator_changes_only_the_agents_they_hold_the_right_over(tokens, world):
     alice = Api(tokens.alice)
-    other = grant_create(tenant="acme", principal="agent:research.batch", action="tool.search", resource="x",
-                         actor="user:dave")
-    person = grant_create(tenant="acme", principal="user:alice", action="tool.search", resource="x",
-                          actor="user:dave")
+    other = grant_create(
+        tenant="acme", principal="agent:research.batch", action="tool.search", resource="x", actor="user:dave"
+    )
+    person = grant_create(tenant="acme", principal="user:alice", action="tool.search", resource="x", actor="user:dave")
     alice.get("grants")  # the token's last use is written on its first call: before the snapshot
     before = snapshot()
     for grant in (other, person):
@@ -96,6 +110,7 @@ def test_an_operator_changes_only_the_agents_they_hold_the_right_over(tokens, wo
 
 def test_a_read_token_of_an_admin_changes_no_grant(people, world):
     from tests.api.conftest import make_token
+
     dave_read = Api(make_token(people.dave, scope="read"))
     assert_error(dave_read.post(f"grants/{world.grant.id}/revoke", {"reason": "x"}), 403, "FORBIDDEN")
 
@@ -103,7 +118,9 @@ def test_a_read_token_of_an_admin_changes_no_grant(people, world):
 def test_the_preview_counts_what_the_revoke_event_records(tokens, world):
     dave = Api(tokens.dave)
     preview = dave.get(f"grants/{world.grant.id}/preview").json()
-    assert preview["affected_tasks"] == 1 == len(preview["tasks"])  # the queued t.steps task (the blocked one is t.effect's)
+    assert (
+        preview["affected_tasks"] == 1 == len(preview["tasks"])
+    )  # the queued t.steps task (the blocked one is t.effect's)
     revoked = dave.post(f"grants/{world.grant.id}/revoke", {"reason": "rotating"})
     assert revoked.status_code == 200
     event = AuditEvent.objects.get(kind="grant.revoked")
@@ -111,7 +128,9 @@ def test_the_preview_counts_what_the_revoke_event_records(tokens, world):
     assert sorted(event.data["affected_task_ids"]) == sorted(t["id"] for t in preview["tasks"])
     history = dave.get(f"grants/{world.grant.id}").json()["history"]
     assert [(h["kind"], h["actor"], h["reason"]) for h in history] == [
-        ("grant.created", "user:dave", ""), ("grant.revoked", "user:dave", "rotating")]
+        ("grant.created", "user:dave", ""),
+        ("grant.revoked", "user:dave", "rotating"),
+    ]
 
 
 def test_creating_narrowing_and_listing(tokens, world):

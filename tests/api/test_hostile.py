@@ -23,20 +23,40 @@ BODIES = [
     ("trailing-garbage", b'{"agent": "t.steps"} xyz', "application/json", 400, "MALFORMED_JSON"),
     ("nan", b'{"agent": "t.steps", "input": {"x": NaN}}', "application/json", 400, "MALFORMED_JSON"),
     ("deep-nesting-unparseable", DEEP.encode(), "application/json", 400, "MALFORMED_JSON"),
-    ("latin-1-bytes", '{"agent": "t.steps", "input": {"q": "café"}}'.encode("latin-1"), "application/json", 400,
-     "BODY_NOT_UTF8"),
+    (
+        "latin-1-bytes",
+        '{"agent": "t.steps", "input": {"q": "café"}}'.encode("latin-1"),
+        "application/json",
+        400,
+        "BODY_NOT_UTF8",
+    ),
     ("text-plain", b'{"agent": "t.steps"}', "text/plain", 415, "UNSUPPORTED_MEDIA_TYPE"),
     ("form", b"agent=t.steps", "application/x-www-form-urlencoded", 415, "UNSUPPORTED_MEDIA_TYPE"),
     ("charset-latin-1", b'{"agent": "t.steps"}', "application/json; charset=latin-1", 415, "UNSUPPORTED_MEDIA_TYPE"),
-    ("huge-body", b'{"agent": "t.steps", "input": {"x": "' + b"a" * 3_000_000 + b'"}}', "application/json", 413,
-     "BODY_TOO_LARGE"),
+    (
+        "huge-body",
+        b'{"agent": "t.steps", "input": {"x": "' + b"a" * 3_000_000 + b'"}}',
+        "application/json",
+        413,
+        "BODY_TOO_LARGE",
+    ),
     ("input-past-its-limit", task_body({"x": "a" * 70_000}), "application/json", 413, "INPUT_TOO_LARGE"),
-    ("input-nested-past-its-limit", task_body(json.loads("[" * 70 + "]" * 70) and {"x": json.loads("[" * 70 + "]" * 70)}),
-     "application/json", 422, "INPUT_TOO_DEEP"),
+    (
+        "input-nested-past-its-limit",
+        task_body(json.loads("[" * 70 + "]" * 70) and {"x": json.loads("[" * 70 + "]" * 70)}),
+        "application/json",
+        422,
+        "INPUT_TOO_DEEP",
+    ),
     ("nul-in-input", task_body({"x": "a\u0000b"}), "application/json", 422, "INVALID_STRING"),
     ("lone-surrogate", b'{"agent": "t.steps", "input": {"x": "\\ud800"}}', "application/json", 422, "INVALID_STRING"),
-    ("number-too-large", b'{"agent": "t.steps", "input": {"x": 1e400}}', "application/json", 422,
-     "NUMBER_OUT_OF_RANGE"),
+    (
+        "number-too-large",
+        b'{"agent": "t.steps", "input": {"x": 1e400}}',
+        "application/json",
+        422,
+        "NUMBER_OUT_OF_RANGE",
+    ),
     ("integer-too-large", task_body({"x": 10**30}), "application/json", 422, "NUMBER_OUT_OF_RANGE"),
     ("nul-in-agent", b'{"agent": "t.\\u0000steps", "input": {}}', "application/json", 422, "INVALID_REQUEST"),
     ("array-body", b"[]", "application/json", 422, "INVALID_REQUEST"),
@@ -94,12 +114,15 @@ def test_a_hostile_query_is_refused_in_the_error_shape(alice, name, path, query,
     assert_error(alice.get(path, **query), status, code)
 
 
-@pytest.mark.parametrize("name,path,body,status,code", [
-    ("pool-limit-past-its-bound", "pools/default", {"max_running": 10**12}, 400, "ARGUMENT_OUT_OF_RANGE"),
-    ("pool-limit-zero", "pools/default", {"max_running": 0}, 422, "INVALID_REQUEST"),
-    ("pool-unknown", "pools/nosuch", {"max_queued": 5}, 404, "UNKNOWN_POOL"),
-    ("pool-name-not-a-slug", "pools/NO%20SUCH", {"max_queued": 5}, 422, "INVALID_REQUEST"),
-])
+@pytest.mark.parametrize(
+    "name,path,body,status,code",
+    [
+        ("pool-limit-past-its-bound", "pools/default", {"max_running": 10**12}, 400, "ARGUMENT_OUT_OF_RANGE"),
+        ("pool-limit-zero", "pools/default", {"max_running": 0}, 422, "INVALID_REQUEST"),
+        ("pool-unknown", "pools/nosuch", {"max_queued": 5}, 404, "UNKNOWN_POOL"),
+        ("pool-name-not-a-slug", "pools/NO%20SUCH", {"max_queued": 5}, 422, "INVALID_REQUEST"),
+    ],
+)
 def test_a_hostile_pool_change_is_refused(alice, name, path, body, status, code):
     alice.post("tasks", {"agent": "t.steps"})  # the default pool exists from its first use
     assert_error(alice.patch(path, body), status, code)
@@ -111,13 +134,16 @@ def test_a_hostile_idempotency_key_is_422(alice, key):
     assert Task.objects.count() == 0
 
 
-@pytest.mark.parametrize("body,code", [
-    ({"outcome": "maybe"}, "INVALID_REQUEST"),
-    ({"outcome": "committed", "receipt": {"x": "\u0000"}}, "INVALID_STRING"),
-    ({"outcome": "failed", "note": "n" * 3000}, "INVALID_REQUEST"),
-])
+@pytest.mark.parametrize(
+    "body,code",
+    [
+        ({"outcome": "maybe"}, "INVALID_REQUEST"),
+        ({"outcome": "committed", "receipt": {"x": "\u0000"}}, "INVALID_STRING"),
+        ({"outcome": "failed", "note": "n" * 3000}, "INVALID_REQUEST"),
+    ],
+)
 def test_a_hostile_resolution_is_422_and_leaves_the_effect_unknown(alice, body, code):
-    from tests.api.world import blocked_task_with_unknown_effect  # noqa: PLC0415
+    from tests.api.world import blocked_task_with_unknown_effect
 
     _, effect = blocked_task_with_unknown_effect()
     assert_error(alice.post(f"effects/{effect.id}/resolve", body), 422, code)

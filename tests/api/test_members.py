@@ -25,8 +25,7 @@ def role_of(username: str, tenant: str = "acme") -> str | None:
 
 def test_every_member_lists_the_tenants_members_with_role_and_dates(tokens):
     listed = Api(tokens.bob).get("members").json()
-    assert [(m["username"], m["role"]) for m in listed] == [("alice", "operator"), ("bob", "viewer"),
-                                                             ("dave", "admin")]
+    assert [(m["username"], m["role"]) for m in listed] == [("alice", "operator"), ("bob", "viewer"), ("dave", "admin")]
     assert all(m["since"] and "last_login" in m for m in listed)
     assert [m["username"] for m in Api(tokens.carol).get("members").json()] == ["carol"]
 

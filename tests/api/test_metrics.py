@@ -33,11 +33,23 @@ def test_metrics_read_tasks_effects_pools_and_each_processes_counters_from_the_d
     blocked_task_with_unknown_effect()
     waits = [0] * len(WAIT_BOUNDS)
     waits[0], waits[3] = 4, 1
-    process_beat(kind="worker", totals={"steps": 12, "effects_committed": 3, "completed": 5, "failed": 1,
-                                        "claims": 5, "waits": waits, "wait_seconds_sum": 0.07},
-                 fresh={}, waits=[0] * len(WAIT_BOUNDS))
-    process_beat(kind="supervisor", totals={"recovered": 2, "sweeps": 40}, fresh={}, waits=[0] * len(WAIT_BOUNDS),
-                 swept=True)
+    process_beat(
+        kind="worker",
+        totals={
+            "steps": 12,
+            "effects_committed": 3,
+            "completed": 5,
+            "failed": 1,
+            "claims": 5,
+            "waits": waits,
+            "wait_seconds_sum": 0.07,
+        },
+        fresh={},
+        waits=[0] * len(WAIT_BOUNDS),
+    )
+    process_beat(
+        kind="supervisor", totals={"recovered": 2, "sweeps": 40}, fresh={}, waits=[0] * len(WAIT_BOUNDS), swept=True
+    )
 
     m = scrape(client)
     assert m[("steward_tasks", (("status", "queued"), ("tenant", "acme")))] == 2
@@ -47,9 +59,11 @@ def test_metrics_read_tasks_effects_pools_and_each_processes_counters_from_the_d
     assert m[("steward_pool_max_running", (("pool", "default"),))] == 50
 
     def of(name, kind, **more):
-        (value,) = [v for (n, labels), v in m.items()
-                    if n == name and dict(labels).get("kind") == kind and all(dict(labels).get(k) == x
-                                                                             for k, x in more.items())]
+        (value,) = [
+            v
+            for (n, labels), v in m.items()
+            if n == name and dict(labels).get("kind") == kind and all(dict(labels).get(k) == x for k, x in more.items())
+        ]
         return value
 
     assert of("steward_steps_total", "worker") == 12
@@ -78,5 +92,9 @@ def test_a_json_log_line_is_one_object_with_its_extras():
     record = logging.LogRecord("runtime.worker", logging.WARNING, __file__, 1, "lease of %s lost", ("t1",), None)
     record.task = "t1"
     line = json.loads(JsonFormatter().format(record))
-    assert (line["level"], line["logger"], line["message"], line["task"]) == ("WARNING", "runtime.worker",
-                                                                             "lease of t1 lost", "t1")
+    assert (line["level"], line["logger"], line["message"], line["task"]) == (
+        "WARNING",
+        "runtime.worker",
+        "lease of t1 lost",
+        "t1",
+    )

@@ -26,16 +26,16 @@ def test_pools_show_occupancy_and_an_operator_changes_their_limits(alice):
     (pool,) = [p for p in alice.get("pools").json()["items"] if p["name"] == "default"]
     assert (pool["queued"], pool["running"], pool["slots_held"]) == (1, 0, 0)
     changed = alice.patch("pools/default", {"max_running": 7, "max_queued": 100}).json()
-    assert (changed["name"], changed["max_running"], changed["max_queued"], changed["queued"]) == (
-        "default", 7, 100, 1)
+    assert (changed["name"], changed["max_running"], changed["max_queued"], changed["queued"]) == ("default", 7, 100, 1)
     assert (Pool.objects.get(name="default").max_running, Pool.objects.get(name="default").max_queued) == (7, 100)
     event = AuditEvent.objects.filter(kind="pool.limits").get()
     assert (event.actor, event.data["max_running"]) == ("user:alice", 7)
 
 
 def test_a_token_is_made_with_its_secret_shown_once_then_listed_without_it(alice):
-    made = alice.post("tokens", {"name": "ci", "scope": "read",
-                                 "expires_at": (timezone.now() + timedelta(days=1)).isoformat()})
+    made = alice.post(
+        "tokens", {"name": "ci", "scope": "read", "expires_at": (timezone.now() + timedelta(days=1)).isoformat()}
+    )
     assert made.status_code == 201
     body = made.json()
     assert body["secret"].startswith(body["prefix"]) and body["scope"] == "read" and body["owner"] == "alice"
@@ -65,8 +65,7 @@ def test_only_an_admin_makes_a_token_for_another_member(tokens):
     made = Api(tokens.dave).post("tokens", {"name": "for bob", "owner": "bob"}).json()
     assert made["owner"] == "bob" and made["scope"] == "read"
     assert_error(Api(tokens.dave).post("tokens", {"name": "x", "owner": "carol"}), 404, "TOKEN_NOT_FOUND")
-    assert_error(Api(tokens.dave).post("tokens", {"name": "x", "owner": "bob", "scope": "operate"}), 403,
-                 "FORBIDDEN")
+    assert_error(Api(tokens.dave).post("tokens", {"name": "x", "owner": "bob", "scope": "operate"}), 403, "FORBIDDEN")
 
 
 def test_a_token_in_the_past_is_refused(alice):
@@ -99,12 +98,13 @@ def test_the_schema_and_the_docs_are_served_from_our_own_host(client):
 
 
 def test_the_effects_waiting_for_a_person_are_listed_and_filtered(alice):
-    from tests.api.world import blocked_task_with_unknown_effect  # noqa: PLC0415
+    from tests.api.world import blocked_task_with_unknown_effect
 
     task, effect = blocked_task_with_unknown_effect()
     waiting = alice.get("effects", state="unknown").json()["items"]
     assert [(e["id"], e["task"], e["key"], e["attempt_epoch"]) for e in waiting] == [
-        (effect.id, str(task.id), effect.key, 1)]
+        (effect.id, str(task.id), effect.key, 1)
+    ]
     assert alice.get("effects", state="committed").json()["items"] == []
     assert [e["id"] for e in alice.get("effects", effect_class="irreversible").json()["items"]] == [effect.id]
     assert [e["id"] for e in alice.get(f"tasks/{task.id}/effects").json()["items"]] == [effect.id]

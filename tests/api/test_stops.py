@@ -38,8 +38,12 @@ def test_a_stop_of_a_running_task_waits_for_its_worker_and_the_summary_says_so(a
     assert summary["stop"]["state"] == "stopping" and summary["stop"]["reason"] == "runaway"
     assert summary["stop"]["actor"] == "user:alice" and summary["stopping"] == 1
     rows = {r["boundary"]: r["state"] for r in summary["tasks"][0]["boundaries"]}
-    assert rows == {"worker": "waiting", "storage": "acknowledged", "credential_gateway": "acknowledged",
-                    "scheduler": "acknowledged"}
+    assert rows == {
+        "worker": "waiting",
+        "storage": "acknowledged",
+        "credential_gateway": "acknowledged",
+        "scheduler": "acknowledged",
+    }
     assert stop_ack(task_id=task_id, boundary=states.WORKER, by="vm:1", detail={"ended": "cleanly"})
     done = alice.get(f"stops/{started['stop_id']}").json()
     assert done["stop"]["state"] == "cancelled" and done["complete"] and done["tasks"][0]["status"] == "cancelled"
@@ -69,8 +73,11 @@ def test_the_kill_switch_closes_submission_until_it_is_reopened(alice, tokens):
     started = alice.post("agents/t.steps/stop", {"reason": "incident 42"}).json()
     assert started["tasks"] == [live] and Task.objects.get(id=live).status == states.CANCELLED
     switch = alice.get("agents/t.steps/switch").json()
-    assert (switch["submission"], switch["changed_by"], switch["stop_id"]) == ("closed", "user:alice",
-                                                                                started["stop_id"])
+    assert (switch["submission"], switch["changed_by"], switch["stop_id"]) == (
+        "closed",
+        "user:alice",
+        started["stop_id"],
+    )
     identities = {i["name"]: i["submission"] for i in alice.get("agent-identities").json()}
     assert identities["t.steps"] == "closed" and identities["t.effect"] == "open"
     assert_error(alice.post("tasks", {"agent": "t.steps"}), 409, "AGENT_STOPPED")
@@ -109,8 +116,13 @@ BODIES = [
     ("array-body", b"[]", "application/json", 422, "INVALID_REQUEST"),
     ("empty-body", b"", "application/json", 422, "INVALID_REQUEST"),
 ]
-POSTS = ["tasks/{task}/stop", "tasks/{task}/cancel", "tasks/{task}/rerun", "agents/t.steps/stop",
-         "agents/t.steps/reopen"]
+POSTS = [
+    "tasks/{task}/stop",
+    "tasks/{task}/cancel",
+    "tasks/{task}/rerun",
+    "agents/t.steps/stop",
+    "agents/t.steps/reopen",
+]
 
 
 @pytest.mark.parametrize("path", POSTS)
@@ -156,8 +168,12 @@ def test_a_task_never_stopped_has_no_summary(alice):
 def test_another_tenants_stop_task_and_agent_switch_are_theirs(alice, carol):
     task_id = submit(alice)
     stop_id = alice.post(f"tasks/{task_id}/stop", {"reason": "ours"}).json()["stop_id"]
-    for method, path in [("GET", f"stops/{stop_id}"), ("GET", f"tasks/{task_id}/stop-summary"),
-                         ("POST", f"tasks/{task_id}/rerun"), ("GET", f"tasks/{task_id}/stop-preview")]:
+    for method, path in [
+        ("GET", f"stops/{stop_id}"),
+        ("GET", f"tasks/{task_id}/stop-summary"),
+        ("POST", f"tasks/{task_id}/rerun"),
+        ("GET", f"tasks/{task_id}/stop-preview"),
+    ]:
         code = "STOP_NOT_FOUND" if path.startswith("stops/") else "TASK_NOT_FOUND"
         assert_error(carol.call(method, path, {"reason": "theirs"}), 404, code)
     alice.post("agents/t.steps/stop", {"reason": "ours only"})

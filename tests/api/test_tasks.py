@@ -19,8 +19,11 @@ from tests.people import make_people
 
 
 def submit(api: Api, agent="t.steps", input=None, key=None):
-    return api.post("tasks", {"agent": agent, "input": input if input is not None else {"n": 1}},
-                    headers={"Idempotency-Key": key} if key else None)
+    return api.post(
+        "tasks",
+        {"agent": agent, "input": input if input is not None else {"n": 1}},
+        headers={"Idempotency-Key": key} if key else None,
+    )
 
 
 def test_a_new_task_is_201_the_same_key_and_input_200_with_that_task_another_input_409(alice):
@@ -67,7 +70,12 @@ def test_the_detail_answers_the_task_with_its_input(alice):
     made = submit(alice, input={"n": 3}).json()
     body = alice.get(f"tasks/{made['id']}").json()
     assert (body["id"], body["agent"], body["status"], body["input"], body["owner"]) == (
-        made["id"], "t.steps", "queued", {"n": 3}, "user:alice")
+        made["id"],
+        "t.steps",
+        "queued",
+        {"n": 3},
+        "user:alice",
+    )
 
 
 def test_the_list_filters_by_status_agent_and_creation_time(alice):
@@ -139,9 +147,19 @@ def test_pages_hold_while_another_connection_commits_tasks_throughout():
 def test_a_five_thousand_step_journal_is_paged(alice):
     task_id = submit(alice).json()["id"]
     now = timezone.now()
-    Step.objects.bulk_create(Step(task_id=task_id, seq=seq, name=f"s{seq}", kind="step", output=seq, epoch=1,
-                                  started_at=now, finished_at=now + timedelta(milliseconds=2))
-                             for seq in range(1, 5001))
+    Step.objects.bulk_create(
+        Step(
+            task_id=task_id,
+            seq=seq,
+            name=f"s{seq}",
+            kind="step",
+            output=seq,
+            epoch=1,
+            started_at=now,
+            finished_at=now + timedelta(milliseconds=2),
+        )
+        for seq in range(1, 5001)
+    )
     first = alice.get(f"tasks/{task_id}/steps", limit=500).json()
     assert [s["seq"] for s in first["items"]] == list(range(5000, 4500, -1))
     assert first["items"][0]["duration_ms"] == 2.0
@@ -182,12 +200,22 @@ def test_cancel_needs_a_reason_like_stop_and_resume_takes_no_body(alice):
 
 
 def test_a_tasks_children_are_paged_newest_spawn_first(alice):
-    from runtime.tasks.services import insert_task  # noqa: PLC0415 - spawning without a worker
+    from runtime.tasks.services import insert_task
 
     parent = submit(alice).json()["id"]
     for seq in range(1, 8):
-        insert_task(agent="t.steps", input_text="{}", digest=f"{seq:064d}", tenant="acme", owner="user:alice",
-                    pool="default", actor="user:alice", parent_id=parent, root_id=parent, spawn_seq=seq)
+        insert_task(
+            agent="t.steps",
+            input_text="{}",
+            digest=f"{seq:064d}",
+            tenant="acme",
+            owner="user:alice",
+            pool="default",
+            actor="user:alice",
+            parent_id=parent,
+            root_id=parent,
+            spawn_seq=seq,
+        )
     pages = []
     cursor = None
     while True:

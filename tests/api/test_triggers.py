@@ -7,8 +7,15 @@ from __future__ import annotations
 from runtime.models import AuditEvent, Schedule
 from tests.api.conftest import Api
 
-SCHEDULE = {"name": "nightly", "agent": "t.steps", "input": {"n": 1}, "cron": "30 2 * * *",
-            "timezone": "Europe/Paris", "missed_policy": "catch_up", "overlap_policy": "queue"}
+SCHEDULE = {
+    "name": "nightly",
+    "agent": "t.steps",
+    "input": {"n": 1},
+    "cron": "30 2 * * *",
+    "timezone": "Europe/Paris",
+    "missed_policy": "catch_up",
+    "overlap_policy": "queue",
+}
 
 
 def test_an_operator_makes_a_schedule_and_sees_its_next_runs(tokens):

@@ -20,48 +20,100 @@ BY_NAME = {r.name: r for r in ROUTES}
 
 # Each route's URL pointing at acme's objects, and what a POST to it carries.
 ACME_URLS = {
-    "login": "/login/", "logout": "/logout/", "tenant": "/tenant/", "dashboard": "/", "dashboard-live": "/live/",
-    "tasks": "/tasks/", "tasks-live": "/tasks/live/?row={parent}.queued&row={blocked}.queued",
-    "task-new": "/tasks/new/", "task": "/tasks/{parent}/", "task-live": "/tasks/{parent}/live/",
-    "task-steps": "/tasks/{parent}/steps/", "task-step": "/tasks/{parent}/steps/1/",
-    "task-cancel": "/tasks/{parent}/cancel/", "task-resume": "/tasks/{done}/resume/",
-    "task-stop": "/tasks/{parent}/stop/", "task-rerun": "/tasks/{stopped}/rerun/", "stop": "/stops/{stop}/", "stop-panel": "/stops/{stop}/panel/",
-    "agent-stop": "/agents/t.steps/stop/", "agent-reopen": "/agents/t.steps/reopen/",
-    "effects": "/effects/", "effect": "/effects/{effect}/", "effect-resolve": "/effects/{effect}/resolve/",
-    "approvals": "/approvals/", "approval": "/approvals/{approval}/",
-    "approval-approve": "/approvals/{approval}/approve/", "approval-deny": "/approvals/{approval}/deny/",
-    "pools": "/pools/", "pool": "/pools/default/", "pool-limits": "/pools/default/limits/",
-    "budgets": "/budgets/", "budget-set": "/budgets/set/",
-    "audit": "/audit/", "audit-verify": "/audit/verify/", "audit-export": "/audit/export.jsonl", "audit-seals": "/audit/seals.jsonl",
-    "audit-event": "/audit/{audit}/", "tokens": "/tokens/", "token-new": "/tokens/new/",
-    "token-revoke": "/tokens/{token}/revoke/", "members": "/members/", "member-add": "/members/add/",
-    "member-role": "/members/bob/role/?role=operator", "member-remove": "/members/bob/remove/",
-    "agents": "/agents/", "agent": "/agents/t.steps/", "agent-stewards": "/agents/t.steps/stewards/",
-    "grants": "/grants/", "grant-new": "/grants/new/", "grant": "/grants/{grant}/",
-    "grant-revoke": "/grants/{grant}/revoke/", "grant-narrow": "/grants/{grant}/narrow/",
-    "owner": "/owners/alice/", "decisions": "/decisions/",
-    "schedules": "/schedules/", "schedule-new": "/schedules/new/", "schedule": "/schedules/{schedule}/",
-    "schedule-pause": "/schedules/{schedule}/pause/", "schedule-resume": "/schedules/{schedule}/resume/",
-    "dependencies": "/dependencies/", "webhooks": "/webhooks/", "webhook-new": "/webhooks/new/", "webhook": "/webhooks/{webhook}/",
-    "webhook-pause": "/webhooks/{webhook}/pause/", "webhook-resume": "/webhooks/{webhook}/resume/",
+    "login": "/login/",
+    "logout": "/logout/",
+    "tenant": "/tenant/",
+    "dashboard": "/",
+    "dashboard-live": "/live/",
+    "tasks": "/tasks/",
+    "tasks-live": "/tasks/live/?row={parent}.queued&row={blocked}.queued",
+    "task-new": "/tasks/new/",
+    "task": "/tasks/{parent}/",
+    "task-live": "/tasks/{parent}/live/",
+    "task-steps": "/tasks/{parent}/steps/",
+    "task-step": "/tasks/{parent}/steps/1/",
+    "task-cancel": "/tasks/{parent}/cancel/",
+    "task-resume": "/tasks/{done}/resume/",
+    "task-stop": "/tasks/{parent}/stop/",
+    "task-rerun": "/tasks/{stopped}/rerun/",
+    "stop": "/stops/{stop}/",
+    "stop-panel": "/stops/{stop}/panel/",
+    "agent-stop": "/agents/t.steps/stop/",
+    "agent-reopen": "/agents/t.steps/reopen/",
+    "effects": "/effects/",
+    "effect": "/effects/{effect}/",
+    "effect-resolve": "/effects/{effect}/resolve/",
+    "approvals": "/approvals/",
+    "approval": "/approvals/{approval}/",
+    "approval-approve": "/approvals/{approval}/approve/",
+    "approval-deny": "/approvals/{approval}/deny/",
+    "pools": "/pools/",
+    "pool": "/pools/default/",
+    "pool-limits": "/pools/default/limits/",
+    "budgets": "/budgets/",
+    "budget-set": "/budgets/set/",
+    "audit": "/audit/",
+    "audit-verify": "/audit/verify/",
+    "audit-export": "/audit/export.jsonl",
+    "audit-seals": "/audit/seals.jsonl",
+    "audit-event": "/audit/{audit}/",
+    "tokens": "/tokens/",
+    "token-new": "/tokens/new/",
+    "token-revoke": "/tokens/{token}/revoke/",
+    "members": "/members/",
+    "member-add": "/members/add/",
+    "member-role": "/members/bob/role/?role=operator",
+    "member-remove": "/members/bob/remove/",
+    "agents": "/agents/",
+    "agent": "/agents/t.steps/",
+    "agent-stewards": "/agents/t.steps/stewards/",
+    "grants": "/grants/",
+    "grant-new": "/grants/new/",
+    "grant": "/grants/{grant}/",
+    "grant-revoke": "/grants/{grant}/revoke/",
+    "grant-narrow": "/grants/{grant}/narrow/",
+    "owner": "/owners/alice/",
+    "decisions": "/decisions/",
+    "schedules": "/schedules/",
+    "schedule-new": "/schedules/new/",
+    "schedule": "/schedules/{schedule}/",
+    "schedule-pause": "/schedules/{schedule}/pause/",
+    "schedule-resume": "/schedules/{schedule}/resume/",
+    "dependencies": "/dependencies/",
+    "webhooks": "/webhooks/",
+    "webhook-new": "/webhooks/new/",
+    "webhook": "/webhooks/{webhook}/",
+    "webhook-pause": "/webhooks/{webhook}/pause/",
+    "webhook-resume": "/webhooks/{webhook}/resume/",
 }
 POSTS = {
     "task-new": {"agent": "t.steps", "input": '{"n": 1}'},
-    "task-cancel": {"reason": "crafted"}, "task-resume": {"reason": "crafted"}, "task-stop": {"reason": "crafted"},
+    "task-cancel": {"reason": "crafted"},
+    "task-resume": {"reason": "crafted"},
+    "task-stop": {"reason": "crafted"},
     "task-rerun": {"reason": "crafted"},
-    "agent-stop": {"reason": "crafted"}, "agent-reopen": {"reason": "crafted"},
+    "agent-stop": {"reason": "crafted"},
+    "agent-reopen": {"reason": "crafted"},
     "effect-resolve": {"outcome": "committed", "receipt": '{"ref": 1}', "note": "crafted"},
-    "approval-approve": {"comment": "crafted"}, "approval-deny": {"comment": "crafted"},
-    "pool-limits": {"max_running": "7", "max_queued": "70"}, "budget-set": {"task_tokens": "1"},
-    "token-new": {"name": "crafted", "scope": "read"}, "token-revoke": {},
-    "member-add": {"username": "carol", "role": "admin"}, "member-role": {"role": "admin", "reason": "crafted"},
+    "approval-approve": {"comment": "crafted"},
+    "approval-deny": {"comment": "crafted"},
+    "pool-limits": {"max_running": "7", "max_queued": "70"},
+    "budget-set": {"task_tokens": "1"},
+    "token-new": {"name": "crafted", "scope": "read"},
+    "token-revoke": {},
+    "member-add": {"username": "carol", "role": "admin"},
+    "member-role": {"role": "admin", "reason": "crafted"},
     "member-remove": {"reason": "crafted"},
     "agent-stewards": {"username": "alice", "allow": "yes"},
     "grant-new": {"principal": "agent:t.steps", "action": "tool.search", "resource": "repo:*"},
-    "grant-revoke": {"reason": "crafted"}, "grant-narrow": {"resource": "repo:acme/x", "reason": "crafted"},
+    "grant-revoke": {"reason": "crafted"},
+    "grant-narrow": {"resource": "repo:acme/x", "reason": "crafted"},
     "schedule-new": {"name": "crafted", "agent": "t.steps", "cron": "* * * * *"},
-    "schedule-pause": {}, "schedule-resume": {},
-    "webhook-new": {"name": "crafted", "agent": "t.steps"}, "webhook-pause": {}, "webhook-resume": {},
+    "schedule-pause": {},
+    "schedule-resume": {},
+    "webhook-new": {"name": "crafted", "agent": "t.steps"},
+    "webhook-pause": {},
+    "webhook-resume": {},
 }
 ACME_ROLES = {"alice": "operator", "bob": "viewer", "dave": "admin"}
 POST_ONLY = {"logout", "tenant", "audit-verify", "token-new", "member-add", "schedule-new", "webhook-new"}
@@ -70,22 +122,42 @@ POST_ONLY = {"logout", "tenant", "audit-verify", "token-new", "member-add", "sch
 @pytest.fixture
 def acme(world: World):
     token = token_create(principal=_principal(world.people.alice), name="ci", scope="read").token
-    grant = grant_create(tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*",
-                         actor="user:dave")
+    grant = grant_create(
+        tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*", actor="user:dave"
+    )
     stopped = submit("acme", "alice", n=9)
     stop = task_stop(task_id=stopped.id, actor="user:alice", reason="a stop to point at").stop_id
-    schedule = schedule_create(tenant="acme", name="nightly", agent="t.steps", input={}, owner="user:alice",
-                               cron="0 3 * * *", actor="user:alice")
+    schedule = schedule_create(
+        tenant="acme",
+        name="nightly",
+        agent="t.steps",
+        input={},
+        owner="user:alice",
+        cron="0 3 * * *",
+        actor="user:alice",
+    )
     webhook, _ = webhook_create(tenant="acme", name="gh", agent="t.steps", owner="user:alice", actor="user:alice")
-    ids = {"parent": world.parent.id, "blocked": world.blocked.id, "done": world.done.id, "effect": world.effect.id,
-           "audit": world.audit.id, "token": token.id, "grant": grant.id, "stop": stop, "stopped": stopped.id,
-           "approval": world.approval.id, "schedule": schedule.id, "webhook": webhook.id}
+    ids = {
+        "parent": world.parent.id,
+        "blocked": world.blocked.id,
+        "done": world.done.id,
+        "effect": world.effect.id,
+        "audit": world.audit.id,
+        "token": token.id,
+        "grant": grant.id,
+        "stop": stop,
+        "stopped": stopped.id,
+        "approval": world.approval.id,
+        "schedule": schedule.id,
+        "webhook": webhook.id,
+    }
     return {name: url.format(**ids) for name, url in ACME_URLS.items()}
 
 
 def _principal(user):
     class Request:
         session = {}
+
     request = Request()
     request.user = user
     request.session = type("S", (dict,), {"session_key": "test"})()
@@ -107,8 +179,11 @@ def test_a_stranger_is_sent_to_sign_in_from_every_page_and_gets_401_from_every_f
             assert response.status_code == 401, route.name
             assert response["HX-Redirect"] == "/login/?next=%2Ftasks%2F", route.name  # htmx goes to sign in
             continue
-        response = client.post(url, POSTS.get(route.name, {})) if (route.action or route.name in POST_ONLY) \
+        response = (
+            client.post(url, POSTS.get(route.name, {}))
+            if (route.action or route.name in POST_ONLY)
             else client.get(url)
+        )
         assert response.status_code == 302, (route.name, response.status_code)
         assert response["Location"].startswith("/login/"), route.name
 
@@ -147,10 +222,27 @@ def test_carol_finds_no_acme_object_on_any_route_page_or_fragment(world, as_pers
 def test_carol_sees_none_of_acme_in_lists_and_fragments(world, as_person, acme):
     client = as_person(world.people.carol)
     acme_ids = [str(world.parent.id), str(world.blocked.id), str(world.done.id), str(world.child.id)]
-    for name in ("dashboard", "dashboard-live", "tasks", "tasks-live", "effects", "approvals", "audit", "audit-export", "audit-seals",
-                 "tokens", "members", "agents", "agent", "grants", "decisions"):
-        response = client.get(acme[name] + ("&" if "?" in acme[name] else "?") + "state=any",
-                              headers={"HX-Request": "true"} if BY_NAME[name].fragment else {})
+    for name in (
+        "dashboard",
+        "dashboard-live",
+        "tasks",
+        "tasks-live",
+        "effects",
+        "approvals",
+        "audit",
+        "audit-export",
+        "audit-seals",
+        "tokens",
+        "members",
+        "agents",
+        "agent",
+        "grants",
+        "decisions",
+    ):
+        response = client.get(
+            acme[name] + ("&" if "?" in acme[name] else "?") + "state=any",
+            headers={"HX-Request": "true"} if BY_NAME[name].fragment else {},
+        )
         body = b"".join(response.streaming_content) if response.streaming else response.content
         assert response.status_code in (200, 204), name
         for task_id in acme_ids:
@@ -191,9 +283,28 @@ def test_bob_is_refused_the_member_confirmation_pages_too(world, as_person, acme
 
 def test_bob_sees_no_action_button_or_form_on_any_screen(world, as_person, acme):
     client = as_person(world.people.bob)
-    forbidden = [b"/cancel/", b"/stop/", b"/reopen/", b"/rerun/", b"/resume/", b"/resolve/", b"/limits/", b"/tokens/new/", b"/revoke/",
-                 b"/members/add/", b"/role/", b"/remove/", b"/narrow/", b"/grants/new/", b"/stewards/",
-                 b'href="/tasks/new/"', b"Submit task", b">Resolve<", b"/approve/", b"/deny/"]
+    forbidden = [
+        b"/cancel/",
+        b"/stop/",
+        b"/reopen/",
+        b"/rerun/",
+        b"/resume/",
+        b"/resolve/",
+        b"/limits/",
+        b"/tokens/new/",
+        b"/revoke/",
+        b"/members/add/",
+        b"/role/",
+        b"/remove/",
+        b"/narrow/",
+        b"/grants/new/",
+        b"/stewards/",
+        b'href="/tasks/new/"',
+        b"Submit task",
+        b">Resolve<",
+        b"/approve/",
+        b"/deny/",
+    ]
     for route in ROUTES:
         if route.action or route.public or route.name in POST_ONLY or route.name in ("audit-export", "audit-seals"):
             continue

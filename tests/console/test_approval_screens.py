@@ -44,8 +44,9 @@ def test_an_operator_approves_in_two_clicks_with_a_comment(world, as_person):
 
 def test_a_request_decided_elsewhere_while_open_is_refused_with_the_reason(world, as_person):
     client = as_person(world.people.dave)
-    Approval.objects.filter(id=world.approval.id).update(state=states.DENIED, decided_by="user:erin",
-                                                         decided_at=timezone.now())
+    Approval.objects.filter(id=world.approval.id).update(
+        state=states.DENIED, decided_by="user:erin", decided_at=timezone.now()
+    )
     response = client.post(f"/approvals/{world.approval.id}/approve/", {"comment": "late"})
     assert response.status_code == 409
     body = response.content.decode()
@@ -54,8 +55,9 @@ def test_a_request_decided_elsewhere_while_open_is_refused_with_the_reason(world
 
 def test_a_stale_request_shows_why_and_cannot_be_approved(world, as_person):
     client = as_person(world.people.dave)
-    Approval.objects.filter(id=world.approval.id).update(state=states.STALE, decided_at=timezone.now(),
-                                                         stale_reason="the context changed: precondition")
+    Approval.objects.filter(id=world.approval.id).update(
+        state=states.STALE, decided_at=timezone.now(), stale_reason="the context changed: precondition"
+    )
     page = client.get(f"/approvals/{world.approval.id}/").content.decode()
     assert "the context changed: precondition" in page and "formaction" not in page
     response = client.post(f"/approvals/{world.approval.id}/approve/", {})

@@ -30,7 +30,7 @@ def tripped():
 def test_the_task_page_names_the_breaker_and_offers_a_resume_raising_it(people, as_person, tripped):
     html = as_person(people.alice).get(f"/tasks/{tripped}/").content.decode()
     assert 'id="blocked-breaker" data-breaker="runaway_steps"' in html
-    assert "6 against <span class=\"mono\">max_steps</span> = 5" in html
+    assert '6 against <span class="mono">max_steps</span> = 5' in html
     assert f'href="/tasks/{tripped}/resume/"' in html
     listed = as_person(people.alice).get("/tasks/?status=blocked").content.decode()
     assert f"/tasks/{tripped}/" in listed
@@ -46,7 +46,10 @@ def test_the_resume_form_raises_the_tripped_limit_and_the_task_finishes(people, 
     assert (task.status, task.breaker_limits) == (states.QUEUED, {"max_steps": 8})
     event = AuditEvent.objects.filter(task_id=tripped, kind="task.resumed").get()
     assert (event.data["limits"], event.data["breaker"], event.data["via"]["channel"]) == (
-        {"max_steps": 8}, states.RUNAWAY_STEPS, "console")
+        {"max_steps": 8},
+        states.RUNAWAY_STEPS,
+        "console",
+    )
     run()
     assert Task.objects.get(id=tripped).status == states.COMPLETED
 

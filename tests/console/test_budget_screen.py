@@ -14,8 +14,10 @@ from tests.snapshot import snapshot
 def test_an_operator_sets_the_budgets_on_the_screen(world, as_person):
     client = as_person(world.people.alice)
     assert b"Save budgets" in client.get("/budgets/").content
-    response = client.post("/budgets/set/", {"task_tokens": "500", "tree_tokens": "", "tenant_tokens": "9000",
-                                             "version": "0", "reason": "launch"})
+    response = client.post(
+        "/budgets/set/",
+        {"task_tokens": "500", "tree_tokens": "", "tenant_tokens": "9000", "version": "0", "reason": "launch"},
+    )
     assert response.status_code == 302
     b = Budget.objects.get(tenant="acme")
     assert (b.task_tokens, b.tree_tokens, b.tenant_tokens, b.version) == (500, None, 9000, 1)
@@ -25,9 +27,14 @@ def test_an_operator_sets_the_budgets_on_the_screen(world, as_person):
 
 
 # (what was typed into task_tokens, the status, the code shown)
-HOSTILE = [("-3", 400, "ARGUMENT_OUT_OF_RANGE"), ("1.5", 400, "ARGUMENT_OUT_OF_RANGE"),
-           ("1e9", 400, "ARGUMENT_OUT_OF_RANGE"), ("9" * 30, 400, "ARGUMENT_OUT_OF_RANGE"),
-           ("1" + "0" * 16, 400, "ARGUMENT_OUT_OF_RANGE"), ("\u0661\u0662", 400, "ARGUMENT_OUT_OF_RANGE")]
+HOSTILE = [
+    ("-3", 400, "ARGUMENT_OUT_OF_RANGE"),
+    ("1.5", 400, "ARGUMENT_OUT_OF_RANGE"),
+    ("1e9", 400, "ARGUMENT_OUT_OF_RANGE"),
+    ("9" * 30, 400, "ARGUMENT_OUT_OF_RANGE"),
+    ("1" + "0" * 16, 400, "ARGUMENT_OUT_OF_RANGE"),
+    ("\u0661\u0662", 400, "ARGUMENT_OUT_OF_RANGE"),
+]
 
 
 @pytest.mark.parametrize(("typed", "status", "code"), HOSTILE)

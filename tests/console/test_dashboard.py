@@ -15,8 +15,10 @@ def test_the_dashboard_shows_counts_unknown_effects_workers_and_pools(world, as_
     Attempt.objects.filter(task=world.other).update(ended_at=None)  # globex's task, held by the same worker
     html = as_person(world.people.bob).get("/").content.decode()
     assert "<h1>Dashboard</h1>" in html
-    assert '<li data-status="blocked" class="act"><a href="/tasks/?status=blocked"><span class="n">1</span> ' \
-           '<span class="word">blocked</span></a></li>' in html
+    assert (
+        '<li data-status="blocked" class="act"><a href="/tasks/?status=blocked"><span class="n">1</span> '
+        '<span class="word">blocked</span></a></li>' in html
+    )
     assert f'href="/effects/{world.effect.id}/"' in html and f"/effects/{world.other_effect.id}/" not in html
     assert "worker:vm:1" in html and f'href="/tasks/{world.parent.id}/"' in html
     assert "another tenant's task" in html and str(world.other.id) not in html  # globex's attempt on vm:1
@@ -43,7 +45,7 @@ def test_the_live_part_brings_the_last_hours_totals_and_chart_data_out_of_band(w
     html = as_person(world.people.bob).get("/live/", headers={"HX-Request": "true"}).content.decode()
     assert 'id="hour-summary" hx-swap-oob="true">the whole fleet: 5 tasks finished, 0 failed, 17 steps</span>' in html
     opening = '<script type="application/json" id="chart-data" hx-swap-oob="true">'
-    chart = json.loads(html[html.index(opening) + len(opening):].split("</script>")[0])
+    chart = json.loads(html[html.index(opening) + len(opening) :].split("</script>")[0])
     # (Summed, not read off the last minute: the minute may turn between the beat and the read.)
     assert len(chart["t"]) == 60 and sum(chart["finished"]) == 5 and sum(chart["steps"]) == 17
     assert [p for p in chart["p50"] if p is not None] == [25.0]  # five claims in the 25 ms bucket
@@ -84,7 +86,8 @@ BUDGET_STATES = [
 
 @pytest.mark.parametrize(("limit", "used", "words", "marked"), BUDGET_STATES)
 def test_the_dashboard_says_each_budget_s_state_in_words_and_marks_only_what_needs_action(
-        world, as_person, limit, used, words, marked):
+    world, as_person, limit, used, words, marked
+):
     from runtime.limits.services import budget_set
 
     if limit is not None:
@@ -92,10 +95,10 @@ def test_the_dashboard_says_each_budget_s_state_in_words_and_marks_only_what_nee
     _usage("acme", "tenant", "acme", used)
     _usage("globex", "tenant", "globex", 10**6)  # another tenant's use is not shown
     html = as_person(world.people.bob).get("/").content.decode()
-    section = html[html.index('id="budgets"') - 40:]
-    section = section[:section.index("</section>")]
-    row = section[section.index('data-scope="tenant"'):]
-    row = row[:row.index("</tr>")]
+    section = html[html.index('id="budgets"') - 40 :]
+    section = section[: section.index("</section>")]
+    row = section[section.index('data-scope="tenant"') :]
+    row = row[: row.index("</tr>")]
     assert f"{used} tokens" in row and words in row, row
     assert ('class="state act"' in row) is marked
     assert ("act-border" in section[:80]) is marked
@@ -108,6 +111,6 @@ def test_the_dashboard_lists_the_trees_that_used_the_most_against_the_tree_budge
     budget_set(tenant="acme", actor="user:dave", tree_tokens=100)
     _usage("acme", "tree", str(world.parent.id), 95)
     html = as_person(world.people.bob).get("/").content.decode()
-    row = html[html.index('data-scope="tree"'):]
-    row = row[:row.index("</tr>")]
+    row = html[html.index('data-scope="tree"') :]
+    row = row[: row.index("</tr>")]
     assert f'href="/tasks/{world.parent.id}/"' in row and "near its limit" in row and "95 tokens" in row

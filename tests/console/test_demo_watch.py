@@ -21,14 +21,38 @@ def seeded(agent: str, tenant: str = "acme") -> Task:
 def blocked_on_an_unknown_send(task: Task, epoch: int) -> Effect:
     """What a worker leaves when the notification service acted and dropped the line."""
     now = timezone.now()
-    attempt = Attempt.objects.create(task=task, epoch=epoch, worker="w:1", reason=states.FIRST, started_at=now,
-                                     heartbeat_at=now, lease_expires_at=now, ended_at=now, end_reason="block")
-    Task.objects.filter(id=task.id).update(status=states.BLOCKED, blocked_reason=states.EFFECT_UNKNOWN, epoch=epoch,
-                                           status_note="effect 'send' has an unknown outcome: resolve it")
+    attempt = Attempt.objects.create(
+        task=task,
+        epoch=epoch,
+        worker="w:1",
+        reason=states.FIRST,
+        started_at=now,
+        heartbeat_at=now,
+        lease_expires_at=now,
+        ended_at=now,
+        end_reason="block",
+    )
+    Task.objects.filter(id=task.id).update(
+        status=states.BLOCKED,
+        blocked_reason=states.EFFECT_UNKNOWN,
+        epoch=epoch,
+        status_note="effect 'send' has an unknown outcome: resolve it",
+    )
     effect, _ = Effect.objects.update_or_create(
         key=f"{task.id}/0/send",
-        defaults=dict(task=task, step_seq=0, name="send", effect_class=states.IRREVERSIBLE, keyed=False,
-                      state=states.UNKNOWN, request_digest="0" * 64, attempt=attempt, epoch=epoch, sends=epoch))
+        defaults=dict(
+            task=task,
+            step_seq=0,
+            name="send",
+            effect_class=states.IRREVERSIBLE,
+            keyed=False,
+            state=states.UNKNOWN,
+            request_digest="0" * 64,
+            attempt=attempt,
+            epoch=epoch,
+            sends=epoch,
+        ),
+    )
     return effect
 
 
@@ -58,13 +82,15 @@ def test_the_watch_says_how_to_decide_a_seeded_task_waiting_for_approval(db):
     seed_demo(actor="demo-seed")
     watch = DemoWatch()
     research = seeded("research.batch")
-    Task.objects.filter(id=research.id).update(status=states.BLOCKED, blocked_reason=states.APPROVAL_PENDING, epoch=2,
-                                               status_note="waiting for approval 01a2")
+    Task.objects.filter(id=research.id).update(
+        status=states.BLOCKED, blocked_reason=states.APPROVAL_PENDING, epoch=2, status_note="waiting for approval 01a2"
+    )
 
     (line,) = watch.poll()
 
-    assert line.startswith(f"demo task research.batch {research.id} (acme) waits for a person's approval "
-                           "(waiting for approval 01a2)")
+    assert line.startswith(
+        f"demo task research.batch {research.id} (acme) waits for a person's approval (waiting for approval 01a2)"
+    )
     assert "approvals approve ID --actor user:alice" in line
 
 

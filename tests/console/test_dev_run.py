@@ -42,8 +42,14 @@ def test_steward_port_chooses_the_web_servers_port(monkeypatch, raw, port):
 
 @pytest.mark.parametrize("raw", ["", "0", "65536", "80a", "-1", " 8000", "8e3"])
 def test_a_steward_port_that_is_not_a_port_stops_make_run_before_it_starts_anything(raw):
-    ran = subprocess.run([sys.executable, "-m", "console.dev.run"], cwd=REPO, capture_output=True, text=True,
-                         env={**os.environ, "STEWARD_PORT": raw}, timeout=60)
+    ran = subprocess.run(
+        [sys.executable, "-m", "console.dev.run"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "STEWARD_PORT": raw},
+        timeout=60,
+    )
 
     assert ran.returncode == 1
     assert "STEWARD_PORT must be a port number from 1 to 65535" in ran.stderr

@@ -20,15 +20,24 @@ def test_the_list_shows_unknown_effects_by_default_and_other_states_on_request(w
 
 def test_an_effect_page_says_what_is_known_of_it(world, as_person):
     html = as_person(world.people.bob).get(f"/effects/{world.effect.id}/").content.decode()
-    for known in (str(world.blocked.id)[:13], world.effect.key, world.effect.request_digest, "attempt 1", "vm:1",
-                  "irreversible", "unkeyed"):
+    for known in (
+        str(world.blocked.id)[:13],
+        world.effect.key,
+        world.effect.request_digest,
+        "attempt 1",
+        "vm:1",
+        "irreversible",
+        "unkeyed",
+    ):
         assert known in html
     assert "<h1>Effect #" in html and ">Resolve<" not in html  # bob: no form
 
 
 def test_resolving_as_committed_records_the_receipt_and_moves_the_blocked_task_on(world, as_person):
-    response = as_person(world.people.alice).post(f"/effects/{world.effect.id}/resolve/", {
-        "outcome": "committed", "receipt": '{"ref": "abc"}', "note": "it is in the outbox"})
+    response = as_person(world.people.alice).post(
+        f"/effects/{world.effect.id}/resolve/",
+        {"outcome": "committed", "receipt": '{"ref": "abc"}', "note": "it is in the outbox"},
+    )
     assert response.status_code == 302
     effect = Effect.objects.get(id=world.effect.id)
     assert effect.state == states.COMMITTED and effect.receipt == {"ref": "abc"}
@@ -44,8 +53,9 @@ def test_resolving_as_failed_needs_no_receipt(world, as_person):
 
 
 def test_a_receipt_that_is_not_json_is_refused_on_the_form_keeping_what_was_typed(world, as_person):
-    response = as_person(world.people.alice).post(f"/effects/{world.effect.id}/resolve/", {
-        "outcome": "committed", "receipt": "{ref: abc", "note": "typed"})
+    response = as_person(world.people.alice).post(
+        f"/effects/{world.effect.id}/resolve/", {"outcome": "committed", "receipt": "{ref: abc", "note": "typed"}
+    )
     assert response.status_code == 422
     html = response.content.decode()
     assert "receipt is not JSON" in html and "{ref: abc</textarea>" in html and 'value="typed"' in html
@@ -67,13 +77,24 @@ def test_send_it_again_puts_the_effect_back_to_intent_and_queues_the_task(world,
 
 
 def test_a_partial_effect_is_listed_under_its_state_and_its_page_says_what_was_delivered(world, as_person):
-    Effect.objects.filter(id=world.effect.id).update(state=states.PARTIAL, receipt={
-        "untrusted": True, "cut": "AUTHZ_REVOKED", "chunks": 7, "text_length": 23, "call": "c-1", "decision": "d-1",
-        "denial": "d-2", "boundary": "credential_gateway", "reason_code": "no_grant_agent"})
+    Effect.objects.filter(id=world.effect.id).update(
+        state=states.PARTIAL,
+        receipt={
+            "untrusted": True,
+            "cut": "AUTHZ_REVOKED",
+            "chunks": 7,
+            "text_length": 23,
+            "call": "c-1",
+            "decision": "d-1",
+            "denial": "d-2",
+            "boundary": "credential_gateway",
+            "reason_code": "no_grant_agent",
+        },
+    )
     client = as_person(world.people.bob)
     listed = client.get("/effects/?state=partial").content.decode()
     assert f'<tr id="effect-{world.effect.id}" data-state="partial">' in listed
-    assert '<option selected>partial</option>' in listed
+    assert "<option selected>partial</option>" in listed
     assert f"effect-{world.effect.id}" not in client.get("/effects/").content.decode()  # not waiting for a person
     html = client.get(f"/effects/{world.effect.id}/").content.decode()
     assert 'data-state="partial">partial</span>' in html

@@ -20,8 +20,9 @@ LIST = "/admin/runtime/grant/"
 
 @pytest.fixture
 def grant(world: World):
-    return grant_create(tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*",
-                        actor="user:dave")
+    return grant_create(
+        tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*", actor="user:dave"
+    )
 
 
 def _staff(user):
@@ -49,7 +50,11 @@ def test_an_admin_of_the_tenant_previews_then_revokes_with_a_reason(world, grant
     assert done.status_code == 302
     event = AuditEvent.objects.get(kind="grant.revoked")
     assert (event.actor, event.data["reason"], event.data["affected_tasks"], event.data["via"]["channel"]) == (
-        "user:dave", "rotating keys", shown, "admin")
+        "user:dave",
+        "rotating keys",
+        shown,
+        "admin",
+    )
 
 
 def test_narrowing_from_the_admin(world, grant, as_person):

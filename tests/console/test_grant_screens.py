@@ -24,22 +24,40 @@ AGENT = "agent:t.steps"
 def grants(world: World):
     """An agent grant and an owner grant given by dave (admin), a denial and an allow
     recorded against the parent task, and an in-flight (intent) effect of the parent."""
-    agent = grant_create(tenant="acme", principal=AGENT, action="tool.search", resource="repo:acme/*",
-                         actor="user:dave")
-    owner = grant_create(tenant="acme", principal="user:alice", action="tool.search", resource="repo:*",
-                         actor="user:dave")
+    agent = grant_create(
+        tenant="acme", principal=AGENT, action="tool.search", resource="repo:acme/*", actor="user:dave"
+    )
+    owner = grant_create(
+        tenant="acme", principal="user:alice", action="tool.search", resource="repo:*", actor="user:dave"
+    )
     authorize(task=world.parent.id, action="tool.search", resource="repo:acme/docs", boundary="credential_gateway")
     authorize(task=world.parent.id, action="model.chat", resource="gpt", boundary="credential_gateway")
     running = Attempt.objects.get(task=world.parent)
-    Effect.objects.create(key=f"{world.parent.id}/9/search", task=world.parent, tenant="acme", step_seq=9,
-                          name="search", effect_class="read", keyed=False, state="intent", request_digest="cd" * 32,
-                          attempt=running, epoch=running.epoch, sends=1)
+    Effect.objects.create(
+        key=f"{world.parent.id}/9/search",
+        task=world.parent,
+        tenant="acme",
+        step_seq=9,
+        name="search",
+        effect_class="read",
+        keyed=False,
+        state="intent",
+        request_digest="cd" * 32,
+        attempt=running,
+        epoch=running.epoch,
+        sends=1,
+    )
     return {"agent": agent, "owner": owner}
 
 
 def _delegate(world, username="alice", allowed=True):
-    agent_steward_set(principal=_principal(world.people.dave), name="t.steps", username=username, allowed=allowed,
-                      reason="on call for t.steps")
+    agent_steward_set(
+        principal=_principal(world.people.dave),
+        name="t.steps",
+        username=username,
+        allowed=allowed,
+        reason="on call for t.steps",
+    )
 
 
 def _revoke(client, grant, reason="rotating keys"):
@@ -61,9 +79,14 @@ def test_an_operator_given_the_right_over_one_agent_may_revoke_its_grants_but_no
     assert _revoke(client, grants["agent"]).status_code == 302
     assert Grant.objects.get(id=grants["agent"].id).revoked_by == "user:alice"
     assert refusal(lambda: _check(_revoke(client, grants["owner"]), 403)) == (None, [])
-    assert refusal(lambda: _check(client.post("/grants/new/", {"principal": "agent:research.batch",
-                                                                "action": "tool.search", "resource": "x"}), 403)) \
-        == (None, [])
+    assert refusal(
+        lambda: _check(
+            client.post(
+                "/grants/new/", {"principal": "agent:research.batch", "action": "tool.search", "resource": "x"}
+            ),
+            403,
+        )
+    ) == (None, [])
 
 
 def test_taking_the_right_back_refuses_the_next_change(world, grants, as_person):
@@ -77,9 +100,13 @@ def test_taking_the_right_back_refuses_the_next_change(world, grants, as_person)
 
 def test_the_right_is_for_operators_only(world):
     from tests.snapshot import refusal
+
     assert refusal(lambda: _delegate(world, username="bob")) == ("INVALID_ARGUMENT", [])  # bob is a viewer
-    assert refusal(lambda: agent_steward_set(principal=_principal(world.people.alice), name="t.steps",
-                                             username="alice", allowed=True)) == ("FORBIDDEN", [])  # not an admin
+    assert refusal(
+        lambda: agent_steward_set(
+            principal=_principal(world.people.alice), name="t.steps", username="alice", allowed=True
+        )
+    ) == ("FORBIDDEN", [])  # not an admin
 
 
 def test_an_admin_previews_then_revokes_and_the_count_shown_is_the_count_recorded(world, grants, as_person):
@@ -100,8 +127,9 @@ def test_an_admin_previews_then_revokes_and_the_count_shown_is_the_count_recorde
 
 def test_the_preview_counts_descendants_of_an_owners_tasks_and_ignores_other_owners(world, grants):
     preview = revocation_preview(tenant="acme", grant_id=grants["owner"].id)
-    live_of_alice = Task.objects.filter(tenant="acme", owner="user:alice",
-                                        status__in=["queued", "running", "sleeping", "waiting", "blocked", "dead"])
+    live_of_alice = Task.objects.filter(
+        tenant="acme", owner="user:alice", status__in=["queued", "running", "sleeping", "waiting", "blocked", "dead"]
+    )
     assert {t.id for t in preview.tasks} == set(live_of_alice.values_list("id", flat=True))
 
 
@@ -117,8 +145,9 @@ def test_a_revoke_without_a_reason_is_refused_keeps_the_dialog_and_writes_nothin
 
 def test_narrowing_from_the_page_records_before_after_and_why(world, grants, as_person):
     client = as_person(world.people.dave)
-    response = client.post(f"/grants/{grants['agent'].id}/narrow/", {"resource": "repo:acme/docs",
-                                                                      "reason": "docs only"})
+    response = client.post(
+        f"/grants/{grants['agent'].id}/narrow/", {"resource": "repo:acme/docs", "reason": "docs only"}
+    )
     assert response.status_code == 302
     assert Grant.objects.get(id=grants["agent"].id).resource == "repo:acme/docs"
     page = client.get(f"/grants/{grants['agent'].id}/").content.decode()
@@ -144,7 +173,7 @@ def test_the_agent_page_shows_grants_authority_tasks_and_denials_with_their_boun
 
 def test_the_task_page_shows_its_decisions_with_denials_marked(world, grants, as_person):
     page = as_person(world.people.bob).get(f"/tasks/{world.parent.id}/").content.decode()
-    section = page[page.index('id="task-decisions"'):page.index('id="task-audit"')]
+    section = page[page.index('id="task-decisions"') : page.index('id="task-audit"')]
     assert section.count('data-allowed="false"') == 1 and section.count('data-allowed="true"') == 1
     assert "no_grant_agent" in section and "2026-12-01.1" in section and "r2" in section
     assert "tool.search on" in section  # what it may do now
@@ -152,6 +181,7 @@ def test_the_task_page_shows_its_decisions_with_denials_marked(world, grants, as
 
 def test_the_decisions_list_filters_in_the_url(world, grants, as_person):
     client = as_person(world.people.bob)
+
     def shown(query):
         return client.get(f"/decisions/?{query}").content.count(b"data-allowed=")
 
@@ -183,8 +213,7 @@ def test_the_owner_page_shows_a_persons_grants_and_carol_finds_no_acme_owner(wor
 
 
 def test_carol_sees_globex_grants_only_on_a_shared_agents_page(world, grants, as_person):
-    mine = grant_create(tenant="globex", principal=AGENT, action="tool.search", resource="globex:*",
-                        actor="user:carol")
+    mine = grant_create(tenant="globex", principal=AGENT, action="tool.search", resource="globex:*", actor="user:carol")
     page = as_person(world.people.carol).get("/agents/t.steps/").content.decode()
     assert f'id="grant-{mine.id}"' in page and f'id="grant-{grants["agent"].id}"' not in page
     assert str(world.parent.id) not in page and str(world.other.id) in page
@@ -192,12 +221,17 @@ def test_carol_sees_globex_grants_only_on_a_shared_agents_page(world, grants, as
 
 def test_creating_a_grant_with_a_pattern_and_an_expiry(world, as_person):
     client = as_person(world.people.dave)
-    response = client.post("/grants/new/", {"principal": AGENT, "action": "tool.search", "resource": "repo:acme/*",
-                                            "expires_at": "2099-01-01T09:30"})
+    response = client.post(
+        "/grants/new/",
+        {"principal": AGENT, "action": "tool.search", "resource": "repo:acme/*", "expires_at": "2099-01-01T09:30"},
+    )
     assert response.status_code == 302
     grant = Grant.objects.get(principal=AGENT)
     assert (grant.resource, grant.expires_at.isoformat(), grant.granted_by) == (
-        "repo:acme/*", "2099-01-01T09:30:00+00:00", "user:dave")
+        "repo:acme/*",
+        "2099-01-01T09:30:00+00:00",
+        "user:dave",
+    )
     assert response["Location"] == f"/grants/{grant.id}/"
 
 
@@ -213,12 +247,14 @@ def _check(response, status):
 def test_the_right_over_an_agent_in_one_tenant_is_none_in_another(world):
     from console.access import Principal, may_change_grants
     from console.models import OPERATE, Membership
+
     _delegate(world)
     Membership.objects.create(user=world.people.alice, tenant_id="globex", role="operator")
 
     def alice_in(tenant):
-        return Principal(user=world.people.alice, tenant=tenant, role="operator", channel="console", scope=OPERATE,
-                         credential="test")
+        return Principal(
+            user=world.people.alice, tenant=tenant, role="operator", channel="console", scope=OPERATE, credential="test"
+        )
 
     assert may_change_grants(alice_in("acme"), AGENT)
     assert not may_change_grants(alice_in("globex"), AGENT)

@@ -11,10 +11,10 @@ import pytest
 from console.models import ApiToken
 from runtime.models import AuditEvent, Effect, Pool, Task
 
-HUGE = "x" * 1_100_000           # past the 1 MiB Django reads into memory (DATA_UPLOAD_MAX_MEMORY_SIZE)
-DEEP = "[" * 5000 + "]" * 5000   # past the input's nesting limit, and Python's recursion
+HUGE = "x" * 1_100_000  # past the 1 MiB Django reads into memory (DATA_UPLOAD_MAX_MEMORY_SIZE)
+DEEP = "[" * 5000 + "]" * 5000  # past the input's nesting limit, and Python's recursion
 NUL = "abc\x00def"
-LONG = "y" * 5000                 # longer than any column it could land in
+LONG = "y" * 5000  # longer than any column it could land in
 
 # (name, method, path, form fields): {effect}, {task} and {pool} are filled from the world.
 CASES = [
@@ -26,10 +26,18 @@ CASES = [
     ("submit: number past 64 bits", "post", "/tasks/new/", {"agent": "t.steps", "input": '{"n": 1' + "0" * 30 + "}"}),
     ("submit: unknown agent", "post", "/tasks/new/", {"agent": "no.such", "input": "{}"}),
     ("submit: agent name huge", "post", "/tasks/new/", {"agent": LONG, "input": "{}"}),
-    ("submit: idempotency key huge", "post", "/tasks/new/", {"agent": "t.steps", "input": "{}",
-                                                               "idempotency_key": LONG}),
-    ("submit: schema field out of range", "post", "/tasks/new/", {"agent": "research.batch", "in.question": "q",
-                                                                    "in.experiments": "99999999999999999999"}),
+    (
+        "submit: idempotency key huge",
+        "post",
+        "/tasks/new/",
+        {"agent": "t.steps", "input": "{}", "idempotency_key": LONG},
+    ),
+    (
+        "submit: schema field out of range",
+        "post",
+        "/tasks/new/",
+        {"agent": "research.batch", "in.question": "q", "in.experiments": "99999999999999999999"},
+    ),
     ("cancel: reason huge", "post", "/tasks/{task}/cancel/", {"reason": LONG}),
     ("cancel: reason NUL", "post", "/tasks/{task}/cancel/", {"reason": NUL}),
     ("stop: reason huge", "post", "/tasks/{task}/stop/", {"reason": LONG}),
@@ -50,15 +58,13 @@ CASES = [
     ("resolve: receipt deep", "post", "/effects/{effect}/resolve/", {"outcome": "committed", "receipt": DEEP}),
     ("resolve: outcome unknown", "post", "/effects/{effect}/resolve/", {"outcome": "maybe"}),
     ("resolve: note huge", "post", "/effects/{effect}/resolve/", {"outcome": "failed", "note": LONG}),
-    ("pool limits: past 32 bits", "post", "/pools/{pool}/limits/", {"max_running": "2147483648",
-                                                                      "max_queued": "10"}),
+    ("pool limits: past 32 bits", "post", "/pools/{pool}/limits/", {"max_running": "2147483648", "max_queued": "10"}),
     ("pool limits: negative", "post", "/pools/{pool}/limits/", {"max_running": "-1", "max_queued": "10"}),
     ("pool limits: not a number", "post", "/pools/{pool}/limits/", {"max_running": "lots", "max_queued": "1e999"}),
     ("token: name huge", "post", "/tokens/new/", {"name": LONG, "scope": "read"}),
     ("token: scope unknown", "post", "/tokens/new/", {"name": "x", "scope": "root"}),
     ("token: expiry malformed", "post", "/tokens/new/", {"name": "x", "scope": "read", "expires_at": "soon"}),
-    ("token: expiry out of range", "post", "/tokens/new/", {"name": "x", "scope": "read",
-                                                           "expires_at": "99999-01-01"}),
+    ("token: expiry out of range", "post", "/tokens/new/", {"name": "x", "scope": "read", "expires_at": "99999-01-01"}),
     ("token revoke: id past 64 bits", "post", f"/tokens/{2**64}/revoke/", {}),
     ("tenant: unknown", "post", "/tenant/", {"tenant": LONG}),
     ("tasks filter: bad status", "get", "/tasks/", {"status": "nope"}),
@@ -82,9 +88,13 @@ CASES = [
 
 
 def _counts():
-    return (Task.objects.count(), AuditEvent.objects.count(), ApiToken.objects.count(),
-            list(Pool.objects.order_by("name").values_list("name", "max_running", "max_queued")),
-            list(Effect.objects.order_by("id").values_list("id", "state")))
+    return (
+        Task.objects.count(),
+        AuditEvent.objects.count(),
+        ApiToken.objects.count(),
+        list(Pool.objects.order_by("name").values_list("name", "max_running", "max_queued")),
+        list(Effect.objects.order_by("id").values_list("id", "state")),
+    )
 
 
 @pytest.mark.parametrize(("name", "method", "path", "fields"), CASES, ids=[c[0] for c in CASES])
@@ -99,17 +109,30 @@ def test_a_hostile_form_or_filter_is_a_4xx_and_writes_nothing(world, as_person, 
     assert _counts() == before, name
 
 
-@pytest.mark.parametrize("path", ["/tasks/new/", "/effects/{effect}/resolve/", "/tokens/new/", "/schedules/new/",
-                                  "/webhooks/new/", "/pools/{pool}/limits/", "/agents/t.steps/stop/",
-                                  "/agents/t.steps/reopen/", "/tasks/{task}/stop/"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/tasks/new/",
+        "/effects/{effect}/resolve/",
+        "/tokens/new/",
+        "/schedules/new/",
+        "/webhooks/new/",
+        "/pools/{pool}/limits/",
+        "/agents/t.steps/stop/",
+        "/agents/t.steps/reopen/",
+        "/tasks/{task}/stop/",
+    ],
+)
 def test_a_body_that_is_not_utf8_is_a_4xx_and_writes_nothing(world, as_person, path):
     client = as_person(world.people.alice)
     before = _counts()
 
-    response = client.post(path.format(effect=world.effect.id, task=world.parent.id, pool=world.parent.pool_id),
-                           data=b"agent=t.steps&input=%FF%FE%00&name=\xff\xfe&cron=*+*+*+*+*&max_running=3"
-                                b"&reason=stop\xff\xfe&timezone=UTC&note=\xff",
-                           content_type="application/x-www-form-urlencoded")
+    response = client.post(
+        path.format(effect=world.effect.id, task=world.parent.id, pool=world.parent.pool_id),
+        data=b"agent=t.steps&input=%FF%FE%00&name=\xff\xfe&cron=*+*+*+*+*&max_running=3"
+        b"&reason=stop\xff\xfe&timezone=UTC&note=\xff",
+        content_type="application/x-www-form-urlencoded",
+    )
 
     assert 400 <= response.status_code < 500, response.content[:300]
     assert _counts() == before

@@ -64,9 +64,11 @@ def test_adding_a_person_who_does_not_exist_is_refused_on_the_form(world, as_per
 def test_the_role_page_says_what_the_change_does_before_anything_changes(world, as_person):
     response = as_person(world.people.dave).get("/members/bob/role/?role=operator")
     assert response.status_code == 200
-    assert consequence(response) == ("bob becomes operator of acme: may submit, cancel, resume, resolve effects "
-                                     "and change pool limits, from their next request on, in the console and the "
-                                     "API alike.")
+    assert consequence(response) == (
+        "bob becomes operator of acme: may submit, cancel, resume, resolve effects "
+        "and change pool limits, from their next request on, in the console and the "
+        "API alike."
+    )
     assert role_of("bob") == "viewer" and not AuditEvent.objects.filter(kind__startswith="member.").exists()
 
 
@@ -82,8 +84,13 @@ def test_a_confirmed_role_change_is_audited_with_its_reason(world, as_person):
     response = client.post("/members/bob/role/", {"role": "operator", "reason": "on call this week"})
     assert response.status_code == 302 and role_of("bob") == "operator"
     event = AuditEvent.objects.get(kind="member.role")
-    assert event.data | {"via": None} == {"person": "bob", "from": "viewer", "role": "operator",
-                                          "reason": "on call this week", "via": None}
+    assert event.data | {"via": None} == {
+        "person": "bob",
+        "from": "viewer",
+        "role": "operator",
+        "reason": "on call this week",
+        "via": None,
+    }
     assert event.actor == "user:dave" and event.data["via"]["channel"] == "console"
 
 
@@ -91,8 +98,10 @@ def test_the_remove_page_lists_the_tokens_that_stop_working(world, as_person):
     made = token_create(principal=principal_of(world.people.alice), name="nightly", scope="read").token
     response = as_person(world.people.dave).get("/members/alice/remove/")
     text = consequence(response)
-    assert text.startswith("alice loses access to acme at once, in the console and the API; 1 API token of theirs "
-                           "for acme is revoked with it and stays revoked if alice is added again.")
+    assert text.startswith(
+        "alice loses access to acme at once, in the console and the API; 1 API token of theirs "
+        "for acme is revoked with it and stays revoked if alice is added again."
+    )
     assert f"{made.prefix}…".encode() in response.content and role_of("alice") == "operator"
 
 

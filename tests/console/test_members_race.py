@@ -52,11 +52,15 @@ def test_two_admins_acting_on_each_other_at_once_leave_one_admin(transactional_d
         for user in (people.alice, people.dave):  # both admins again (a removal deleted one)
             Membership.objects.update_or_create(user=user, tenant_id="acme", defaults={"role": ADMIN})
         if how == "demote":
-            calls = [lambda: member_set_role(principal=admin(people.dave), username="alice", role=OPERATOR),
-                     lambda: member_set_role(principal=admin(people.alice), username="dave", role=OPERATOR)]
+            calls = [
+                lambda: member_set_role(principal=admin(people.dave), username="alice", role=OPERATOR),
+                lambda: member_set_role(principal=admin(people.alice), username="dave", role=OPERATOR),
+            ]
         else:
-            calls = [lambda: member_remove(principal=admin(people.dave), username="alice"),
-                     lambda: member_remove(principal=admin(people.alice), username="dave")]
+            calls = [
+                lambda: member_remove(principal=admin(people.dave), username="alice"),
+                lambda: member_remove(principal=admin(people.alice), username="dave"),
+            ]
         outcome = tuple(race(*calls))
         tally[outcome] = tally.get(outcome, 0) + 1
         assert Membership.objects.filter(tenant_id="acme", role=ADMIN).count() == 1

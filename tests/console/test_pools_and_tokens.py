@@ -19,8 +19,9 @@ def test_pools_show_occupancy_and_an_operator_changes_limits(world, as_person):
 
 
 def test_a_bad_limit_is_refused_on_the_form_keeping_what_was_typed(world, as_person):
-    response = as_person(world.people.alice).post(f"/pools/{world.parent.pool_id}/limits/",
-                                                  {"max_running": "-3", "max_queued": "5"})
+    response = as_person(world.people.alice).post(
+        f"/pools/{world.parent.pool_id}/limits/", {"max_running": "-3", "max_queued": "5"}
+    )
     assert response.status_code == 400 and b'value="-3"' in response.content and b'id="form-error"' in response.content
 
 
@@ -43,8 +44,9 @@ def test_a_token_secret_is_shown_once_and_only_its_hash_is_kept(world, as_person
 
 
 def test_a_bad_token_form_is_refused_keeping_the_name(world, as_person):
-    response = as_person(world.people.alice).post("/tokens/new/", {"name": "x", "scope": "read",
-                                                                  "expires_at": "2001-01-01"})
+    response = as_person(world.people.alice).post(
+        "/tokens/new/", {"name": "x", "scope": "read", "expires_at": "2001-01-01"}
+    )
     assert response.status_code == 400 and b"expires_at must be in the future" in response.content
     assert b'value="x"' in response.content
 

@@ -6,12 +6,32 @@ import pytest
 
 
 def pages(w):
-    return ["/", "/live/", "/tasks/", "/tasks/?status=blocked", "/tasks/new/", f"/tasks/{w.parent.id}/",
-            f"/tasks/{w.parent.id}/live/", f"/tasks/{w.parent.id}/steps/", f"/tasks/{w.parent.id}/steps/1/",
-            f"/tasks/{w.parent.id}/cancel/", f"/tasks/{w.parent.id}/stop/", f"/tasks/{w.done.id}/resume/",
-            "/agents/", "/agents/t.steps/", "/agents/t.steps/stop/", "/effects/", "/effects/?state=any",
-            f"/effects/{w.effect.id}/", "/pools/", f"/pools/{w.parent.pool_id}/", "/audit/",
-            f"/audit/{w.audit.id}/", "/tokens/", f"/tasks/{w.blocked.id}/"]
+    return [
+        "/",
+        "/live/",
+        "/tasks/",
+        "/tasks/?status=blocked",
+        "/tasks/new/",
+        f"/tasks/{w.parent.id}/",
+        f"/tasks/{w.parent.id}/live/",
+        f"/tasks/{w.parent.id}/steps/",
+        f"/tasks/{w.parent.id}/steps/1/",
+        f"/tasks/{w.parent.id}/cancel/",
+        f"/tasks/{w.parent.id}/stop/",
+        f"/tasks/{w.done.id}/resume/",
+        "/agents/",
+        "/agents/t.steps/",
+        "/agents/t.steps/stop/",
+        "/effects/",
+        "/effects/?state=any",
+        f"/effects/{w.effect.id}/",
+        "/pools/",
+        f"/pools/{w.parent.pool_id}/",
+        "/audit/",
+        f"/audit/{w.audit.id}/",
+        "/tokens/",
+        f"/tasks/{w.blocked.id}/",
+    ]
 
 
 @pytest.mark.parametrize("who", ["alice", "dave"])

@@ -28,9 +28,20 @@ def row_ids(html: str) -> list[str]:
 
 def test_the_confirmation_lists_the_tree_and_the_effects_in_flight(world, as_person):
     at = world.parent.attempts.get()
-    Effect.objects.create(key=f"{world.parent.id}/3/send", task=world.parent, tenant="acme", step_seq=3,
-                          name="send", effect_class="irreversible", keyed=False, state=states.INTENT,
-                          request_digest="ab" * 32, attempt=at, epoch=at.epoch, sends=1)
+    Effect.objects.create(
+        key=f"{world.parent.id}/3/send",
+        task=world.parent,
+        tenant="acme",
+        step_seq=3,
+        name="send",
+        effect_class="irreversible",
+        keyed=False,
+        state=states.INTENT,
+        request_digest="ab" * 32,
+        attempt=at,
+        epoch=at.epoch,
+        sends=1,
+    )
     html = as_person(world.people.alice).get(f"/tasks/{world.parent.id}/stop/").content.decode()
     assert 'data-count="2"' in html and f'id="covered-{world.child.id}"' in html
     assert "<strong>1 effect with no outcome yet</strong>" in html and "#" in html and "send" in html
@@ -41,7 +52,7 @@ def test_the_panel_shows_each_boundary_in_words_and_cancelled_only_once_the_stop
     stop_id = stopped(world)
     client = as_person(world.people.alice)
     html = client.get(f"/tasks/{world.parent.id}/").content.decode()
-    panel = html[html.index('id="stop-panel"'):]
+    panel = html[html.index('id="stop-panel"') :]
     assert 'data-state="stopping"' in panel and 'hx-trigger="every 2s' in panel
     assert f'id="ack-{world.parent.id}-worker" data-state="waiting"' in panel
     assert f'id="ack-{world.child.id}-worker" data-state="acknowledged"' in panel
@@ -71,22 +82,35 @@ def test_a_boundary_past_its_bound_is_marked_and_the_outcome_names_what_was_left
     over = client.get(f"/stops/{stop_id}/").content.decode()
     assert "Cancelled at its bound" in over and "never acknowledged: past its bound" in over
     assert "1 acknowledgment never came before the bound" in over
-    stop_ack(task_id=world.parent.id, boundary=states.WORKER, by="vm:1", detail={"ended": "by force"},
-             stop_id=stop_id)
+    stop_ack(task_id=world.parent.id, boundary=states.WORKER, by="vm:1", detail={"ended": "by force"}, stop_id=stop_id)
     assert "late: after the bound cancelled the task" in client.get(f"/stops/{stop_id}/").content.decode()
 
 
 def test_effects_committed_before_the_stop_and_in_flight_are_listed_apart(world, as_person):
     at = world.parent.attempts.get()
-    for seq, state, settled in ((3, states.COMMITTED, timezone.now() - timedelta(seconds=5)),
-                                (4, states.UNKNOWN, None)):
-        Effect.objects.create(key=f"{world.parent.id}/{seq}/e", task=world.parent, tenant="acme", step_seq=seq,
-                              name=f"e{seq}", effect_class="irreversible", keyed=False, state=state,
-                              request_digest="ab" * 32, attempt=at, epoch=at.epoch, sends=1, settled_at=settled)
+    for seq, state, settled in (
+        (3, states.COMMITTED, timezone.now() - timedelta(seconds=5)),
+        (4, states.UNKNOWN, None),
+    ):
+        Effect.objects.create(
+            key=f"{world.parent.id}/{seq}/e",
+            task=world.parent,
+            tenant="acme",
+            step_seq=seq,
+            name=f"e{seq}",
+            effect_class="irreversible",
+            keyed=False,
+            state=state,
+            request_digest="ab" * 32,
+            attempt=at,
+            epoch=at.epoch,
+            sends=1,
+            settled_at=settled,
+        )
     stop_id = stopped(world)
     html = as_person(world.people.bob).get(f"/stops/{stop_id}/").content.decode()
-    before = html[html.index('id="effects-before"'):html.index('id="effects-in-flight"')]
-    in_flight = html[html.index('id="effects-in-flight"'):]
+    before = html[html.index('id="effects-before"') : html.index('id="effects-in-flight"')]
+    in_flight = html[html.index('id="effects-in-flight"') :]
     assert "e3" in before and "e4" not in before
     assert "e4" in in_flight and 'class="state act">unknown' in in_flight and "reconcile" in in_flight
 
@@ -142,8 +166,9 @@ def test_the_list_filters_stopping_and_the_dashboard_counts_it(world, as_person)
     assert "<option selected>stopping</option>" in listed
     assert str(world.parent.id) in listed and str(world.child.id) not in listed
     dashboard = client.get("/").content.decode()
-    assert '<li data-status="stopping" class=""><a href="/tasks/?status=stopping"><span class="n">1</span>' \
-        in dashboard, dashboard[dashboard.index('id="counts"'):][:1500]
+    assert (
+        '<li data-status="stopping" class=""><a href="/tasks/?status=stopping"><span class="n">1</span>' in dashboard
+    ), dashboard[dashboard.index('id="counts"') :][:1500]
 
 
 def test_a_never_stopped_task_has_no_panel(world, as_person):
@@ -171,11 +196,11 @@ def test_a_cancelled_root_task_offers_a_new_run_linked_both_ways(world, as_perso
 def test_what_a_boundary_reported_reads_in_words_not_json(world, as_person):
     stopped(world)
     panel = as_person(world.people.alice).get(f"/tasks/{world.parent.id}/").content.decode()
-    panel = panel[panel.index('id="stop-panel"'):]
-    scheduler = panel[panel.index(f'id="ack-{world.child.id}-scheduler"'):]
-    scheduler = scheduler[:scheduler.index("</tr>")]
+    panel = panel[panel.index('id="stop-panel"') :]
+    scheduler = panel[panel.index(f'id="ack-{world.child.id}-scheduler"') :]
+    scheduler = scheduler[: scheduler.index("</tr>")]
     # Nothing reported as null, [] or false: "none" and "no" say it.
     assert "null" not in scheduler and "[]" not in scheduler and "false" not in scheduler
     assert "queued dropped: no" in scheduler or "queued dropped: yes" in scheduler
-    gateway = panel[panel.index(f'id="ack-{world.child.id}-credential_gateway"'):]
-    assert "in flight: none" in gateway[:gateway.index("</tr>")]
+    gateway = panel[panel.index(f'id="ack-{world.child.id}-credential_gateway"') :]
+    assert "in flight: none" in gateway[: gateway.index("</tr>")]

@@ -16,8 +16,10 @@ def test_submit_from_schema_fields_redirects_to_the_new_task(world, as_person):
     client = as_person(world.people.alice)
     form = client.get("/tasks/new/?agent=notify.send").content.decode()
     assert 'name="in.to"' in form and 'name="in.message"' in form and 'name="input"' in form
-    response = client.post("/tasks/new/", {"agent": "notify.send", "in.to": "ops@example.com",
-                                           "in.message": "hello", "idempotency_key": "k-1"})
+    response = client.post(
+        "/tasks/new/",
+        {"agent": "notify.send", "in.to": "ops@example.com", "in.message": "hello", "idempotency_key": "k-1"},
+    )
     assert response.status_code == 302
     task = Task.objects.get(idempotency_key="k-1")
     assert response["Location"] == f"/tasks/{task.id}/"
@@ -36,14 +38,17 @@ def test_submit_from_json_and_the_same_key_returns_the_same_task(world, as_perso
 
 
 def test_a_bad_input_is_refused_naming_the_field_and_keeping_what_was_typed(world, as_person):
-    response = as_person(world.people.alice).post("/tasks/new/", {"agent": "research.batch", "in.question": "",
-                                                                  "in.experiments": "99"})
+    response = as_person(world.people.alice).post(
+        "/tasks/new/", {"agent": "research.batch", "in.question": "", "in.experiments": "99"}
+    )
     assert response.status_code == 422
     html = response.content.decode()
     assert "question" in html and "experiments" in html and 'value="99"' in html
     assert '<span class="field-error" role="alert">Input should be less than or equal to 20</span>' in html
     broken = as_person(world.people.alice).post("/tasks/new/", {"agent": "t.steps", "input": "{nope"})
-    assert broken.status_code == 422 and b"input is not JSON" in broken.content and b"{nope</textarea>" in broken.content
+    assert (
+        broken.status_code == 422 and b"input is not JSON" in broken.content and b"{nope</textarea>" in broken.content
+    )
 
 
 def test_the_agent_picker_swaps_in_that_agents_fields(world, as_person):
@@ -61,7 +66,9 @@ def test_the_audit_trail_filters_by_kind_actor_and_task_and_by_qualifiers(world,
     everything = audit_ids(client.get("/audit/").content.decode())
     assert world.audit.id in everything and world.other_audit.id not in everything
     submitted = audit_ids(client.get("/audit/?kind=task.submitted").content.decode())
-    assert submitted == set(AuditEvent.objects.filter(tenant="acme", kind="task.submitted").values_list("id", flat=True))
+    assert submitted == set(
+        AuditEvent.objects.filter(tenant="acme", kind="task.submitted").values_list("id", flat=True)
+    )
     assert audit_ids(client.get("/audit/?q=kind:task.submitted+actor:user:alice").content.decode()) == submitted
     chain = audit_ids(client.get(f"/audit/?task={world.parent.id}").content.decode())
     assert chain == set(AuditEvent.objects.filter(task_id=world.parent.id).values_list("id", flat=True))
@@ -89,6 +96,7 @@ def test_the_export_streams_exactly_the_filtered_events_with_their_chain_positio
 @pytest.mark.django_db(transaction=True)
 def test_verify_shows_rows_checked_and_that_the_trail_holds(client):
     from tests.console.world import make_world
+
     world = make_world()
     client.force_login(world.people.bob)  # reading: a viewer may verify
     response = client.post("/audit/verify/", headers={"HX-Request": "true"})

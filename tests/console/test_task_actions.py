@@ -11,8 +11,10 @@ from runtime.models import AuditEvent, Task
 def test_the_cancel_address_is_the_stop_confirmation_counting_the_task_and_its_live_children(world, as_person):
     html = as_person(world.people.alice).get(f"/tasks/{world.parent.id}/cancel/").content.decode()
     assert "<h1>Stop task" in html
-    assert ('This stops <strong id="covered-count" data-count="2">2 live tasks</strong>: this t.steps task and '
-            'its 1 live descendant') in html
+    assert (
+        'This stops <strong id="covered-count" data-count="2">2 live tasks</strong>: this t.steps task and '
+        "its 1 live descendant"
+    ) in html
     assert f'href="/tasks/{world.child.id}/"' in html and 'name="reason"' in html
 
 

@@ -18,6 +18,7 @@ def test_an_expired_lease_is_marked(world, as_person):
     from datetime import timedelta
 
     from django.utils import timezone
+
     Attempt.objects.filter(task=world.parent).update(lease_expires_at=timezone.now() - timedelta(seconds=5))
     html = as_person(world.people.alice).get(f"/tasks/{world.parent.id}/").content.decode()
     assert '<span class="state act">expired</span>' in html
@@ -74,11 +75,23 @@ def test_live_updates_answer_204_when_unchanged_and_stop_once_finished(world, as
 
 
 def test_the_lineage_tree_nests_grandchildren_under_their_parent(world, as_person):
-    grandchild = Task.objects.create(agent="t.steps", input={}, input_digest="x", tenant="acme", owner="user:alice",
-                                     pool_id=world.parent.pool_id, parent=world.child, root=world.parent,
-                                     spawn_seq=0, status=states.FAILED)
+    grandchild = Task.objects.create(
+        agent="t.steps",
+        input={},
+        input_digest="x",
+        tenant="acme",
+        owner="user:alice",
+        pool_id=world.parent.pool_id,
+        parent=world.child,
+        root=world.parent,
+        spawn_seq=0,
+        status=states.FAILED,
+    )
     html = as_person(world.people.alice).get(f"/tasks/{world.parent.id}/").content.decode()
-    child_at, grandchild_at = html.index(f'<tr id="task-{world.child.id}"'), html.index(f'<tr id="task-{grandchild.id}"')
+    child_at, grandchild_at = (
+        html.index(f'<tr id="task-{world.child.id}"'),
+        html.index(f'<tr id="task-{grandchild.id}"'),
+    )
     assert child_at < grandchild_at
-    assert 'padding-left: 36px' in html[grandchild_at:grandchild_at + 200]
+    assert "padding-left: 36px" in html[grandchild_at : grandchild_at + 200]
     assert '<span class="state act">failed</span>' in html[grandchild_at:]

@@ -12,8 +12,15 @@ from tests.console.world import submit
 def arriving(world) -> Task:
     """A task made now. Inside a test's one transaction the database clock stands still,
     so ids minted by steward_submit share a millisecond; one minted here is newer."""
-    return Task.objects.create(agent="t.steps", input={}, input_digest="x", tenant="acme", owner="user:alice",
-                               pool_id=world.parent.pool_id, status=states.QUEUED)
+    return Task.objects.create(
+        agent="t.steps",
+        input={},
+        input_digest="x",
+        tenant="acme",
+        owner="user:alice",
+        pool_id=world.parent.pool_id,
+        status=states.QUEUED,
+    )
 
 
 def newest(tenant="acme") -> str:
@@ -38,7 +45,7 @@ def test_filters_live_in_the_url_so_a_link_shows_a_colleague_the_same_rows(world
     assert row_ids(client.get(f"/tasks/?parent={world.parent.id}").content) == [str(world.child.id)]
     assert row_ids(client.get(f"/tasks/?root={world.parent.id}").content) == [str(world.child.id)]
     html = client.get("/tasks/?status=blocked&agent=t.steps").content
-    assert b'<option selected>blocked</option>' in html and b'<option selected>t.steps</option>' in html
+    assert b"<option selected>blocked</option>" in html and b"<option selected>t.steps</option>" in html
 
 
 def test_a_bad_filter_is_a_400_page_saying_why(world, as_person):
@@ -71,8 +78,7 @@ def test_the_live_fragment_swaps_only_the_rows_whose_status_moved_and_counts_new
     Task.objects.filter(id=world.blocked.id).update(status=states.QUEUED)
     snapshot = newest()
     made = arriving(world)
-    url = (f"/tasks/live/?row={world.blocked.id}.blocked&row={world.parent.id}.running&newer=0"
-           f"&snapshot={snapshot}")
+    url = f"/tasks/live/?row={world.blocked.id}.blocked&row={world.parent.id}.running&newer=0&snapshot={snapshot}"
     response = client.get(url, headers={"HX-Request": "true"})
     html = response.content.decode()
     assert response.status_code == 200

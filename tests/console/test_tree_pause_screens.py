@@ -35,15 +35,18 @@ def paused():
 
 
 def held(root) -> list:
-    return list(Task.objects.filter(root_id=root, status=states.BLOCKED, blocked_reason=states.TREE_PAUSED)
-                .order_by("id").values_list("id", flat=True))
+    return list(
+        Task.objects.filter(root_id=root, status=states.BLOCKED, blocked_reason=states.TREE_PAUSED)
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
 
 
 def test_a_held_tasks_page_says_its_tree_is_paused_by_what_and_offers_the_resume(people, as_person, paused):
     root, pause = paused
     html = as_person(people.alice).get(f"/tasks/{root}/").content.decode()
     assert f'id="tree-paused" data-pause="{pause.id}"' in html
-    assert "Blocked: its tree is paused." in html and "class=\"notice act\"" in html
+    assert "Blocked: its tree is paused." in html and 'class="notice act"' in html
     assert f'href="/tasks/{pause.task_id}/"' in html and "fanout_children" in html
     assert "It holds 3 tasks" in html
     assert f'href="/tasks/{root}/resume/"' in html
@@ -60,16 +63,19 @@ def test_the_resume_page_lists_what_lifting_the_pause_queues_then_the_resume_doe
     assert 'name="limit"' in form  # the tripped task's own breaker: max_children
     assert held(root) == others  # reading the preview changed nothing
 
-    response = client.post(f"/tasks/{pause.task_id}/resume/", {"reason": "two children are fine", "limit": "2"},
-                           follow=True)
+    response = client.post(
+        f"/tasks/{pause.task_id}/resume/", {"reason": "two children are fine", "limit": "2"}, follow=True
+    )
     assert response.status_code == 200
-    assert f"Its tree's pause is lifted: {len(others)} other tasks queued again." in unescape(
-        response.content.decode())
+    assert f"Its tree's pause is lifted: {len(others)} other tasks queued again." in unescape(response.content.decode())
     pause.refresh_from_db()
     assert (pause.released_by, pause.released) == ("user:alice", len(others))  # the number the page showed
     event = AuditEvent.objects.filter(task_id=pause.task_id, kind="task.resumed").get()
     assert (event.data["tree_pause_lifted"], event.data["tree_queued"], event.data["via"]["channel"]) == (
-        pause.id, len(others), "console")
+        pause.id,
+        len(others),
+        "console",
+    )
     assert not held(root)
 
 

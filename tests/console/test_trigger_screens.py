@@ -15,9 +15,18 @@ from runtime.triggers.webhooks import sign
 
 def test_alice_makes_a_schedule_and_sees_its_next_runs_then_pauses_it(world, as_person):
     client = as_person(world.people.alice)
-    made = client.post("/schedules/new/", {"name": "nightly", "agent": "t.steps", "cron": "30 2 * * *",
-                                           "timezone": "Europe/Paris", "missed_policy": "catch_up",
-                                           "overlap_policy": "stop", "input": '{"n": 2}'})
+    made = client.post(
+        "/schedules/new/",
+        {
+            "name": "nightly",
+            "agent": "t.steps",
+            "cron": "30 2 * * *",
+            "timezone": "Europe/Paris",
+            "missed_policy": "catch_up",
+            "overlap_policy": "stop",
+            "input": '{"n": 2}',
+        },
+    )
     schedule = Schedule.objects.get()
     assert made.status_code == 302 and made["Location"] == f"/schedules/{schedule.id}/"
     page = client.get(made["Location"]).content.decode()
@@ -48,8 +57,13 @@ def test_a_webhooks_secret_is_shown_once_and_its_deliveries_are_listed(world, as
     hook = Webhook.objects.get()
     assert secret.encode() not in client.get("/webhooks/").content
     ts = str(int(time.time()))
-    accepted = webhook_deliver(webhook_id=str(hook.id), timestamp=ts, signature=sign(secret, ts, b'{"n": 1}'),
-                               delivery_id="evt-1", body=b'{"n": 1}')
+    accepted = webhook_deliver(
+        webhook_id=str(hook.id),
+        timestamp=ts,
+        signature=sign(secret, ts, b'{"n": 1}'),
+        delivery_id="evt-1",
+        body=b'{"n": 1}',
+    )
     page = client.get(f"/webhooks/{hook.id}/").content
     assert b"evt-1" in page and str(accepted.task_id).encode() in page and secret.encode() not in page
 
@@ -68,8 +82,15 @@ def test_bob_sees_schedules_but_gets_no_buttons_and_cannot_make_one(world, as_pe
 def test_dependency_triggers_are_listed_with_their_state_filter_in_the_url(world, as_person):
     from runtime.triggers.services import dependency_create
 
-    made = dependency_create(tenant="acme", agent="t.steps", input={}, owner="user:alice", actor="user:alice",
-                             prerequisites=[str(world.parent.id)], on_failure="run")
+    made = dependency_create(
+        tenant="acme",
+        agent="t.steps",
+        input={},
+        owner="user:alice",
+        actor="user:alice",
+        prerequisites=[str(world.parent.id)],
+        on_failure="run",
+    )
     client = as_person(world.people.bob)
     row = f'id="dependency-{made.id}"'.encode()
     assert row in client.get("/dependencies/").content

@@ -25,18 +25,18 @@ from tests.harness import wait_until
 
 @dataclass(frozen=True)
 class Acme:
-    blocked: Task      # notify.send, blocked on its unknown effect
+    blocked: Task  # notify.send, blocked on its unknown effect
     effect: Effect
-    done: Task         # t.steps, completed, with a journal
-    seq: int           # one of done's steps
+    done: Task  # t.steps, completed, with a journal
+    seq: int  # one of done's steps
     event: AuditEvent  # acme's newest audit event
-    token: ApiToken    # alice's, in acme
-    pool: str          # the pool the blocked task was admitted to
-    grant: Grant       # t.steps may search acme's repositories, given by dave
-    stop: Stop         # alice's stop of a t.steps task
+    token: ApiToken  # alice's, in acme
+    pool: str  # the pool the blocked task was admitted to
+    grant: Grant  # t.steps may search acme's repositories, given by dave
+    stop: Stop  # alice's stop of a t.steps task
     approval: Approval  # t.approve's request, pending
     schedule: Schedule  # a paused daily t.steps
-    webhook: Webhook   # one that starts t.steps
+    webhook: Webhook  # one that starts t.steps
 
 
 def task_in(task_id, status: str):
@@ -48,26 +48,42 @@ def acme(fleet, alice_principal) -> Acme:
     fleet.workers(1)
     # Drops every call after performing it: the effect's outcome is unknown (console/dev/demo).
     with FakeService(mode="unkeyed", drop_every=1) as notify, FakeService() as target:
-        blocked_id = submit("notify.send", {"to": "oncall@example.com", "message": "e2e",
-                                            "notify_url": notify.url}).task_id
+        blocked_id = submit(
+            "notify.send", {"to": "oncall@example.com", "message": "e2e", "notify_url": notify.url}
+        ).task_id
         done_id = submit("t.steps", {"n": 2}).task_id
-        blocked = wait_until(lambda: task_in(blocked_id, states.BLOCKED), timeout=EVENT_S,
-                             message="the notification to block")
+        blocked = wait_until(
+            lambda: task_in(blocked_id, states.BLOCKED), timeout=EVENT_S, message="the notification to block"
+        )
         done = wait_until(lambda: task_in(done_id, states.COMPLETED), timeout=EVENT_S, message="t.steps to complete")
         token = token_create(principal=alice_principal, name="e2e", scope="operate").token
-        grant = grant_create(tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*",
-                             actor="user:dave")
+        grant = grant_create(
+            tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*", actor="user:dave"
+        )
         stopped = submit("t.steps", {"n": 3}).task_id
         stop = Stop.objects.get(id=task_stop(task_id=stopped, actor="user:alice", reason="e2e").stop_id)
         asking = submit("t.approve", {"url": target.url}).task_id
-        approval = wait_until(lambda: Approval.objects.filter(task_id=asking, state="pending").first(),
-                              timeout=EVENT_S, message="t.approve to ask for approval")
+        approval = wait_until(
+            lambda: Approval.objects.filter(task_id=asking, state="pending").first(),
+            timeout=EVENT_S,
+            message="t.approve to ask for approval",
+        )
         who = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
-        schedule = schedule_create(name="nightly", agent="t.steps", input={"n": 1}, cron="0 3 * * *", paused=True,
-                                   **who)
+        schedule = schedule_create(
+            name="nightly", agent="t.steps", input={"n": 1}, cron="0 3 * * *", paused=True, **who
+        )
         webhook, _ = webhook_create(name="e2e", agent="t.steps", **who)
-        yield Acme(blocked=blocked, effect=Effect.objects.get(task_id=blocked_id, state=states.UNKNOWN), done=done,
-                   seq=Step.objects.filter(task_id=done_id).order_by("seq").values_list("seq", flat=True).last(),
-                   event=AuditEvent.objects.filter(tenant="acme").order_by("-id").first(), token=token,
-                   pool=blocked.pool_id, grant=grant, stop=stop, approval=approval, schedule=schedule,
-                   webhook=webhook)
+        yield Acme(
+            blocked=blocked,
+            effect=Effect.objects.get(task_id=blocked_id, state=states.UNKNOWN),
+            done=done,
+            seq=Step.objects.filter(task_id=done_id).order_by("seq").values_list("seq", flat=True).last(),
+            event=AuditEvent.objects.filter(tenant="acme").order_by("-id").first(),
+            token=token,
+            pool=blocked.pool_id,
+            grant=grant,
+            stop=stop,
+            approval=approval,
+            schedule=schedule,
+            webhook=webhook,
+        )

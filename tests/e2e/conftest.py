@@ -64,8 +64,14 @@ def fake_model():
 def web(child_env, fake_model):
     """`manage.py runserver --noreload` on a free loopback port, in the test database,
     with the credential gateway pointed at the fake model."""
-    env = {**child_env, "STEWARD_DEBUG": "1", "STEWARD_DB_POOL_MAX": "8", "PYTHONUNBUFFERED": "1",
-           "STEWARD_MODEL_URL": fake_model.url, "STEWARD_MODEL_KEY": MODEL_KEY}
+    env = {
+        **child_env,
+        "STEWARD_DEBUG": "1",
+        "STEWARD_DB_POOL_MAX": "8",
+        "PYTHONUNBUFFERED": "1",
+        "STEWARD_MODEL_URL": fake_model.url,
+        "STEWARD_MODEL_KEY": MODEL_KEY,
+    }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the server is a plain WSGI process
     server = WebServer(env).start()
     try:
@@ -119,5 +125,11 @@ def alice_principal(people):
     from console.access import Principal
     from console.models import OPERATE
 
-    return Principal(user=people.alice, tenant="acme", role=OPERATOR, channel="console", scope=OPERATE,
-                     credential="session:e2e-setup")
+    return Principal(
+        user=people.alice,
+        tenant="acme",
+        role=OPERATOR,
+        channel="console",
+        scope=OPERATE,
+        credential="session:e2e-setup",
+    )

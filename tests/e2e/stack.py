@@ -22,9 +22,11 @@ from tests.harness import REPO, Process, wait_until
 from tests.people import PASSWORD
 
 CHROMIUM = Path("/usr/bin/chromium")
-INSTALL_HINT = ("the browser journeys need Debian's chromium at /usr/bin/chromium: "
-                "apt-get update && apt-get install -y --no-install-recommends chromium "
-                "(never `playwright install`: the tests drive the system browser)")
+INSTALL_HINT = (
+    "the browser journeys need Debian's chromium at /usr/bin/chromium: "
+    "apt-get update && apt-get install -y --no-install-recommends chromium "
+    "(never `playwright install`: the tests drive the system browser)"
+)
 SCREENSHOTS = REPO / "docs" / "screenshots"
 VIEWPORT = {"width": 1280, "height": 800}
 # Generous on a loaded two-core machine: each wait ends as soon as its event happens.
@@ -49,7 +51,7 @@ class WebServer(Process):
         argv = [sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"]
         super().__init__("web", argv, env)
 
-    def wait_ready(self, timeout: float = EVENT_S) -> "WebServer":
+    def wait_ready(self, timeout: float = EVENT_S) -> WebServer:
         def answers():
             if not self.alive():
                 raise AssertionError(f"the web server exited:\n{self.output()[-3000:]}")
@@ -76,8 +78,9 @@ def login(page: Page, username: str, *, shoot: str | None = None) -> Page:
         screenshot(page, shoot)
     with page.expect_navigation(timeout=EVENT_MS):
         page.get_by_role("button", name="Sign in").click()
-    assert "/login/" not in urlparse(page.url).path, \
+    assert "/login/" not in urlparse(page.url).path, (
         f"{username} was not signed in; the page says: {page.inner_text('body')[:500]}"
+    )
     return page
 
 

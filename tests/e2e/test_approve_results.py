@@ -21,22 +21,31 @@ DAVE = {"tenant": "acme", "owner": "user:dave", "actor": "user:dave"}
 
 
 def batch_waiting_for_approval(question: str, results_url: str) -> tuple[Task, Approval]:
-    task_id = task_submit(agent="research.batch", input={"question": question, "results_url": results_url, **INPUT},
-                          **DAVE).task_id
-    approval = wait_until(lambda: Approval.objects.filter(task_id=task_id, state=states.PENDING).first(),
-                          timeout=EVENT_S, message="the batch to ask for approval")
-    wait_until(lambda: Task.objects.filter(id=task_id, status=states.BLOCKED).exists(), timeout=EVENT_S,
-               message="the batch to wait, blocked, for the decision")
+    task_id = task_submit(
+        agent="research.batch", input={"question": question, "results_url": results_url, **INPUT}, **DAVE
+    ).task_id
+    approval = wait_until(
+        lambda: Approval.objects.filter(task_id=task_id, state=states.PENDING).first(),
+        timeout=EVENT_S,
+        message="the batch to ask for approval",
+    )
+    wait_until(
+        lambda: Task.objects.filter(id=task_id, status=states.BLOCKED).exists(),
+        timeout=EVENT_S,
+        message="the batch to wait, blocked, for the decision",
+    )
     return Task.objects.get(id=task_id), approval
 
 
 def test_alice_approves_the_batchs_results_and_watches_it_complete_and_bob_cannot_decide(
-        person, fleet, results_service):
+    person, fleet, results_service
+):
     fleet.workers(2)
     fleet.supervisors(1)
     task, approval = batch_waiting_for_approval("Is the approval journey green?", results_service.url)
-    assert not [c for c in results_service.calls() if c["key"].startswith(str(task.id))], \
+    assert not [c for c in results_service.calls() if c["key"].startswith(str(task.id))], (
         "nothing is submitted before a person approves"
+    )
 
     # bob (a viewer) sees the request, laid out, and is offered no decision.
     bob = person("bob")
@@ -47,8 +56,12 @@ def test_alice_approves_the_batchs_results_and_watches_it_complete_and_bob_canno
     expect(bob.locator("#decide")).to_contain_text("An operator of this tenant decides it.")
     assert bob.get_by_role("button", name="Approve").count() == 0
     # An approval he crafts himself, with a valid CSRF token, is refused and changes nothing.
-    answer = bob.request.post(f"/approvals/{approval.id}/approve/", form={"comment": "bob"},
-                              headers={"X-CSRFToken": csrf_token(bob)}, max_redirects=0)
+    answer = bob.request.post(
+        f"/approvals/{approval.id}/approve/",
+        form={"comment": "bob"},
+        headers={"X-CSRFToken": csrf_token(bob)},
+        max_redirects=0,
+    )
     assert answer.status == 403, answer.status
     assert Approval.objects.get(id=approval.id).state == states.PENDING
 
@@ -82,8 +95,11 @@ def test_alice_approves_the_batchs_results_and_watches_it_complete_and_bob_canno
     assert task.output["receipt"]["key"] and task.output["summary"]["completed"] == 1
     assert results_service.performed_by_key().get(task.output["receipt"]["key"]) == 1
     approval.refresh_from_db()
-    assert (approval.state, approval.decided_by, approval.comment) == (states.CONSUMED, "user:alice",
-                                                                        "results look right")
+    assert (approval.state, approval.decided_by, approval.comment) == (
+        states.CONSUMED,
+        "user:alice",
+        "results look right",
+    )
     assert AuditEvent.objects.filter(task_id=task.id, kind="approval.approved", actor="user:alice").count() == 1
     assert not AuditEvent.objects.filter(task_id=task.id, actor="user:bob").exists()
     screenshot(watching, "task-approved")
@@ -100,13 +116,24 @@ def test_a_request_that_went_stale_while_open_is_refused_with_the_reason(person,
     # While her page is open: a grant of acme changes (the package is bound to the
     # tenant's authz_revision), and the request is approved elsewhere (her other tab).
     # The executor's re-check finds the context changed: stale, and the agent asks anew.
-    grant_create(tenant="acme", principal="agent:research.batch", action="tool.search", resource="repo:acme/stale",
-                 actor="user:dave")
+    grant_create(
+        tenant="acme",
+        principal="agent:research.batch",
+        action="tool.search",
+        resource="repo:acme/stale",
+        actor="user:dave",
+    )
     approval_decide(approval_id=approval.id, tenant="acme", actor="user:alice", decision="approve")
-    wait_until(lambda: Approval.objects.filter(id=approval.id, state=states.STALE).exists(), timeout=EVENT_S,
-               message="the executor to find the approved request stale")
-    again = wait_until(lambda: Approval.objects.filter(task_id=task.id, state=states.PENDING).first(),
-                       timeout=EVENT_S, message="the batch to ask anew")
+    wait_until(
+        lambda: Approval.objects.filter(id=approval.id, state=states.STALE).exists(),
+        timeout=EVENT_S,
+        message="the executor to find the approved request stale",
+    )
+    again = wait_until(
+        lambda: Approval.objects.filter(task_id=task.id, state=states.PENDING).first(),
+        timeout=EVENT_S,
+        message="the batch to ask anew",
+    )
     assert again.name == "approve-results-2"
 
     alice.get_by_role("button", name="Approve").click()
@@ -120,6 +147,7 @@ def test_a_request_that_went_stale_while_open_is_refused_with_the_reason(person,
     # The page leads to the request the agent asked anew.
     expect(alice.locator("#asked-again a")).to_have_attribute("href", f"/approvals/{again.id}/")
     screenshot(alice, "approval-stale")
-    assert not [c for c in results_service.calls() if c["key"].startswith(str(task.id))], \
+    assert not [c for c in results_service.calls() if c["key"].startswith(str(task.id))], (
         "nothing was submitted on a stale approval"
+    )
     assert Task.objects.get(id=task.id).status == states.BLOCKED

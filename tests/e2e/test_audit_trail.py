@@ -40,8 +40,7 @@ def apply_filter(page, **values) -> None:
         expect(page).to_have_url(re.compile(rf"[?&]{name}={re.escape(value)}(&|$)"), timeout=EVENT_MS)
 
 
-def test_alice_filters_verifies_and_exports_the_audit_trail_and_the_export_holds_exactly_the_filtered_events(
-        person):
+def test_alice_filters_verifies_and_exports_the_audit_trail_and_the_export_holds_exactly_the_filtered_events(person):
     # Two tasks, so that each filter has something to leave out; the kept one has a history.
     kept = submit("t.steps", {"n": 2}).task_id
     other = submit("t.steps", {"n": 2}).task_id
@@ -75,7 +74,10 @@ def test_alice_filters_verifies_and_exports_the_audit_trail_and_the_export_holds
     for event in lines:  # each line is that event, with its place in the hash chain
         row = by_id[event["id"]]
         assert (event["kind"], event["actor"], event["task_id"] if "task_id" in event else event.get("task")) == (
-            row.kind, row.actor, str(kept))
+            row.kind,
+            row.actor,
+            str(kept),
+        )
         assert event["chain_seq"] == row.chain_seq
     assert str(other) not in text
 

@@ -28,8 +28,11 @@ def test_dave_reads_what_a_role_change_does_then_makes_bob_an_operator(person):
     screenshot(page, "member-role")
     page.get_by_role("button", name="Make bob operator").click()
 
-    wait_until(lambda: Membership.objects.get(user__username="bob", tenant_id="acme").role == "operator",
-               timeout=EVENT_S, message="bob to be an operator")
+    wait_until(
+        lambda: Membership.objects.get(user__username="bob", tenant_id="acme").role == "operator",
+        timeout=EVENT_S,
+        message="bob to be an operator",
+    )
     event = AuditEvent.objects.filter(tenant="acme", kind="member.role").latest("id")
     assert event.actor == "user:dave" and event.data["via"]["channel"] == "console"
     assert (event.data["from"], event.data["role"]) == ("viewer", "operator")

@@ -14,7 +14,9 @@ from runtime.models import AuditEvent, Effect, Task
 from tests.e2e.stack import csrf_token
 
 PARAM = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
-ACTIONS = re.compile(r"/(cancel|stop|reopen|resume|resolve|revoke|narrow|limits)/$")  # POST these, and they must 404 too
+ACTIONS = re.compile(
+    r"/(cancel|stop|reopen|resume|resolve|revoke|narrow|limits)/$"
+)  # POST these, and they must 404 too
 # Pools are fleet-wide, not a tenant's: carol is meant to see the same pools alice does.
 # Agents are registered fleet-wide too; each tenant sees its own grants of them
 # (tests/console/test_grant_screens.py checks carol sees none of acme's there).
@@ -86,11 +88,18 @@ def test_carol_gets_404_for_every_acme_url_as_a_page_and_as_an_htmx_fragment(per
     routes = console_routes()
     urls = sorted(filter(None, (acme_url(route, acme) for route in routes)))
     # The contract's object routes at least: a console without them is not the console.
-    for expected in (f"/tasks/{acme.blocked.id}/", f"/tasks/{acme.blocked.id}/cancel/",
-                     f"/tasks/{acme.blocked.id}/resume/", f"/tasks/{acme.blocked.id}/steps/",
-                     f"/tasks/{acme.done.id}/steps/{acme.seq}/", f"/effects/{acme.effect.id}/",
-                     f"/effects/{acme.effect.id}/resolve/", f"/audit/{acme.event.id}/",
-                     f"/tokens/{acme.token.id}/revoke/", f"/grants/{acme.grant.id}/revoke/"):
+    for expected in (
+        f"/tasks/{acme.blocked.id}/",
+        f"/tasks/{acme.blocked.id}/cancel/",
+        f"/tasks/{acme.blocked.id}/resume/",
+        f"/tasks/{acme.blocked.id}/steps/",
+        f"/tasks/{acme.done.id}/steps/{acme.seq}/",
+        f"/effects/{acme.effect.id}/",
+        f"/effects/{acme.effect.id}/resolve/",
+        f"/audit/{acme.event.id}/",
+        f"/tokens/{acme.token.id}/revoke/",
+        f"/grants/{acme.grant.id}/revoke/",
+    ):
         assert expected in urls, f"{expected} is not among the console's routes: {routes}"
 
     alice = person("alice")
@@ -108,10 +117,19 @@ def test_carol_gets_404_for_every_acme_url_as_a_page_and_as_an_htmx_fragment(per
         for htmx in (False, True):
             headers = {"HX-Request": "true"} if htmx else {}
             answers[("GET", url, htmx)] = carol.request.get(url, headers=headers, max_redirects=0).status
-            posted = carol.request.post(url, form={"csrfmiddlewaretoken": token, "reason": "carol tries",
-                                                   "outcome": states.COMMITTED, "receipt": "{}"},
-                                        headers={"X-CSRFToken": token, **headers}, max_redirects=0)
+            posted = carol.request.post(
+                url,
+                form={
+                    "csrfmiddlewaretoken": token,
+                    "reason": "carol tries",
+                    "outcome": states.COMMITTED,
+                    "receipt": "{}",
+                },
+                headers={"X-CSRFToken": token, **headers},
+                max_redirects=0,
+            )
             answers[("POST", url, htmx)] = posted.status
+
     def told_nothing(method: str, url: str, status: int) -> bool:
         if status == 404:
             return True
@@ -124,21 +142,34 @@ def test_carol_gets_404_for_every_acme_url_as_a_page_and_as_an_htmx_fragment(per
     assert wrong == {}, "carol is not told 404 for these acme URLs"
 
     # Switching to acme is not found either, and her lists never show acme's rows.
-    refused = carol.request.post("/tenant/", form={"csrfmiddlewaretoken": token, "tenant": "acme"},
-                                 headers={"X-CSRFToken": token}, max_redirects=0)
+    refused = carol.request.post(
+        "/tenant/",
+        form={"csrfmiddlewaretoken": token, "tenant": "acme"},
+        headers={"X-CSRFToken": token},
+        max_redirects=0,
+    )
     assert refused.status == 404
     # Every route that names no object (the lists, the live fragments, the export), as it
     # is and filtered on acme's objects: never a row of acme's.
     plain = ["/" + route for route in routes if not PARAM.search(route) and route not in ("logout/",)]
-    filtered = [f"/tasks/?root={acme.done.id}", f"/tasks/?parent={acme.done.id}", f"/effects/?task={acme.blocked.id}",
-                f"/audit/?task={acme.blocked.id}", f"/audit/export.jsonl?task={acme.blocked.id}"]
+    filtered = [
+        f"/tasks/?root={acme.done.id}",
+        f"/tasks/?parent={acme.done.id}",
+        f"/effects/?task={acme.blocked.id}",
+        f"/audit/?task={acme.blocked.id}",
+        f"/audit/export.jsonl?task={acme.blocked.id}",
+    ]
     for url in plain + filtered:
         for headers in ({}, {"HX-Request": "true"}):
             response = carol.request.get(url, headers=headers, max_redirects=0)
             assert response.status < 500, f"{url} {headers}: {response.status}"
             body = response.text()
-            for row in (f'id="task-{acme.blocked.id}"', f'id="task-{acme.done.id}"', f'id="effect-{acme.effect.id}"',
-                        f'id="audit-{acme.event.id}"'):
+            for row in (
+                f'id="task-{acme.blocked.id}"',
+                f'id="task-{acme.done.id}"',
+                f'id="effect-{acme.effect.id}"',
+                f'id="audit-{acme.event.id}"',
+            ):
                 assert row not in body, f"carol's {url} {headers} shows acme's row {row}"
             echoed = body
             for value in parse_qs(urlparse(url).query).values():  # her own filter, shown back to her

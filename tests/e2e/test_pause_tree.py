@@ -20,17 +20,21 @@ from tests.harness import wait_until
 REASON = "two children are within what this batch needs"
 
 
-def test_alice_reads_what_a_paused_tree_holds_lifts_the_pause_and_watches_it_finish(person, people, fleet,
-                                                                                       tmp_path):
+def test_alice_reads_what_a_paused_tree_holds_lifts_the_pause_and_watches_it_finish(person, people, fleet, tmp_path):
     fleet.workers(4)
     fleet.supervisors(1)
-    root = submit("t.grove", {"saplings": 2, "steps": 40, "pace": 0.05, "dir": str(tmp_path),
-                              "bramble_after": 0.5}).task_id
-    pause = wait_until(lambda: TreePause.objects.filter(root_id=root).first(), timeout=EVENT_S,
-                       message="the bramble to trip")
+    root = submit(
+        "t.grove", {"saplings": 2, "steps": 40, "pace": 0.05, "dir": str(tmp_path), "bramble_after": 0.5}
+    ).task_id
+    pause = wait_until(
+        lambda: TreePause.objects.filter(root_id=root).first(), timeout=EVENT_S, message="the bramble to trip"
+    )
     tree = Task.objects.filter(root_id=root)
-    wait_until(lambda: not tree.filter(status=states.RUNNING).exists(), timeout=EVENT_S,
-               message="the tree's running tasks to pause at their next step")
+    wait_until(
+        lambda: not tree.filter(status=states.RUNNING).exists(),
+        timeout=EVENT_S,
+        message="the tree's running tasks to pause at their next step",
+    )
     sapling = tree.filter(agent="t.sapling").first()
     holding = tree.filter(status=states.BLOCKED, blocked_reason=states.TREE_PAUSED).count()
 
@@ -68,6 +72,10 @@ def test_alice_reads_what_a_paused_tree_holds_lifts_the_pause_and_watches_it_fin
 
     resumed = AuditEvent.objects.get(task_id=pause.task_id, kind="task.resumed")
     assert (resumed.actor, resumed.data["note"], resumed.data["tree_queued"], resumed.data["via"]["channel"]) == (
-        "user:alice", REASON, holding, "console")
+        "user:alice",
+        REASON,
+        holding,
+        "console",
+    )
     for name in ("sapling0", "sapling1"):
         assert (tmp_path / name).read_text().split() == [str(i) for i in range(40)], "each step ran once"

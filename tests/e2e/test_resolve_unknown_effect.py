@@ -29,7 +29,8 @@ def choose(page, name: str, value: str) -> None:
 
 
 def test_alice_resolves_an_interrupted_unkeyed_effect_in_the_browser_and_the_task_completes(
-        person, fleet, fake, tmp_path):
+    person, fleet, fake, tmp_path
+):
     # Unkeyed: this service performs every call it gets, so a re-send would act twice.
     fake.set_mode("unkeyed")
     env = armed(tmp_path, POINT)
@@ -67,14 +68,20 @@ def test_alice_resolves_an_interrupted_unkeyed_effect_in_the_browser_and_the_tas
     page.fill("[name=receipt]", json.dumps(receipt))
     page.fill("[name=note]", "the service's log shows the notification went out")
     page.get_by_role("button", name="Resolve").click()
-    wait_until(lambda: Effect.objects.filter(id=effect.id, state=states.COMMITTED).exists(), timeout=EVENT_S,
-               message="alice's resolution to be recorded")
+    wait_until(
+        lambda: Effect.objects.filter(id=effect.id, state=states.COMMITTED).exists(),
+        timeout=EVENT_S,
+        message="alice's resolution to be recorded",
+    )
 
     page.goto(f"/tasks/{task_id}/")
     expect(page.locator("#task-status")).to_have_attribute("data-status", states.COMPLETED, timeout=EVENT_MS)
 
-    task = wait_until(lambda: Task.objects.filter(id=task_id, status=states.COMPLETED).first(), timeout=EVENT_S,
-                      message="the task to complete")
+    task = wait_until(
+        lambda: Task.objects.filter(id=task_id, status=states.COMPLETED).first(),
+        timeout=EVENT_S,
+        message="the task to complete",
+    )
     effect.refresh_from_db()
     assert (effect.state, effect.receipt, effect.sends) == (states.COMMITTED, receipt, 1)
     assert task.output == {"receipt": receipt}

@@ -30,13 +30,20 @@ def acme_authority(people):
     """Grants given by dave (admin): t.steps may search acme's repositories, and so may
     alice; alice holds the right over t.steps's grants; a live t.steps task of alice's
     (queued: no worker runs here) with one allow and one denial recorded."""
-    search = grant_create(tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*",
-                          actor="user:dave")
-    chat = grant_create(tenant="acme", principal="agent:t.steps", action="model.chat", resource="model:*",
-                        actor="user:dave")
+    search = grant_create(
+        tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*", actor="user:dave"
+    )
+    chat = grant_create(
+        tenant="acme", principal="agent:t.steps", action="model.chat", resource="model:*", actor="user:dave"
+    )
     grant_create(tenant="acme", principal="user:alice", action="tool.search", resource="repo:*", actor="user:dave")
-    agent_steward_set(principal=person_principal(people.dave, "acme", channel="console", credential="e2e-setup"),
-                      name="t.steps", username="alice", allowed=True, reason="on call")
+    agent_steward_set(
+        principal=person_principal(people.dave, "acme", channel="console", credential="e2e-setup"),
+        name="t.steps",
+        username="alice",
+        allowed=True,
+        reason="on call",
+    )
     task = submit("t.steps", {"n": 1})
     authorize(task=task.task_id, action="tool.search", resource="repo:acme/docs", boundary="credential_gateway")
     authorize(task=task.task_id, action="http.post", resource="https://example.com", boundary="credential_gateway")
@@ -101,19 +108,27 @@ def test_alice_reads_the_preview_then_revokes_an_agents_grant_and_bob_cannot(per
     bob.goto(f"/grants/{chat.id}/")
     assert bob.get_by_role("link", name=re.compile("Revoke|Narrow")).count() == 0
     token = csrf_token(bob)
-    response = bob.request.post(f"/grants/{chat.id}/revoke/", form={"reason": "crafted"},
-                                headers={"X-CSRFToken": token, "Referer": bob.url})
+    response = bob.request.post(
+        f"/grants/{chat.id}/revoke/", form={"reason": "crafted"}, headers={"X-CSRFToken": token, "Referer": bob.url}
+    )
     assert response.status == 403
     assert Grant.objects.get(id=chat.id).revoked_at is None
 
 
 def test_after_alice_revokes_an_agents_grant_its_stream_is_cut_its_next_gateway_call_denied_and_shown(
-        person, people, fleet, web, fake_model):
-    agent_grant = grant_create(tenant="acme", principal="agent:t.model", action="model.call", resource="model:*",
-                               actor="user:dave")
+    person, people, fleet, web, fake_model
+):
+    agent_grant = grant_create(
+        tenant="acme", principal="agent:t.model", action="model.call", resource="model:*", actor="user:dave"
+    )
     grant_create(tenant="acme", principal="user:alice", action="model.call", resource="model:*", actor="user:dave")
-    agent_steward_set(principal=person_principal(people.dave, "acme", channel="console", credential="e2e-setup"),
-                      name="t.model", username="alice", allowed=True, reason="on call")
+    agent_steward_set(
+        principal=person_principal(people.dave, "acme", channel="console", credential="e2e-setup"),
+        name="t.model",
+        username="alice",
+        allowed=True,
+        reason="on call",
+    )
     fleet.workers(1, env={"STEWARD_GATEWAY_URL": web.url})
     fleet.supervisors(1)
     with fake_model.lock:
@@ -121,10 +136,18 @@ def test_after_alice_revokes_an_agents_grant_its_stream_is_cut_its_next_gateway_
     # A reply streamed over a minute: it is still in flight while alice reads and confirms.
     fake_model.set(reply=" ".join(f"w{i}" for i in range(600)), chunks=600, chunk_delay=0.1)
     try:
-        task_id = task_submit(agent="t.model", input={"prompt": "summarise the week", "stream": True}, tenant="acme",
-                              owner="user:alice", actor="user:alice").task_id
-        wait_until(lambda: GatewayCall.objects.filter(task_id=task_id, outcome="admitted").exists(), timeout=EVENT_S,
-                   message="the task's model stream to be under way in the gateway")
+        task_id = task_submit(
+            agent="t.model",
+            input={"prompt": "summarise the week", "stream": True},
+            tenant="acme",
+            owner="user:alice",
+            actor="user:alice",
+        ).task_id
+        wait_until(
+            lambda: GatewayCall.objects.filter(task_id=task_id, outcome="admitted").exists(),
+            timeout=EVENT_S,
+            message="the task's model stream to be under way in the gateway",
+        )
 
         page = person("alice")
         page.goto("/agents/t.model/")
@@ -137,14 +160,20 @@ def test_after_alice_revokes_an_agents_grant_its_stream_is_cut_its_next_gateway_
         event = AuditEvent.objects.get(kind="grant.revoked", data__grant=agent_grant.id)
         assert event.data["affected_tasks"] == shown
 
-        task = wait_until(lambda: Task.objects.filter(id=task_id, status=states.BLOCKED).first(), timeout=EVENT_S,
-                          message="the cut stream's denial to block the task")
+        task = wait_until(
+            lambda: Task.objects.filter(id=task_id, status=states.BLOCKED).first(),
+            timeout=EVENT_S,
+            message="the cut stream's denial to block the task",
+        )
     finally:
         fake_model.set(reply=None, chunks=4, chunk_delay=0.0)
     assert GatewayCall.objects.get(task_id=task_id, outcome="partial")  # cut at its next chunk
     first = Decision.objects.get(task_id=task_id, allowed=False)
-    assert (first.boundary, first.reason_code, task.blocked_decision_id) == ("credential_gateway", "no_grant_agent",
-                                                                             first.id)
+    assert (first.boundary, first.reason_code, task.blocked_decision_id) == (
+        "credential_gateway",
+        "no_grant_agent",
+        first.id,
+    )
 
     page.goto(f"/tasks/{task_id}/")
     expect(page.locator("#task-status")).to_have_text("blocked")
@@ -158,11 +187,17 @@ def test_after_alice_revokes_an_agents_grant_its_stream_is_cut_its_next_gateway_
     page.get_by_role("link", name="Resume…").click()
     page.locator("textarea[name=reason]").fill("try again")
     page.get_by_role("button", name="Resume task").click()
-    wait_until(lambda: Decision.objects.filter(task_id=task_id, allowed=False).count() == 2, timeout=EVENT_S,
-               message="the resumed attempt's gateway call to be denied")
+    wait_until(
+        lambda: Decision.objects.filter(task_id=task_id, allowed=False).count() == 2,
+        timeout=EVENT_S,
+        message="the resumed attempt's gateway call to be denied",
+    )
     again = Decision.objects.filter(task_id=task_id, allowed=False).latest("at")
-    task = wait_until(lambda: Task.objects.filter(id=task_id, status=states.BLOCKED, blocked_decision=again.id).first(),
-                      timeout=EVENT_S, message="the task to be blocked again by the new denial")
+    task = wait_until(
+        lambda: Task.objects.filter(id=task_id, status=states.BLOCKED, blocked_decision=again.id).first(),
+        timeout=EVENT_S,
+        message="the task to be blocked again by the new denial",
+    )
     assert (again.boundary, again.epoch) == ("credential_gateway", task.epoch) and task.epoch > first.epoch
     page.goto(f"/tasks/{task_id}/")
     expect(page.locator("#blocked-denied")).to_contain_text(str(again.id))

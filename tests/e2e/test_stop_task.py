@@ -22,14 +22,18 @@ GRACE_S = 5  # how long the worker lets a step ignore a stop before it ends the 
 
 
 def test_alice_stops_a_running_task_after_reading_the_preview_and_watches_the_panel_fill_in(
-        person, people, fleet, tmp_path):
+    person, people, fleet, tmp_path
+):
     page = person("alice")
     # Two workers: the one running the task exits when it ends the attempt by force.
     fleet.workers(2, env={"STEWARD_STOP_GRACE_SECONDS": str(GRACE_S)})
     fleet.supervisors(1)
     task_id = submit("t.stoppable", {"dir": str(tmp_path), "how": "ignore"}).task_id
-    wait_until(lambda: (tmp_path / "block").exists(), timeout=EVENT_S,
-               message="the task's step that ignores stops to be running on a worker")
+    wait_until(
+        (tmp_path / "block").exists,
+        timeout=EVENT_S,
+        message="the task's step that ignores stops to be running on a worker",
+    )
 
     page.goto(f"/tasks/{task_id}/")
     expect(page.locator("#task-status")).to_have_text("running", timeout=EVENT_MS)
@@ -71,10 +75,14 @@ def test_alice_stops_a_running_task_after_reading_the_preview_and_watches_the_pa
     assert not (tmp_path / "next").exists()  # the step after it never started
     assert StopAck.objects.get(task_id=task_id, boundary=states.WORKER).detail["ended"] == "by force"
     assert set(StopAck.objects.filter(task_id=task_id).values_list("boundary", flat=True)) == set(
-        states.STOP_BOUNDARIES)
+        states.STOP_BOUNDARIES
+    )
     stopping = AuditEvent.objects.get(task_id=task_id, kind="task.stopping")
-    assert (stopping.actor, stopping.data["reason"], stopping.data["via"]["channel"]) == ("user:alice", REASON,
-                                                                                          "console")
+    assert (stopping.actor, stopping.data["reason"], stopping.data["via"]["channel"]) == (
+        "user:alice",
+        REASON,
+        "console",
+    )
 
     bob = person("bob")
     bob.goto(f"/tasks/{task_id}/")
@@ -84,8 +92,12 @@ def test_alice_stops_a_running_task_after_reading_the_preview_and_watches_the_pa
     expect(bob.locator("#task-status")).to_be_visible()
     assert bob.locator("a[href*='/stop/'], form[action*='/stop/']").count() == 0
     token = csrf_token(bob)
-    response = bob.request.post(f"/tasks/{other}/stop/", form={"reason": "bob tries"},
-                                headers={"X-CSRFToken": token, "Referer": bob.url}, max_redirects=0)
+    response = bob.request.post(
+        f"/tasks/{other}/stop/",
+        form={"reason": "bob tries"},
+        headers={"X-CSRFToken": token, "Referer": bob.url},
+        max_redirects=0,
+    )
     assert response.status == 403
     assert Task.objects.get(id=other).status != states.STOPPING
 

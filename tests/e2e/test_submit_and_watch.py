@@ -68,8 +68,11 @@ def test_alice_submits_a_research_batch_and_watches_it_complete_without_a_reload
     fleet.workers(2)
 
     # The database first, so that a failure says which side is late: the run or the pages.
-    wait_until(lambda: Task.objects.filter(id=task_id, status=states.COMPLETED).exists(), timeout=EVENT_S,
-               message=f"the batch to complete (it is {Task.objects.get(id=task_id).status})")
+    wait_until(
+        lambda: Task.objects.filter(id=task_id, status=states.COMPLETED).exists(),
+        timeout=EVENT_S,
+        message=f"the batch to complete (it is {Task.objects.get(id=task_id).status})",
+    )
     expect(row).to_have_attribute("data-status", states.COMPLETED, timeout=EVENT_MS)
     expect(row.locator("td.status")).to_contain_text(states.COMPLETED)
     expect(header).to_have_attribute("data-status", states.COMPLETED, timeout=EVENT_MS)

@@ -43,7 +43,10 @@ def test_alice_creates_a_token_whose_secret_is_shown_once_and_revokes_it(person)
     expect(page.locator("#consequence")).to_contain_text("refused (401 AUTH_REQUIRED) from its very next request")
     assert ApiToken.objects.get(id=token.id).revoked_at is None
     page.get_by_role("button", name="Revoke token").click()
-    token = wait_until(lambda: ApiToken.objects.filter(id=token.id, revoked_at__isnull=False).first(),
-                       timeout=EVENT_S, message="the token to be revoked")
+    token = wait_until(
+        lambda: ApiToken.objects.filter(id=token.id, revoked_at__isnull=False).first(),
+        timeout=EVENT_S,
+        message="the token to be revoked",
+    )
     assert token.revoked_by == "user:alice"
     expect(revoke).to_have_count(0, timeout=EVENT_MS)  # a revoked token offers no second revoke

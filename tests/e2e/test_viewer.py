@@ -22,8 +22,9 @@ def actions_offered(page) -> list[str]:
     a button named like one."""
     offered = []
     for fragment in ACTION_LINKS:
-        found = page.locator(f"a[href*='{fragment}'], form[action*='{fragment}'], [hx-post*='{fragment}'], "
-                             f"[hx-get*='{fragment}']")
+        found = page.locator(
+            f"a[href*='{fragment}'], form[action*='{fragment}'], [hx-post*='{fragment}'], [hx-get*='{fragment}']"
+        )
         offered += [f"{fragment}: {html}" for html in found.evaluate_all("els => els.map(e => e.outerHTML)")]
     for name in ACTION_BUTTONS:
         if page.get_by_role("button", name=name, exact=True).count():
@@ -75,8 +76,12 @@ def test_bob_sees_all_of_acme_but_is_offered_no_action_and_each_crafted_action_i
     # The same pages offer alice, an operator, each action bob was not offered: the
     # checks above would have seen them.
     alice = person("alice")
-    for url, fragment in ((f"/tasks/{acme.blocked.id}/", "/stop/"), (f"/effects/{acme.effect.id}/", "/resolve/"),
-                          (f"/pools/{acme.pool}/", "/limits/"), ("/tasks/", "/tasks/new/")):
+    for url, fragment in (
+        (f"/tasks/{acme.blocked.id}/", "/stop/"),
+        (f"/effects/{acme.effect.id}/", "/resolve/"),
+        (f"/pools/{acme.pool}/", "/limits/"),
+        ("/tasks/", "/tasks/new/"),
+    ):
         alice.goto(url)
         offered = actions_offered(alice)
         assert any(offer.startswith(fragment) for offer in offered), f"alice is not offered {fragment} at {url}"
@@ -106,10 +111,14 @@ def test_bob_sees_all_of_acme_but_is_offered_no_action_and_each_crafted_action_i
         "cancel": (f"/tasks/{acme.blocked.id}/cancel/", {"reason": "bob tries"}),
         "stop": (f"/tasks/{acme.blocked.id}/stop/", {"reason": "bob tries"}),
         "resume": (f"/tasks/{acme.blocked.id}/resume/", {"reason": "bob tries"}),
-        "resolve": (f"/effects/{acme.effect.id}/resolve/",
-                    {"outcome": states.COMMITTED, "receipt": json.dumps({"op_id": "bob"}), "note": "bob tries"}),
-        "limits": (f"/pools/{acme.pool}/limits/",
-                   {"max_running": pool.max_running + 1, "max_queued": pool.max_queued + 1}),
+        "resolve": (
+            f"/effects/{acme.effect.id}/resolve/",
+            {"outcome": states.COMMITTED, "receipt": json.dumps({"op_id": "bob"}), "note": "bob tries"},
+        ),
+        "limits": (
+            f"/pools/{acme.pool}/limits/",
+            {"max_running": pool.max_running + 1, "max_queued": pool.max_queued + 1},
+        ),
     }
     refused = {}
     for name, (url, form) in actions.items():

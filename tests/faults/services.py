@@ -44,8 +44,11 @@ def terminate_backends(pid: int) -> int:
     from django.db import connection
 
     with connection.cursor() as cur:
-        cur.execute("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
-                    "WHERE application_name = %s", [f"steward:{pid}"])
+        cur.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = %s",
+            [f"steward:{pid}"],
+        )
         return cur.fetchone()[0]
 
 
@@ -66,7 +69,7 @@ class PrivatePostgres:
         self.pgdata = self.root / "pgdata"
         self.server = None
 
-    def start(self) -> "PrivatePostgres":
+    def start(self) -> PrivatePostgres:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs warns at import when XDG_RUNTIME_DIR is unset
             import pgserver
@@ -115,14 +118,22 @@ class PrivatePostgres:
         """Build the schema, without the test timings' statement timeout (a third of the
         2 s lease): on a loaded machine a CREATE INDEX outlasted it. The schema is the
         test's setting, not its subject; the processes it starts keep every bound."""
-        manage(["migrate", "--noinput", "-v0"], {**env, "DATABASE_URL": self.url, "STEWARD_DB_STATEMENT_TIMEOUT": "0",
-                                                 "STEWARD_DB_IDLE_IN_TRANSACTION_TIMEOUT": "0"})
+        manage(
+            ["migrate", "--noinput", "-v0"],
+            {
+                **env,
+                "DATABASE_URL": self.url,
+                "STEWARD_DB_STATEMENT_TIMEOUT": "0",
+                "STEWARD_DB_IDLE_IN_TRANSACTION_TIMEOUT": "0",
+            },
+        )
 
 
 def manage(args: list[str], env: dict, timeout: float = 120) -> str:
     """Run `manage.py ARGS` in a child process with `env`; return its stdout."""
-    done = subprocess.run([sys.executable, "manage.py", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert done.returncode == 0, f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -146,13 +157,27 @@ class PrivateRedis:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> "PrivateRedis":
+    def start(self) -> PrivateRedis:
         from console.dev.services import redis_answers
 
         self.process = subprocess.Popen(
-            [self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
-             "--dir", str(self.root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)
+            [
+                self.binary,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.root),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         wait_until(lambda: redis_answers(self.port), timeout=10, message="the private redis-server to answer")
         return self
 
@@ -202,8 +227,9 @@ class Proxy:
 
         parts = urlsplit(database_url)
         auth = parts.netloc.rpartition("@")[0]
-        return urlunsplit(parts._replace(netloc=f"{auth}@127.0.0.1:{self.port}" if auth else
-                                         f"127.0.0.1:{self.port}", query=""))
+        return urlunsplit(
+            parts._replace(netloc=f"{auth}@127.0.0.1:{self.port}" if auth else f"127.0.0.1:{self.port}", query="")
+        )
 
     def cut(self) -> None:
         with self._lock:

@@ -17,8 +17,14 @@ def main(agent: str, count: int, payload: str) -> None:
     import tests.agents  # noqa: F401 - the agents the tests run
     from runtime.tasks.services import task_submit
 
-    ids = [str(task_submit(agent=agent, input=json.loads(payload), tenant="acme", owner="user:alice",
-                           actor="user:alice").task_id) for _ in range(count)]
+    ids = [
+        str(
+            task_submit(
+                agent=agent, input=json.loads(payload), tenant="acme", owner="user:alice", actor="user:alice"
+            ).task_id
+        )
+        for _ in range(count)
+    ]
     print(json.dumps(ids))
 
 

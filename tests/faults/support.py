@@ -105,5 +105,8 @@ def admitted_in(pool: str) -> int:
 
 def wait_nothing_held(timeout: float = 20.0) -> None:
     """Every attempt has ended and every slot is free again."""
-    wait_until(lambda: not held_slots() and not Attempt.objects.filter(ended_at__isnull=True).exists(),
-               timeout=timeout, message="every attempt to end and every slot to be free")
+    wait_until(
+        lambda: not held_slots() and not Attempt.objects.filter(ended_at__isnull=True).exists(),
+        timeout=timeout,
+        message="every attempt to end and every slot to be free",
+    )

@@ -77,9 +77,11 @@ def flush_rounds(fleet, fake, broker, rounds: int) -> list[float]:
             worker.kill()
     assert supervisor.output().count('"redispatched": 1') >= rounds
     _verdict([supervisor], ids, fake)
-    print(f"\n[broker flushed] {rounds} rounds of {TASKS} tasks; all completed {min(recoveries):.1f}-"
-          f"{max(recoveries):.1f}s after the flush, two workers' start-up included (the supervisor re-sends "
-          f"after {TIMING['STEWARD_REDISPATCH_SECONDS']}s)")
+    print(
+        f"\n[broker flushed] {rounds} rounds of {TASKS} tasks; all completed {min(recoveries):.1f}-"
+        f"{max(recoveries):.1f}s after the flush, two workers' start-up included (the supervisor re-sends "
+        f"after {TIMING['STEWARD_REDISPATCH_SECONDS']}s)"
+    )
     return recoveries
 
 
@@ -94,8 +96,11 @@ def outage_rounds(fleet, fake, broker, rounds: int) -> list[float]:
     recoveries, ids = [], []
     for _ in range(rounds):
         batch = [submit("t.nap_then_busy", napping).task_id for _ in range(TASKS // 2)]
-        wait_until(lambda: Task.objects.filter(id__in=batch, status=states.SLEEPING).count() == len(batch),
-                   timeout=30, message="the first half to be asleep")
+        wait_until(
+            lambda: Task.objects.filter(id__in=batch, status=states.SLEEPING).count() == len(batch),
+            timeout=30,
+            message="the first half to be asleep",
+        )
         broker.stop()
         stopped = time.monotonic()
         batch += [submit("t.nap_then_busy", napping).task_id for _ in range(TASKS // 2)]  # wake-ups lost
@@ -109,8 +114,10 @@ def outage_rounds(fleet, fake, broker, rounds: int) -> list[float]:
         for worker in workers:
             worker.wait_ready(timeout=30, broker_url=broker.url)  # consuming again, not just alive
     _verdict(fleet.processes, ids, fake)
-    print(f"\n[broker down {OUTAGE:.0f}s] {rounds} rounds of {TASKS} tasks; all completed after the restart in "
-          f"{min(recoveries):.1f}-{max(recoveries):.1f}s")
+    print(
+        f"\n[broker down {OUTAGE:.0f}s] {rounds} rounds of {TASKS} tasks; all completed after the restart in "
+        f"{min(recoveries):.1f}-{max(recoveries):.1f}s"
+    )
     return recoveries
 
 

@@ -29,8 +29,14 @@ TASKS = 50
 
 
 def _submit(env: dict, count: int, payload: dict) -> list[str]:
-    done = subprocess.run([sys.executable, "-m", "tests.faults.submit", "t.paced", str(count), json.dumps(payload)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.faults.submit", "t.paced", str(count), json.dumps(payload)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -62,21 +68,33 @@ def run_rounds(child_env, fake, outage: str, rounds: int, tasks: int) -> list[st
         for round_ in range(rounds):
             submitted += _submit(env, tasks, {"url": fake.url, "pause": 0.05})
             done_before = len(submitted) - tasks
-            wait_until(lambda: _statuses(pg).get("completed", 0) >= done_before + tasks // 5, timeout=60,
-                       message="a fifth of the round's tasks to complete before the outage")
+            wait_until(
+                lambda: _statuses(pg).get("completed", 0) >= done_before + tasks // 5,
+                timeout=60,
+                message="a fifth of the round's tasks to complete before the outage",
+            )
             started = time.monotonic()
             OUTAGES[outage](pg)
             back = time.monotonic()
             unfinished = len(submitted) - _statuses(pg).get("completed", 0)
-            wait_until(lambda: _statuses(pg).get("completed", 0) == len(submitted), timeout=120, interval=0.2,
-                       message="every task to complete after the outage")
-            lines.append(f"round {round_}: outage {back - started:.1f}s, {unfinished} unfinished at its end, "
-                         f"all done {time.monotonic() - back:.1f}s after it")
+            wait_until(
+                lambda: _statuses(pg).get("completed", 0) == len(submitted),
+                timeout=120,
+                interval=0.2,
+                message="every task to complete after the outage",
+            )
+            lines.append(
+                f"round {round_}: outage {back - started:.1f}s, {unfinished} unfinished at its end, "
+                f"all done {time.monotonic() - back:.1f}s after it"
+            )
 
         ends = dict(pg.query("SELECT end_reason, count(*) FROM steward_attempt GROUP BY end_reason"))
         failed_ever = pg.query("SELECT count(*) FROM steward_audit WHERE kind = 'task.failed'")[0][0]
-        wait_until(lambda: pg.query("SELECT count(*) FROM steward_slot WHERE task_id IS NOT NULL")[0][0] == 0,
-                   timeout=30, message="every slot to be free")
+        wait_until(
+            lambda: pg.query("SELECT count(*) FROM steward_slot WHERE task_id IS NOT NULL")[0][0] == 0,
+            timeout=30,
+            message="every slot to be free",
+        )
         performed = fake.performed_by_key()
         print(f"\n[postgres {outage}] {rounds} rounds of {tasks} tasks; attempt ends {ends}\n  " + "\n  ".join(lines))
 

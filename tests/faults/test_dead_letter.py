@@ -20,8 +20,11 @@ def test_a_task_that_keeps_killing_its_worker_is_dead_lettered_until_resumed(liv
     fleet.supervisors(1, env={"STEWARD_MAX_CRASHES": str(MAX_CRASHES)})
     task_id = submit("t.crashes", {}).task_id
 
-    task = wait_until(lambda: Task.objects.filter(id=task_id, status=states.DEAD).first(), timeout=60,
-                      message="the task to be dead-lettered")
+    task = wait_until(
+        lambda: Task.objects.filter(id=task_id, status=states.DEAD).first(),
+        timeout=60,
+        message="the task to be dead-lettered",
+    )
 
     assert attempts_of(task_id) == [(1, "first", "lease_expired"), (2, "recovery", "lease_expired")]
     assert task.crash_count == MAX_CRASHES
@@ -34,8 +37,11 @@ def test_a_task_that_keeps_killing_its_worker_is_dead_lettered_until_resumed(liv
 
     task_resume(task_id=task_id, actor="user:alice", note="fixed the poison input")
 
-    done = wait_until(lambda: Task.objects.filter(id=task_id, status=states.COMPLETED).first(), timeout=30,
-                      message="the resumed task to complete")
+    done = wait_until(
+        lambda: Task.objects.filter(id=task_id, status=states.COMPLETED).first(),
+        timeout=30,
+        message="the resumed task to complete",
+    )
     assert done.output == {"survived": MAX_CRASHES + 1}
     assert attempts_of(task_id)[-1] == (MAX_CRASHES + 1, "resume", "complete")
     resumed = AuditEvent.objects.get(task_id=task_id, kind="task.resumed")

@@ -47,19 +47,21 @@ def _written(task_id) -> dict:
     """What the task's records look like; the thawed worker must change none of it."""
     return {
         "task": Task.objects.filter(id=task_id).values("status", "epoch", "output", "error", "finished_at").get(),
-        "steps": list(Step.objects.filter(task_id=task_id).order_by("seq").values_list("seq", "name", "epoch",
-                                                                                        "output")),
-        "effects": list(Effect.objects.filter(task_id=task_id).values_list("id", "state", "epoch", "sends",
-                                                                           "receipt")),
+        "steps": list(
+            Step.objects.filter(task_id=task_id).order_by("seq").values_list("seq", "name", "epoch", "output")
+        ),
+        "effects": list(Effect.objects.filter(task_id=task_id).values_list("id", "state", "epoch", "sends", "receipt")),
         "children": list(Task.objects.filter(parent_id=task_id).values_list("id", "status", "epoch", "output")),
-        "attempts": list(Attempt.objects.filter(task_id=task_id).order_by("epoch").values_list(
-            "epoch", "worker", "ended_at", "end_reason")),
+        "attempts": list(
+            Attempt.objects.filter(task_id=task_id)
+            .order_by("epoch")
+            .values_list("epoch", "worker", "ended_at", "end_reason")
+        ),
     }
 
 
 @pytest.mark.parametrize("point, write, frozen_seq", CASES)
-def test_a_thawed_worker_past_its_lease_has_every_write_refused(live, fleet, fake, tmp_path, point, write,
-                                                                 frozen_seq):
+def test_a_thawed_worker_past_its_lease_has_every_write_refused(live, fleet, fake, tmp_path, point, write, frozen_seq):
     fleet.supervisors(2)
     (frozen,) = fleet.workers(1, env=armed(tmp_path, point))
     task_id = submit("t.all_writes", {"url": fake.url}).task_id
@@ -70,11 +72,15 @@ def test_a_thawed_worker_past_its_lease_has_every_write_refused(live, fleet, fak
 
     # The lease expires; a supervisor starts attempt 2 and an unarmed worker finishes it.
     (replacement,) = fleet.workers(1)
-    task = wait_until(lambda: Task.objects.filter(id=task_id, status=states.COMPLETED, epoch=2).first(),
-                      timeout=30, message="the replacement to complete the task at epoch 2")
+    task = wait_until(
+        lambda: Task.objects.filter(id=task_id, status=states.COMPLETED, epoch=2).first(),
+        timeout=30,
+        message="the replacement to complete the task at epoch 2",
+    )
     (child,) = Task.objects.filter(parent_id=task_id)
-    wait_until(lambda: Task.objects.filter(id=child.id, status=states.COMPLETED).exists(),
-               message="the child to complete")
+    wait_until(
+        lambda: Task.objects.filter(id=child.id, status=states.COMPLETED).exists(), message="the child to complete"
+    )
     wait_nothing_held()
     assert attempts_of(task_id) == [(1, states.FIRST, "lease_expired"), (2, states.RECOVERY, "complete")]
     before, last_event = _written(task_id), AuditEvent.objects.latest("id").id
@@ -83,19 +89,23 @@ def test_a_thawed_worker_past_its_lease_has_every_write_refused(live, fleet, fak
     os.kill(frozen.pid, signal.SIGCONT)
     refused = wait_until(
         lambda: AuditEvent.objects.filter(task_id=task_id, kind="write.refused", data__epoch=1).first(),
-        timeout=20, message="the thawed worker's refused write")
+        timeout=20,
+        message="the thawed worker's refused write",
+    )
     frozen.wait_ready(timeout=20)  # it answers a ping only once it has left the attempt
 
     assert refused.data == {"boundary": "storage", "write": write, "epoch": 1}
     assert refused.actor == f"worker:{worker_name(frozen.pid)}"
     # The refusal is the only trace the thawed worker left, on any task.
     assert list(AuditEvent.objects.filter(id__gt=last_event).values_list("task_id", "kind")) == [
-        (task.id, "write.refused")]
+        (task.id, "write.refused")
+    ]
     assert _written(task_id) == before
 
     # Nothing by epoch 1 at or after the point it froze at; the replacement wrote the rest.
     assert list(Step.objects.filter(task_id=task_id).order_by("seq").values_list("seq", "epoch")) == [
-        (seq, 1 if seq < frozen_seq else 2) for seq in range(STEPS)]
+        (seq, 1 if seq < frozen_seq else 2) for seq in range(STEPS)
+    ]
     task.refresh_from_db()
     completed = AuditEvent.objects.get(task_id=task_id, kind="task.completed")
     assert (task.status, task.epoch, completed.actor) == (states.COMPLETED, 2, f"worker:{worker_name(replacement.pid)}")

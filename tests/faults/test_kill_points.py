@@ -119,9 +119,10 @@ def _judge(task_id, pid, expect: Expect, performed: dict, calls: Counter) -> dic
         "killed": pid is not None and task.attempts.filter(epoch=1, worker=worker_name(pid)).exists(),
         "one ledger row": len(effects) == 1,
         "performed once": effect is not None and performed.get(effect.key) == 1,
-        "recovered once": attempts_of(task_id) == [(1, states.FIRST, "lease_expired"),
-                                                    (2, states.RECOVERY, "complete")],
-        "ledger as expected": effect is not None and calls[effect.key] == expect.calls
+        "recovered once": attempts_of(task_id)
+        == [(1, states.FIRST, "lease_expired"), (2, states.RECOVERY, "complete")],
+        "ledger as expected": effect is not None
+        and calls[effect.key] == expect.calls
         and (effect.state, effect.sends, effect.epoch) == (states.COMMITTED, expect.sends, expect.effect_epoch)
         and task.output == {"receipt": effect.receipt},
     }
@@ -130,9 +131,15 @@ def _judge(task_id, pid, expect: Expect, performed: dict, calls: Counter) -> dic
 def _describe(task_id, performed: dict, calls: Counter, trial: dict) -> dict:
     task = Task.objects.get(id=task_id)
     effects = list(Effect.objects.filter(task_id=task_id).values("key", "state", "sends", "epoch"))
-    return {"task": str(task_id), "status": task.status, "failed": [k for k, v in trial.items() if not v],
-            "attempts": attempts_of(task_id), "effects": effects,
-            "performed": [performed.get(e["key"]) for e in effects], "calls": [calls[e["key"]] for e in effects]}
+    return {
+        "task": str(task_id),
+        "status": task.status,
+        "failed": [k for k, v in trial.items() if not v],
+        "attempts": attempts_of(task_id),
+        "effects": effects,
+        "performed": [performed.get(e["key"]) for e in effects],
+        "calls": [calls[e["key"]] for e in effects],
+    }
 
 
 @pytest.mark.parametrize("point", POINTS)

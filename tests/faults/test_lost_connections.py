@@ -36,8 +36,8 @@ pytestmark = [pytest.mark.integration]
 @dataclass(frozen=True)
 class Expect:
     attempts: list  # (epoch, reason, end) of every attempt, in order
-    calls: int      # calls the keyed service sees (a re-send is deduplicated)
-    sends: int      # Effect.sends
+    calls: int  # calls the keyed service sees (a re-send is deduplicated)
+    sends: int  # Effect.sends
 
 
 YIELDED = [(1, states.FIRST, "yield"), (2, states.RETRY, "complete")]
@@ -70,8 +70,11 @@ def run_trials(fleet, fake, fault_dir, point: str, trials: int) -> Counter:
         killed = terminate_backends(worker.pid)
         release(marker)
 
-        task = wait_until(lambda: Task.objects.filter(id=task_id, status__in=states.TERMINAL).first(), timeout=30,
-                          message="the task to finish")
+        task = wait_until(
+            lambda: Task.objects.filter(id=task_id, status__in=states.TERMINAL).first(),
+            timeout=30,
+            message="the task to finish",
+        )
         (effect,) = Effect.objects.filter(task_id=task_id)
         calls = sum(1 for call in fake.calls() if call["key"] == effect.key)
         kinds = set(AuditEvent.objects.filter(task_id=task_id).values_list("kind", flat=True))
@@ -84,15 +87,20 @@ def run_trials(fleet, fake, fault_dir, point: str, trials: int) -> Counter:
             "never failed": "task.failed" not in kinds,
             "attempts as expected": attempts_of(task_id) == expect.attempts,
             "performed once": fake.performed_by_key().get(effect.key) == 1,
-            "ledger as expected": (effect.state, effect.sends, calls) == (states.COMMITTED, expect.sends,
-                                                                          expect.calls),
+            "ledger as expected": (effect.state, effect.sends, calls) == (states.COMMITTED, expect.sends, expect.calls),
             "worker alive": worker.alive(),
             "outage logged once": log.count("database unavailable") == log.count("database back after") == trial + 1,
         }
         outcomes.update(name for name, ok in verdicts.items() if ok)
-        assert all(verdicts.values()), log[-3000:] + str({"trial": trial, "failed": [k for k, ok in verdicts.items() if not ok],
-                                        "attempts": attempts_of(task_id), "effect": (effect.state, effect.sends),
-                                        "calls": calls})
+        assert all(verdicts.values()), log[-3000:] + str(
+            {
+                "trial": trial,
+                "failed": [k for k, ok in verdicts.items() if not ok],
+                "attempts": attempts_of(task_id),
+                "effect": (effect.state, effect.sends),
+                "calls": calls,
+            }
+        )
         for path in (marker, marker.with_name(marker.name + ".release")):  # re-arm the point
             path.unlink()
     wait_nothing_held()

@@ -19,6 +19,7 @@ import signal
 import time
 from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC
 
 import pytest
 from django.db import connection
@@ -45,7 +46,7 @@ SLACK = 1.0
 
 @dataclass(frozen=True)
 class Cut:
-    point: str | None      # hold the worker here, then cut; None: cut on the bytes below
+    point: str | None  # hold the worker here, then cut; None: cut on the bytes below
     marker: bytes | None = None
 
 
@@ -81,21 +82,25 @@ def _old_epoch_writes_after(task_id, since: float) -> dict:
         "steps": Step.objects.filter(task_id=task_id, epoch=1, finished_at__gte=_at(since)).count(),
         "effects": Effect.objects.filter(task_id=task_id, epoch=1).count(),
         "children": Task.objects.filter(parent_id=task_id).count(),
-        "task completed by it": AuditEvent.objects.filter(task_id=task_id, kind="task.completed",
-                                                          data__epoch=1).count(),
+        "task completed by it": AuditEvent.objects.filter(
+            task_id=task_id, kind="task.completed", data__epoch=1
+        ).count(),
     }
 
 
 def _at(timestamp: float):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc)
+    return datetime.fromtimestamp(timestamp, tz=UTC)
 
 
 def _takeover(task_id, since: float) -> tuple[float, float]:
     """Seconds from `since` to the recovery of attempt 1, and to the task's completion."""
-    task = wait_until(lambda: Task.objects.filter(id=task_id, status=states.COMPLETED).first(), timeout=CUT + 20,
-                      message="the replacement to complete the task")
+    task = wait_until(
+        lambda: Task.objects.filter(id=task_id, status=states.COMPLETED).first(),
+        timeout=CUT + 20,
+        message="the replacement to complete the task",
+    )
     recovered = AuditEvent.objects.get(task_id=task_id, kind="task.recovered")
     return recovered.at.timestamp() - since, task.finished_at.timestamp() - since
 
@@ -130,23 +135,30 @@ def run_trials(fleet, fake, fault_dir, where: str, trials: int, *, cut_for: floa
             before = Task.objects.filter(id=task_id).values("status", "epoch", "output", "finished_at").get()
             time.sleep(max(0.0, cut_at + cut_for - time.time()))  # the rest of the cut: it outlasts the lease
             proxy.heal()
-            refused = wait_until(lambda: AuditEvent.objects.filter(task_id=task_id, kind="write.refused",
-                                                                   data__epoch=1).first(),
-                                 timeout=20, message="the healed worker's late write to be refused")
+            refused = wait_until(
+                lambda: AuditEvent.objects.filter(task_id=task_id, kind="write.refused", data__epoch=1).first(),
+                timeout=20,
+                message="the healed worker's late write to be refused",
+            )
             (effect,) = Effect.objects.filter(task_id=task_id)
             verdicts = {
                 "taken over within the lease and a sweep": took_over <= LEASE + SWEEP + SLACK,
-                "recovered once": attempts_of(task_id) == [(1, states.FIRST, "lease_expired"),
-                                                           (2, states.RECOVERY, "complete")],
+                "recovered once": attempts_of(task_id)
+                == [(1, states.FIRST, "lease_expired"), (2, states.RECOVERY, "complete")],
                 "late write refused by storage": refused.data["boundary"] == "storage",
                 "no write of the old epoch": _old_epoch_writes_after(task_id, cut_at) == NONE_WRITTEN,
-                "task unchanged after the heal": Task.objects.filter(id=task_id).values(
-                    "status", "epoch", "output", "finished_at").get() == before,
+                "task unchanged after the heal": Task.objects.filter(id=task_id)
+                .values("status", "epoch", "output", "finished_at")
+                .get()
+                == before,
                 "performed once": fake.performed_by_key().get(effect.key) == 1 and effect.epoch == 2,
             }
             outcomes.update(name for name, ok in verdicts.items() if ok)
-            assert all(verdicts.values()), {"where": where, "took_over": took_over,
-                                            "failed": [k for k, ok in verdicts.items() if not ok]}
+            assert all(verdicts.values()), {
+                "where": where,
+                "took_over": took_over,
+                "failed": [k for k, ok in verdicts.items() if not ok],
+            }
             if cut.point:  # re-arm the point for the next trial
                 for path in (marker, marker.with_name(marker.name + ".release")):
                     path.unlink()
@@ -155,8 +167,10 @@ def run_trials(fleet, fake, fault_dir, where: str, trials: int, *, cut_for: floa
         assert held_slots() == []
     finally:
         proxy.close()
-    print(f"\n[partition {where}] lease {LEASE}s, cut {cut_for}s, trials {trials}: takeover after the cut "
-          f"min {min(takeovers):.2f}s max {max(takeovers):.2f}s; {dict(outcomes)}")
+    print(
+        f"\n[partition {where}] lease {LEASE}s, cut {cut_for}s, trials {trials}: takeover after the cut "
+        f"min {min(takeovers):.2f}s max {max(takeovers):.2f}s; {dict(outcomes)}"
+    )
     return outcomes
 
 
@@ -164,8 +178,9 @@ NONE_WRITTEN = {"steps": 0, "effects": 0, "children": 0, "task completed by it":
 
 
 @pytest.mark.parametrize("where", CUTS)
-def test_a_partition_anywhere_is_taken_over_within_the_lease_and_its_late_writes_refused(live, fleet, fake,
-                                                                                         tmp_path, where):
+def test_a_partition_anywhere_is_taken_over_within_the_lease_and_its_late_writes_refused(
+    live, fleet, fake, tmp_path, where
+):
     outcomes = run_trials(fleet, fake, tmp_path, where, DEFAULT_TRIALS, cut_for=CUT)
     assert outcomes["taken over within the lease and a sweep"] == outcomes["no write of the old epoch"] == 1
 
@@ -174,8 +189,7 @@ def test_a_partition_anywhere_is_taken_over_within_the_lease_and_its_late_writes
 @pytest.mark.parametrize("where", CUTS)
 def test_many_partitions_anywhere_are_taken_over_within_the_lease(live, fleet, fake, tmp_path, where):
     outcomes = run_trials(fleet, fake, tmp_path, where, STRESS_TRIALS, cut_for=1.5 * LEASE)
-    assert outcomes["taken over within the lease and a sweep"] == outcomes["no write of the old epoch"] == \
-        STRESS_TRIALS
+    assert outcomes["taken over within the lease and a sweep"] == outcomes["no write of the old epoch"] == STRESS_TRIALS
 
 
 def freeze_trials(fleet, fake, fault_dir, trials: int, *, frozen_for: float) -> Counter:
@@ -196,14 +210,19 @@ def freeze_trials(fleet, fake, fault_dir, trials: int, *, frozen_for: float) -> 
         before = Task.objects.filter(id=task_id).values("status", "epoch", "output", "finished_at").get()
         time.sleep(max(0.0, frozen_at + frozen_for - time.time()))  # frozen for longer than the lease
         os.kill(frozen.pid, signal.SIGCONT)
-        wait_until(lambda: AuditEvent.objects.filter(task_id=task_id, kind="write.refused", data__epoch=1).exists(),
-                   timeout=20, message="the thawed worker's late write to be refused")
+        wait_until(
+            lambda: AuditEvent.objects.filter(task_id=task_id, kind="write.refused", data__epoch=1).exists(),
+            timeout=20,
+            message="the thawed worker's late write to be refused",
+        )
         (effect,) = Effect.objects.filter(task_id=task_id)
         verdicts = {
             "taken over within the lease and a sweep": took_over <= LEASE + SWEEP + SLACK,
             "no write of the old epoch": _old_epoch_writes_after(task_id, frozen_at) == NONE_WRITTEN,
-            "task unchanged after the thaw": Task.objects.filter(id=task_id).values(
-                "status", "epoch", "output", "finished_at").get() == before,
+            "task unchanged after the thaw": Task.objects.filter(id=task_id)
+            .values("status", "epoch", "output", "finished_at")
+            .get()
+            == before,
             "performed once": fake.performed_by_key().get(effect.key) == 1,
         }
         outcomes.update(name for name, ok in verdicts.items() if ok)
@@ -212,8 +231,10 @@ def freeze_trials(fleet, fake, fault_dir, trials: int, *, frozen_for: float) -> 
             path.unlink()
         frozen.wait_ready(timeout=20)
     wait_nothing_held()
-    print(f"\n[frozen in a transaction] lease {LEASE}s, frozen {frozen_for}s, trials {trials}: takeover "
-          f"min {min(takeovers):.2f}s max {max(takeovers):.2f}s; {dict(outcomes)}")
+    print(
+        f"\n[frozen in a transaction] lease {LEASE}s, frozen {frozen_for}s, trials {trials}: takeover "
+        f"min {min(takeovers):.2f}s max {max(takeovers):.2f}s; {dict(outcomes)}"
+    )
     return outcomes
 
 
@@ -225,8 +246,7 @@ def test_a_worker_frozen_inside_a_transaction_is_taken_over_within_the_lease(liv
 @pytest.mark.stress
 def test_many_workers_frozen_inside_a_transaction_are_taken_over_within_the_lease(live, fleet, fake, tmp_path):
     outcomes = freeze_trials(fleet, fake, tmp_path, STRESS_TRIALS, frozen_for=1.5 * LEASE)
-    assert outcomes["taken over within the lease and a sweep"] == outcomes["no write of the old epoch"] == \
-        STRESS_TRIALS
+    assert outcomes["taken over within the lease and a sweep"] == outcomes["no write of the old epoch"] == STRESS_TRIALS
 
 
 def test_every_connection_carries_server_side_bounds_of_a_third_of_the_lease(db):
@@ -234,12 +254,14 @@ def test_every_connection_carries_server_side_bounds_of_a_third_of_the_lease(db)
     a runaway statement of this process's connections (console/env.py)."""
     from django.conf import settings
 
-    configured = float(os.environ.get("STEWARD_LEASE_SECONDS", 30.0))
+    configured = float(os.environ.get("STEWARD_LEASE_SECONDS", "30"))
     assert settings.DATABASES["default"]["OPTIONS"]["application_name"] == f"steward:{os.getpid()}"
     with connection.cursor() as cur:
         shown = {}
         for name in ("idle_in_transaction_session_timeout", "statement_timeout"):
             cur.execute(f"SELECT setting::int FROM pg_settings WHERE name = '{name}'")
             shown[name] = cur.fetchone()[0]
-    assert shown == {"idle_in_transaction_session_timeout": int(configured / 3 * 1000),
-                     "statement_timeout": int(configured / 3 * 1000)}
+    assert shown == {
+        "idle_in_transaction_session_timeout": int(configured / 3 * 1000),
+        "statement_timeout": int(configured / 3 * 1000),
+    }

@@ -25,8 +25,10 @@ def test_an_undecodable_input_fails_its_own_task_and_no_other(live, fleet):
     with connection.cursor() as cur:  # behind the API's back, before any worker runs
         cur.execute("UPDATE steward_task SET input = %s::jsonb WHERE id = %s", ["[" * DEPTH + "]" * DEPTH, poison])
     fleet.workers(1)
-    wait_until(lambda: Task.objects.filter(id__in=ids, status__in=states.TERMINAL).count() == len(ids),
-               message="every task to finish")
+    wait_until(
+        lambda: Task.objects.filter(id__in=ids, status__in=states.TERMINAL).count() == len(ids),
+        message="every task to finish",
+    )
 
     # Not the input: this process could not decode it either.
     tasks = {t.id: t for t in Task.objects.filter(id__in=ids).defer("input")}

@@ -26,16 +26,20 @@ pytestmark = [pytest.mark.integration]
 
 
 def _status(task_id, status: str, timeout: float = 30.0) -> Task:
-    return wait_until(lambda: Task.objects.filter(id=task_id, status=status).first(), timeout=timeout,
-                      message=f"task {task_id} to be {status}")
+    return wait_until(
+        lambda: Task.objects.filter(id=task_id, status=status).first(),
+        timeout=timeout,
+        message=f"task {task_id} to be {status}",
+    )
 
 
 def _ledger() -> dict:
     """Everything a late answer to the dead worker could conceivably change."""
     return {
         "tasks": list(Task.objects.order_by("id").values_list("id", "status", "epoch", "output", "updated_at")),
-        "effects": list(Effect.objects.order_by("id").values_list("id", "state", "epoch", "sends", "receipt",
-                                                                 "settled_at")),
+        "effects": list(
+            Effect.objects.order_by("id").values_list("id", "state", "epoch", "sends", "receipt", "settled_at")
+        ),
         "steps": list(Step.objects.order_by("task", "seq").values_list("task", "seq", "epoch", "output")),
         "audit": AuditEvent.objects.count(),
     }
@@ -69,8 +73,12 @@ def test_recovery_after_a_kill_mid_call_never_multiplies_the_committed_effect(li
     waiting = submit("t.steps", {"n": 1}).task_id
     with pytest.raises(QueueFull) as full:
         submit("t.steps", {"n": 2})
-    assert (full.value.code, full.value.details["admitted"], full.value.details["max_running"],
-            full.value.details["max_queued"]) == ("QUEUE_FULL", 2, 1, 1)
+    assert (
+        full.value.code,
+        full.value.details["admitted"],
+        full.value.details["max_running"],
+        full.value.details["max_queued"],
+    ) == ("QUEUE_FULL", 2, 1, 1)
     assert Task.objects.filter(status=states.QUEUED).count() == 1 and Task.objects.count() == 2
 
     fleet.supervisors(2)  # they race: exactly one of them recovers the task
@@ -84,7 +92,9 @@ def test_recovery_after_a_kill_mid_call_never_multiplies_the_committed_effect(li
         # One operation at the service, answered twice: the hung original and the re-send.
         assert fake.performed_by_key() == {effect.key: 1}
         assert [(c["key"], c["outcome"], int(c["worker"])) for c in fake.calls()] == [
-            (effect.key, "performed", old_pid), (effect.key, "deduplicated", replacement.pid)]
+            (effect.key, "performed", old_pid),
+            (effect.key, "deduplicated", replacement.pid),
+        ]
         assert task.output == {"receipt": effect.receipt}
         assert effect.receipt == {"op_id": first_call["op_id"], "key": effect.key, "deduplicated": True}
     else:
@@ -116,8 +126,10 @@ def test_recovery_after_a_kill_mid_call_never_multiplies_the_committed_effect(li
 
     peak, calls = fake.peak_active, fake.calls()
     pids = sorted({int(c["worker"]) for c in calls})
-    print(f"\n[seed {'keyed' if keyed else 'unkeyed'}] peak active requests={peak} calls={len(calls)} "
-          f"performed={fake.performed_count()} worker pids={pids} (old={old_pid}, replacement={replacement.pid})")
+    print(
+        f"\n[seed {'keyed' if keyed else 'unkeyed'}] peak active requests={peak} calls={len(calls)} "
+        f"performed={fake.performed_count()} worker pids={pids} (old={old_pid}, replacement={replacement.pid})"
+    )
     # Keyed: the dead worker's request is still open at the service when the re-send
     # arrives, so old and new overlap (2). Unkeyed: nothing is re-sent (1).
     assert peak == (2 if keyed else 1)

@@ -22,15 +22,17 @@ ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
 
 
 def _waiting(task_id) -> Approval:
-    wait_until(lambda: Task.objects.filter(id=task_id, status=states.BLOCKED,
-                                           blocked_reason=states.APPROVAL_PENDING).exists(),
-               message="the task to wait for approval")
+    wait_until(
+        lambda: Task.objects.filter(id=task_id, status=states.BLOCKED, blocked_reason=states.APPROVAL_PENDING).exists(),
+        message="the task to wait for approval",
+    )
     return Approval.objects.filter(task_id=task_id, state=states.PENDING).order_by("part").first()
 
 
 def _finished(task_id) -> Task:
-    return wait_until(lambda: Task.objects.filter(id=task_id, status__in=states.TERMINAL).first(),
-                      message="the task to finish")
+    return wait_until(
+        lambda: Task.objects.filter(id=task_id, status__in=states.TERMINAL).first(), message="the task to finish"
+    )
 
 
 def test_all_workers_restarted_during_a_pause_then_the_approval_resumes_exactly_once(live, fleet, fake):
@@ -53,7 +55,9 @@ def test_all_workers_restarted_during_a_pause_then_the_approval_resumes_exactly_
     assert task.output["pid"] in {w.pid for w in new}
     assert fake.snapshot()["performed"] == 1  # the approved effect ran once
     assert [(a.reason, a.end_reason) for a in Attempt.objects.filter(task_id=task_id).order_by("epoch")] == [
-        ("first", "await"), ("resume", "complete")]
+        ("first", "await"),
+        ("resume", "complete"),
+    ]
     assert Approval.objects.get(id=approval.id).state == states.CONSUMED
     with pytest.raises(ApprovalAlreadyDecided):
         approval_decide(approval_id=approval.id, tenant="acme", actor="user:erin", decision="approve")
@@ -95,8 +99,10 @@ def test_parallel_approvals_in_one_task_resolve_independently_across_workers(liv
     first, second = Approval.objects.filter(task_id=task_id).order_by("part")
     approval_decide(approval_id=second.id, tenant="acme", actor="user:dave", decision="deny")
     # The task runs again, finds the first still pending, and waits for it, holding nothing.
-    wait_until(lambda: Attempt.objects.filter(task_id=task_id, epoch=2, end_reason="await").exists(),
-               message="the task to wait again for the other approval")
+    wait_until(
+        lambda: Attempt.objects.filter(task_id=task_id, epoch=2, end_reason="await").exists(),
+        message="the task to wait again for the other approval",
+    )
     approval_decide(approval_id=first.id, tenant="acme", actor="user:dave", decision="approve")
     task = _finished(task_id)
     assert task.output == {"states": ["consumed", "denied"]}

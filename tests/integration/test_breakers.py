@@ -17,8 +17,11 @@ ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
 
 
 def reached(task_id, status: str, *, timeout: float = 30.0) -> Task:
-    return wait_until(lambda: Task.objects.filter(id=task_id, status=status).first(), timeout=timeout,
-                      message=f"task {task_id} to be {status}")
+    return wait_until(
+        lambda: Task.objects.filter(id=task_id, status=status).first(),
+        timeout=timeout,
+        message=f"task {task_id} to be {status}",
+    )
 
 
 def attempts(task_id) -> list[tuple[str, str]]:
@@ -32,7 +35,11 @@ def test_a_runaway_task_is_blocked_by_its_worker_and_a_resume_with_more_steps_fi
 
     blocked = reached(t, states.BLOCKED)
     assert (blocked.blocked_reason, blocked.breaker, blocked.error["limit"], blocked.error["observed"]) == (
-        states.BREAKER_TRIPPED, states.RUNAWAY_STEPS, 5, 6)
+        states.BREAKER_TRIPPED,
+        states.RUNAWAY_STEPS,
+        5,
+        6,
+    )
     assert Step.objects.filter(task_id=t).count() == 5
     [attempt] = Attempt.objects.filter(task_id=t)
     assert (attempt.end_reason, attempt.worker.endswith(f":{worker.pid}")) == ("trip", True)
@@ -75,8 +82,10 @@ def test_a_fan_out_past_the_childrens_maximum_blocks_the_parent_and_pauses_its_c
     # Each admitted child either finished before the trip or is held by the tree's pause
     # (tests/integration/test_tree_pause.py); none is left to run.
     assert kids.count() == 3
-    assert set(kids.values_list("status", "blocked_reason")) <= {(states.COMPLETED, None),
-                                                                (states.BLOCKED, states.TREE_PAUSED)}
+    assert set(kids.values_list("status", "blocked_reason")) <= {
+        (states.COMPLETED, None),
+        (states.BLOCKED, states.TREE_PAUSED),
+    }
     task_resume(task_id=t, actor="user:alice", limits={"max_children": 5})
     assert reached(t, states.COMPLETED).output == {"values": [0, 2, 4, 6, 8]}
 

@@ -32,8 +32,11 @@ def status_of(task_id) -> str:
 
 
 def reached(task_id, status: str, *, timeout: float = 20.0) -> Task:
-    return wait_until(lambda: Task.objects.filter(id=task_id, status=status).first(), timeout=timeout,
-                      message=f"task {task_id} to be {status}")
+    return wait_until(
+        lambda: Task.objects.filter(id=task_id, status=status).first(),
+        timeout=timeout,
+        message=f"task {task_id} to be {status}",
+    )
 
 
 def children_of(task_id) -> list[Task]:
@@ -46,10 +49,16 @@ def busy(url: str) -> dict:
 
 def test_spawned_children_record_their_lineage_and_are_tasks_in_their_own_right(live, fleet):
     fleet.workers(2)
-    root = task_submit(agent="t.spawner", **ALICE, input={"children": [
-        {"agent": "t.child", "input": {"value": 1}},
-        {"agent": "t.parent", "input": {"values": [10, 20]}},
-    ]}).task_id
+    root = task_submit(
+        agent="t.spawner",
+        **ALICE,
+        input={
+            "children": [
+                {"agent": "t.child", "input": {"value": 1}},
+                {"agent": "t.parent", "input": {"values": [10, 20]}},
+            ]
+        },
+    ).task_id
 
     done = reached(root, states.COMPLETED)
 
@@ -76,8 +85,11 @@ def test_spawned_children_record_their_lineage_and_are_tasks_in_their_own_right(
     # The parent got each child's result, in the order it asked.
     assert [(r["task_id"], r["status"], r["output"]) for r in done.output["results"]] == [
         (str(kid.id), states.COMPLETED, {"value": 2}),
-        (str(middle.id), states.COMPLETED, {"results": [[states.COMPLETED, {"value": 20}],
-                                                        [states.COMPLETED, {"value": 40}]]}),
+        (
+            str(middle.id),
+            states.COMPLETED,
+            {"results": [[states.COMPLETED, {"value": 20}], [states.COMPLETED, {"value": 40}]]},
+        ),
     ]
 
 
@@ -101,16 +113,24 @@ def test_a_waiting_parent_holds_no_slot_so_its_children_can_run_in_a_one_slot_po
     done = reached(parent, states.COMPLETED)
     assert [r["status"] for r in done.output["results"]] == [states.COMPLETED, states.COMPLETED]
     assert [(a.reason, a.end_reason) for a in Attempt.objects.filter(task_id=parent).order_by("epoch")] == [
-        ("first", "wait"), ("resume", "complete")]
+        ("first", "wait"),
+        ("resume", "complete"),
+    ]
     assert not Slot.objects.filter(task__isnull=False).exists()
 
 
 def test_a_failed_childs_outcome_is_returned_to_its_parent(live, fleet):
     fleet.workers(2)
-    parent = task_submit(agent="t.spawner", **ALICE, input={"children": [
-        {"agent": "t.child", "input": {"value": 1}},
-        {"agent": "t.child", "input": {"value": 2, "fail": True}},
-    ]}).task_id
+    parent = task_submit(
+        agent="t.spawner",
+        **ALICE,
+        input={
+            "children": [
+                {"agent": "t.child", "input": {"value": 1}},
+                {"agent": "t.child", "input": {"value": 2, "fail": True}},
+            ]
+        },
+    ).task_id
 
     done = reached(parent, states.COMPLETED)  # a failed child does not fail its parent
 
@@ -126,9 +146,17 @@ def test_a_failed_childs_outcome_is_returned_to_its_parent(live, fleet):
 def test_cancelling_a_parent_cancels_its_live_children_and_nothing_overwrites_it(live, fleet, fake):
     fleet.workers(3)
     fake.push("hang", "hang")
-    parent = task_submit(agent="t.spawner", **ALICE, input={"children": [
-        {"agent": "t.child", "input": {"value": 1}}, busy(fake.url), busy(fake.url),
-    ]}).task_id
+    parent = task_submit(
+        agent="t.spawner",
+        **ALICE,
+        input={
+            "children": [
+                {"agent": "t.child", "input": {"value": 1}},
+                busy(fake.url),
+                busy(fake.url),
+            ]
+        },
+    ).task_id
     assert fake.wait_for_hung(2, timeout=20)  # both busy children are running, hung
     finished, *running = children_of(parent)
     reached(finished.id, states.COMPLETED)
@@ -151,19 +179,24 @@ def test_cancelling_a_parent_cancels_its_live_children_and_nothing_overwrites_it
     # stop_watch.py) without the service answering, each acknowledges, and the tree is
     # cancelled leaves first. (Released only afterwards: an answer arriving first would
     # end an attempt at its next write instead, `fenced`.)
-    wait_until(lambda: not Attempt.objects.filter(ended_at__isnull=True).exists(),
-               message="the stopped children's workers to acknowledge")
+    wait_until(
+        lambda: not Attempt.objects.filter(ended_at__isnull=True).exists(),
+        message="the stopped children's workers to acknowledge",
+    )
     fake.release()
     wait_until(lambda: status_of(parent) == states.CANCELLED, message="the parent to be cancelled")
     assert [status_of(t) for t in (parent, *(c.id for c in running))] == [states.CANCELLED] * 3
-    cancelled_at = {e.task_id: e.id for e in AuditEvent.objects.filter(task_id__in=started.tasks,
-                                                                         kind="task.cancelled")}
+    cancelled_at = {
+        e.task_id: e.id for e in AuditEvent.objects.filter(task_id__in=started.tasks, kind="task.cancelled")
+    }
     assert all(cancelled_at[c.id] < cancelled_at[parent] for c in running)  # leaf first
-    assert all(e.data["acknowledged"] for e in AuditEvent.objects.filter(task_id__in=started.tasks,
-                                                                         kind="task.cancelled"))
+    assert all(
+        e.data["acknowledged"] for e in AuditEvent.objects.filter(task_id__in=started.tasks, kind="task.cancelled")
+    )
     assert {a.end_reason for c in running for a in Attempt.objects.filter(task_id=c.id)} == {"stopped"}
-    assert {a.detail["at"] for a in StopAck.objects.filter(task_id__in=[c.id for c in running],
-                                                            boundary=states.WORKER)} == {"in agent code"}
+    assert {
+        a.detail["at"] for a in StopAck.objects.filter(task_id__in=[c.id for c in running], boundary=states.WORKER)
+    } == {"in agent code"}
     assert not Step.objects.filter(task_id__in=[c.id for c in running]).exists()
     assert not Slot.objects.filter(task__isnull=False).exists()
     assert Attempt.objects.filter(task_id=parent).count() == 1  # never woken, never resumed
@@ -175,8 +208,7 @@ def test_two_children_finishing_at_the_same_moment_always_wake_their_parent(live
     outcomes = Counter()
     for trial in range(RACE_TRIALS):
         fake.push("hang", "hang")
-        parent = task_submit(agent="t.spawner", input={"children": [busy(fake.url), busy(fake.url)]},
-                             **ALICE).task_id
+        parent = task_submit(agent="t.spawner", input={"children": [busy(fake.url), busy(fake.url)]}, **ALICE).task_id
         # Both children are in flight and the parent is waiting for them; then both
         # answers are released at once, so both children end their attempts together.
         assert fake.wait_for_hung(2, timeout=20)
@@ -184,8 +216,10 @@ def test_two_children_finishing_at_the_same_moment_always_wake_their_parent(live
         assert fake.release() == 2
 
         kids = [c.id for c in children_of(parent)]
-        wait_until(lambda: Task.objects.filter(id__in=kids, status=states.COMPLETED).count() == 2,
-                   message=f"trial {trial}'s children to complete")
+        wait_until(
+            lambda: Task.objects.filter(id__in=kids, status=states.COMPLETED).count() == 2,
+            message=f"trial {trial}'s children to complete",
+        )
         try:
             reached(parent, states.COMPLETED, timeout=10)
             outcomes["parent woken"] += 1

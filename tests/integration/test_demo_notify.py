@@ -29,18 +29,26 @@ def task_in(task_id, status: str):
     return Task.objects.filter(id=task_id, status=status).first()
 
 
-@pytest.mark.parametrize(("resolve", "sent", "receipt"), [
-    # The operator checked the service and records its receipt: nothing is sent again.
-    (["--as", "committed", "--receipt", '{"op_id": "op-0001"}'], 1, lambda key: {"op_id": "op-0001"}),
-    # The operator asks for a second send: the service answers this one.
-    (["--as", "retry"], 2, lambda key: {"op_id": "op-0002", "key": key, "deduplicated": False}),
-], ids=["committed", "retry"])
+@pytest.mark.parametrize(
+    ("resolve", "sent", "receipt"),
+    [
+        # The operator checked the service and records its receipt: nothing is sent again.
+        (["--as", "committed", "--receipt", '{"op_id": "op-0001"}'], 1, lambda key: {"op_id": "op-0001"}),
+        # The operator asks for a second send: the service answers this one.
+        (["--as", "retry"], 2, lambda key: {"op_id": "op-0002", "key": key, "deduplicated": False}),
+    ],
+    ids=["committed", "retry"],
+)
 def test_a_dropped_notification_blocks_on_an_unknown_effect_until_an_operator_resolves_it(
-        live, fleet, resolve, sent, receipt):
+    live, fleet, resolve, sent, receipt
+):
     fleet.workers(1)
     with FakeService(mode="unkeyed", drop_every=3) as notify:
-        task_id = task_submit(agent="notify.send", input={"to": "oncall@example.com", "message": "started",
-                                                          "notify_url": notify.url}, **DEMO).task_id
+        task_id = task_submit(
+            agent="notify.send",
+            input={"to": "oncall@example.com", "message": "started", "notify_url": notify.url},
+            **DEMO,
+        ).task_id
 
         blocked = wait_until(lambda: task_in(task_id, states.BLOCKED), message="the task to block")
         effect = Effect.objects.get(task_id=task_id)

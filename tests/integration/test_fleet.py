@@ -26,13 +26,16 @@ def test_workers_and_supervisors_are_seen_alive_counted_and_dropped_when_they_st
     fleet_of = fleet
     workers = fleet_of.workers(2)
     (supervisor,) = fleet_of.supervisors(1)
-    wait_until(lambda: set(_live("worker")) >= {w.pid for w in workers} and supervisor.pid in _live("supervisor"),
-               message="both workers and the supervisor to beat")
+    wait_until(
+        lambda: set(_live("worker")) >= {w.pid for w in workers} and supervisor.pid in _live("supervisor"),
+        message="both workers and the supervisor to beat",
+    )
     ids = [submit("t.steps", {"n": 3}).task_id for _ in range(20)]
 
     def counted():
         minutes = throughput(minutes=5)
         return sum(m.finished for m in minutes) >= 20 and sum(m.steps for m in minutes) >= 20 * 4
+
     wait_until(counted, timeout=30, message="the workers' beats to count 20 finished tasks and their steps")
     minutes = throughput(minutes=5)
     assert len(minutes) == 5 and [m.minute for m in minutes] == sorted(m.minute for m in minutes)
@@ -48,18 +51,25 @@ def test_workers_and_supervisors_are_seen_alive_counted_and_dropped_when_they_st
     assert report.sweep_age_seconds is not None and report.sweep_age_seconds < 5
 
     workers[0].kill()  # no warm shutdown: the row just stops being refreshed
-    wait_until(lambda: workers[0].pid not in _live("worker"), timeout=10,
-               message="the killed worker to stop being alive after a lease")
+    wait_until(
+        lambda: workers[0].pid not in _live("worker"),
+        timeout=10,
+        message="the killed worker to stop being alive after a lease",
+    )
     assert workers[1].pid in _live("worker")
     assert Process.objects.filter(pid=workers[0].pid, stopped_at__isnull=True).exists()  # gone, not stopped
 
     workers[1].stop()  # a warm shutdown says so
-    wait_until(lambda: Process.objects.filter(pid=workers[1].pid, stopped_at__isnull=False).exists(),
-               timeout=15, message="the stopped worker to record its stop")
+    wait_until(
+        lambda: Process.objects.filter(pid=workers[1].pid, stopped_at__isnull=False).exists(),
+        timeout=15,
+        message="the stopped worker to record its stop",
+    )
 
 
 def test_under_make_runs_topology_beat_sweeps_on_the_workers_and_the_dashboard_sees_them_at_once(
-        live, fleet, settings, tmp_path):
+    live, fleet, settings, tmp_path
+):
     """`make run` runs workers and Celery beat, no `steward supervise`: the sweeps beat sends
     run on the workers, and health must say so (healthy, swept by a worker) as soon as the
     first sweep ran, not a heartbeat interval later. A 30 s lease makes the interval 10 s,
@@ -79,7 +89,13 @@ def test_under_make_runs_topology_beat_sweeps_on_the_workers_and_the_dashboard_s
     assert report.last_sweep_by in {f"worker:{p.process.host}:{p.process.pid}" for p in _live("worker").values()}
 
     ids = [submit("t.steps", {"n": 2}).task_id for _ in range(10)]
-    wait_until(lambda: Task.objects.filter(id__in=ids, status=states.COMPLETED).count() == len(ids), timeout=30,
-               message="the ten tasks to complete")
-    wait_until(lambda: sum(m.finished for m in throughput(minutes=5)) >= len(ids), timeout=30,
-               message="the workers' next beats to count the ten tasks for the dashboard")
+    wait_until(
+        lambda: Task.objects.filter(id__in=ids, status=states.COMPLETED).count() == len(ids),
+        timeout=30,
+        message="the ten tasks to complete",
+    )
+    wait_until(
+        lambda: sum(m.finished for m in throughput(minutes=5)) >= len(ids),
+        timeout=30,
+        message="the workers' next beats to count the ten tasks for the dashboard",
+    )

@@ -86,8 +86,9 @@ def test_a_full_pool_runs_one_queues_one_and_rejects_the_rest_with_queue_full(li
 
         admitted = [r for r in results if isinstance(r, Submission)]
         refused = [r for r in results if isinstance(r, QueueFull)]
-        outcomes.update(admitted=len(admitted), queue_full=len(refused),
-                        other=len(results) - len(admitted) - len(refused))
+        outcomes.update(
+            admitted=len(admitted), queue_full=len(refused), other=len(results) - len(admitted) - len(refused)
+        )
         assert len(admitted) == 2 and len(refused) == 3, results
         assert all(r.created and r.status == states.QUEUED for r in admitted)
         for refusal in refused:
@@ -98,11 +99,14 @@ def test_a_full_pool_runs_one_queues_one_and_rejects_the_rest_with_queue_full(li
 
         # Observably: one holds the slot (hung in the service), the other waits for it.
         assert fake.wait_for_hung(1, timeout=20)
-        wait_until(lambda: statuses(ids) == Counter({states.RUNNING: 1, states.QUEUED: 1}),
-                   message="one running and one queued")
+        wait_until(
+            lambda: statuses(ids) == Counter({states.RUNNING: 1, states.QUEUED: 1}),
+            message="one running and one queued",
+        )
         running = Task.objects.get(id__in=ids, status=states.RUNNING)
         assert list(Slot.objects.filter(pool=pool, task__isnull=False).values_list("task_id", flat=True)) == [
-            running.id]
+            running.id
+        ]
 
         fake.release()
         wait_until(lambda: all_status(ids, states.COMPLETED), message=f"trial {trial}'s tasks to complete")
@@ -120,19 +124,31 @@ def test_slots_come_back_on_completion_and_failure(live, fleet, fake):
     """In a one-slot pool every task runs only if each finished one gave its slot back."""
     pool_create(actor="user:alice", name="one", max_running=1, max_queued=20)
     fleet.workers(2)
-    plan = [("t.child", {"value": 1, "fail": True}), ("t.busy", {"url": fake.url, "delay": 0.02}),
-            ("t.child", {"value": 2}), ("t.child", {"value": 3, "fail": True}),
-            ("t.busy", {"url": fake.url, "delay": 0.02}), ("t.child", {"value": 4})]
+    plan = [
+        ("t.child", {"value": 1, "fail": True}),
+        ("t.busy", {"url": fake.url, "delay": 0.02}),
+        ("t.child", {"value": 2}),
+        ("t.child", {"value": 3, "fail": True}),
+        ("t.busy", {"url": fake.url, "delay": 0.02}),
+        ("t.child", {"value": 4}),
+    ]
     ids = [submit(agent, input, "one").task_id for agent, input in plan]
 
     wait_until(lambda: not statuses(ids).keys() - states.TERMINAL, message="every task to finish")
 
     assert [Task.objects.get(id=i).status for i in ids] == [
-        states.FAILED, states.COMPLETED, states.COMPLETED, states.FAILED, states.COMPLETED, states.COMPLETED]
+        states.FAILED,
+        states.COMPLETED,
+        states.COMPLETED,
+        states.FAILED,
+        states.COMPLETED,
+        states.COMPLETED,
+    ]
     assert held_slots("one") == 0
     assert not Attempt.objects.filter(ended_at__isnull=True).exists()
     assert sorted(Attempt.objects.values_list("end_reason", flat=True)) == sorted(
-        ["fail", "complete", "complete", "fail", "complete", "complete"])
+        ["fail", "complete", "complete", "fail", "complete", "complete"]
+    )
 
 
 def test_a_stopped_task_keeps_its_slot_until_its_worker_notices_then_frees_it(live, fleet, fake):
@@ -147,8 +163,10 @@ def test_a_stopped_task_keeps_its_slot_until_its_worker_notices_then_frees_it(li
 
     # The worker notices at once (its stop watcher interrupts the call it is in) and
     # frees the slot as it acknowledges; only then can the queued task start.
-    wait_until(lambda: Task.objects.filter(id=behind, status=states.COMPLETED).exists(),
-               message="the queued task to get the freed slot and complete")
+    wait_until(
+        lambda: Task.objects.filter(id=behind, status=states.COMPLETED).exists(),
+        message="the queued task to get the freed slot and complete",
+    )
     fake.release()
 
     assert Task.objects.get(id=doomed).status == states.CANCELLED
@@ -182,8 +200,10 @@ def test_a_stopped_task_whose_worker_died_gets_its_slot_back_from_the_supervisor
     after = submit("t.busy", {"url": fake.url}, "one").task_id
 
     # One slot: the next task can run only once the supervisor released the abandoned one.
-    wait_until(lambda: Task.objects.filter(id=after, status=states.COMPLETED).exists(),
-               message="the supervisor to release the abandoned attempt and the next task to run")
+    wait_until(
+        lambda: Task.objects.filter(id=after, status=states.COMPLETED).exists(),
+        message="the supervisor to release the abandoned attempt and the next task to run",
+    )
     assert [(a.epoch, a.end_reason) for a in Attempt.objects.filter(task_id=doomed)] == [(1, "abandoned")]
     assert Task.objects.get(id=doomed).status == states.CANCELLED
     assert held_slots("one") == 0
@@ -206,7 +226,9 @@ def test_a_dead_workers_slot_comes_back_when_the_supervisor_recovers_its_lease(l
     # One slot: both can finish only if the dead worker's slot came back.
     wait_until(lambda: all_status([victim, behind], states.COMPLETED), message="both tasks to complete")
     assert [(a.epoch, a.reason, a.end_reason) for a in Attempt.objects.filter(task_id=victim).order_by("epoch")] == [
-        (1, "first", "lease_expired"), (2, "recovery", "complete")]
+        (1, "first", "lease_expired"),
+        (2, "recovery", "complete"),
+    ]
     assert AuditEvent.objects.filter(task_id=victim, kind="task.recovered").count() == 1
     assert held_slots("one") == 0
     fake.release()
@@ -216,8 +238,7 @@ def test_sleeping_tasks_hold_no_slot_and_queue_for_slots_when_they_wake(live, fl
     pool_create(actor="user:alice", name="naps", max_running=2, max_queued=10)
     fleet.workers(3)
     fleet.supervisors(1)
-    ids = [submit("t.nap_then_busy", {"seconds": 2, "url": fake.url, "delay": 0.2}, "naps").task_id
-           for _ in range(6)]
+    ids = [submit("t.nap_then_busy", {"seconds": 2, "url": fake.url, "delay": 0.2}, "naps").task_id for _ in range(6)]
 
     wait_until(lambda: all_status(ids, states.SLEEPING), message="all six to fall asleep")
     # Six tasks asleep in a two-slot pool: none of them holds a slot, a worker or a lease.
@@ -231,4 +252,6 @@ def test_sleeping_tasks_hold_no_slot_and_queue_for_slots_when_they_wake(live, fl
     assert held_slots("naps") == 0
     for task_id in ids:
         assert [(a.reason, a.end_reason) for a in Attempt.objects.filter(task_id=task_id).order_by("epoch")] == [
-            ("first", "sleep"), ("resume", "complete")]
+            ("first", "sleep"),
+            ("resume", "complete"),
+        ]

@@ -24,8 +24,11 @@ def test_queued_work_whose_wake_up_was_lost_still_runs(live, fleet):
 
     (worker,) = fleet.workers(1)
     (supervisor,) = fleet.supervisors(1)
-    task = wait_until(lambda: Task.objects.filter(id=sub.task_id, status=states.COMPLETED).first(), timeout=30,
-                      message="the supervisor to re-send the lost wake-up")
+    task = wait_until(
+        lambda: Task.objects.filter(id=sub.task_id, status=states.COMPLETED).first(),
+        timeout=30,
+        message="the supervisor to re-send the lost wake-up",
+    )
 
     assert task.output["pid"] == worker.pid
     reports = [json.loads(line) for line in supervisor.output().splitlines() if line.startswith("{")]

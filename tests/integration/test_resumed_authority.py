@@ -35,8 +35,11 @@ def submit(agent: str, input: dict):
 
 
 def in_status(task_id, status: str, timeout: float = 30.0) -> Task:
-    return wait_until(lambda: Task.objects.filter(id=task_id, status=status).first(), timeout=timeout,
-                      message=f"task {task_id} to be {status}")
+    return wait_until(
+        lambda: Task.objects.filter(id=task_id, status=status).first(),
+        timeout=timeout,
+        message=f"task {task_id} to be {status}",
+    )
 
 
 def child_of(parent_id) -> Task:
@@ -57,21 +60,37 @@ def test_a_child_asleep_when_its_owners_grant_is_narrowed_wakes_on_a_worker_and_
     owner_grant = give(OWNER)
     fleet.workers(2)
     fleet.supervisors(1)
-    root = submit("t.scoped", {"children": [{"agent": "t.requires", "input": {"seconds": 1.5},
-                                             "scope": [list(WRITE)]}]})
+    root = submit(
+        "t.scoped", {"children": [{"agent": "t.requires", "input": {"seconds": 1.5}, "scope": [list(WRITE)]}]}
+    )
     child = child_of(root)
     in_status(child.id, states.SLEEPING)  # permitted so far, persisted, holding no worker
 
-    narrowed = grant_narrow(grant_id=owner_grant.id, tenant="acme", resource="repo:acme/docs*", actor=ADMIN,
-                            reason="alice keeps the docs only")
+    narrowed = grant_narrow(
+        grant_id=owner_grant.id,
+        tenant="acme",
+        resource="repo:acme/docs*",
+        actor=ADMIN,
+        reason="alice keeps the docs only",
+    )
 
     blocked = in_status(child.id, states.BLOCKED)
     decision = Decision.objects.get(id=blocked.blocked_decision_id)
     # Actor, owner, child task, parent task, attempt epoch and policy version: distinct fields.
-    assert (decision.actor, decision.owner, decision.task_id, decision.parent_task, decision.epoch,
-            decision.policy_version) == ("agent:t.requires", OWNER, child.id, root, 2, POLICY_VERSION)
+    assert (
+        decision.actor,
+        decision.owner,
+        decision.task_id,
+        decision.parent_task,
+        decision.epoch,
+        decision.policy_version,
+    ) == ("agent:t.requires", OWNER, child.id, root, 2, POLICY_VERSION)
     assert (decision.allowed, decision.boundary, decision.reason_code, decision.action, decision.resource) == (
-        False, "worker", "no_grant_owner", *WRITE)
+        False,
+        "worker",
+        "no_grant_owner",
+        *WRITE,
+    )
     assert decision.authz_revision == narrowed.revision == authz_revision(tenant="acme")
     assert blocked.error["boundary"] == "worker" and blocked.blocked_reason == states.AUTHORITY_DENIED
     assert attempts(child.id) == [("first", "sleep"), ("resume", "deny")]
@@ -95,8 +114,7 @@ def test_a_child_asleep_when_its_owners_grant_is_narrowed_wakes_on_a_worker_and_
     in_status(root, states.COMPLETED)
 
 
-def test_a_worker_killed_mid_call_then_a_revoke_the_recovered_attempt_is_denied_before_it_resends(
-        live, fleet, fake):
+def test_a_worker_killed_mid_call_then_a_revoke_the_recovered_attempt_is_denied_before_it_resends(live, fleet, fake):
     give("agent:t.requires")
     owner_grant = give(OWNER)
     fake.push("hang")  # performed, then never answered: the worker dies with an intent only
@@ -134,13 +152,22 @@ def test_three_levels_down_a_sleeping_grandchild_is_denied_when_the_roots_owner_
     grandchild = child_of(child_of(root).id)
     in_status(grandchild.id, states.SLEEPING)
 
-    grant_narrow(grant_id=owner_grant.id, tenant="acme", resource="repo:acme/docs*", actor=ADMIN,
-                 reason="narrowed at the root's owner")
+    grant_narrow(
+        grant_id=owner_grant.id,
+        tenant="acme",
+        resource="repo:acme/docs*",
+        actor=ADMIN,
+        reason="narrowed at the root's owner",
+    )
 
     blocked = in_status(grandchild.id, states.BLOCKED)
     decision = Decision.objects.get(id=blocked.blocked_decision_id)
     assert (decision.boundary, decision.reason_code, decision.parent_task, decision.epoch) == (
-        "worker", "no_grant_owner", grandchild.parent_id, 2)
+        "worker",
+        "no_grant_owner",
+        grandchild.parent_id,
+        2,
+    )
     assert grandchild.root_id == root
     assert {Task.objects.get(id=root).status, Task.objects.get(id=grandchild.parent_id).status} == {states.WAITING}
 

@@ -43,8 +43,11 @@ def test_a_tick_runs_once_across_a_restart_of_every_process(live, fleet):
         fleet.workers(1)
         fleet.supervisors(2, interval=0.05)
         key = tick_key(schedule.id, tick)
-        done = wait_until(lambda: Task.objects.filter(idempotency_key=key, status=states.COMPLETED).first(),
-                          timeout=30, message=f"round {round_}: the tick's task to complete")
+        done = wait_until(
+            lambda: Task.objects.filter(idempotency_key=key, status=states.COMPLETED).first(),
+            timeout=30,
+            message=f"round {round_}: the tick's task to complete",
+        )
         assert Task.objects.filter(idempotency_key=key).count() == 1
         assert Attempt.objects.filter(task_id=done.id, end_reason="complete").count() == 1
         moved = Schedule.objects.get(id=schedule.id)
@@ -64,15 +67,21 @@ def test_a_supervisor_killed_inside_the_firing_transaction_loses_nothing(live, f
     fleet.supervisors(1, interval=0.05, env=armed(tmp_path, "in_schedule_fire"))
     tick = (db_now() + dt.timedelta(seconds=0.5)).replace(microsecond=0) + dt.timedelta(seconds=1)
     Schedule.objects.filter(id=schedule.id).update(next_fire_at=tick)
-    wait_until(lambda: read_marker(marker_path(tmp_path, schedule.id, "in_schedule_fire@fire")), timeout=20,
-               message="the supervisor to hold inside the firing transaction")
+    wait_until(
+        lambda: read_marker(marker_path(tmp_path, schedule.id, "in_schedule_fire@fire")),
+        timeout=20,
+        message="the supervisor to hold inside the firing transaction",
+    )
     fleet.stop_all()
     key = tick_key(schedule.id, tick)
     assert not Task.objects.filter(idempotency_key=key).exists()  # rolled back with the process
     assert Schedule.objects.get(id=schedule.id).next_fire_at == tick  # still due
     fleet.workers(1)
     fleet.supervisors(2, interval=0.05)
-    done = wait_until(lambda: Task.objects.filter(idempotency_key=key, status=states.COMPLETED).first(),
-                      timeout=30, message="the tick's task to complete after the restart")
+    done = wait_until(
+        lambda: Task.objects.filter(idempotency_key=key, status=states.COMPLETED).first(),
+        timeout=30,
+        message="the tick's task to complete after the restart",
+    )
     assert Task.objects.filter(idempotency_key__startswith=f"schedule:{schedule.id}:").count() == 1
     assert Attempt.objects.filter(task_id=done.id, end_reason="complete").count() == 1

@@ -18,10 +18,21 @@ pytestmark = [pytest.mark.integration]
 def test_a_worker_asked_to_stop_leaves_the_rest_of_the_queue_to_others(live, fleet, fake):
     pool_create(name="drain", max_running=1, max_queued=100, actor="user:alice")
     (leaving,) = fleet.workers(1)
-    ids = [task_submit(agent="t.busy", input={"url": fake.url, "delay": 0.1}, tenant="acme",
-                       owner="user:alice", actor="user:alice", pool="drain").task_id for _ in range(30)]
-    wait_until(lambda: Task.objects.filter(id__in=ids, status=states.COMPLETED).count() >= 2,
-               message="the worker to be draining the pool")
+    ids = [
+        task_submit(
+            agent="t.busy",
+            input={"url": fake.url, "delay": 0.1},
+            tenant="acme",
+            owner="user:alice",
+            actor="user:alice",
+            pool="drain",
+        ).task_id
+        for _ in range(30)
+    ]
+    wait_until(
+        lambda: Task.objects.filter(id__in=ids, status=states.COMPLETED).count() >= 2,
+        message="the worker to be draining the pool",
+    )
 
     leaving.signal(signal.SIGTERM)
     wait_until(lambda: not leaving.alive(), timeout=5, message="the worker to stop")
@@ -31,5 +42,8 @@ def test_a_worker_asked_to_stop_leaves_the_rest_of_the_queue_to_others(live, fle
     assert not Task.objects.filter(id__in=ids, status=states.RUNNING).exists()
 
     fleet.workers(1)
-    wait_until(lambda: Task.objects.filter(id__in=ids, status=states.COMPLETED).count() == 30, timeout=30,
-               message="the staying worker to run what was left")
+    wait_until(
+        lambda: Task.objects.filter(id__in=ids, status=states.COMPLETED).count() == 30,
+        timeout=30,
+        message="the staying worker to run what was left",
+    )

@@ -28,8 +28,10 @@ def test_a_sleeping_task_frees_its_worker_for_other_tasks(live, fleet):
     asleep = wait_until(lambda: task_in(sleeper, states.SLEEPING), message="the sleeper to fall asleep")
 
     quick = [task_submit(agent="t.steps", input={"n": 2}, **ALICE).task_id for _ in range(5)]
-    wait_until(lambda: Task.objects.filter(id__in=quick, status=states.COMPLETED).count() == 5,
-               message="the quick tasks to complete")
+    wait_until(
+        lambda: Task.objects.filter(id__in=quick, status=states.COMPLETED).count() == 5,
+        message="the quick tasks to complete",
+    )
 
     # They all ran on the one worker while the sleeper was still asleep on its timer.
     assert Task.objects.get(id=sleeper).status == states.SLEEPING

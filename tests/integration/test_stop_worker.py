@@ -134,8 +134,11 @@ def test_a_step_that_ignores_the_stop_is_ended_by_force_after_the_grace(live, fl
 
     # The pool goes on: the next task completes.
     after = submit("t.steps", {"n": 1}).task_id
-    done = wait_until(lambda: Task.objects.filter(id=after, status=states.COMPLETED).first(), timeout=30,
-                      message="the next task to complete")
+    done = wait_until(
+        lambda: Task.objects.filter(id=after, status=states.COMPLETED).first(),
+        timeout=30,
+        message="the next task to complete",
+    )
     assert done.output["pid"] != runner
     assert all(w.alive() for w in workers if w.pid != runner)
     wait_nothing_held()
@@ -178,8 +181,11 @@ def test_a_hung_worker_never_acknowledges_and_the_stop_finishes_at_its_bound(liv
         os.kill(frozen.pid, signal.SIGCONT)
 
     # Thawed, it tries the journal write it froze before: refused, and nothing changes.
-    refused = wait_until(lambda: AuditEvent.objects.filter(task_id=task_id, kind="write.refused").first(),
-                         timeout=20, message="the thawed worker's refused write")
+    refused = wait_until(
+        lambda: AuditEvent.objects.filter(task_id=task_id, kind="write.refused").first(),
+        timeout=20,
+        message="the thawed worker's refused write",
+    )
     assert refused.data == {"boundary": "storage", "write": "journal", "epoch": 1}
     frozen.wait_ready(timeout=20)
     after = Task.objects.get(id=task_id)

@@ -48,13 +48,16 @@ def quiet(live, workers):
     other session of the test database inside a transaction (a flush that waited for
     one could outlast its statement timeout on a loaded machine)."""
     yield
-    wait_until(lambda: not Attempt.objects.filter(ended_at__isnull=True).exists(), timeout=20,
-               message="every attempt to end")
+    wait_until(
+        lambda: not Attempt.objects.filter(ended_at__isnull=True).exists(), timeout=20, message="every attempt to end"
+    )
 
     def idle():
         with connection.cursor() as cur:
-            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                        "AND pid <> pg_backend_pid() AND xact_start IS NOT NULL")
+            cur.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND xact_start IS NOT NULL"
+            )
             return cur.fetchone()[0] == 0
 
     wait_until(idle, timeout=10, message="the workers' sessions to be idle")
@@ -84,20 +87,24 @@ def acks_of(task_id, stop_id) -> list[str]:
 
 def admitted_after(ids, moment) -> Counter:
     """Writes of these tasks that landed after `moment` (the database's clock)."""
-    return Counter({
-        "steps": Step.objects.filter(task_id__in=ids, finished_at__gt=moment).count(),
-        "attempts": Attempt.objects.filter(task_id__in=ids, started_at__gt=moment).count(),
-        "effects": Effect.objects.filter(task_id__in=ids, created_at__gt=moment).count(),
-        "receipts": Effect.objects.filter(task_id__in=ids, settled_at__gt=moment).count(),
-        "children": Task.objects.filter(parent_id__in=ids, created_at__gt=moment).count(),
-    })
+    return Counter(
+        {
+            "steps": Step.objects.filter(task_id__in=ids, finished_at__gt=moment).count(),
+            "attempts": Attempt.objects.filter(task_id__in=ids, started_at__gt=moment).count(),
+            "effects": Effect.objects.filter(task_id__in=ids, created_at__gt=moment).count(),
+            "receipts": Effect.objects.filter(task_id__in=ids, settled_at__gt=moment).count(),
+            "children": Task.objects.filter(parent_id__in=ids, created_at__gt=moment).count(),
+        }
+    )
 
 
 def sweeping(supervisor):
     """Wait until `supervisor` (a process we started) has swept and beaten."""
-    wait_until(lambda: Process.objects.filter(kind="supervisor", pid=supervisor.pid,
-                                              last_sweep_at__isnull=False).exists(),
-               timeout=30, message=f"supervisor {supervisor.pid} to sweep")
+    wait_until(
+        lambda: Process.objects.filter(kind="supervisor", pid=supervisor.pid, last_sweep_at__isnull=False).exists(),
+        timeout=30,
+        message=f"supervisor {supervisor.pid} to sweep",
+    )
     return supervisor
 
 
@@ -105,9 +112,14 @@ def sweeps_after(moment, *, timeout: float = 20.0) -> None:
     """Wait until a supervisor has run a whole sweep that began after `moment`: it beats
     (last_sweep_at) after a sweep, so the sweep before a beat later than the first beat
     past `moment` began after that first beat."""
+
     def beat_after(when):
-        return Process.objects.filter(kind="supervisor", last_sweep_at__gt=when).order_by(
-            "-last_sweep_at").values_list("last_sweep_at", flat=True).first()
+        return (
+            Process.objects.filter(kind="supervisor", last_sweep_at__gt=when)
+            .order_by("-last_sweep_at")
+            .values_list("last_sweep_at", flat=True)
+            .first()
+        )
 
     first = wait_until(lambda: beat_after(moment), timeout=timeout, message="a supervisor's sweep")
     wait_until(lambda: beat_after(first), timeout=timeout, message="a supervisor's next sweep")
@@ -116,8 +128,9 @@ def sweeps_after(moment, *, timeout: float = 20.0) -> None:
 def test_a_stop_during_a_durable_sleep_cancels_at_once_and_the_timer_runs_nothing(quiet, workers, fleet):
     fleet.supervisors(1)
     sleeper = task_submit(agent="t.sleeper", input={"seconds": 1.0}, **ALICE).task_id
-    asleep = wait_until(lambda: Task.objects.filter(id=sleeper, status=states.SLEEPING).first(),
-                        message="the sleeper to fall asleep")
+    asleep = wait_until(
+        lambda: Task.objects.filter(id=sleeper, status=states.SLEEPING).first(), message="the sleeper to fall asleep"
+    )
 
     started = task_stop(task_id=sleeper, actor="user:alice", reason="stop the sleeper")
 
@@ -137,8 +150,11 @@ def test_a_stop_during_a_durable_sleep_cancels_at_once_and_the_timer_runs_nothin
     assert status(sleeper) == states.CANCELLED
     assert [(a.reason, a.end_reason) for a in Attempt.objects.filter(task_id=sleeper)] == [("first", "sleep")]
     assert list(Step.objects.filter(task_id=sleeper).values_list("name", flat=True)) == ["before", "sleep"]
-    assert not AuditEvent.objects.filter(task_id=sleeper, kind__in=["task.woken", "attempt.started"]).exclude(
-        data__epoch=1).exists()
+    assert (
+        not AuditEvent.objects.filter(task_id=sleeper, kind__in=["task.woken", "attempt.started"])
+        .exclude(data__epoch=1)
+        .exists()
+    )
 
 
 SPAWN_TRIALS = RESTART_TRIALS
@@ -161,11 +177,13 @@ def test_a_stop_racing_a_parent_spawning_in_a_worker_covers_every_child_it_admit
         children = list(Task.objects.filter(parent_id=parent).values("id", "status", "stop_id", "created_at"))
         outcomes["children admitted"] += len(children)
         outcomes["children covered and cancelled"] += sum(
-            1 for c in children if c["stop_id"] == started.stop_id and c["status"] == states.CANCELLED)
+            1 for c in children if c["stop_id"] == started.stop_id and c["status"] == states.CANCELLED
+        )
         outcomes["admitted after the commit"] += sum(admitted_after([parent], committed_by).values())
         outcomes["parent acknowledged by all four"] += acks_of(parent, started.stop_id) == FOUR
-        outcomes[f"parent's worker {AuditEvent.objects.filter(task_id=parent, kind='write.refused').count()} "
-                 f"refusal(s)"] += 1
+        outcomes[
+            f"parent's worker {AuditEvent.objects.filter(task_id=parent, kind='write.refused').count()} refusal(s)"
+        ] += 1
         outcomes["stopped mid-spawn"] += 0 < len(children) < len(kids)
 
     print(f"\nstop vs a parent spawning in a worker over {trials} trials: {dict(outcomes)}")
@@ -183,7 +201,8 @@ def _tree_input(url: str, middles: int = 7, busy: int = 1, sleepers: int = 5) ->
 
 @pytest.mark.parametrize("trials", TREE_TRIALS)
 def test_a_fifty_task_tree_stopped_mid_work_ends_cancelled_leaf_first_with_every_acknowledgment(
-        quiet, workers, fleet, fake, trials):
+    quiet, workers, fleet, fake, trials
+):
     fleet.supervisors(1)
     outcomes = Counter()
     for _ in range(trials):
@@ -203,8 +222,11 @@ def test_a_fifty_task_tree_stopped_mid_work_ends_cancelled_leaf_first_with_every
         assert sorted(started.tasks) == sorted(ids)
         # The four hung leaves' workers answer when their call returns and their write is refused.
         assert fake.release() == 4
-        wait_until(lambda: Stop.objects.filter(id=stop.id, finished_at__isnull=False).exists(), timeout=30,
-                   message="the stop to finish")
+        wait_until(
+            lambda: Stop.objects.filter(id=stop.id, finished_at__isnull=False).exists(),
+            timeout=30,
+            message="the stop to finish",
+        )
         stop.refresh_from_db()
         last_ack = max(StopAck.objects.filter(stop_id=stop.id).values_list("at", flat=True))
 
@@ -219,20 +241,25 @@ def test_a_fifty_task_tree_stopped_mid_work_ends_cancelled_leaf_first_with_every
             outcomes["acknowledged by all four"] += acked == FOUR
         outcomes["acknowledgments recorded or listed missing"] += complete
         outcomes["cancelled after a child"] += sum(
-            1 for t, p in parents.items() if p in events and t in events and events[t].id > events[p].id)
+            1 for t, p in parents.items() if p in events and t in events and events[t].id > events[p].id
+        )
         outcomes["admitted after the commit"] += sum(admitted_after(ids, committed_by).values())
         outcomes["written during the stop's transaction"] += sum(admitted_after(ids, stop.requested_at).values())
-        outcomes["effects before the stop"] += Effect.objects.filter(task_id__in=ids,
-                                                                     created_at__lt=stop.requested_at).count()
+        outcomes["effects before the stop"] += Effect.objects.filter(
+            task_id__in=ids, created_at__lt=stop.requested_at
+        ).count()
         outcomes["workers that acknowledged"] += StopAck.objects.filter(
-            stop_id=stop.id, boundary=states.WORKER, detail__ended="cleanly").count()
+            stop_id=stop.id, boundary=states.WORKER, detail__ended="cleanly"
+        ).count()
         outcomes["cancelled"] += statuses[states.CANCELLED]
         outcomes["tasks"] += len(ids)
         outcomes[f"stop outcome {stop.outcome}"] += 1
         for name, n in was.items():
             outcomes[f"was {name}"] += n
-        print(f"\n50-task tree: request to last acknowledgment "
-              f"{(last_ack - stop.requested_at).total_seconds() * 1000:.0f} ms")
+        print(
+            f"\n50-task tree: request to last acknowledgment "
+            f"{(last_ack - stop.requested_at).total_seconds() * 1000:.0f} ms"
+        )
 
     print(f"\n50-task tree stopped mid-work, {trials} tree(s): {dict(outcomes)}")
     assert outcomes["tasks"] == outcomes["cancelled"] == 50 * trials
@@ -247,8 +274,9 @@ def test_a_fifty_task_tree_stopped_mid_work_ends_cancelled_leaf_first_with_every
 def test_a_thawed_worker_never_overwrites_cancelled_and_only_a_resume_leaves_it(quiet, workers, fleet, fake):
     sweeping(fleet.supervisors(1)[0])  # so the bound, not the lapsed lease, is what ends the stop
     task_id = task_submit(agent="t.paced", input={"pause": 0.3, "url": fake.url, "steps": 3}, **ALICE).task_id
-    wait_until(lambda: Step.objects.filter(task_id=task_id, name="before0").exists(),
-               message="the first step to be journaled")
+    wait_until(
+        lambda: Step.objects.filter(task_id=task_id, name="before0").exists(), message="the first step to be journaled"
+    )
     pid = int(Attempt.objects.get(task_id=task_id).worker.rsplit(":", 1)[1])
     (worker,) = [w for w in workers.processes if w.pid == pid]
     worker.signal(signal.SIGSTOP)  # frozen inside its second step, holding its lease
@@ -262,13 +290,17 @@ def test_a_thawed_worker_never_overwrites_cancelled_and_only_a_resume_leaves_it(
     assert (cancelled.data["acknowledged"], cancelled.data["missing"]) == (False, [states.WORKER])
     assert Stop.objects.get(id=started.stop_id).outcome == "bounded"
     # Its lease lapses; the supervisor ends the attempt and says so (a late acknowledgment, kept).
-    ack = wait_until(lambda: StopAck.objects.filter(task_id=task_id, boundary=states.WORKER).first(),
-                     message="the lapsed lease's acknowledgment")
+    ack = wait_until(
+        lambda: StopAck.objects.filter(task_id=task_id, boundary=states.WORKER).first(),
+        message="the lapsed lease's acknowledgment",
+    )
     assert ack.detail["ended"] == "lease lapsed"
 
     worker.signal(signal.SIGCONT)  # it finishes its step and tries to journal it
-    wait_until(lambda: AuditEvent.objects.filter(task_id=task_id, kind="write.refused").exists(),
-               message="the thawed worker's write to be refused")
+    wait_until(
+        lambda: AuditEvent.objects.filter(task_id=task_id, kind="write.refused").exists(),
+        message="the thawed worker's write to be refused",
+    )
     assert status(task_id) == states.CANCELLED
     assert sum(admitted_after([task_id], committed_by).values()) == 0
     assert list(Step.objects.filter(task_id=task_id).values_list("name", flat=True)) == ["before0"]
@@ -277,7 +309,9 @@ def test_a_thawed_worker_never_overwrites_cancelled_and_only_a_resume_leaves_it(
     assert AuditEvent.objects.get(task_id=task_id, kind="task.resumed").actor == "user:alice"
     wait_until(lambda: status(task_id) == states.COMPLETED, message="the resumed task to complete")
     assert [(a.reason, a.end_reason) for a in Attempt.objects.filter(task_id=task_id).order_by("epoch")] == [
-        (states.FIRST, "abandoned"), (states.RESUME, "complete")]
+        (states.FIRST, "abandoned"),
+        (states.RESUME, "complete"),
+    ]
 
 
 @pytest.mark.parametrize("trials", RESTART_TRIALS)
@@ -294,11 +328,25 @@ def test_a_stop_racing_a_supervisor_restart_and_a_due_timer_resurrects_nothing(q
     for trial in range(trials):
         victim = sweeping(sups[0])
         sweeping(sups[1])
-        root = task_submit(agent="t.spawner", **ALICE, input={"trial": trial, "children": [
-            {"agent": "t.sleeper", "input": {"seconds": 0.2}},
-            {"agent": "t.paced", "input": {"pause": 0.05, "url": fake.url, "steps": 5}}]}).task_id
-        sleeper = wait_until(lambda: Task.objects.filter(parent_id=root, agent="t.sleeper", status=states.SLEEPING,
-                                                         ).first(), message="the sleeper to fall asleep")
+        root = task_submit(
+            agent="t.spawner",
+            **ALICE,
+            input={
+                "trial": trial,
+                "children": [
+                    {"agent": "t.sleeper", "input": {"seconds": 0.2}},
+                    {"agent": "t.paced", "input": {"pause": 0.05, "url": fake.url, "steps": 5}},
+                ],
+            },
+        ).task_id
+        sleeper = wait_until(
+            lambda: Task.objects.filter(
+                parent_id=root,
+                agent="t.sleeper",
+                status=states.SLEEPING,
+            ).first(),
+            message="the sleeper to fall asleep",
+        )
         # Aim at the timer: release the barrier within 0.1 s either side of its wake time.
         time.sleep(max(0.0, (sleeper.wake_at - db_now()).total_seconds() + jitter.uniform(-0.1, 0.1)))
         barrier, result = threading.Barrier(2), {}
@@ -308,7 +356,7 @@ def test_a_stop_racing_a_supervisor_restart_and_a_due_timer_resurrects_nothing(q
                 barrier.wait(5)
                 result["stop"] = task_stop(task_id=root, actor="user:alice", reason="race the restart")
                 result["committed_by"] = db_now()
-            except Exception as exc:  # noqa: BLE001 - asserted below, in the test's body
+            except Exception as exc:
                 result["error"] = exc
             finally:
                 connection.close()
@@ -324,27 +372,36 @@ def test_a_stop_racing_a_supervisor_restart_and_a_due_timer_resurrects_nothing(q
         stop = Stop.objects.get(id=result["stop"].stop_id)
         ids = tree_of(root)
         covered = result["stop"].tasks
-        wait_until(lambda: Task.objects.filter(id__in=covered, status=states.CANCELLED).count() == len(covered),
-                   timeout=20, message=f"trial {trial}'s stopped tasks to be cancelled")
+        wait_until(
+            lambda: Task.objects.filter(id__in=covered, status=states.CANCELLED).count() == len(covered),
+            timeout=20,
+            message=f"trial {trial}'s stopped tasks to be cancelled",
+        )
         # A task the stop did not cover had finished before it: the timer fired, the
         # sleeper woke and completed, and its parent's stop came after.
         finished_first = Task.objects.filter(id__in=ids, status__in=states.TERMINAL).exclude(id__in=covered)
         outcomes["completed before the stop"] += finished_first.filter(finished_at__lte=result["committed_by"]).count()
         outcomes["finished after the stop, uncovered"] += finished_first.filter(
-            finished_at__gt=result["committed_by"]).count()
-        outcomes["live, uncovered"] += Task.objects.filter(id__in=ids, status__in=states.LIVE).exclude(
-            id__in=covered).count()
+            finished_at__gt=result["committed_by"]
+        ).count()
+        outcomes["live, uncovered"] += (
+            Task.objects.filter(id__in=ids, status__in=states.LIVE).exclude(id__in=covered).count()
+        )
         outcomes["resurrected"] += Task.objects.filter(id__in=covered).exclude(status=states.CANCELLED).count()
         outcomes["admitted after the commit"] += sum(admitted_after(ids, result["committed_by"]).values())
         outcomes["timer fired before the stop"] += AuditEvent.objects.filter(
-            task_id=sleeper.id, kind="task.woken", at__lt=stop.requested_at).count()
-        outcomes["effects before the stop"] += Effect.objects.filter(task_id__in=ids,
-                                                                     created_at__lt=stop.requested_at).count()
+            task_id=sleeper.id, kind="task.woken", at__lt=stop.requested_at
+        ).count()
+        outcomes["effects before the stop"] += Effect.objects.filter(
+            task_id__in=ids, created_at__lt=stop.requested_at
+        ).count()
         outcomes["effects in the stop's transaction"] += Effect.objects.filter(
-            task_id__in=ids, created_at__gte=stop.requested_at, created_at__lte=result["committed_by"]).count()
+            task_id__in=ids, created_at__gte=stop.requested_at, created_at__lte=result["committed_by"]
+        ).count()
         # Begun before the stop, its receipt refused after it: in flight, outcome unknown.
         outcomes["effects before the stop, unsettled"] += Effect.objects.filter(
-            task_id__in=ids, created_at__lt=stop.requested_at, settled_at__isnull=True).count()
+            task_id__in=ids, created_at__lt=stop.requested_at, settled_at__isnull=True
+        ).count()
         stop.refresh_from_db()
         outcomes[f"stop {stop.outcome}"] += 1
 

@@ -27,12 +27,18 @@ PACE = 0.05
 
 
 def grove(tmp_path: Path):
-    root = task_submit(agent="t.grove", input={"saplings": 2, "steps": STEPS, "pace": PACE, "dir": str(tmp_path),
-                                               "bramble_after": 0.6}, **ALICE).task_id
+    root = task_submit(
+        agent="t.grove",
+        input={"saplings": 2, "steps": STEPS, "pace": PACE, "dir": str(tmp_path), "bramble_after": 0.6},
+        **ALICE,
+    ).task_id
     pause = wait_until(lambda: TreePause.objects.filter(root_id=root).first(), message="the bramble to trip")
     tree = Task.objects.filter(root_id=root)
-    wait_until(lambda: not tree.filter(status=states.RUNNING).exists(), timeout=10,
-               message="every running task of the tree to pause")
+    wait_until(
+        lambda: not tree.filter(status=states.RUNNING).exists(),
+        timeout=10,
+        message="every running task of the tree to pause",
+    )
     return root, pause
 
 
@@ -48,7 +54,10 @@ def test_running_siblings_on_other_workers_pause_before_their_next_step(live, fl
 
     bramble = Task.objects.get(root_id=root, agent="t.bramble")
     assert (bramble.status, bramble.blocked_reason, bramble.breaker) == (
-        states.BLOCKED, states.BREAKER_TRIPPED, states.FANOUT_CHILDREN)
+        states.BLOCKED,
+        states.BREAKER_TRIPPED,
+        states.FANOUT_CHILDREN,
+    )
     held = Task.objects.filter(root_id=root, agent__in=("t.grove", "t.sapling"))
     assert set(held.values_list("status", "blocked_reason")) == {(states.BLOCKED, states.TREE_PAUSED)}
     # The bramble's first child ran on the spare worker before the pause, or was held by it.
@@ -62,13 +71,18 @@ def test_running_siblings_on_other_workers_pause_before_their_next_step(live, fl
         # Mid-way, not finished. After the pause committed, the step in flight ended, and
         # at most one more began in the moment before the worker's watcher was told.
         assert 0 < steps.count() < STEPS
-        late = steps.filter(finished_at__gt=pause.paused_at).count(), steps.filter(started_at__gt=pause.paused_at).count()
+        late = (
+            steps.filter(finished_at__gt=pause.paused_at).count(),
+            steps.filter(started_at__gt=pause.paused_at).count(),
+        )
         assert late[0] <= 2 and late[1] <= 1, late
         ended = Attempt.objects.get(task_id=sapling.id)
         assert ended.end_reason == "pause"
         after = (ended.ended_at - pause.paused_at).total_seconds()
-        print(f"\n{sapling.id} paused {after * 1000:.0f} ms after the pause, after {steps.count()} steps "
-              f"({late[0]} ended and {late[1]} began after it)")
+        print(
+            f"\n{sapling.id} paused {after * 1000:.0f} ms after the pause, after {steps.count()} steps "
+            f"({late[0]} ended and {late[1]} began after it)"
+        )
         assert after < PACE + 2.0  # the step in flight, then the notification's round
         assert marks(tmp_path, sapling.input["name"]) == list(range(steps.count()))
 
@@ -82,17 +96,23 @@ def test_after_every_process_restarts_a_resume_lifts_the_pause_and_no_step_runs_
     fleet.supervisors(1)
     bramble = Task.objects.get(root_id=root, agent="t.bramble")
 
-    resumed = task_resume(task_id=bramble.id, actor="user:alice", note="two children are fine",
-                          limits={"max_children": 2})
+    resumed = task_resume(
+        task_id=bramble.id, actor="user:alice", note="two children are fine", limits={"max_children": 2}
+    )
 
     assert resumed.pause_id == pause.id
-    done = wait_until(lambda: Task.objects.filter(id=root, status__in=states.TERMINAL).first(), timeout=60,
-                      message="the tree to finish")
+    done = wait_until(
+        lambda: Task.objects.filter(id=root, status__in=states.TERMINAL).first(),
+        timeout=60,
+        message="the tree to finish",
+    )
     assert done.status == states.COMPLETED, done.error
     assert done.output == {"statuses": [states.COMPLETED] * 3}
     for sapling in Task.objects.filter(root_id=root, agent="t.sapling"):
         assert marks(tmp_path, sapling.input["name"]) == list(range(STEPS)), "every step ran exactly once"
         assert [(a.reason, a.end_reason) for a in Attempt.objects.filter(task_id=sapling.id).order_by("epoch")] == [
-            ("first", "pause"), ("resume", "complete")]
+            ("first", "pause"),
+            ("resume", "complete"),
+        ]
     pause.refresh_from_db()
     assert (pause.released_by, pause.released_at is not None) == ("user:alice", True)

@@ -34,8 +34,9 @@ def statuses(ids) -> Counter:
     return Counter(Task.objects.filter(id__in=ids).values_list("status", flat=True))
 
 
-@pytest.mark.parametrize("n", [pytest.param(200, id="200-tasks"),
-                               pytest.param(1000, id="1000-tasks", marks=pytest.mark.stress)])
+@pytest.mark.parametrize(
+    "n", [pytest.param(200, id="200-tasks"), pytest.param(1000, id="1000-tasks", marks=pytest.mark.stress)]
+)
 def test_a_burst_of_tasks_woken_at_once_never_runs_more_than_the_pools_limit(live, fleet, fake, n):
     pool_create(actor="user:alice", name="burst", max_running=LIMIT, max_queued=n)
     fleet.workers(WORKERS)
@@ -44,10 +45,18 @@ def test_a_burst_of_tasks_woken_at_once_never_runs_more_than_the_pools_limit(liv
     # (about 2 ms a task to submit and as much to put to sleep, on a loaded machine).
     now, until = db.fetchone("clock", {"seconds": 5 + n * 0.025})
     began = time.monotonic()
-    ids = [task_submit(agent="t.wake_burst", input={"until": until, "url": fake.url, "delay": 0.01},
-                       pool="burst", **ALICE).task_id for _ in range(n)]
-    wait_until(lambda: statuses(ids) == Counter({states.SLEEPING: n}), timeout=until - now,
-               interval=0.1, message=f"all {n} tasks to fall asleep")
+    ids = [
+        task_submit(
+            agent="t.wake_burst", input={"until": until, "url": fake.url, "delay": 0.01}, pool="burst", **ALICE
+        ).task_id
+        for _ in range(n)
+    ]
+    wait_until(
+        lambda: statuses(ids) == Counter({states.SLEEPING: n}),
+        timeout=until - now,
+        interval=0.1,
+        message=f"all {n} tasks to fall asleep",
+    )
     asleep_at, _ = db.fetchone("clock", {"seconds": 0})
     assert asleep_at < until, "every task must be asleep before the shared wake time"
     # n tasks asleep in an 8-slot pool: none of them holds a slot, a worker or a lease.
@@ -55,11 +64,17 @@ def test_a_burst_of_tasks_woken_at_once_never_runs_more_than_the_pools_limit(liv
     assert not fake.calls()
 
     with Sampler("burst", fake) as sampler:
-        wait_until(lambda: statuses(ids) == Counter({states.COMPLETED: n}), timeout=120 + n * 0.2,
-                   interval=0.1, message=f"all {n} tasks to wake and complete")
-    print(f"wake burst of {n}: asleep after {asleep_at - now:.1f}s, drained {time.monotonic() - began:.1f}s "
-          f"after the first submit; {len(sampler.samples)} samples, peaks: slots {sampler.peak(0)}, "
-          f"running {sampler.peak(1)}, attempts {sampler.peak(2)}, calls in flight {fake.peak_active}")
+        wait_until(
+            lambda: statuses(ids) == Counter({states.COMPLETED: n}),
+            timeout=120 + n * 0.2,
+            interval=0.1,
+            message=f"all {n} tasks to wake and complete",
+        )
+    print(
+        f"wake burst of {n}: asleep after {asleep_at - now:.1f}s, drained {time.monotonic() - began:.1f}s "
+        f"after the first submit; {len(sampler.samples)} samples, peaks: slots {sampler.peak(0)}, "
+        f"running {sampler.peak(1)}, attempts {sampler.peak(2)}, calls in flight {fake.peak_active}"
+    )
 
     assert len(sampler.samples) > 50, "the sampler must have watched the drain"
     # PostgreSQL's view and the outside world's: never more than the limit at once ...
@@ -72,8 +87,9 @@ def test_a_burst_of_tasks_woken_at_once_never_runs_more_than_the_pools_limit(liv
     assert sampler.peak(4) == 0
     assert len(fake.calls()) == n and Slot.objects.filter(pool="burst", task__isnull=False).count() == 0
     # Each slept once and woke once, and none woke before the shared time.
-    ends = Counter(tuple(Attempt.objects.filter(task_id=i).order_by("epoch").values_list("reason", "end_reason"))
-                   for i in ids)
+    ends = Counter(
+        tuple(Attempt.objects.filter(task_id=i).order_by("epoch").values_list("reason", "end_reason")) for i in ids
+    )
     assert ends == Counter({(("first", "sleep"), ("resume", "complete")): n})
     first_woken = Attempt.objects.filter(task_id__in=ids, epoch=2).order_by("started_at").first()
     assert first_woken.started_at.timestamp() >= until

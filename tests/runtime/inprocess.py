@@ -40,7 +40,8 @@ def recover(task_id) -> None:
 
     def recovered():
         Attempt.objects.filter(task_id=task_id, ended_at__isnull=True).update(
-            lease_expires_at=djtz.now() - timedelta(seconds=1))
+            lease_expires_at=djtz.now() - timedelta(seconds=1)
+        )
         sweep(supervisor_id="test")
         return Task.objects.get(id=task_id).status == states.QUEUED
 

@@ -54,8 +54,9 @@ def two_chains(live):
     a, b = submit("t.steps", {"n": 1}), submit("t.steps", {"n": 1})
     run()
     rows_a, rows_b = chain(a), chain(b)
-    assert [r.kind for r in rows_a] == [r.kind for r in rows_b] == [
-        "task.submitted", "attempt.started", "task.completed"]
+    assert (
+        [r.kind for r in rows_a] == [r.kind for r in rows_b] == ["task.submitted", "attempt.started", "task.completed"]
+    )
     assert rows_a[0].id < rows_b[0].id < rows_a[1].id
     assert audit_verify() is None and every_bad_row() == set()
     return rows_a, rows_b
@@ -64,12 +65,15 @@ def two_chains(live):
 # --- append-only -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("statement", [
-    "UPDATE steward_audit SET data = '{\"forged\": true}'::jsonb WHERE id = %(id)s",
-    "UPDATE steward_audit SET actor = 'user:mallory' WHERE id = %(id)s",
-    "DELETE FROM steward_audit WHERE id = %(id)s",
-    "DELETE FROM steward_audit",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE steward_audit SET data = '{\"forged\": true}'::jsonb WHERE id = %(id)s",
+        "UPDATE steward_audit SET actor = 'user:mallory' WHERE id = %(id)s",
+        "DELETE FROM steward_audit WHERE id = %(id)s",
+        "DELETE FROM steward_audit",
+    ],
+)
 def test_postgres_refuses_to_update_or_delete_audit_rows(two_chains, statement):
     row = two_chains[0][1]
     rows = AuditEvent.objects.count()  # the two chains, and the default pool's pool.created
@@ -131,7 +135,7 @@ def test_failures_and_operator_transitions_are_chained_too(live):
         ("task.submitted", "user:alice"),
         ("attempt.started", "worker:test"),
         ("task.sleeping", "worker:test"),
-        ("task.stopping", "user:alice"),   # admission closed, timer dropped
+        ("task.stopping", "user:alice"),  # admission closed, timer dropped
         ("task.cancelled", "user:alice"),  # nothing ran: every boundary acknowledged at once
         ("task.resumed", "user:alice"),
     ]
@@ -153,8 +157,10 @@ def audit_insert_fails(live):
 
     def fail(kind: str) -> None:
         with connection.cursor() as cur:
-            cur.execute("CREATE TRIGGER test_refuse_audit_kind BEFORE INSERT ON steward_audit FOR EACH ROW "
-                        f"EXECUTE FUNCTION test_refuse_audit_kind('{kind}')")
+            cur.execute(
+                "CREATE TRIGGER test_refuse_audit_kind BEFORE INSERT ON steward_audit FOR EACH ROW "
+                f"EXECUTE FUNCTION test_refuse_audit_kind('{kind}')"
+            )
 
     yield fail
     with connection.cursor() as cur:
@@ -162,11 +168,19 @@ def audit_insert_fails(live):
         cur.execute("DROP FUNCTION test_refuse_audit_kind()")
 
 
-@pytest.mark.parametrize("kind, act, status_stays", [
-    ("attempt.started", lambda task_id: run(), states.QUEUED),
-    ("task.completed", lambda task_id: run(), states.RUNNING),
-    ("task.cancelled", lambda task_id: task_stop(task_id=task_id, actor="user:alice", reason="test"), states.QUEUED),
-], ids=["claim", "complete", "cancel"])
+@pytest.mark.parametrize(
+    "kind, act, status_stays",
+    [
+        ("attempt.started", lambda task_id: run(), states.QUEUED),
+        ("task.completed", lambda task_id: run(), states.RUNNING),
+        (
+            "task.cancelled",
+            lambda task_id: task_stop(task_id=task_id, actor="user:alice", reason="test"),
+            states.QUEUED,
+        ),
+    ],
+    ids=["claim", "complete", "cancel"],
+)
 def test_a_transition_whose_audit_row_cannot_be_written_does_not_happen(audit_insert_fails, kind, act, status_stays):
     task_id = submit("t.steps", {"n": 1})
     audit_insert_fails(kind)
@@ -181,13 +195,16 @@ def test_a_transition_whose_audit_row_cannot_be_written_does_not_happen(audit_in
 # --- verify ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("column, forged", [
-    ("data", "'{\"epoch\": 7}'::jsonb"),
-    ("actor", "'user:mallory'"),
-    ("kind", "'attempt.forged'"),
-    ("at", "at - interval '1 hour'"),
-    ("tenant", "'other'"),
-])
+@pytest.mark.parametrize(
+    "column, forged",
+    [
+        ("data", "'{\"epoch\": 7}'::jsonb"),
+        ("actor", "'user:mallory'"),
+        ("kind", "'attempt.forged'"),
+        ("at", "at - interval '1 hour'"),
+        ("tenant", "'other'"),
+    ],
+)
 def test_verify_names_an_altered_row(two_chains, column, forged):
     (_, altered, _), _ = two_chains
 
@@ -215,7 +232,8 @@ def test_verify_names_the_next_row_when_an_altered_row_was_rehashed(two_chains):
     bypassing_the_triggers(
         f"UPDATE steward_audit SET data = {forged}, hash = steward_audit_hash("
         f"prev_hash, chain, chain_seq, at, actor, tenant, task_id, kind, {forged}) WHERE id = %s",
-        [altered.id])
+        [altered.id],
+    )
 
     assert audit_verify() == Tampered(id=after.id, chain=after.chain, chain_seq=3, problem="link")
     assert every_bad_row() == {after.id}
@@ -223,8 +241,9 @@ def test_verify_names_the_next_row_when_an_altered_row_was_rehashed(two_chains):
 
 def test_verify_reports_the_first_bad_row_by_id(two_chains):
     rows_a, rows_b = two_chains
-    bypassing_the_triggers("UPDATE steward_audit SET actor = 'user:mallory' WHERE id IN (%s, %s)",
-                           [rows_a[2].id, rows_b[1].id])
+    bypassing_the_triggers(
+        "UPDATE steward_audit SET actor = 'user:mallory' WHERE id IN (%s, %s)", [rows_a[2].id, rows_b[1].id]
+    )
 
     assert audit_verify().id == min(rows_a[2].id, rows_b[1].id)
     assert every_bad_row() == {rows_a[2].id, rows_b[1].id}

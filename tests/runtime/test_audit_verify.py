@@ -38,9 +38,13 @@ def trail(live):
 TAMPERINGS = {
     "altered": ("UPDATE steward_audit SET actor = 'user:mallory' WHERE id = %s", "hash", 0),
     "deleted": ("DELETE FROM steward_audit WHERE id = %s", "gap", 1),
-    "rehashed": ("UPDATE steward_audit SET data = '{\"epoch\": 7}'::jsonb, hash = steward_audit_hash("
-                 "prev_hash, chain, chain_seq, at, actor, tenant, task_id, kind, '{\"epoch\": 7}'::jsonb) "
-                 "WHERE id = %s", "link", 1),
+    "rehashed": (
+        "UPDATE steward_audit SET data = '{\"epoch\": 7}'::jsonb, hash = steward_audit_hash("
+        "prev_hash, chain, chain_seq, at, actor, tenant, task_id, kind, '{\"epoch\": 7}'::jsonb) "
+        "WHERE id = %s",
+        "link",
+        1,
+    ),
 }
 
 
@@ -67,8 +71,20 @@ def restore(row: AuditEvent) -> None:
     bypassing_the_triggers(
         "INSERT INTO steward_audit (id, chain, chain_seq, at, actor, tenant, task_id, kind, data, prev_hash, hash) "
         "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s)",
-        [row.id, row.chain, row.chain_seq, row.at, row.actor, row.tenant, row.task_id, row.kind,
-         __import__("json").dumps(row.data), bytes(row.prev_hash), bytes(row.hash)])
+        [
+            row.id,
+            row.chain,
+            row.chain_seq,
+            row.at,
+            row.actor,
+            row.tenant,
+            row.task_id,
+            row.kind,
+            __import__("json").dumps(row.data),
+            bytes(row.prev_hash),
+            bytes(row.hash),
+        ],
+    )
     assert audit_verify() is None
 
 
@@ -95,8 +111,9 @@ def test_verify_after_an_id_checks_only_later_rows_each_linked_to_the_row_before
     by_id = sorted(rows, key=lambda r: r.id)
     point = by_id[6].id
     before, after = by_id[2], by_id[9]
-    bypassing_the_triggers("UPDATE steward_audit SET actor = 'user:mallory' WHERE id IN (%s, %s)",
-                           [before.id, after.id])
+    bypassing_the_triggers(
+        "UPDATE steward_audit SET actor = 'user:mallory' WHERE id IN (%s, %s)", [before.id, after.id]
+    )
 
     assert audit_verify(after_id=point, batch=2) == Tampered(after.id, after.chain, after.chain_seq, "hash")
     assert {bad.id for bad in audit_problems()} == {before.id, after.id}  # a full verify sees both
@@ -148,8 +165,7 @@ def test_the_cli_verifies_after_an_id_and_reports_progress_on_stderr(trail):
 
     bypassing_the_triggers("UPDATE steward_audit SET kind = 'forged' WHERE id = %s", [last])
     with pytest.raises(CommandError) as failed:
-        call_command("steward", "audit", "verify", "--after", str(last - 3), stdout=io.StringIO(),
-                     stderr=io.StringIO())
+        call_command("steward", "audit", "verify", "--after", str(last - 3), stdout=io.StringIO(), stderr=io.StringIO())
     assert failed.value.returncode == 3 and f"audit row {last} " in str(failed.value)
 
 
@@ -173,14 +189,21 @@ def test_chain_ranges_verified_at_once_find_tampering_on_either_side_of_each_cut
     _, rows = trail
     chains = sorted({r.chain for r in rows})
     real = audit_module.db.fetchone
-    monkeypatch.setattr(audit_module.db, "fetchone", lambda name, params=(): (
-        [[chains[1], chains[3]]] if name == "audit_chain_cuts" else real(name, params)))
+    monkeypatch.setattr(
+        audit_module.db,
+        "fetchone",
+        lambda name, params=(): [[chains[1], chains[3]]] if name == "audit_chain_cuts" else real(name, params),
+    )
     assert [(a, b) for a, _, _, b in audit_module._chain_ranges(3)] == [
-        ("", chains[1]), (chains[1], chains[3]), (chains[3], chains[-1])]
+        ("", chains[1]),
+        (chains[1], chains[3]),
+        (chains[3], chains[-1]),
+    ]
     last_before = max((r for r in rows if r.chain == chains[1]), key=lambda r: r.chain_seq)
     first_after = min((r for r in rows if r.chain == chains[2]), key=lambda r: r.chain_seq)
-    bypassing_the_triggers("UPDATE steward_audit SET actor = 'user:mallory' WHERE id IN (%s, %s)",
-                           [last_before.id, first_after.id])
+    bypassing_the_triggers(
+        "UPDATE steward_audit SET actor = 'user:mallory' WHERE id IN (%s, %s)", [last_before.id, first_after.id]
+    )
 
     heard = []
     found = audit_problems(streams=3, batch=2, progress=heard.append)

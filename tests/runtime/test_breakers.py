@@ -33,11 +33,19 @@ def assert_tripped(task_id, breaker: str, *, limit: int, observed) -> Task:
     t = task(task_id)
     assert (t.status, t.blocked_reason, t.breaker) == (states.BLOCKED, states.BREAKER_TRIPPED, breaker)
     assert (t.error["code"], t.error["breaker"], t.error["limit"], t.error["observed"]) == (
-        "BREAKER_TRIPPED", breaker, limit, observed)
+        "BREAKER_TRIPPED",
+        breaker,
+        limit,
+        observed,
+    )
     assert breaker in t.error["message"] and "resume" in t.status_note
     event = blocked_event(task_id)
     assert (event.data["blocked_reason"], event.data["breaker"], event.data["limit"], event.data["observed"]) == (
-        states.BREAKER_TRIPPED, breaker, limit, observed)
+        states.BREAKER_TRIPPED,
+        breaker,
+        limit,
+        observed,
+    )
     assert Attempt.objects.filter(task_id=task_id).order_by("-epoch").first().end_reason == "trip"
     return t
 
@@ -47,6 +55,7 @@ def children_of(task_id) -> int:
 
 
 # --- fan-out -------------------------------------------------------------------------------
+
 
 def test_a_spawn_past_the_childrens_maximum_blocks_the_task_and_journals_nothing():
     t = submit("t.fanout", {"n": 5})
@@ -58,7 +67,8 @@ def test_a_spawn_past_the_childrens_maximum_blocks_the_task_and_journals_nothing
     # The tree is paused: the three children, queued, are held for the operator too
     # (tests/runtime/test_tree_pause.py).
     assert [(c.status, c.blocked_reason) for c in Task.objects.filter(parent_id=t)] == [
-        (states.BLOCKED, states.TREE_PAUSED)] * 3
+        (states.BLOCKED, states.TREE_PAUSED)
+    ] * 3
     # Nothing re-runs it by itself.
     sweep(supervisor_id="test")
     assert run() == 0 and task(t).status == states.BLOCKED
@@ -76,11 +86,18 @@ def test_resuming_without_raising_the_limit_trips_again_and_raising_it_completes
     run()
     done = task(t)
     assert (done.status, done.output, done.breaker, done.blocked_reason) == (
-        states.COMPLETED, {"values": [0, 2, 4, 6, 8]}, None, None)
+        states.COMPLETED,
+        {"values": [0, 2, 4, 6, 8]},
+        None,
+        None,
+    )
     assert done.breaker_limits == {"max_children": 5} and children_of(t) == 5
     resumed = AuditEvent.objects.filter(task_id=t, kind="task.resumed").order_by("chain_seq").last()
     assert (resumed.actor, resumed.data["breaker"], resumed.data["limits"]) == (
-        "user:alice", states.FANOUT_CHILDREN, {"max_children": 5})
+        "user:alice",
+        states.FANOUT_CHILDREN,
+        {"max_children": 5},
+    )
 
 
 def test_a_spawn_deeper_than_the_trees_maximum_blocks_the_spawner_and_pauses_its_waiting_ancestors():
@@ -92,8 +109,7 @@ def test_a_spawn_deeper_than_the_trees_maximum_blocks_the_spawner_and_pauses_its
     # The root is at depth 0: depths 1 and 2 are admitted, the third level is refused.
     assert len(chain) == 3
     assert_tripped(chain[-1], states.FANOUT_DEPTH, limit=2, observed=3)
-    assert [(task(i).status, task(i).blocked_reason) for i in chain[:-1]] == [
-        (states.BLOCKED, states.TREE_PAUSED)] * 2
+    assert [(task(i).status, task(i).blocked_reason) for i in chain[:-1]] == [(states.BLOCKED, states.TREE_PAUSED)] * 2
     assert all(task(i).root_id == root for i in chain)
 
 
@@ -108,6 +124,7 @@ def test_a_burst_of_spawns_past_the_trees_rate_blocks_the_task():
 
 
 # --- runaway -------------------------------------------------------------------------------
+
 
 def test_a_step_past_the_maximum_blocks_the_task_before_the_step_runs():
     t = submit("t.loop", {"steps": 8})
@@ -150,9 +167,12 @@ def test_wall_clock_counts_a_durable_sleep_and_trips_at_the_step_after_it():
 
 # --- where the limits come from, and what is refused ----------------------------------------
 
+
 def test_an_operators_limit_overrides_the_agents_which_overrides_the_fleets(settings):
-    settings.STEWARD = {**settings.STEWARD, "BREAKERS": {**settings.STEWARD["BREAKERS"], "max_steps": 7,
-                                                         "max_children": 9}}
+    settings.STEWARD = {
+        **settings.STEWARD,
+        "BREAKERS": {**settings.STEWARD["BREAKERS"], "max_steps": 7, "max_children": 9},
+    }
     assert limits_for("t.steps")["max_steps"] == 7
     assert limits_for("t.loop")["max_steps"] == 5  # the agent's declaration
     assert limits_for("t.loop", {"max_steps": 50})["max_steps"] == 50
@@ -217,6 +237,7 @@ def test_a_task_blocked_on_an_unknown_effect_is_still_not_resumed_by_raising_a_l
 
 # --- the CLI -----------------------------------------------------------------------------
 
+
 def test_the_cli_shows_the_breaker_and_resume_raises_the_limit():
     t = submit("t.loop", {"steps": 8})
     run()
@@ -228,14 +249,17 @@ def test_the_cli_shows_the_breaker_and_resume_raises_the_limit():
     assert task(t).status == states.COMPLETED
 
 
-@pytest.mark.parametrize("given, code", [
-    ("max_steps=0", "ARGUMENT_OUT_OF_RANGE"),
-    ("max_steps=" + "9" * 5000, "ARGUMENT_OUT_OF_RANGE"),
-    ("max_steps=٣", "ARGUMENT_OUT_OF_RANGE"),
-    ("max_steps=1.5", "ARGUMENT_OUT_OF_RANGE"),
-    ("max_steps", "INVALID_ARGUMENT"),
-    ("max_stepz=5", "INVALID_ARGUMENT"),
-])
+@pytest.mark.parametrize(
+    "given, code",
+    [
+        ("max_steps=0", "ARGUMENT_OUT_OF_RANGE"),
+        ("max_steps=" + "9" * 5000, "ARGUMENT_OUT_OF_RANGE"),
+        ("max_steps=٣", "ARGUMENT_OUT_OF_RANGE"),
+        ("max_steps=1.5", "ARGUMENT_OUT_OF_RANGE"),
+        ("max_steps", "INVALID_ARGUMENT"),
+        ("max_stepz=5", "INVALID_ARGUMENT"),
+    ],
+)
 def test_the_cli_refuses_a_hostile_limit_with_its_code(given, code):
     t = submit("t.loop", {"steps": 8})
     run()

@@ -53,9 +53,12 @@ def test_racing_spawns_of_one_task_never_admit_more_than_its_maximum_of_children
         got = claim_next(pool=default_pool_name(), worker="test")
         assert got.lease.task_id == root
 
-        results = race(RACERS, lambda i, got=got: children.spawn(
-            got.lease, i, None, agent="t.child", input={"value": i}, owner="user:alice", root_id=root,
-            limits=limits))
+        results = race(
+            RACERS,
+            lambda i, got=got: children.spawn(
+                got.lease, i, None, agent="t.child", input={"value": i}, owner="user:alice", root_id=root, limits=limits
+            ),
+        )
         counted = Counter(outcome(r) for r in results)
         outcomes.update(counted)
         made = Task.objects.filter(parent_id=root).count()
@@ -78,14 +81,28 @@ def test_racing_spawns_across_one_tree_never_pass_the_trees_rate(trials):
     for trial in range(trials):
         root = task_submit(agent="t.fanout", input={"n": 0, "trial": trial}, **ALICE).task_id
         up = claim_next(pool=default_pool_name(), worker="test")
-        kids = [children.spawn(up.lease, i, None, agent="t.fanout", input={"n": 0}, owner="user:alice",
-                               root_id=root, limits=limits) for i in range(5)]
+        kids = [
+            children.spawn(
+                up.lease, i, None, agent="t.fanout", input={"n": 0}, owner="user:alice", root_id=root, limits=limits
+            )
+            for i in range(5)
+        ]
         leases = [up.lease] + [claim_next(pool=default_pool_name(), worker="test").lease for _ in kids]
         assert {lease.task_id for lease in leases} == {root, *kids}
 
-        results = race(RACERS, lambda i, leases=leases: children.spawn(
-            leases[i], 100 + i, None, agent="t.child", input={"value": i}, owner="user:alice", root_id=root,
-            limits=limits))
+        results = race(
+            RACERS,
+            lambda i, leases=leases: children.spawn(
+                leases[i],
+                100 + i,
+                None,
+                agent="t.child",
+                input={"value": i},
+                owner="user:alice",
+                root_id=root,
+                limits=limits,
+            ),
+        )
         outcomes.update(outcome(r) for r in results)
         made = Task.objects.filter(root_id=root, parent_id__isnull=False).count()
         outcomes[f"{made} spawned in the tree"] += 1

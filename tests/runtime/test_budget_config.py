@@ -81,8 +81,10 @@ def test_a_hostile_quota_is_refused_with_its_code_and_writes_nothing(db, changes
 def test_only_a_person_changes_budgets_and_quotas(db, actor):
     before = snapshot()
     assert refused(budget_set, tenant="acme", actor=actor, task_tokens=5) == "BUDGET_REQUIRES_PERSON"
-    assert refused(quota_set, tenant="acme", service="echo", calls=1, window_seconds=1,
-                   actor=actor) == "BUDGET_REQUIRES_PERSON"
+    assert (
+        refused(quota_set, tenant="acme", service="echo", calls=1, window_seconds=1, actor=actor)
+        == "BUDGET_REQUIRES_PERSON"
+    )
     assert refused(quota_remove, tenant="acme", service="echo", actor=actor) == "BUDGET_REQUIRES_PERSON"
     assert snapshot() == before
 
@@ -98,32 +100,43 @@ def test_each_change_is_audited_and_a_stale_version_is_a_conflict_that_writes_no
     assert snapshot() == before
     events = list(AuditEvent.objects.filter(tenant="acme", kind="budget.set").order_by("id"))
     assert [(e.actor, e.data["version"], e.data["after"]["task_tokens"]) for e in events] == [
-        (ADMIN, 1, 100), ("user:alice", 2, 100)]
+        (ADMIN, 1, 100),
+        ("user:alice", 2, 100),
+    ]
     assert events[1].data["before"] == {"task_tokens": 100, "tree_tokens": None, "tenant_tokens": None}
 
     q = quota_set(tenant="acme", service="echo", calls=5, window_seconds=60, actor=ADMIN)
-    assert refused(quota_set, tenant="acme", service="echo", calls=6, window_seconds=60, actor=ADMIN,
-                   version=q.version + 1) == "VERSION_CONFLICT"
+    assert (
+        refused(
+            quota_set, tenant="acme", service="echo", calls=6, window_seconds=60, actor=ADMIN, version=q.version + 1
+        )
+        == "VERSION_CONFLICT"
+    )
     assert refused(quota_remove, tenant="acme", service="echo", actor=ADMIN, version=9) == "VERSION_CONFLICT"
     quota_remove(tenant="acme", service="echo", actor=ADMIN, version=q.version, reason="done")
     assert not Quota.objects.exists()
     assert refused(quota_remove, tenant="acme", service="echo", actor=ADMIN) == "QUOTA_NOT_FOUND"
     assert [e.kind for e in AuditEvent.objects.filter(kind__startswith="quota.").order_by("id")] == [
-        "quota.set", "quota.removed"]
+        "quota.set",
+        "quota.removed",
+    ]
 
 
-@pytest.mark.parametrize("write", [
-    lambda: Budget.objects.create(tenant="acme", task_tokens=10**15, updated_by="user:dave"),
-    lambda: Quota.objects.create(tenant="acme", service="echo", calls=10**6, window_seconds=1, updated_by="x"),
-    lambda: TokenUsage.objects.filter(scope="tenant").delete(),
-    lambda: TokenUsage.objects.create(tenant="acme", scope="tenant", subject="acme", shard=0, tokens=-10**9),
-], ids=["budget", "quota", "usage-reset", "usage-forged"])
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda: Budget.objects.create(tenant="acme", task_tokens=10**15, updated_by="user:dave"),
+        lambda: Quota.objects.create(tenant="acme", service="echo", calls=10**6, window_seconds=1, updated_by="x"),
+        lambda: TokenUsage.objects.filter(scope="tenant").delete(),
+        lambda: TokenUsage.objects.create(tenant="acme", scope="tenant", subject="acme", shard=0, tokens=-(10**9)),
+    ],
+    ids=["budget", "quota", "usage-reset", "usage-forged"],
+)
 def test_while_agent_code_runs_its_connection_cannot_write_budgets_quotas_or_usage(db, write):
     TokenUsage.objects.create(tenant="acme", scope="tenant", subject="acme", shard=1, tokens=5)
     sql.execute("agent_code", {"task": "0193-some-task"})
     try:
-        with pytest.raises(Exception) as caught, \
-                transaction.atomic():
+        with pytest.raises(Exception) as caught, transaction.atomic():
             write()
         assert "refused at storage" in str(caught.value)
     finally:
@@ -141,12 +154,18 @@ CLI = [
     (["--actor", ADMIN, "budget-set", "--tenant", "acme", "--task-tokens", "\u0661\u0662"], "ARGUMENT_OUT_OF_RANGE"),
     (["--actor", ADMIN, "budget-set", "--tenant", "acme", "--task-tokens", "5", "--version", "x"], "INVALID_ARGUMENT"),
     (["--actor", "agent:t.steps", "budget-set", "--tenant", "acme", "--task-tokens", "5"], "BUDGET_REQUIRES_PERSON"),
-    (["--actor", ADMIN, "quota-set", "echo", "--tenant", "acme", "--calls", "1.5", "--window", "3"],
-     "INVALID_ARGUMENT"),
-    (["--actor", ADMIN, "quota-set", "echo", "--tenant", "acme", "--calls", "5", "--window", "0"],
-     "ARGUMENT_OUT_OF_RANGE"),
-    (["--actor", ADMIN, "quota-set", "BAD NAME", "--tenant", "acme", "--calls", "5", "--window", "3"],
-     "INVALID_IDENTIFIER"),
+    (
+        ["--actor", ADMIN, "quota-set", "echo", "--tenant", "acme", "--calls", "1.5", "--window", "3"],
+        "INVALID_ARGUMENT",
+    ),
+    (
+        ["--actor", ADMIN, "quota-set", "echo", "--tenant", "acme", "--calls", "5", "--window", "0"],
+        "ARGUMENT_OUT_OF_RANGE",
+    ),
+    (
+        ["--actor", ADMIN, "quota-set", "BAD NAME", "--tenant", "acme", "--calls", "5", "--window", "3"],
+        "INVALID_IDENTIFIER",
+    ),
     (["--actor", ADMIN, "quota-remove", "echo", "--tenant", "acme"], "QUOTA_NOT_FOUND"),
 ]
 

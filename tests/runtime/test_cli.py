@@ -46,12 +46,31 @@ def blocked_task_with_unknown_effect() -> tuple[Task, Effect]:
     leaves it (built directly: no worker runs in these tests)."""
     task = Task.objects.get(id=task_submit(agent="t.effect", input={"url": "http://127.0.0.1:9"}, **ALICE).task_id)
     now = timezone.now()
-    attempt = Attempt.objects.create(task=task, epoch=1, worker="w:1", reason=states.FIRST, started_at=now,
-                                     heartbeat_at=now, lease_expires_at=now, ended_at=now, end_reason="block")
+    attempt = Attempt.objects.create(
+        task=task,
+        epoch=1,
+        worker="w:1",
+        reason=states.FIRST,
+        started_at=now,
+        heartbeat_at=now,
+        lease_expires_at=now,
+        ended_at=now,
+        end_reason="block",
+    )
     Task.objects.filter(id=task.id).update(status=states.BLOCKED, blocked_reason=states.EFFECT_UNKNOWN, epoch=1)
-    effect = Effect.objects.create(key=f"{task.id}/1/submit", task=task, step_seq=1, name="submit",
-                                   effect_class=states.IRREVERSIBLE, keyed=False, state=states.UNKNOWN,
-                                   request_digest="0" * 64, attempt=attempt, epoch=1, sends=1)
+    effect = Effect.objects.create(
+        key=f"{task.id}/1/submit",
+        task=task,
+        step_seq=1,
+        name="submit",
+        effect_class=states.IRREVERSIBLE,
+        keyed=False,
+        state=states.UNKNOWN,
+        request_digest="0" * 64,
+        attempt=attempt,
+        epoch=1,
+        sends=1,
+    )
     return task, effect
 
 
@@ -147,7 +166,9 @@ def test_effects_lists_the_ledger_and_resolve_effect_settles_one_and_unblocks_it
     assert (effect.state, effect.resolved_by) == (states.EFFECT_FAILED, "user:alice")
     assert Task.objects.get(id=task.id).status == states.QUEUED
     assert list(AuditEvent.objects.filter(task_id=task.id).order_by("id").values_list("kind", flat=True))[-2:] == [
-        "effect.resolved", "task.unblocked"]
+        "effect.resolved",
+        "task.unblocked",
+    ]
 
 
 def test_pools_shows_limits_and_usage_and_pool_changes_them(db):
@@ -194,15 +215,20 @@ def test_cancel_and_resume_print_what_they_did(db):
 def test_audit_verify_prints_verified_and_how_many_rows_it_checked(live):
     # live, not db: verify reads chain ranges on connections of its own, which see only
     # committed rows.
-    assert re.fullmatch(r"audit trail verified: every chain is intact, and so is every seal \(0 rows in \d+\.\d s\)\n",
-                        steward("audit", "verify"))
+    assert re.fullmatch(
+        r"audit trail verified: every chain is intact, and so is every seal \(0 rows in \d+\.\d s\)\n",
+        steward("audit", "verify"),
+    )
     task_submit(agent="t.steps", input={}, **ALICE)
 
     out = steward("audit", "verify")
 
-    checked = re.fullmatch(r"audit trail verified: every chain is intact, and so is every seal \((\d+) rows in "
-                           r"\d+\.\d s, "
-                           r"[\d,]+ rows/s\)\n", out)
+    checked = re.fullmatch(
+        r"audit trail verified: every chain is intact, and so is every seal \((\d+) rows in "
+        r"\d+\.\d s, "
+        r"[\d,]+ rows/s\)\n",
+        out,
+    )
     assert checked, out
     assert int(checked.group(1)) == AuditEvent.objects.count() == 2  # the default pool's creation, the submit
 
@@ -273,8 +299,9 @@ def test_resolving_an_effect_that_is_not_unknown_names_its_state(db, state):
 
     message = refused("resolve-effect", str(effect.id), "--as", "committed")
 
-    assert message == (f"INVALID_TRANSITION: effect #{effect.id} is {state}, not unknown: "
-                       f"only an unknown effect is resolved")
+    assert message == (
+        f"INVALID_TRANSITION: effect #{effect.id} is {state}, not unknown: only an unknown effect is resolved"
+    )
     assert (Effect.objects.get(id=effect.id).state, AuditEvent.objects.count()) == (state, audit_rows)
 
 
@@ -318,8 +345,15 @@ def test_stop_summary_prints_each_boundary_in_words_and_json_prints_it_whole(db)
     task_id = task_submit(agent="t.steps", input={}, **ALICE).task_id
     Task.objects.filter(id=task_id).update(status=states.RUNNING, epoch=1)
     now = timezone.now()
-    Attempt.objects.create(task_id=task_id, epoch=1, worker="vm:1", reason=states.FIRST, started_at=now,
-                           heartbeat_at=now, lease_expires_at=now + timezone.timedelta(seconds=30))
+    Attempt.objects.create(
+        task_id=task_id,
+        epoch=1,
+        worker="vm:1",
+        reason=states.FIRST,
+        started_at=now,
+        heartbeat_at=now,
+        lease_expires_at=now + timezone.timedelta(seconds=30),
+    )
     out = steward("stop", str(task_id)[:13], "--reason", "runaway")
     assert f"  {task_id}  stopping\n" in out and f"follow it: steward stop-summary {task_id}" in out
 
@@ -353,7 +387,8 @@ def test_agent_stop_closes_submission_until_agent_reopen(live):
     assert refused("submit", "t.steps", "--tenant", "acme").startswith("AGENT_STOPPED: ")
     assert steward("agent-reopen", "t.steps", "--tenant", "acme") == "agent t.steps is open in acme\n"
     assert steward("agent-reopen", "t.steps", "--tenant", "acme") == (
-        "agent t.steps is open in acme (it was open already)\n")
+        "agent t.steps is open in acme (it was open already)\n"
+    )
     assert "submitted" in steward("submit", "t.steps", "--tenant", "acme")
 
 
@@ -361,8 +396,14 @@ def test_agent_stop_closes_submission_until_agent_reopen(live):
 
 
 def run_manage(child_env, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", "steward", "--actor", "user:alice", *args], cwd=REPO,
-                          env=child_env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "manage.py", "steward", "--actor", "user:alice", *args],
+        cwd=REPO,
+        env=child_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_the_real_command_exits_0_on_success_and_2_with_the_code_on_a_refusal(live, child_env):

@@ -53,8 +53,7 @@ def manage(*argv: str) -> Ran:
     test's transaction, so that one call is stubbed."""
     out, err = io.StringIO(), io.StringIO()
     code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
-            mock.patch.object(connections, "close_all"):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), mock.patch.object(connections, "close_all"):
         try:
             execute_from_command_line(["manage.py", "steward", *argv])
         except SystemExit as exit_:
@@ -87,8 +86,16 @@ def world(db, tmp_path):
         (tmp_path / name).write_bytes(content)
     # Tasks submitted together share the start of their (time-ordered) ids.
     shared = os.path.commonprefix([str(queued), str(blocked.id)])
-    return {"task": str(queued), "blocked": str(blocked.id), "effect": str(effect.id), "tmp": str(tmp_path),
-            "shared": shared, "cancelled": str(cancelled), "completed": str(completed), "settled": str(settled.id)}
+    return {
+        "task": str(queued),
+        "blocked": str(blocked.id),
+        "effect": str(effect.id),
+        "tmp": str(tmp_path),
+        "shared": shared,
+        "cancelled": str(cancelled),
+        "completed": str(completed),
+        "settled": str(settled.id),
+    }
 
 
 # A valid call of every command, to which the bad --actor rows are added.
@@ -114,13 +121,19 @@ COMMANDS = {
     "agents": ["agents"],
     "grants": ["grants", "list", "--tenant", "acme"],
 }
-BAD_ACTORS = {"over-long": "u" * 201, "nul": "user:\x00alice", "newline": "user:alice\nuser:root",
-              "not-utf8": NOT_UTF8, "empty": ""}
+BAD_ACTORS = {
+    "over-long": "u" * 201,
+    "nul": "user:\x00alice",
+    "newline": "user:alice\nuser:root",
+    "not-utf8": NOT_UTF8,
+    "empty": "",
+}
 ACTOR_CODE = {"not-utf8": "INVALID_ENCODING"}
 
 ROWS = [
     (f"{command}-actor-{kind}", ["--actor", actor, *argv], ACTOR_CODE.get(kind, "INVALID_IDENTIFIER"))
-    for command, argv in COMMANDS.items() for kind, actor in BAD_ACTORS.items()
+    for command, argv in COMMANDS.items()
+    for kind, actor in BAD_ACTORS.items()
 ] + [
     # submit: the input
     ("submit-input-deep-980", ["submit", "t.steps", "--input", DEEP_980], "INPUT_TOO_DEEP"),
@@ -128,8 +141,7 @@ ROWS = [
     ("submit-input-deep-65", ["submit", "t.steps", "--input", DEEP_65], "INPUT_TOO_DEEP"),
     ("submit-input-deep-file", ["submit", "t.steps", "--input", "@{tmp}/deep.json"], "INPUT_TOO_DEEP"),
     ("submit-input-huge-text", ["submit", "t.steps", "--input", " " * (5 * LIMIT) + "{}"], "INPUT_TOO_LARGE"),
-    ("submit-input-huge-value", ["submit", "t.steps", "--input", '{"b": "' + "x" * LIMIT + '"}'],
-     "INPUT_TOO_LARGE"),
+    ("submit-input-huge-value", ["submit", "t.steps", "--input", '{"b": "' + "x" * LIMIT + '"}'], "INPUT_TOO_LARGE"),
     ("submit-input-huge-file", ["submit", "t.steps", "--input", "@{tmp}/huge.json"], "INPUT_TOO_LARGE"),
     ("submit-input-dev-zero", ["submit", "t.steps", "--input", "@/dev/zero"], "INPUT_TOO_LARGE"),
     ("submit-input-malformed", ["submit", "t.steps", "--input", "{not json"], "INVALID_INPUT"),
@@ -224,18 +236,36 @@ ROWS = [
     ("resolve-as-unknown", ["resolve-effect", "{effect}", "--as", "maybe"], "INVALID_ARGUMENT"),
     ("resolve-not-unknown", ["resolve-effect", "{settled}", "--as", "committed"], "INVALID_TRANSITION"),
     ("resolve-as-missing", ["resolve-effect", "{effect}"], "INVALID_ARGUMENT"),
-    ("resolve-receipt-deep", ["resolve-effect", "{effect}", "--as", "committed", "--receipt", DEEP_980],
-     "INPUT_TOO_DEEP"),
-    ("resolve-receipt-nul", ["resolve-effect", "{effect}", "--as", "committed", "--receipt", '{"r": "\\u0000"}'],
-     "INVALID_STRING"),
-    ("resolve-receipt-digits", ["resolve-effect", "{effect}", "--as", "committed", "--receipt", DIGITS],
-     "NUMBER_OUT_OF_RANGE"),
-    ("resolve-receipt-malformed", ["resolve-effect", "{effect}", "--as", "committed", "--receipt", "{"],
-     "INVALID_INPUT"),
-    ("resolve-receipt-latin1", ["resolve-effect", "{effect}", "--as", "committed", "--receipt",
-                                "@{tmp}/latin1.json"], "INVALID_ENCODING"),
-    ("resolve-note-over-long", ["resolve-effect", "{effect}", "--as", "failed", "--note", "n" * 2001],
-     "INVALID_STRING"),
+    (
+        "resolve-receipt-deep",
+        ["resolve-effect", "{effect}", "--as", "committed", "--receipt", DEEP_980],
+        "INPUT_TOO_DEEP",
+    ),
+    (
+        "resolve-receipt-nul",
+        ["resolve-effect", "{effect}", "--as", "committed", "--receipt", '{"r": "\\u0000"}'],
+        "INVALID_STRING",
+    ),
+    (
+        "resolve-receipt-digits",
+        ["resolve-effect", "{effect}", "--as", "committed", "--receipt", DIGITS],
+        "NUMBER_OUT_OF_RANGE",
+    ),
+    (
+        "resolve-receipt-malformed",
+        ["resolve-effect", "{effect}", "--as", "committed", "--receipt", "{"],
+        "INVALID_INPUT",
+    ),
+    (
+        "resolve-receipt-latin1",
+        ["resolve-effect", "{effect}", "--as", "committed", "--receipt", "@{tmp}/latin1.json"],
+        "INVALID_ENCODING",
+    ),
+    (
+        "resolve-note-over-long",
+        ["resolve-effect", "{effect}", "--as", "failed", "--note", "n" * 2001],
+        "INVALID_STRING",
+    ),
     ("resolve-note-nul", ["resolve-effect", "{effect}", "--as", "failed", "--note", "\x00"], "INVALID_STRING"),
     # resume and cancel
     ("resume-malformed", ["resume", "nope"], "TASK_NOT_FOUND"),
@@ -276,18 +306,25 @@ ROWS = [
     ("rerun-malformed", ["rerun", "nope", "--reason", "x"], "TASK_NOT_FOUND"),
     ("agent-stop-tenant-missing", ["agent-stop", "t.steps", "--reason", "x"], "INVALID_ARGUMENT"),
     ("agent-stop-reason-missing", ["agent-stop", "t.steps", "--tenant", "acme"], "INVALID_ARGUMENT"),
-    ("agent-stop-reason-blank", ["agent-stop", "t.steps", "--tenant", "acme", "--reason", " "],
-     "INVALID_ARGUMENT"),
-    ("agent-stop-agent-over-long", ["agent-stop", "a" * 201, "--tenant", "acme", "--reason", "x"],
-     "INVALID_IDENTIFIER"),
+    ("agent-stop-reason-blank", ["agent-stop", "t.steps", "--tenant", "acme", "--reason", " "], "INVALID_ARGUMENT"),
+    (
+        "agent-stop-agent-over-long",
+        ["agent-stop", "a" * 201, "--tenant", "acme", "--reason", "x"],
+        "INVALID_IDENTIFIER",
+    ),
     ("agent-stop-agent-nul", ["agent-stop", "t.\x00", "--tenant", "acme", "--reason", "x"], "INVALID_IDENTIFIER"),
-    ("agent-stop-tenant-over-long", ["agent-stop", "t.steps", "--tenant", "t" * 101, "--reason", "x"],
-     "INVALID_IDENTIFIER"),
-    ("agent-stop-tenant-not-utf8", ["agent-stop", "t.steps", "--tenant", NOT_UTF8, "--reason", "x"],
-     "INVALID_ENCODING"),
+    (
+        "agent-stop-tenant-over-long",
+        ["agent-stop", "t.steps", "--tenant", "t" * 101, "--reason", "x"],
+        "INVALID_IDENTIFIER",
+    ),
+    (
+        "agent-stop-tenant-not-utf8",
+        ["agent-stop", "t.steps", "--tenant", NOT_UTF8, "--reason", "x"],
+        "INVALID_ENCODING",
+    ),
     ("agent-reopen-tenant-missing", ["agent-reopen", "t.steps"], "INVALID_ARGUMENT"),
-    ("agent-reopen-reason-nul", ["agent-reopen", "t.steps", "--tenant", "acme", "--reason", "\x00"],
-     "INVALID_STRING"),
+    ("agent-reopen-reason-nul", ["agent-reopen", "t.steps", "--tenant", "acme", "--reason", "\x00"], "INVALID_STRING"),
     ("agent-reopen-agent-control", ["agent-reopen", "t.\x1b[2J", "--tenant", "acme"], "INVALID_IDENTIFIER"),
     # audit
     ("audit-action-unknown", ["audit", "rewrite"], "INVALID_ARGUMENT"),
@@ -305,12 +342,17 @@ ROWS = [
     # grants (tests/runtime/authz/test_grants_cli.py has the rest)
     ("grants-no-tenant", ["grants", "list"], "INVALID_ARGUMENT"),
     ("grants-state-unknown", ["grants", "list", "--tenant", "acme", "--state", "gone"], "INVALID_ARGUMENT"),
-    ("grants-resource-pattern", ["grants", "list", "--tenant", "acme", "--resource", "a*b"],
-     "INVALID_RESOURCE_PATTERN"),
-    ("grants-principal-robot", ["grants", "list", "--tenant", "acme", "--principal", "robot:x"],
-     "INVALID_IDENTIFIER"),
-    ("grants-actor-not-a-person", ["grants", "revoke", "1", "--tenant", "acme", "--reason", "x"],
-     "GRANT_REQUIRES_PERSON"),
+    (
+        "grants-resource-pattern",
+        ["grants", "list", "--tenant", "acme", "--resource", "a*b"],
+        "INVALID_RESOURCE_PATTERN",
+    ),
+    ("grants-principal-robot", ["grants", "list", "--tenant", "acme", "--principal", "robot:x"], "INVALID_IDENTIFIER"),
+    (
+        "grants-actor-not-a-person",
+        ["grants", "revoke", "1", "--tenant", "acme", "--reason", "x"],
+        "GRANT_REQUIRES_PERSON",
+    ),
     ("grants-id-not-a-number", ["grants", "revoke", "one", "--tenant", "acme"], "INVALID_ARGUMENT"),
     # pool
     ("pool-unknown", ["pool", "nosuch", "--max-running", "3"], "UNKNOWN_POOL"),
@@ -327,17 +369,32 @@ ROWS = [
     ("pool-unknown-2-31", ["pool", "nosuch", "--max-queued", "2147483648"], "ARGUMENT_OUT_OF_RANGE"),
     # pool-create
     ("pool-create-exists", ["pool-create", "batch", "--max-running", "1", "--max-queued", "1"], "POOL_EXISTS"),
-    ("pool-create-bad-name", ["pool-create", "bad pool!", "--max-running", "1", "--max-queued", "1"],
-     "INVALID_IDENTIFIER"),
-    ("pool-create-over-long", ["pool-create", "p" * 101, "--max-running", "1", "--max-queued", "1"],
-     "INVALID_IDENTIFIER"),
-    ("pool-create-running-2-31", ["pool-create", "big", "--max-running", "2147483648", "--max-queued", "1"],
-     "ARGUMENT_OUT_OF_RANGE"),
-    ("pool-create-queued-2-31", ["pool-create", "big", "--max-running", "1", "--max-queued", "2147483648"],
-     "ARGUMENT_OUT_OF_RANGE"),
+    (
+        "pool-create-bad-name",
+        ["pool-create", "bad pool!", "--max-running", "1", "--max-queued", "1"],
+        "INVALID_IDENTIFIER",
+    ),
+    (
+        "pool-create-over-long",
+        ["pool-create", "p" * 101, "--max-running", "1", "--max-queued", "1"],
+        "INVALID_IDENTIFIER",
+    ),
+    (
+        "pool-create-running-2-31",
+        ["pool-create", "big", "--max-running", "2147483648", "--max-queued", "1"],
+        "ARGUMENT_OUT_OF_RANGE",
+    ),
+    (
+        "pool-create-queued-2-31",
+        ["pool-create", "big", "--max-running", "1", "--max-queued", "2147483648"],
+        "ARGUMENT_OUT_OF_RANGE",
+    ),
     ("pool-create-missing-limit", ["pool-create", "big", "--max-running", "1"], "INVALID_ARGUMENT"),
-    ("pool-create-note-over-long", ["pool-create", "big", "--max-running", "1", "--max-queued", "1",
-                                    "--note", "n" * 2001], "INVALID_STRING"),
+    (
+        "pool-create-note-over-long",
+        ["pool-create", "big", "--max-running", "1", "--max-queued", "1", "--note", "n" * 2001],
+        "INVALID_STRING",
+    ),
     # pool-remove
     ("pool-remove-unknown", ["pool-remove", "nosuch"], "UNKNOWN_POOL"),
     ("pool-remove-in-use", ["pool-remove", "batch"], "POOL_IN_USE"),
@@ -386,8 +443,14 @@ def test_each_command_that_is_refused_above_works_with_good_arguments(world):
 
 
 def run_manage(child_env, *args, stdout=subprocess.PIPE, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", "steward", *args], cwd=REPO, env=child_env,
-                          stdout=stdout, stderr=subprocess.PIPE, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "manage.py", "steward", *args],
+        cwd=REPO,
+        env=child_env,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize(
@@ -401,11 +464,21 @@ def run_manage(child_env, *args, stdout=subprocess.PIPE, timeout: float = 60) ->
         (["supervise", "--interval", "-1"], "ARGUMENT_OUT_OF_RANGE"),
         (["pool", "nosuch", "--max-queued", "2147483648"], "ARGUMENT_OUT_OF_RANGE"),
         (["pool", "nosuch", "--max-running", "3"], "UNKNOWN_POOL"),
-        (["--actor", "u" * 201, "pool-create", "fresh", "--max-running", "1", "--max-queued", "1"],
-         "INVALID_IDENTIFIER"),
+        (
+            ["--actor", "u" * 201, "pool-create", "fresh", "--max-running", "1", "--max-queued", "1"],
+            "INVALID_IDENTIFIER",
+        ),
     ],
-    ids=["deep-input", "argv-not-utf8", "limit-negative", "limit-wrong-type", "interval-negative",
-         "max-queued-2-31", "unknown-pool", "actor-over-long"],
+    ids=[
+        "deep-input",
+        "argv-not-utf8",
+        "limit-negative",
+        "limit-wrong-type",
+        "interval-negative",
+        "max-queued-2-31",
+        "unknown-pool",
+        "actor-over-long",
+    ],
 )
 def test_the_real_command_refuses_hostile_arguments_with_exit_2(live, child_env, args, code):
     before = snapshot()

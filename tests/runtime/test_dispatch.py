@@ -55,8 +55,11 @@ def test_a_wake_up_has_the_envelope_celery_builds(broker):
     for volatile in ("correlation_id", "delivery_tag"):
         assert ours["properties"].pop(volatile) != theirs["properties"].pop(volatile)
     assert ours == theirs
-    assert json.loads(base64.b64decode(ours["body"])) == [["research"], {}, {
-        "callbacks": None, "errbacks": None, "chain": None, "chord": None}]
+    assert json.loads(base64.b64decode(ours["body"])) == [
+        ["research"],
+        {},
+        {"callbacks": None, "errbacks": None, "chain": None, "chord": None},
+    ]
 
 
 def test_each_wake_up_is_its_own_task_message(broker, settings):
@@ -72,6 +75,8 @@ def test_each_wake_up_is_its_own_task_message(broker, settings):
 def test_a_real_worker_runs_the_task_a_wake_up_names(live, fleet):
     (worker,) = fleet.workers(1)
     sub = task_submit(agent="t.steps", input={"n": 2}, tenant="acme", owner="user:alice", actor="user:alice")
-    task = wait_until(lambda: Task.objects.filter(id=sub.task_id, status=states.COMPLETED).first(),
-                      message="the worker to run the task its wake-up named")
+    task = wait_until(
+        lambda: Task.objects.filter(id=sub.task_id, status=states.COMPLETED).first(),
+        message="the worker to run the task its wake-up named",
+    )
     assert task.output["pid"] == worker.pid

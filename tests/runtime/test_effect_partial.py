@@ -28,20 +28,19 @@ def cut_once(task_id, *, idempotency_key):
     """Answers in full, except the first time: then it is cut midway by a denial."""
     calls.append(idempotency_key)
     if len(calls) == 1:
-        decision = authorize(task=task_id, action="model.call", resource="model:fake-1",
-                             boundary="credential_gateway")
+        decision = authorize(task=task_id, action="model.call", resource="model:fake-1", boundary="credential_gateway")
         try:
             raise_if_denied(decision)
         except AuthorityDenied as denial:
-            raise ledger.Cut(denial, receipt={"cut": "AUTHZ_REVOKED", "chunks": 3, "text_length": 11,
-                                              "denial": denial.decision_id}) from None
+            raise ledger.Cut(
+                denial, receipt={"cut": "AUTHZ_REVOKED", "chunks": 3, "text_length": 11, "denial": denial.decision_id}
+            ) from None
     return {"text": "all of it"}
 
 
 @agent("t.cut_once")
 def cut_once_agent(ctx, input):
-    return ctx.effect("answer", cut_once, str(ctx.task_id), effect_class=input["effect_class"],
-                      keyed=input["keyed"])
+    return ctx.effect("answer", cut_once, str(ctx.task_id), effect_class=input["effect_class"], keyed=input["keyed"])
 
 
 def cut(effect_class: str, keyed: bool):
@@ -67,8 +66,7 @@ def test_a_cut_call_is_recorded_partial_and_a_resume_sends_an_idempotent_one_aga
     assert task.status == states.COMPLETED and task.output == {"text": "all of it"}
     assert calls == [effect.key, effect.key]
     effect.refresh_from_db()
-    assert (effect.state, effect.sends, effect.epoch, effect.receipt) == (
-        states.COMMITTED, 2, 2, {"text": "all of it"})
+    assert (effect.state, effect.sends, effect.epoch, effect.receipt) == (states.COMMITTED, 2, 2, {"text": "all of it"})
     resent = AuditEvent.objects.get(task_id=task_id, kind="effect.resent")
     assert (resent.data["partial"], resent.data["previous_epoch"]) == (partial, 1)
 

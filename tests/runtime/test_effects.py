@@ -94,10 +94,12 @@ def observe_then_submit(url, *, idempotency_key):
     """Look at the ledger from another connection (another process would see the same)
     at the moment of the call, then make it."""
     with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as other:
-        row = other.execute("SELECT state, sends, epoch FROM steward_effect WHERE key = %s",
-                            (idempotency_key,)).fetchone()
-        audited = other.execute("SELECT kind FROM steward_audit WHERE data->>'key' = %s ORDER BY id",
-                                (idempotency_key,)).fetchall()
+        row = other.execute(
+            "SELECT state, sends, epoch FROM steward_effect WHERE key = %s", (idempotency_key,)
+        ).fetchone()
+        audited = other.execute(
+            "SELECT kind FROM steward_audit WHERE data->>'key' = %s ORDER BY id", (idempotency_key,)
+        ).fetchall()
     seen.append({"ledger": row, "audit": [kind for (kind,) in audited]})
     return submit_to_service(url, {"observed": True}, idempotency_key=idempotency_key)
 
@@ -110,8 +112,14 @@ def observed_agent(ctx, input):
 @agent("effects.catching")
 def catching_agent(ctx, input):
     try:
-        receipt = ctx.effect("submit", submit_to_service, input["url"], {"task": str(ctx.task_id)},
-                             effect_class=input["effect_class"], keyed=input["keyed"])
+        receipt = ctx.effect(
+            "submit",
+            submit_to_service,
+            input["url"],
+            {"task": str(ctx.task_id)},
+            effect_class=input["effect_class"],
+            keyed=input["keyed"],
+        )
     except EffectFailed as exc:
         seen.append((ctx.epoch, type(exc).__name__, exc.error_type, exc.message))
         receipt = None
@@ -122,15 +130,16 @@ def catching_agent(ctx, input):
 @agent("effects.drifting")
 def drifting_agent(ctx, input):
     """Asks for a different request on each attempt: code that does not replay."""
-    return ctx.effect("submit", submit_to_service, input["url"], {"attempt": ctx.epoch},
-                      effect_class="reversible", keyed=True)
+    return ctx.effect(
+        "submit", submit_to_service, input["url"], {"attempt": ctx.epoch}, effect_class="reversible", keyed=True
+    )
 
 
 @agent("effects.unstorable_request")
 def unstorable_request_agent(ctx, input):
     try:
         ctx.effect("submit", submit_to_service, input["url"], {"ids": {1, 2}}, effect_class="read")
-    except Exception:  # noqa: BLE001 - must not be able to swallow it and carry on
+    except Exception:
         seen.append("swallowed")
     return {}
 
@@ -153,7 +162,11 @@ def test_the_intent_is_committed_before_the_call_and_the_call_carries_the_derive
     assert task.status == states.COMPLETED
     assert task.output == effect.receipt == {"op_id": sent["op_id"], "key": effect.key, "deduplicated": False}
     assert (effect.state, effect.sends, effect.effect_class, effect.keyed) == (
-        states.COMMITTED, 1, states.REVERSIBLE, True)
+        states.COMMITTED,
+        1,
+        states.REVERSIBLE,
+        True,
+    )
     # Provenance: the task, the attempt and the step that made it.
     assert effect.attempt == Attempt.objects.get(task_id=task_id, epoch=1)
     assert (effect.step_seq, effect.epoch) == (0, 1)
@@ -188,7 +201,11 @@ def test_an_uncaught_effect_failure_fails_the_task_with_effect_failed(live, fake
 
     task = Task.objects.get(id=task_id)
     assert task.status == states.FAILED
-    assert (task.error["code"], task.error["type"], task.error["step"]) == ("EFFECT_FAILED", "EffectNotApplied", "submit")
+    assert (task.error["code"], task.error["type"], task.error["step"]) == (
+        "EFFECT_FAILED",
+        "EffectNotApplied",
+        "submit",
+    )
 
 
 def test_an_effect_whose_request_is_not_json_fails_the_task_before_anything_is_recorded_or_sent(live, fake):
@@ -256,7 +273,10 @@ def test_a_keyed_reversible_effect_cut_off_by_a_worker_death_is_resent_on_recove
     assert keys_sent(fake) == [effect.key, effect.key] and fake.performed_count() == 1
     assert effect.attempt == Attempt.objects.get(task_id=task_id, epoch=2, reason=states.RECOVERY)
     assert [k for k in audit_kinds(task_id) if k.startswith("effect.")] == [
-        "effect.intent", "effect.resent", "effect.committed"]
+        "effect.intent",
+        "effect.resent",
+        "effect.committed",
+    ]
     assert Task.objects.get(id=task_id).status == states.COMPLETED
 
 
@@ -307,8 +327,13 @@ def test_a_replayed_effect_asking_for_a_different_request_fails_the_task_with_no
 def test_resolving_an_unknown_effect_as_committed_completes_the_task_with_the_given_receipt(live, fake):
     task_id, effect = blocked_on_unknown(fake)
 
-    resolved = effect_resolve(effect_id=effect.id, outcome="committed", actor="user:alice",
-                              receipt={"op_id": "checked-by-hand"}, note="saw it in their console")
+    resolved = effect_resolve(
+        effect_id=effect.id,
+        outcome="committed",
+        actor="user:alice",
+        receipt={"op_id": "checked-by-hand"},
+        note="saw it in their console",
+    )
     assert (resolved.state, resolved.resolved_by) == (states.COMMITTED, "user:alice")
     assert Task.objects.get(id=task_id).status == states.QUEUED
     run()
@@ -330,8 +355,10 @@ def test_resolving_an_unknown_effect_as_failed_makes_the_agent_see_effect_failed
     wake()
     run()
 
-    assert seen == [(2, "EffectFailed", "ResolvedAsNotApplied", "not on their side"),
-                    (3, "EffectFailed", "ResolvedAsNotApplied", "not on their side")]
+    assert seen == [
+        (2, "EffectFailed", "ResolvedAsNotApplied", "not on their side"),
+        (3, "EffectFailed", "ResolvedAsNotApplied", "not on their side"),
+    ]
     assert Effect.objects.get(id=effect.id).state == states.EFFECT_FAILED
     assert len(fake.calls()) == 1
     task = Task.objects.get(id=task_id)

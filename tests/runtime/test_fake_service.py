@@ -128,8 +128,21 @@ def test_drop_every_must_be_a_positive_integer(every):
 
 def test_the_standalone_server_drops_what_drop_every_says():
     """As `make run` starts the demo's notification service (console/dev/run.py)."""
-    with subprocess.Popen([sys.executable, "-m", "console.dev.demo.fake_service", "--port", "0",
-                           "--mode", "unkeyed", "--drop-every", "2"], stdout=subprocess.PIPE, text=True) as server:
+    with subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "console.dev.demo.fake_service",
+            "--port",
+            "0",
+            "--mode",
+            "unkeyed",
+            "--drop-every",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as server:
         try:
             banner = server.stdout.readline()
             url = re.search(r"listening on (http://\S+)", banner).group(1)
@@ -146,8 +159,12 @@ def test_the_standalone_server_drops_what_drop_every_says():
 
 @pytest.mark.parametrize("every", ["0", "-2", "often"])
 def test_the_standalone_server_refuses_a_drop_every_that_is_not_positive(every):
-    ran = subprocess.run([sys.executable, "-m", "console.dev.demo.fake_service", "--drop-every", every],
-                         capture_output=True, text=True, timeout=JOIN)
+    ran = subprocess.run(
+        [sys.executable, "-m", "console.dev.demo.fake_service", "--drop-every", every],
+        capture_output=True,
+        text=True,
+        timeout=JOIN,
+    )
     assert ran.returncode == 2
     assert "--drop-every: must be a positive integer" in ran.stderr
 

@@ -72,9 +72,26 @@ def unchanged(db):
         ({"s": "\\\x00"}, "INVALID_STRING"),  # a backslash, then NUL: encodes as \\\u0000
         ({"a": [0] * (LIMIT + 1)}, "INPUT_TOO_LARGE"),  # refused before its elements are all walked
     ],
-    ids=["depth-65", "depth-980", "depth-100k", "self-containing", "nan", "infinity", "minus-infinity",
-         "int-2-63", "int-below-minus-2-63", "int-5000-digits", "float-1e19", "nul", "nul-in-key",
-         "nul-deep", "lone-surrogate", "lone-surrogate-key", "backslash-nul", "too-many-elements"],
+    ids=[
+        "depth-65",
+        "depth-980",
+        "depth-100k",
+        "self-containing",
+        "nan",
+        "infinity",
+        "minus-infinity",
+        "int-2-63",
+        "int-below-minus-2-63",
+        "int-5000-digits",
+        "float-1e19",
+        "nul",
+        "nul-in-key",
+        "nul-deep",
+        "lone-surrogate",
+        "lone-surrogate-key",
+        "backslash-nul",
+        "too-many-elements",
+    ],
 )
 def test_input_past_a_limit_is_refused_with_its_code_and_nothing_written(unchanged, value, code):
     with pytest.raises(InvalidInput if code != "INPUT_TOO_LARGE" else StewardError) as refused:
@@ -125,8 +142,19 @@ def test_input_at_the_limits_is_accepted_and_read_back_unchanged(db, value):
         ('{"a": 1,}', "INVALID_INPUT"),
         ("", "INVALID_INPUT"),
     ],
-    ids=["open-brackets-100k", "depth-980", "depth-65-after-a-bracket-string", "digits", "nan", "minus-infinity",
-         "latin1-bytes", "long-text", "long-bytes", "trailing-comma", "empty"],
+    ids=[
+        "open-brackets-100k",
+        "depth-980",
+        "depth-65-after-a-bracket-string",
+        "digits",
+        "nan",
+        "minus-infinity",
+        "latin1-bytes",
+        "long-text",
+        "long-bytes",
+        "trailing-comma",
+        "empty",
+    ],
 )
 def test_json_text_past_a_limit_is_refused_with_its_code(text, code):
     with pytest.raises(InvalidInput if code != "INPUT_TOO_LARGE" else StewardError) as refused:

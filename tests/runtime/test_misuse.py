@@ -13,7 +13,7 @@ from tests.runtime.inprocess import run, submit
 def wait_for_a_stranger(ctx, input):
     try:
         ctx.wait([input["stranger"]])
-    except Exception:  # noqa: BLE001 - the point: this must not catch it
+    except Exception:
         return {"swallowed": True}
     return {"waited": True}
 
@@ -21,9 +21,8 @@ def wait_for_a_stranger(ctx, input):
 @agent("misuse.reuse_a_key")
 def reuse_a_key(ctx, input):
     try:
-        ctx.effect("send", submit_to_service, input["url"], {}, effect_class="reversible", keyed=True,
-                   key=input["key"])
-    except Exception:  # noqa: BLE001 - the point: this must not catch it
+        ctx.effect("send", submit_to_service, input["url"], {}, effect_class="reversible", keyed=True, key=input["key"])
+    except Exception:
         return {"swallowed": True}
     return {"sent": True}
 

@@ -37,19 +37,29 @@ EVENTS = {
     "recover_expired.sql": ["recover", "dead_letter"],
     "wake_due.sql": ["wake"],
     "wake_parent.sql": ["wake"],
-    "approval_expire_due.sql": ["decided"], "approval_decide.sql": ["decided"],
-    "stop_tree.sql": ["stop"], "stop_begin.sql": ["stop"], "stop_settle.sql": ["cancel"],
-    "tree_hold.sql": ["hold"], "tree_release.sql": ["release"], "pause_lifted.sql": ["release"],
+    "approval_expire_due.sql": ["decided"],
+    "approval_decide.sql": ["decided"],
+    "stop_tree.sql": ["stop"],
+    "stop_begin.sql": ["stop"],
+    "stop_settle.sql": ["cancel"],
+    "tree_hold.sql": ["hold"],
+    "tree_release.sql": ["release"],
+    "pause_lifted.sql": ["release"],
     # Read only: what a tree's pause holds (blocked) and what still runs.
     "tree_pause_view.sql": ["pause"],
     # Read only: a fence matches the running attempt; the rest read by status.
-    "fence.sql": ["complete"], "fence_update.sql": ["complete"], "step_insert.sql": ["complete"],
+    "fence.sql": ["complete"],
+    "fence_update.sql": ["complete"],
+    "step_insert.sql": ["complete"],
     "approval_check.sql": ["complete"],
-    "attempt_release.sql": ["complete"], "release_abandoned.sql": ["complete"],
+    "attempt_release.sql": ["complete"],
+    "release_abandoned.sql": ["complete"],
     "abandoned_attempts.sql": ["complete"],
-    "stale_queued.sql": ["claim"], "pool_usage.sql": ["claim"],
+    "stale_queued.sql": ["claim"],
+    "pool_usage.sql": ["claim"],
     # Read only, of the tasks they read as `c` (a schedule's previous run, a trigger's prerequisites).
-    "schedule_due.sql": [], "dependency_ready.sql": [],
+    "schedule_due.sql": [],
+    "dependency_ready.sql": [],
 }
 # The named sets a statement may spell out as a list.
 NAMED_SETS = {
@@ -186,8 +196,11 @@ def _raised_names() -> set[str]:
 
 def test_no_error_class_is_one_that_nothing_raises():
     used = _raised_names()
-    never = [cls.__name__ for cls in _error_classes()
-             if cls.__name__ not in used and not any(sub.__name__ in used for sub in cls.__subclasses__())]
+    never = [
+        cls.__name__
+        for cls in _error_classes()
+        if cls.__name__ not in used and not any(sub.__name__ in used for sub in cls.__subclasses__())
+    ]
     assert never == []
 
 

@@ -50,15 +50,23 @@ def walk(select, **filters) -> list:
         after = page.next
 
 
-def load_tasks(n: int, *, tenants=("acme",), statuses=("completed",), agent: str = "t.steps",
-               pool: str = "default", spread: timedelta = timedelta(hours=1)) -> None:
+def load_tasks(
+    n: int,
+    *,
+    tenants=("acme",),
+    statuses=("completed",),
+    agent: str = "t.steps",
+    pool: str = "default",
+    spread: timedelta = timedelta(hours=1),
+) -> None:
     """`n` tasks written set-wise, created evenly over `spread` up to now, with ids minted
     the way steward_submit mints them; consecutive tasks cycle through the tenants and
     the statuses, so each combination is spread over the whole table."""
     if not Pool.objects.filter(name=pool).exists():
         pool_with(pool, max_running=50, max_queued=10_000)
     with connection.cursor() as cur:
-        cur.execute("""
+        cur.execute(
+            """
             INSERT INTO steward_task (id, agent, input, input_digest, tenant, owner, pool, status, epoch,
                                       next_reason, crash_count, status_note, created_at, updated_at, queued_at,
                                       finished_at)
@@ -69,8 +77,16 @@ def load_tasks(n: int, *, tenants=("acme",), statuses=("completed",), agent: str
                                  (%(tenants)s::text[])[1 + g %% cardinality(%(tenants)s::text[])],
                                  (%(statuses)s::text[])[1 + (g / cardinality(%(tenants)s::text[]))
                                                         %% cardinality(%(statuses)s::text[])]) AS t(at, tenant, status)
-            """, {"n": n, "tenants": list(tenants), "statuses": list(statuses), "agent": agent, "pool": pool,
-                  "spread": spread})
+            """,
+            {
+                "n": n,
+                "tenants": list(tenants),
+                "statuses": list(statuses),
+                "agent": agent,
+                "pool": pool,
+                "spread": spread,
+            },
+        )
         cur.execute("ANALYZE steward_task")
 
 
@@ -197,15 +213,24 @@ DEEP_PAGES = [
     ("all tasks", lambda after: task_page(limit=10, after=after), "steward_task"),
     ("a tenant's", lambda after: task_page(tenant="acme", limit=10, after=after), "steward_task"),
     ("by status", lambda after: task_page(status="failed", limit=10, after=after), "steward_task"),
-    ("a tenant's by status", lambda after: task_page(tenant="acme", status="failed", limit=10, after=after),
-     "steward_task"),
-    ("a tenant's since", lambda after: task_page(tenant="acme", created_after=HALF_AN_HOUR_AGO, limit=10,
-                                                 after=after), "steward_task"),
+    (
+        "a tenant's by status",
+        lambda after: task_page(tenant="acme", status="failed", limit=10, after=after),
+        "steward_task",
+    ),
+    (
+        "a tenant's since",
+        lambda after: task_page(tenant="acme", created_after=HALF_AN_HOUR_AGO, limit=10, after=after),
+        "steward_task",
+    ),
     ("all effects", lambda after: effect_page(limit=10, after=after), "steward_effect"),
     ("effects by state", lambda after: effect_page(state="unknown", limit=10, after=after), "steward_effect"),
     ("a tenant's audit", lambda after: audit_page(tenant="acme", limit=10, after=after), "steward_audit"),
-    ("a tenant's audit since", lambda after: audit_page(tenant="acme", since=HALF_AN_HOUR_AGO, limit=10,
-                                                         after=after), "steward_audit"),
+    (
+        "a tenant's audit since",
+        lambda after: audit_page(tenant="acme", since=HALF_AN_HOUR_AGO, limit=10, after=after),
+        "steward_audit",
+    ),
 ]
 
 
@@ -246,7 +271,7 @@ def test_a_page_thirty_pages_down_reads_as_few_rows_as_the_first(db):
     def read(select, after) -> int:
         return sum(rows_read(explain(sql), table) for sql in executed(lambda: select(after)))
 
-    for what, select, table in DEEP_PAGES:
+    for what, select, table in DEEP_PAGES:  # noqa: B007 - read() uses `table`
         page = select(None)
         for _ in range(30):
             page = select(page.next)
@@ -269,11 +294,13 @@ def test_a_cursor_is_refused_with_other_filters_on_another_list_or_when_mangled(
     cursor = task_page(tenant="acme", limit=1).next
     assert task_page(tenant="acme", limit=1, after=cursor).items  # fine where it came from
 
-    for misuse in (lambda: task_page(tenant="globex", limit=1, after=cursor),
-                   lambda: task_page(limit=1, after=cursor),
-                   lambda: effect_page(limit=1, after=cursor),
-                   lambda: task_page(tenant="acme", limit=1, after=cursor[:-3]),
-                   lambda: task_page(tenant="acme", limit=1, after="not a cursor")):
+    for misuse in (
+        lambda: task_page(tenant="globex", limit=1, after=cursor),
+        lambda: task_page(limit=1, after=cursor),
+        lambda: effect_page(limit=1, after=cursor),
+        lambda: task_page(tenant="acme", limit=1, after=cursor[:-3]),
+        lambda: task_page(tenant="acme", limit=1, after="not a cursor"),
+    ):
         with pytest.raises(InvalidInput) as refused:
             misuse()
         assert refused.value.details == {"field": "after"}
@@ -304,23 +331,35 @@ def test_malformed_filters_are_refused_and_an_unknown_task_is_not_found(db):
 def test_effect_pages_filter_by_task_state_and_class(db):
     tasks = [submit(i=i) for i in range(3)]
     now = timezone.now()
-    from runtime.models import Attempt  # noqa: PLC0415
+    from runtime.models import Attempt
 
-    for n, task_id in enumerate(tasks):
-        attempt = Attempt.objects.create(task_id=task_id, epoch=1, worker="w", reason="first", started_at=now,
-                                         heartbeat_at=now, lease_expires_at=now)
+    for _n, task_id in enumerate(tasks):
+        attempt = Attempt.objects.create(
+            task_id=task_id, epoch=1, worker="w", reason="first", started_at=now, heartbeat_at=now, lease_expires_at=now
+        )
         for seq, (state, cls) in enumerate([("committed", "reversible"), ("unknown", "irreversible")]):
-            Effect.objects.create(key=f"{task_id}/{seq}/e", task_id=task_id, step_seq=seq, name="e",
-                                  effect_class=cls, keyed=True, state=state, request_digest="d",
-                                  attempt=attempt, epoch=1, sends=1)
+            Effect.objects.create(
+                key=f"{task_id}/{seq}/e",
+                task_id=task_id,
+                step_seq=seq,
+                name="e",
+                effect_class=cls,
+                keyed=True,
+                state=state,
+                request_digest="d",
+                attempt=attempt,
+                epoch=1,
+                sends=1,
+            )
     every = list(Effect.objects.order_by("-id").values_list("id", flat=True))
 
     assert [e.id for e in walk(effect_page, limit=4)] == every
     assert {e.state for e in walk(effect_page, state="unknown", limit=1)} == {"unknown"}
     assert len(walk(effect_page, state="unknown", limit=1)) == 3
     assert [e.step_seq for e in walk(effect_page, task=tasks[1], limit=1)] == [1, 0]
-    assert [(e.task_id, e.effect_class) for e in walk(effect_page, task=tasks[2], effect_class="reversible",
-                                                       limit=1)] == [(tasks[2], "reversible")]
+    assert [
+        (e.task_id, e.effect_class) for e in walk(effect_page, task=tasks[2], effect_class="reversible", limit=1)
+    ] == [(tasks[2], "reversible")]
 
 
 def test_audit_pages_filter_by_task_actor_kind_and_time(live):  # each act its own transaction: its own `at`
@@ -332,13 +371,17 @@ def test_audit_pages_filter_by_task_actor_kind_and_time(live):  # each act its o
 
     assert [a.id for a in walk(audit_page, tenant="acme", limit=1)] == [a.id for a in rows]
     assert [a.kind for a in walk(audit_page, tenant="acme", task=first, limit=1)] == [
-        "task.cancelled", "task.stopping", "task.submitted"]
+        "task.cancelled",
+        "task.stopping",
+        "task.submitted",
+    ]
     assert [a.task_id for a in walk(audit_page, tenant="acme", actor="user:bob", limit=5)] == [first, first]
     assert {a.task_id for a in walk(audit_page, tenant="acme", kind="task.submitted", limit=1)} == {first, second}
     assert carols not in {a.task_id for a in walk(audit_page, tenant="acme", limit=10)}
     cancelled_at = AuditEvent.objects.get(kind="task.cancelled").at
-    assert [a.task_id for a in walk(audit_page, tenant="acme", since=cancelled_at + timedelta(microseconds=1),
-                                    limit=1)] == [second]
+    assert [
+        a.task_id for a in walk(audit_page, tenant="acme", since=cancelled_at + timedelta(microseconds=1), limit=1)
+    ] == [second]
     assert [a.kind for a in walk(audit_page, tenant="acme", until=cancelled_at, limit=1)] == ["task.submitted"]
 
 

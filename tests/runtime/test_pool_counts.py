@@ -81,7 +81,9 @@ def test_the_kept_count_follows_children_a_waiting_parent_and_its_wake_up(live):
     parent = submit("t.parent", {"values": [1, 2]})
     assert kept() == 1
 
-    run_attempt(claim_next(pool=default_pool_name(), worker="test"))  # one attempt, not a drain  # spawns two children, then waits: the parent leaves the set
+    run_attempt(
+        claim_next(pool=default_pool_name(), worker="test")
+    )  # one attempt, not a drain  # spawns two children, then waits: the parent leaves the set
     assert status(parent) == states.WAITING
     assert kept() == 2
 
@@ -109,7 +111,7 @@ def test_claims_and_recoveries_do_not_write_the_counter_and_a_dead_letter_does(l
     before = counter_versions()
 
     assert claim_next(pool=default_pool_name(), worker="test") is not None  # queued -> running
-    recover(task_id)                                                          # running -> queued
+    recover(task_id)  # running -> queued
     assert status(task_id) == states.QUEUED
     # Neither left {queued, running}: the WHEN clauses kept the trigger from even running.
     assert counter_versions() == before
@@ -124,7 +126,8 @@ def test_claims_and_recoveries_do_not_write_the_counter_and_a_dead_letter_does(l
 def recover_to_dead(task_id) -> None:
     def dead():
         Attempt.objects.filter(task_id=task_id, ended_at__isnull=True).update(
-            lease_expires_at=timezone.now() - timedelta(seconds=1))
+            lease_expires_at=timezone.now() - timedelta(seconds=1)
+        )
         sweep(supervisor_id="test")
         return status(task_id) == states.DEAD
 
@@ -225,7 +228,9 @@ def test_the_sweep_folds_the_rows_of_departed_backends_and_changes_no_sum(live):
         with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as other:
             (outcome,) = other.execute(
                 "SELECT outcome FROM steward_submit(gen_random_uuid(), 't.steps', '{}', %s, 'acme', 'user:alice',"
-                " 'folded', NULL, 'user:alice', '{}', NULL, NULL, NULL)", (f"digest-{i}",)).fetchone()
+                " 'folded', NULL, 'user:alice', '{}', NULL, NULL, NULL)",
+                (f"digest-{i}",),
+            ).fetchone()
             assert outcome == "created"
             departed.append(other.info.backend_pid)
 

@@ -58,9 +58,15 @@ def test_racing_creators_of_one_pool_make_it_once(live):
 
 @pytest.mark.parametrize(
     ("name", "code"),
-    [("bad pool!", "INVALID_IDENTIFIER"), ("p" * 101, "INVALID_IDENTIFIER"), ("", "INVALID_IDENTIFIER"),
-     ("pööl", "INVALID_IDENTIFIER"), ("a/b", "INVALID_IDENTIFIER"), ("x\x00", "INVALID_IDENTIFIER"),
-     (None, "INVALID_IDENTIFIER")],
+    [
+        ("bad pool!", "INVALID_IDENTIFIER"),
+        ("p" * 101, "INVALID_IDENTIFIER"),
+        ("", "INVALID_IDENTIFIER"),
+        ("pööl", "INVALID_IDENTIFIER"),
+        ("a/b", "INVALID_IDENTIFIER"),
+        ("x\x00", "INVALID_IDENTIFIER"),
+        (None, "INVALID_IDENTIFIER"),
+    ],
     ids=["space-and-bang", "over-long", "empty", "not-ascii", "slash", "nul", "none"],
 )
 def test_a_pool_name_that_is_not_a_slug_is_refused(db, name, code):
@@ -75,13 +81,28 @@ def test_a_slug_of_100_characters_is_a_pool_name(db):
 
 @pytest.mark.parametrize(
     "limits",
-    [{"max_running": 0, "max_queued": 1}, {"max_running": 10_001, "max_queued": 1},
-     {"max_running": 2**31, "max_queued": 1}, {"max_running": 1, "max_queued": -1},
-     {"max_running": 1, "max_queued": 10_000_001}, {"max_running": 1, "max_queued": 2**31},
-     {"max_running": "3", "max_queued": 1}, {"max_running": True, "max_queued": 1},
-     {"max_running": 2.0, "max_queued": 1}],
-    ids=["running-zero", "running-past-max", "running-2-31", "queued-negative", "queued-past-max",
-         "queued-2-31", "running-string", "running-bool", "running-float"],
+    [
+        {"max_running": 0, "max_queued": 1},
+        {"max_running": 10_001, "max_queued": 1},
+        {"max_running": 2**31, "max_queued": 1},
+        {"max_running": 1, "max_queued": -1},
+        {"max_running": 1, "max_queued": 10_000_001},
+        {"max_running": 1, "max_queued": 2**31},
+        {"max_running": "3", "max_queued": 1},
+        {"max_running": True, "max_queued": 1},
+        {"max_running": 2.0, "max_queued": 1},
+    ],
+    ids=[
+        "running-zero",
+        "running-past-max",
+        "running-2-31",
+        "queued-negative",
+        "queued-past-max",
+        "queued-2-31",
+        "running-string",
+        "running-bool",
+        "running-float",
+    ],
 )
 def test_limits_outside_their_bounds_are_refused_before_anything_is_written(db, limits):
     pool_create(name="batch", max_running=2, max_queued=2, actor="user:alice")
@@ -133,8 +154,12 @@ def test_the_default_pool_is_created_on_first_use_and_audited(db):
     assert Task.objects.get(id=sub.task_id).pool_id == "default"
     (event,) = pool_events("pool.created")
     assert event.actor == "user:alice"
-    assert event.data == {"pool": "default", "max_running": default["max_running"],
-                          "max_queued": default["max_queued"], "why": "first use of the default pool (DEFAULT_POOL)"}
+    assert event.data == {
+        "pool": "default",
+        "max_running": default["max_running"],
+        "max_queued": default["max_queued"],
+        "why": "first use of the default pool (DEFAULT_POOL)",
+    }
 
     task_submit(agent="t.steps", input={}, **ALICE)
     assert len(pool_events("pool.created")) == 1
@@ -166,8 +191,10 @@ def test_a_pool_no_task_names_can_be_removed_audited_and_is_then_unknown(db):
     assert not Pool.objects.filter(name="spare").exists()
     assert not Slot.objects.filter(pool="spare").exists()
     (event,) = pool_events("pool.removed")
-    assert (event.actor, event.data) == ("user:bob", {"pool": "spare", "max_running": 2, "max_queued": 3,
-                                                       "why": "never used"})
+    assert (event.actor, event.data) == (
+        "user:bob",
+        {"pool": "spare", "max_running": 2, "max_queued": 3, "why": "never used"},
+    )
     assert refusal(lambda: task_submit(agent="t.steps", input={}, pool="spare", **ALICE)) == ("UNKNOWN_POOL", [])
     assert refusal(lambda: pool_remove(name="spare", actor="user:bob")) == ("UNKNOWN_POOL", [])
 
@@ -188,7 +215,8 @@ def test_a_pool_any_task_ever_named_cannot_be_removed(db):
 def test_seeding_twice_keeps_the_limits_an_operator_changed(db):
     first = seed_demo(actor="user:alice")
     assert {name: Pool.objects.get(name=name).max_running for name in POOLS} == {
-        name: limits["max_running"] for name, limits in POOLS.items()}
+        name: limits["max_running"] for name, limits in POOLS.items()
+    }
     pool_set_limits(name="research", max_running=9, max_queued=90, actor="user:bob")
     tasks, limits_changes = Task.objects.count(), len(pool_events("pool.limits"))
 

@@ -24,7 +24,7 @@ from runtime.stops.services import task_stop
 from tests.runtime.inprocess import NAP, recover, run, submit, wake
 
 calls = collections.Counter()  # how often each step function really ran
-seen: list = []                # what agent code observed, attempt by attempt
+seen: list = []  # what agent code observed, attempt by attempt
 
 
 @pytest.fixture(autouse=True)
@@ -36,12 +36,6 @@ def _fresh_counters():
 def counted(name, value=None):
     calls[name] += 1
     return calls[name] if value is None else value
-
-
-
-
-
-
 
 
 def run_across_a_sleep(task_id) -> Task:
@@ -155,7 +149,9 @@ def test_a_journaled_step_is_never_run_again(live):
     assert task.output == {"value": 1}
     assert journal(task_id) == [(0, "step", "count", 1), (1, "sleep", "sleep", 1)]
     assert list(Attempt.objects.filter(task_id=task_id).order_by("epoch").values_list("epoch", "reason")) == [
-        (1, states.FIRST), (2, states.RESUME)]
+        (1, states.FIRST),
+        (2, states.RESUME),
+    ]
 
 
 def test_a_recorded_error_is_raised_again_on_replay_without_running_the_step(live):
@@ -165,8 +161,10 @@ def test_a_recorded_error_is_raised_again_on_replay_without_running_the_step(liv
 
     assert task.status == states.COMPLETED
     assert calls["boom"] == 1
-    assert seen == [(1, "StepFailed", "boom", "ValueError", "no good: 7"),
-                    (2, "StepFailed", "boom", "ValueError", "no good: 7")]
+    assert seen == [
+        (1, "StepFailed", "boom", "ValueError", "no good: 7"),
+        (2, "StepFailed", "boom", "ValueError", "no good: 7"),
+    ]
     step = Step.objects.get(task_id=task_id, seq=0)
     assert step.output is None
     assert (step.error["type"], step.error["message"]) == ("ValueError", "no good: 7")
@@ -290,8 +288,6 @@ def on_another_connection(fn, *args):
     return outcome.get("value")
 
 
-
-
 def cancel(task_id) -> None:
     task_stop(task_id=task_id, actor="user:alice", reason="stop")
 
@@ -340,8 +336,9 @@ def test_an_attempt_whose_lease_was_recovered_cannot_write(live, write):
     assert Task.objects.filter(parent_id=task_id).count() == (1 if write == "child" else 0)
     task = Task.objects.get(id=task_id)
     assert (task.status, task.epoch, task.output) == (states.COMPLETED, 2, {"epoch": 2})
-    assert list(Attempt.objects.filter(task_id=task_id).order_by("epoch").values_list(
-        "epoch", "reason", "end_reason")) == [(1, states.FIRST, "lease_expired"), (2, states.RECOVERY, "complete")]
+    assert list(
+        Attempt.objects.filter(task_id=task_id).order_by("epoch").values_list("epoch", "reason", "end_reason")
+    ) == [(1, states.FIRST, "lease_expired"), (2, states.RECOVERY, "complete")]
     assert calls["before"] == 1
     assert not Slot.objects.filter(task__isnull=False).exists()
 

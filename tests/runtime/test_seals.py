@@ -55,7 +55,11 @@ def test_deleting_a_chains_newest_row_passes_the_links_but_not_the_seal(sealed):
     assert audit_problems() == []  # every remaining link holds: the tail is simply gone
     (problem,) = seal_problems()
     assert (problem.problem, problem.chain, problem.chain_seq, problem.seal) == (
-        "missing", newest.chain, newest.chain_seq, 1)
+        "missing",
+        newest.chain,
+        newest.chain_seq,
+        1,
+    )
     assert "is gone" in str(problem)
 
 
@@ -68,9 +72,12 @@ def test_deleting_a_whole_chain_is_named_by_the_seal(sealed):
 
 def test_a_sealed_head_rewritten_with_a_fresh_hash_is_named(sealed):
     head = _chain_rows(sealed[0])[-1]
-    bypassing_the_triggers("UPDATE steward_audit SET data = '{\"epoch\": 9}'::jsonb, hash = steward_audit_hash("
-                           "prev_hash, chain, chain_seq, at, actor, tenant, task_id, kind, '{\"epoch\": 9}'::jsonb) "
-                           "WHERE id = %s", [head.id])
+    bypassing_the_triggers(
+        "UPDATE steward_audit SET data = '{\"epoch\": 9}'::jsonb, hash = steward_audit_hash("
+        "prev_hash, chain, chain_seq, at, actor, tenant, task_id, kind, '{\"epoch\": 9}'::jsonb) "
+        "WHERE id = %s",
+        [head.id],
+    )
 
     assert [(p.problem, p.chain_seq) for p in seal_problems()] == [("changed", head.chain_seq)]
 
@@ -86,7 +93,8 @@ def test_a_forged_seal_and_a_seal_dropped_from_the_middle_are_named(sealed):
 
     bypassing_the_triggers("UPDATE steward_audit_seal SET heads = '{}'::jsonb WHERE tenant = 'acme' AND seq = 3")
     assert [p.detail for p in seal_problems(tenant="acme")] == [
-        "seal #3 is not authentic: its MAC does not match its content"]
+        "seal #3 is not authentic: its MAC does not match its content"
+    ]
 
     bypassing_the_triggers("DELETE FROM steward_audit_seal WHERE tenant = 'acme' AND seq = 2")
     details = [p.detail for p in seal_problems(tenant="acme")]

@@ -20,8 +20,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "state-machines.md"
 EDGE = re.compile(r"^(\S+) --> (\S+) : (\S+)$")
 # Where a machine starts: not a transition of an existing row, so not in the tables.
 STARTS = {
-    "TASK_TRANSITIONS": ("[*]", states.QUEUED, "submit"),        # task_submit / ctx.spawn
-    "EFFECT_TRANSITIONS": ("[*]", states.INTENT, "record"),      # effects._record_intent
+    "TASK_TRANSITIONS": ("[*]", states.QUEUED, "submit"),  # task_submit / ctx.spawn
+    "EFFECT_TRANSITIONS": ("[*]", states.INTENT, "record"),  # effects._record_intent
     "APPROVAL_TRANSITIONS": ("[*]", states.PENDING, "request"),  # ctx.request_approval
 }
 LISTS = {  # heading in the doc -> the tuple in states.py it lists
@@ -96,8 +96,11 @@ def test_the_doc_draws_one_diagram_per_table():
 
 def test_each_diagram_draws_every_status_of_its_machine():
     drawn = diagrams(doc())
-    for table, group in (("TASK_TRANSITIONS", states.TASK_STATUSES), ("EFFECT_TRANSITIONS", states.EFFECT_STATES),
-                         ("APPROVAL_TRANSITIONS", states.APPROVAL_STATES)):
+    for table, group in (
+        ("TASK_TRANSITIONS", states.TASK_STATUSES),
+        ("EFFECT_TRANSITIONS", states.EFFECT_STATES),
+        ("APPROVAL_TRANSITIONS", states.APPROVAL_STATES),
+    ):
         nodes = {node for source, target, _ in drawn[table] for node in (source, target)} - {"[*]"}
         assert nodes == set(group), table
 

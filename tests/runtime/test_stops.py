@@ -110,8 +110,12 @@ def test_a_stop_racing_a_child_spawn_covers_every_child_and_admits_none_after(li
         pids = getattr(hold, "pids", None)
         if pids is not None:  # inserted, not committed: let the stop's statement begin and wait
             pids["spawned"] = True
-            wait_until(lambda: waits_on_lock(pids["stop"]), timeout=10, interval=0.002,
-                       message="the stop to wait for the spawn's lock")
+            wait_until(
+                lambda: waits_on_lock(pids["stop"]),
+                timeout=10,
+                interval=0.002,
+                message="the stop to wait for the spawn's lock",
+            )
         return made
 
     monkeypatch.setattr(children, "insert_task", insert_then_hold)
@@ -132,8 +136,9 @@ def test_a_stop_racing_a_child_spawn_covers_every_child_and_admits_none_after(li
                 wait_until(lambda: "stop" in pids, timeout=10, interval=0.001)
                 hold.pids = pids
             try:
-                return children.spawn(got.lease, 0, None, agent="t.child", input={"value": 1}, owner="user:alice",
-                                      root_id=parent)
+                return children.spawn(
+                    got.lease, 0, None, agent="t.child", input={"value": 1}, owner="user:alice", root_id=parent
+                )
             finally:
                 hold.pids = None
 
@@ -141,7 +146,7 @@ def test_a_stop_racing_a_child_spawn_covers_every_child_and_admits_none_after(li
         assert not isinstance(started, BaseException), started
         answered = worker_answers(got)
         kids = list(Task.objects.filter(parent_id=parent).values("id", "status", "stop_id"))
-        if isinstance(spawned, Fenced) or isinstance(spawned, children.SpawnRefused):
+        if isinstance(spawned, (Fenced, children.SpawnRefused)):
             outcome = "spawn refused"
         elif isinstance(spawned, BaseException):
             raise spawned
@@ -241,9 +246,9 @@ def test_a_stop_racing_a_reused_key_and_a_rerun_never_resurrects_the_cancelled_t
         outcomes[f"resubmit after: same task={later.task_id == old}, status={later.status}"] += 1
         outcomes["late completion " + ("refused" if isinstance(late, Fenced) else "accepted")] += 1
         outcomes["rerun is a new id"] += new != old
-        outcomes["linked both ways"] += (Task.objects.get(id=new).rerun_of_id == old
-                                         and list(Task.objects.get(id=old).reruns.values_list("id", flat=True))
-                                         == [new])
+        outcomes["linked both ways"] += Task.objects.get(id=new).rerun_of_id == old and list(
+            Task.objects.get(id=old).reruns.values_list("id", flat=True)
+        ) == [new]
         outcomes["old run still cancelled"] += status(old) == states.CANCELLED
         outcomes["old writes in the new task"] += Step.objects.filter(task_id=new).count()
         outcomes["new task has a key"] += Task.objects.get(id=new).idempotency_key is not None
@@ -286,7 +291,8 @@ def test_a_stop_racing_the_wake_of_a_due_timer_and_a_claim_resurrects_nothing(li
         later = claim_next(pool=default_pool_name(), worker="test-3")
         outcomes["claimed after the stop"] += later is not None
         outcomes["attempts started after the stop"] += Attempt.objects.filter(
-            task_id=task_id, started_at__gt=after).count()
+            task_id=task_id, started_at__gt=after
+        ).count()
         outcomes["steps after the stop"] += Step.objects.filter(task_id=task_id, finished_at__gt=after).count()
         outcomes[f"ended {status(task_id)}"] += 1
         outcomes["four acknowledgments"] += acks(task_id, stopped.stop_id) == FOUR
@@ -318,8 +324,11 @@ def test_the_kill_switch_racing_submissions_refuses_or_covers_every_one(live, tr
                 continue
             assert not isinstance(sub, BaseException), sub
             task = Task.objects.get(id=sub.task_id)
-            outcomes["created, then covered and cancelled" if task.stop_id == stopped.stop_id
-                     and task.status == states.CANCELLED else f"created, missed ({task.status})"] += 1
+            outcomes[
+                "created, then covered and cancelled"
+                if task.stop_id == stopped.stop_id and task.status == states.CANCELLED
+                else f"created, missed ({task.status})"
+            ] += 1
         outcomes["live tasks of the agent"] += Task.objects.filter(agent="t.steps", status__in=states.LIVE).count()
         try:
             submit(input={"after": trial})
@@ -344,8 +353,9 @@ def test_the_kill_switch_racing_the_first_submissions_into_a_new_pool_never_dead
     outcomes = Counter()
     for trial in range(trials):
         agent_reopen(tenant="acme", agent="t.steps", actor="user:alice", reason="next trial")
-        monkeypatch.setitem(settings.STEWARD, "DEFAULT_POOL",
-                            {"name": f"first-use-{trial}", "max_running": 2, "max_queued": 100})
+        monkeypatch.setitem(
+            settings.STEWARD, "DEFAULT_POOL", {"name": f"first-use-{trial}", "max_running": 2, "max_queued": 100}
+        )
 
         def racer(i, trial=trial):
             if i == 0:
@@ -369,7 +379,8 @@ def test_terminal_is_final_only_an_audited_resume_leaves_cancelled(live):
     got = claim(task_id)
     stopped = task_stop(task_id=task_id, actor="user:alice", reason="stop it")
     assert status(task_id) == states.STOPPING and acks(task_id, stopped.stop_id) == sorted(
-        {states.STORAGE, states.SCHEDULER, states.CREDENTIAL_GATEWAY})
+        {states.STORAGE, states.SCHEDULER, states.CREDENTIAL_GATEWAY}
+    )
     assert worker_answers(got) == "refused"
     assert status(task_id) == states.CANCELLED and acks(task_id, stopped.stop_id) == FOUR
 
@@ -379,8 +390,9 @@ def test_terminal_is_final_only_an_audited_resume_leaves_cancelled(live):
         "complete": lambda: end_attempt(got.lease, "complete", output='{"late": true}'),
         "fail": lambda: end_attempt(got.lease, "fail", error={"code": "X"}),
         "sleep": lambda: end_attempt(got.lease, "sleep", wake_at=db_clock()),
-        "spawn": lambda: children.spawn(got.lease, 0, None, agent="t.child", input={"value": 1},
-                                        owner="user:alice", root_id=task_id),
+        "spawn": lambda: children.spawn(
+            got.lease, 0, None, agent="t.child", input={"value": 1}, owner="user:alice", root_id=task_id
+        ),
     }.items():
         try:
             write()
@@ -417,8 +429,9 @@ def test_the_kill_switch_racing_a_spawn_of_its_own_agent_covers_the_child_and_ne
             if i == 0:
                 return agent_stop(tenant="acme", agent="t.spawner", actor="user:alice", reason="kill switch")
             if i == 1:
-                return children.spawn(got.lease, 0, None, agent="t.spawner", input={"children": []},
-                                      owner="user:alice", root_id=parent)
+                return children.spawn(
+                    got.lease, 0, None, agent="t.spawner", input={"children": []}, owner="user:alice", root_id=parent
+                )
             return task_submit(agent="t.spawner", input={"children": [], "other": trial}, **ALICE)
 
         stopped, spawned, submitted = racing(3, racer)
@@ -428,8 +441,9 @@ def test_the_kill_switch_racing_a_spawn_of_its_own_agent_covers_the_child_and_ne
         worker_answers(got)
         # Made in this trial: ids are time-ordered (runtime/ids.py).
         made = list(Task.objects.filter(agent="t.spawner", id__gt=parent).values("status", "stop_id"))
-        outcomes["made and covered"] += sum(1 for m in made if m["stop_id"] == stopped.stop_id
-                                            and m["status"] == states.CANCELLED)
+        outcomes["made and covered"] += sum(
+            1 for m in made if m["stop_id"] == stopped.stop_id and m["status"] == states.CANCELLED
+        )
         outcomes["made"] += len(made)
         outcomes[f"parent {status(parent)}"] += 1
 
@@ -450,8 +464,9 @@ def test_the_kill_switch_racing_a_child_finishing_under_another_agents_parent_ne
         agent_reopen(tenant="acme", agent="t.steps", actor="user:alice", reason="next trial")
         parent = submit("t.spawner", {"children": [], "trial": trial})
         up = claim(parent)
-        kid = children.spawn(up.lease, 0, None, agent="t.steps", input={"trial": trial}, owner="user:alice",
-                             root_id=parent)
+        kid = children.spawn(
+            up.lease, 0, None, agent="t.steps", input={"trial": trial}, owner="user:alice", root_id=parent
+        )
         end_attempt(up.lease, "wait", waiting_on=[kid])  # the parent waits for its child
         got = claim(kid)
 
@@ -485,8 +500,10 @@ def test_two_last_acknowledgments_at_once_still_cancel_their_parent_and_two_stop
     for trial in range(trials):
         parent = submit("t.spawner", {"children": [], "trial": trial})
         up = claim(parent)
-        kids = [children.spawn(up.lease, i, None, agent="t.steps", input={"kid": i}, owner="user:alice",
-                               root_id=parent) for i in range(2)]
+        kids = [
+            children.spawn(up.lease, i, None, agent="t.steps", input={"kid": i}, owner="user:alice", root_id=parent)
+            for i in range(2)
+        ]
         end_attempt(up.lease, "wait", waiting_on=kids)
         gots = [claim(kid) for kid in kids]
 

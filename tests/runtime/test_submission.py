@@ -86,19 +86,46 @@ def test_input_that_is_not_a_plain_json_object_is_refused_with_invalid_input(not
 
 @pytest.mark.parametrize(
     ("identity", "field", "max_length"),
-    [({"tenant": ""}, "tenant", 100), ({"owner": ""}, "owner", 200), ({"actor": ""}, "actor", 200),
-     ({"tenant": "x" * 101}, "tenant", 100), ({"owner": "o" * 201}, "owner", 200),
-     ({"actor": "a" * 201}, "actor", 200), ({"tenant": "acme\x00"}, "tenant", 100),
-     ({"owner": "user:alice\nuser:root"}, "owner", 200), ({"actor": "user:\ud800"}, "actor", 200),
-     ({"tenant": 7}, "tenant", 100), ({"idempotency_key": ""}, "idempotency_key", 200),
-     ({"idempotency_key": "k" * 201}, "idempotency_key", 200), ({"agent": "a" * 201}, "agent", 200),
-     ({"pool": "bad pool!"}, "pool", 100), ({"pool": "p" * 101}, "pool", 100), ({"pool": ""}, "pool", 100)],
-    ids=["empty-tenant", "empty-owner", "empty-actor", "long-tenant", "long-owner", "long-actor", "nul-tenant",
-         "newline-owner", "surrogate-actor", "int-tenant", "empty-key", "long-key", "long-agent", "bad-pool",
-         "long-pool", "empty-pool"],
+    [
+        ({"tenant": ""}, "tenant", 100),
+        ({"owner": ""}, "owner", 200),
+        ({"actor": ""}, "actor", 200),
+        ({"tenant": "x" * 101}, "tenant", 100),
+        ({"owner": "o" * 201}, "owner", 200),
+        ({"actor": "a" * 201}, "actor", 200),
+        ({"tenant": "acme\x00"}, "tenant", 100),
+        ({"owner": "user:alice\nuser:root"}, "owner", 200),
+        ({"actor": "user:\ud800"}, "actor", 200),
+        ({"tenant": 7}, "tenant", 100),
+        ({"idempotency_key": ""}, "idempotency_key", 200),
+        ({"idempotency_key": "k" * 201}, "idempotency_key", 200),
+        ({"agent": "a" * 201}, "agent", 200),
+        ({"pool": "bad pool!"}, "pool", 100),
+        ({"pool": "p" * 101}, "pool", 100),
+        ({"pool": ""}, "pool", 100),
+    ],
+    ids=[
+        "empty-tenant",
+        "empty-owner",
+        "empty-actor",
+        "long-tenant",
+        "long-owner",
+        "long-actor",
+        "nul-tenant",
+        "newline-owner",
+        "surrogate-actor",
+        "int-tenant",
+        "empty-key",
+        "long-key",
+        "long-agent",
+        "bad-pool",
+        "long-pool",
+        "empty-pool",
+    ],
 )
 def test_an_identifier_that_does_not_fit_its_column_is_refused_with_invalid_identifier(
-        nothing_written, identity, field, max_length):
+    nothing_written, identity, field, max_length
+):
     with pytest.raises(InvalidIdentifier) as refused:
         task_submit(**{"agent": "t.steps", "input": {}, **ALICE, **identity})
     assert refused.value.code == "INVALID_IDENTIFIER"
@@ -106,8 +133,9 @@ def test_an_identifier_that_does_not_fit_its_column_is_refused_with_invalid_iden
 
 
 def test_identifiers_at_their_column_length_are_accepted(db):
-    sub = task_submit(agent="t.steps", input={}, tenant="t" * 100, owner="o" * 200, actor="a" * 200,
-                      idempotency_key="k" * 200)
+    sub = task_submit(
+        agent="t.steps", input={}, tenant="t" * 100, owner="o" * 200, actor="a" * 200, idempotency_key="k" * 200
+    )
     task = Task.objects.get(id=sub.task_id)
     assert (task.tenant, task.owner, task.idempotency_key) == ("t" * 100, "o" * 200, "k" * 200)
     assert AuditEvent.objects.get(task_id=task.id, kind="task.submitted").actor == "a" * 200
@@ -155,9 +183,11 @@ def test_input_that_breaks_an_agents_schema_is_refused_with_the_schema_errors(no
 def test_a_schema_refusal_names_each_failing_field_and_why(nothing_written):
     with pytest.raises(InvalidInput) as refused:
         task_submit(agent="research.batch", input={"question": "", "experiments": 99}, **ALICE)
-    assert refused.value.message == ("input does not match research.batch's schema: "
-                                     "question: String should have at least 1 character; "
-                                     "experiments: Input should be less than or equal to 20")
+    assert refused.value.message == (
+        "input does not match research.batch's schema: "
+        "question: String should have at least 1 character; "
+        "experiments: Input should be less than or equal to 20"
+    )
 
     with pytest.raises(InvalidInput) as refused:
         task_submit(agent="notify.send", input={"to": "oncall@example.com"}, **ALICE)
@@ -169,16 +199,17 @@ class Strict(pydantic.BaseModel):
     counts: list[int] = []
 
 
-STRICT = agents.AgentSpec(name="t.strict", fn=lambda ctx, input: None, pool=None, description="",
-                          input_model=Strict)
+STRICT = agents.AgentSpec(name="t.strict", fn=lambda ctx, input: None, pool=None, description="", input_model=Strict)
 
 
 def test_a_schema_refusal_names_nested_fields_escapes_hostile_names_and_stops_at_ten():
     with pytest.raises(InvalidInput) as refused:
         validate_input(STRICT, {"counts": [1, "two"], "oops\x1b[2J": 1})
-    assert refused.value.message == ("input does not match t.strict's schema: "
-                                     "counts.1: Input should be a valid integer, unable to parse string as an integer; "
-                                     "'oops\\x1b[2J': Extra inputs are not permitted")
+    assert refused.value.message == (
+        "input does not match t.strict's schema: "
+        "counts.1: Input should be a valid integer, unable to parse string as an integer; "
+        "'oops\\x1b[2J': Extra inputs are not permitted"
+    )
 
     with pytest.raises(InvalidInput) as refused:
         validate_input(STRICT, {"counts": ["x"] * 25})
@@ -194,9 +225,11 @@ def test_input_that_fits_an_agents_schema_is_accepted(db):
 
 @pytest.mark.parametrize("task_id", [uuid.uuid4(), "not-a-uuid"], ids=["unknown-uuid", "malformed"])
 def test_show_cancel_and_resume_of_an_unknown_task_are_refused_with_task_not_found(nothing_written, task_id):
-    for act in (lambda: task_detail(task_id),
-                lambda: task_stop(task_id=task_id, actor="user:alice", reason="test"),
-                lambda: task_resume(task_id=task_id, actor="user:alice")):
+    for act in (
+        lambda: task_detail(task_id),
+        lambda: task_stop(task_id=task_id, actor="user:alice", reason="test"),
+        lambda: task_resume(task_id=task_id, actor="user:alice"),
+    ):
         with pytest.raises(TaskNotFound) as refused:
             act()
         assert refused.value.code == "TASK_NOT_FOUND"
@@ -217,8 +250,9 @@ def test_the_same_key_and_input_return_the_same_task(db):
     assert written() == before
 
 
-@pytest.mark.parametrize(("agent", "input"), [("t.steps", {"n": 3}), ("t.child", {"n": 2})],
-                         ids=["other-input", "other-agent"])
+@pytest.mark.parametrize(
+    ("agent", "input"), [("t.steps", {"n": 3}), ("t.child", {"n": 2})], ids=["other-input", "other-agent"]
+)
 def test_the_same_key_with_another_input_or_agent_is_refused_with_idempotency_conflict(db, agent, input):
     first = task_submit(agent="t.steps", input={"n": 2}, idempotency_key="k1", **ALICE)
     before = written()
@@ -255,7 +289,8 @@ def test_a_known_key_returns_its_task_even_when_the_pool_is_full(db):
     with pytest.raises(QueueFull):
         task_submit(agent="t.steps", input={}, idempotency_key="k2", pool="tiny", **ALICE)
     assert task_submit(agent="t.steps", input={}, idempotency_key="k1", pool="tiny", **ALICE) == Submission(
-        first.task_id, False, states.QUEUED)
+        first.task_id, False, states.QUEUED
+    )
 
 
 # --- the race ----------------------------------------------------------------------------------
@@ -272,8 +307,12 @@ def test_concurrent_submits_with_one_key_make_exactly_one_task(live):
         key = f"race-{trial}"
         pools = ["default"] if trial % 2 == 0 else ["default", "other"]
 
-        results = race(RACERS, lambda i: task_submit(agent="t.steps", input={"n": 1}, idempotency_key=key,
-                                                     pool=pools[i % len(pools)], **ALICE))
+        results = race(
+            RACERS,
+            lambda i: task_submit(
+                agent="t.steps", input={"n": 1}, idempotency_key=key, pool=pools[i % len(pools)], **ALICE
+            ),
+        )
 
         errors = [r for r in results if not isinstance(r, Submission)]
         assert not errors, errors

@@ -21,9 +21,12 @@ def queue(pool: str, n: int, *, waited: float) -> None:
     """`n` queued tasks in `pool`, the oldest queued `waited` seconds ago."""
     ids = [task_submit(agent="t.steps", input={"i": i}, pool=pool, **ALICE).task_id for i in range(n)]
     with connection.cursor() as cur:
-        cur.execute("UPDATE steward_task SET queued_at = now() - make_interval(secs => %s) + "
-                    "make_interval(secs => %s * ordinality) FROM unnest(%s::uuid[]) WITH ORDINALITY AS q(id) "
-                    "WHERE steward_task.id = q.id", [waited, 0.001, ids])
+        cur.execute(
+            "UPDATE steward_task SET queued_at = now() - make_interval(secs => %s) + "
+            "make_interval(secs => %s * ordinality) FROM unnest(%s::uuid[]) WITH ORDINALITY AS q(id) "
+            "WHERE steward_task.id = q.id",
+            [waited, 0.001, ids],
+        )
 
 
 def stale() -> set[str]:

@@ -5,6 +5,7 @@ by its caller key (task_for_key)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 
@@ -65,11 +66,45 @@ def test_an_ambiguous_prefix_lists_only_the_first_few_matches(db):
     assert error.value.details["matches"] == [str(i) for i in sorted(ids)[:AMBIGUOUS_SHOWN]]
 
 
-@pytest.mark.parametrize("given", [
-    "", "-", "not-a-task", "01a2g", "0x01a2", "01a230af--d9", "01a2-30af", "01a230af d9", " 01a2",
-    "f" * 33, "f" * 37, "01a230af-d943-7308-805b-0d1a68068df80", "\x00", "{01a230af}", None, 12,
-], ids=["empty", "hyphen", "words", "not-hex", "0x", "double-hyphen", "hyphen-misplaced", "space",
-        "leading-space", "33-digits", "37-characters", "canonical-plus-one", "nul", "braces", "none", "int"])
+@pytest.mark.parametrize(
+    "given",
+    [
+        "",
+        "-",
+        "not-a-task",
+        "01a2g",
+        "0x01a2",
+        "01a230af--d9",
+        "01a2-30af",
+        "01a230af d9",
+        " 01a2",
+        "f" * 33,
+        "f" * 37,
+        "01a230af-d943-7308-805b-0d1a68068df80",
+        "\x00",
+        "{01a230af}",
+        None,
+        12,
+    ],
+    ids=[
+        "empty",
+        "hyphen",
+        "words",
+        "not-hex",
+        "0x",
+        "double-hyphen",
+        "hyphen-misplaced",
+        "space",
+        "leading-space",
+        "33-digits",
+        "37-characters",
+        "canonical-plus-one",
+        "nul",
+        "braces",
+        "none",
+        "int",
+    ],
+)
 def test_what_is_not_an_id_or_its_start_names_no_task(db, given):
     submitted(1)
     with pytest.raises(TaskNotFound):
@@ -100,10 +135,8 @@ def test_resolving_a_prefix_reads_a_few_index_entries_however_many_tasks_there_a
 
 
 def _quietly(given):
-    try:
+    with contextlib.suppress(AmbiguousTaskId):
         task_id_from_prefix(given)
-    except AmbiguousTaskId:
-        pass
 
 
 # --- through the CLI: every command that takes a task -----------------------------------------
@@ -122,10 +155,19 @@ def test_every_command_that_takes_a_task_accepts_a_unique_prefix(db):
     assert steward("resume", prefix) == f"{parent} queued for a new attempt (reason: resume)\n"
 
 
-@pytest.mark.parametrize("command", [["show"], ["stop", "--reason", "r"], ["cancel", "--reason", "r"], ["resume"],
-                                     ["effects", "--task"],
-                                     ["tasks", "--parent"], ["tasks", "--root"]],
-                         ids=lambda argv: "-".join(argv))
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["show"],
+        ["stop", "--reason", "r"],
+        ["cancel", "--reason", "r"],
+        ["resume"],
+        ["effects", "--task"],
+        ["tasks", "--parent"],
+        ["tasks", "--root"],
+    ],
+    ids="-".join,
+)
 def test_every_command_that_takes_a_task_refuses_an_ambiguous_prefix_and_writes_nothing(db, command):
     ids = submitted(2)
     before = snapshot()

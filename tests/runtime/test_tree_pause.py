@@ -68,7 +68,13 @@ def test_a_fan_out_trip_holds_the_trees_waiting_sleeping_and_queued_tasks():
     assert (b.status, b.blocked_reason, b.breaker) == (states.BLOCKED, states.BREAKER_TRIPPED, states.FANOUT_CHILDREN)
     [pause] = TreePause.objects.filter(root_id=root)
     assert (pause.task_id, pause.breaker, pause.limit, pause.observed, pause.held, pause.released_at) == (
-        bramble, states.FANOUT_CHILDREN, 1, 2, 3, None)
+        bramble,
+        states.FANOUT_CHILDREN,
+        1,
+        2,
+        3,
+        None,
+    )
     assert b.error["pause_id"] == pause.id and "paused" in b.status_note
     trip = last_event(bramble, "task.blocked")
     assert (trip.data["pause_id"], trip.data["tree_held"], trip.data["tree_paused"]) == (pause.id, 3, "opened")
@@ -78,9 +84,13 @@ def test_a_fan_out_trip_holds_the_trees_waiting_sleeping_and_queued_tasks():
     for held, was in ((root, states.WAITING), (napper, states.SLEEPING), (first, states.QUEUED)):
         assert state(held) == HELD, held
         event = last_event(held, "task.blocked")
-        assert (event.data["blocked_reason"], event.data["from"], event.data["pause_id"], event.data["breaker"],
-                event.data["tripped_task"]) == (states.TREE_PAUSED, was, pause.id, states.FANOUT_CHILDREN,
-                                                str(bramble))
+        assert (
+            event.data["blocked_reason"],
+            event.data["from"],
+            event.data["pause_id"],
+            event.data["breaker"],
+            event.data["tripped_task"],
+        ) == (states.TREE_PAUSED, was, pause.id, states.FANOUT_CHILDREN, str(bramble))
     # Nothing runs, nothing wakes: the held child never ran a step.
     sweep(supervisor_id="test")
     assert run() == 0 and not Step.objects.filter(task_id=first).exists()
@@ -100,15 +110,23 @@ def test_resuming_the_tripped_task_with_a_raised_limit_lifts_the_pause_and_the_t
     assert {state(t) for t in (root, napper, first, bramble)} == {(states.QUEUED, None)}
     event = last_event(bramble, "task.resumed")
     assert (event.data["tree_pause_lifted"], event.data["tree_queued"], event.data["limits"]) == (
-        pause.id, 3, {"max_children": 2})
+        pause.id,
+        3,
+        {"max_children": 2},
+    )
     for released in (root, napper, first):
         event = last_event(released, "task.resumed")
         assert (event.actor, event.data["pause_id"], event.data["by_resume_of"]) == (
-            "user:alice", pause.id, str(bramble))
+            "user:alice",
+            pause.id,
+            str(bramble),
+        )
 
     run()
-    wait_until(lambda: (sweep(supervisor_id="test"), run(), task(root).status == states.COMPLETED)[-1],
-               message="the tree to finish")
+    wait_until(
+        lambda: (sweep(supervisor_id="test"), run(), task(root).status == states.COMPLETED)[-1],
+        message="the tree to finish",
+    )
     assert task(root).output == {"statuses": [states.COMPLETED, states.COMPLETED]}
     assert task(bramble).output == {"values": [0, 2]}
 
@@ -171,7 +189,9 @@ def test_a_running_task_of_a_paused_tree_finishes_its_step_and_pauses_before_the
     assert list(Step.objects.filter(task_id=sapling).values_list("name", flat=True)) == ["s0"]
     event = last_event(sapling, "task.blocked")
     assert (event.data["blocked_reason"], event.data["pause_id"]) == (
-        states.TREE_PAUSED, TreePause.objects.get(root_id=root).id)
+        states.TREE_PAUSED,
+        TreePause.objects.get(root_id=root).id,
+    )
     assert task(sapling).error["code"] == "TREE_PAUSED"
 
 

@@ -45,8 +45,9 @@ def tree(trial: int, kids: int) -> tuple[Claim, list[Claim]]:
     up = claim()
     assert up.lease.task_id == root
     for i in range(kids):
-        children.spawn(up.lease, i, None, agent="t.child", input={"value": i}, owner="user:alice", root_id=root,
-                       limits=ROOMY)
+        children.spawn(
+            up.lease, i, None, agent="t.child", input={"value": i}, owner="user:alice", root_id=root, limits=ROOMY
+        )
     return up, [claim() for _ in range(kids)]
 
 
@@ -86,8 +87,16 @@ def test_no_spawn_racing_a_pause_escapes_it(trials):
         def act(i, up=up, tripper=tripper, root=root):
             if i == SPAWNERS:
                 return pause(tripper)
-            return children.spawn(up.lease, 10 + i, None, agent="t.child", input={"value": i}, owner="user:alice",
-                                  root_id=root, limits=ROOMY)
+            return children.spawn(
+                up.lease,
+                10 + i,
+                None,
+                agent="t.child",
+                input={"value": i},
+                owner="user:alice",
+                root_id=root,
+                limits=ROOMY,
+            )
 
         results = race(SPAWNERS + 1, act)
         counted = Counter(outcome(r) for r in results)
@@ -120,8 +129,9 @@ def test_a_running_task_pausing_as_the_pause_is_lifted_ends_queued_either_way(tr
         def act(i, running=running, refusal=refusal, tripper=tripper):
             if i == 0:
                 return executor._paused(running, refusal)
-            return task_resume(task_id=tripper.lease.task_id, actor="user:alice", note="lift it",
-                               limits={"max_children": 5})
+            return task_resume(
+                task_id=tripper.lease.task_id, actor="user:alice", note="lift it", limits={"max_children": 5}
+            )
 
         results = race(2, act)
         errors = [r for r in results if isinstance(r, BaseException)]
@@ -129,8 +139,11 @@ def test_a_running_task_pausing_as_the_pause_is_lifted_ends_queued_either_way(tr
         task = Task.objects.get(id=running.lease.task_id)
         assert (task.status, task.blocked_reason) == (states.QUEUED, None), "never blocked by a lifted pause"
         resumed = AuditEvent.objects.filter(task_id=task.id, kind="task.resumed").get()
-        outcomes["queued by the release" if resumed.data.get("pause_id") == pause_id
-                 else "queued again as it paused (pause already lifted)"] += 1
+        outcomes[
+            "queued by the release"
+            if resumed.data.get("pause_id") == pause_id
+            else "queued again as it paused (pause already lifted)"
+        ] += 1
         assert TreePause.objects.get(id=pause_id).released_at is not None
         out_of_the_way(root)
 

@@ -72,8 +72,7 @@ def research_batch(ctx, input):
         decision = _approval(ctx, params, summary)
         if not decision.approved:
             return {"summary": summary, "submitted": False, "approval": decision.state}
-    receipt = ctx.effect("submit-results", submit, params.results_url, summary,
-                         effect_class="reversible", keyed=True)
+    receipt = ctx.effect("submit-results", submit, params.results_url, summary, effect_class="reversible", keyed=True)
     return {"summary": summary, "receipt": receipt}
 
 
@@ -91,8 +90,14 @@ def research_experiment(ctx, input):
 def notify_send(ctx, input):
     """Send one notification through a service that does not deduplicate."""
     params = NotifyInput.model_validate(input)
-    receipt = ctx.effect("send", submit, params.notify_url, {"to": params.to, "message": params.message},
-                         effect_class="irreversible", keyed=False)
+    receipt = ctx.effect(
+        "send",
+        submit,
+        params.notify_url,
+        {"to": params.to, "message": params.message},
+        effect_class="irreversible",
+        keyed=False,
+    )
     return {"receipt": receipt}
 
 
@@ -102,19 +107,28 @@ ASKS = 3  # a stale request is asked again, at most this many times in all
 def _approval(ctx, params: ResearchInput, summary: dict):
     """Ask a person to approve submitting `summary`; ask anew (another step name) while
     the answer is stale, since a stale package is never approvable again (ADR 0017)."""
-    action = {"op": "submit results", "to": params.results_url, "question": params.question,
-              "experiments": summary["experiments"], "completed": summary["completed"], "best": summary["best"]}
+    action = {
+        "op": "submit results",
+        "to": params.results_url,
+        "question": params.question,
+        "experiments": summary["experiments"],
+        "completed": summary["completed"],
+        "best": summary["best"],
+    }
     for ask in range(ASKS):
-        decision = ctx.request_approval(action, effect_class="reversible", expires_in=params.approval_hours * 3600,
-                                        name="approve-results" if ask == 0 else f"approve-results-{ask + 1}")
+        decision = ctx.request_approval(
+            action,
+            effect_class="reversible",
+            expires_in=params.approval_hours * 3600,
+            name="approve-results" if ask == 0 else f"approve-results-{ask + 1}",
+        )
         if not decision.stale:
             break
     return decision
 
 
 def _plan(question: str, seeds: list[int]) -> list[dict]:
-    return [{"question": question, "index": i, "seed": seed, "cooldown_seconds": 1}
-            for i, seed in enumerate(seeds)]
+    return [{"question": question, "index": i, "seed": seed, "cooldown_seconds": 1} for i, seed in enumerate(seeds)]
 
 
 def _train(question: str, seed: int) -> dict:

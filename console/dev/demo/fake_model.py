@@ -43,7 +43,7 @@ class FakeModel:
         self.tool_url = self.base + "/tool"
         self.thread: threading.Thread | None = None
 
-    def start(self) -> "FakeModel":
+    def start(self) -> FakeModel:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
         return self
@@ -77,7 +77,7 @@ class FakeModel:
 def _pieces(text: str, n: int) -> list[str]:
     n = max(1, min(n, len(text) or 1))
     size = -(-len(text) // n) or 1
-    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
 def _handler(model: FakeModel):
@@ -111,13 +111,26 @@ def _handler(model: FakeModel):
         def _tool(self, body):
             """A stand-in outside API under /tool/: it needs the tool key and echoes the call."""
             with model.lock:
-                model.requests.append({"path": self.path, "authorization": self.headers.get("Authorization"),
-                                       "idempotency_key": self.headers.get("Idempotency-Key"),
-                                       "headers": dict(self.headers.items()), "body": body})
+                model.requests.append(
+                    {
+                        "path": self.path,
+                        "authorization": self.headers.get("Authorization"),
+                        "idempotency_key": self.headers.get("Idempotency-Key"),
+                        "headers": dict(self.headers.items()),
+                        "body": body,
+                    }
+                )
             if model.tool_key is None or self.headers.get("Authorization") != f"Bearer {model.tool_key}":
                 return self._json(401, {"error": "invalid tool key"})
-            return self._json(200, {"id": f"op-{uuid.uuid4().hex[:12]}", "method": self.command,
-                                    "path": self.path[len("/tool"):], "json": body})
+            return self._json(
+                200,
+                {
+                    "id": f"op-{uuid.uuid4().hex[:12]}",
+                    "method": self.command,
+                    "path": self.path[len("/tool") :],
+                    "json": body,
+                },
+            )
 
         def do_GET(self):
             if self.path == "/_requests":
@@ -139,9 +152,15 @@ def _handler(model: FakeModel):
             if self.path.rstrip("/") != "/v1/chat/completions":
                 return self._json(404, {"error": {"message": "not found"}})
             with model.lock:
-                model.requests.append({"path": self.path, "authorization": self.headers.get("Authorization"),
-                                       "idempotency_key": self.headers.get("Idempotency-Key"),
-                                       "headers": dict(self.headers.items()), "body": body})
+                model.requests.append(
+                    {
+                        "path": self.path,
+                        "authorization": self.headers.get("Authorization"),
+                        "idempotency_key": self.headers.get("Idempotency-Key"),
+                        "headers": dict(self.headers.items()),
+                        "body": body,
+                    }
+                )
                 script = dict(model.script)
             if self.headers.get("Authorization") != f"Bearer {model.key}":
                 return self._json(401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})
@@ -151,11 +170,19 @@ def _handler(model: FakeModel):
             text = model.reply_to(body)
             name = body.get("model", "fake")
             if not body.get("stream"):
-                return self._json(200, {
-                    "id": ident, "object": "chat.completion", "created": int(time.time()), "model": name,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                 "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": len(text.split()), "total_tokens": 1}})
+                return self._json(
+                    200,
+                    {
+                        "id": ident,
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": name,
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": len(text.split()), "total_tokens": 1},
+                    },
+                )
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
@@ -167,9 +194,18 @@ def _handler(model: FakeModel):
                 for i, piece in enumerate(pieces):
                     if i and script["chunk_delay"]:
                         time.sleep(float(script["chunk_delay"]))
-                    chunk = {"id": ident, "object": "chat.completion.chunk", "model": name,
-                             "choices": [{"index": 0, "delta": {"content": piece},
-                                          "finish_reason": "stop" if i == len(pieces) - 1 else None}]}
+                    chunk = {
+                        "id": ident,
+                        "object": "chat.completion.chunk",
+                        "model": name,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "delta": {"content": piece},
+                                "finish_reason": "stop" if i == len(pieces) - 1 else None,
+                            }
+                        ],
+                    }
                     self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
                     self.wfile.flush()
                 self.wfile.write(b"data: [DONE]\n\n")

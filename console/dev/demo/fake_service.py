@@ -52,8 +52,16 @@ class ServiceRejected(Exception):
         self.body = body
 
 
-def call(base_url: str, body, *, key: str | None = None, timeout: float = 10.0,
-         worker: str | None = None, behaviour: str | None = None, delay: float = 0.0) -> dict:
+def call(
+    base_url: str,
+    body,
+    *,
+    key: str | None = None,
+    timeout: float = 10.0,
+    worker: str | None = None,
+    behaviour: str | None = None,
+    delay: float = 0.0,
+) -> dict:
     """POST one operation to ``<base_url>/ops`` and return the service's JSON receipt.
 
     The three possible outcomes mean different things to the effect ledger:
@@ -69,12 +77,17 @@ def call(base_url: str, body, *, key: str | None = None, timeout: float = 10.0,
       must never assume either way.
     """
     headers = {"Content-Type": "application/json"}
-    for name, value in (("Idempotency-Key", key), ("X-Steward-Worker", worker),
-                        ("X-Fake-Behaviour", behaviour), ("X-Fake-Delay", str(delay) if delay else None)):
+    for name, value in (
+        ("Idempotency-Key", key),
+        ("X-Steward-Worker", worker),
+        ("X-Fake-Behaviour", behaviour),
+        ("X-Fake-Delay", str(delay) if delay else None),
+    ):
         if value is not None:
             headers[name] = value
-    req = urllib.request.Request(base_url.rstrip("/") + "/ops", data=json.dumps(body).encode(),
-                                 headers=headers, method="POST")
+    req = urllib.request.Request(
+        base_url.rstrip("/") + "/ops", data=json.dumps(body).encode(), headers=headers, method="POST"
+    )
     try:
         with _OPENER.open(req, timeout=timeout) as resp:
             return json.loads(resp.read())
@@ -89,8 +102,7 @@ def call(base_url: str, body, *, key: str | None = None, timeout: float = 10.0,
 def http_json(method: str, url: str, body=None, timeout: float = 10.0) -> tuple[int, object]:
     """Small helper for the control endpoints: returns (status, parsed JSON) for any status."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
     try:
         with _OPENER.open(req, timeout=timeout) as resp:
             return resp.status, _loads(resp.read())
@@ -112,12 +124,19 @@ class FakeService:
     """The service state plus its HTTP server. Every state change happens under one Condition,
     so the wait_* helpers wake on events instead of polling."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, mode: str = "keyed",
-                 log: bool = False, drop_every: int | None = None):
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        mode: str = "keyed",
+        log: bool = False,
+        drop_every: int | None = None,
+    ):
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}")
-        if drop_every is not None and (isinstance(drop_every, bool) or not isinstance(drop_every, int)
-                                       or drop_every < 1):
+        if drop_every is not None and (
+            isinstance(drop_every, bool) or not isinstance(drop_every, int) or drop_every < 1
+        ):
             raise ValueError(f"drop_every must be a positive integer, got {drop_every!r}")
         self.host, self.port, self.log, self.drop_every = host, port, log, drop_every
         self._cond = threading.Condition()
@@ -143,8 +162,9 @@ class FakeService:
         server.fake = self
         self._server, self._stopping = server, False
         # A short poll interval keeps stop() fast; serving itself is event driven.
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-service", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-service", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -230,10 +250,16 @@ class FakeService:
 
     def snapshot(self) -> dict:
         with self._cond:
-            return {"calls": copy.deepcopy(self._calls), "performed": self._performed,
-                    "active": self._active, "peak_active": self._peak, "mode": self._mode,
-                    "drop_every": self.drop_every,
-                    "hung": len(self._hung), "pending": list(self._fifo)}
+            return {
+                "calls": copy.deepcopy(self._calls),
+                "performed": self._performed,
+                "active": self._active,
+                "peak_active": self._peak,
+                "mode": self._mode,
+                "drop_every": self.drop_every,
+                "hung": len(self._hung),
+                "pending": list(self._fifo),
+            }
 
     def wait_for_calls(self, n: int, timeout: float = 10.0) -> bool:
         return self._wait(lambda: len(self._calls) >= n, timeout)
@@ -255,9 +281,17 @@ class FakeService:
             self._peak = max(self._peak, self._active)
             seq = len(self._calls) + 1
             behaviour = forced or (self._fifo.popleft() if self._fifo else None) or self._every(seq)
-            rec = {"seq": seq, "key": key, "worker": worker, "at": time.time(),
-                   "body": None if body is _BAD_JSON else body, "behaviour": behaviour,
-                   "outcome": "pending", "op_id": None, "answered": False}
+            rec = {
+                "seq": seq,
+                "key": key,
+                "worker": worker,
+                "at": time.time(),
+                "body": None if body is _BAD_JSON else body,
+                "behaviour": behaviour,
+                "outcome": "pending",
+                "op_id": None,
+                "answered": False,
+            }
             self._calls.append(rec)
             self._cond.notify_all()
             try:
@@ -348,7 +382,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif url.path == "/_etag":
             self._send(200, {"etag": fake.etag})
         elif url.path.startswith("/_ops/"):
-            op = fake.op_for_key(urllib.parse.unquote(url.path[len("/_ops/"):]))
+            op = fake.op_for_key(urllib.parse.unquote(url.path[len("/_ops/") :]))
             self._send(200, op) if op else self._send(404, {"error": "NOT_FOUND"})
         elif url.path == "/_wait":
             try:
@@ -360,8 +394,7 @@ class _Handler(BaseHTTPRequestHandler):
             except ValueError:
                 return self._send(400, {"error": "BAD_QUERY"})
             snap = fake.snapshot()
-            self._send(200 if ok else 408,
-                       {"ok": ok, "calls": len(snap["calls"]), "hung": snap["hung"]})
+            self._send(200 if ok else 408, {"ok": ok, "calls": len(snap["calls"]), "hung": snap["hung"]})
         else:
             self._send(404, {"error": "NOT_FOUND"})
 
@@ -405,8 +438,11 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(status, payload)
         if fake.log:
-            print(f"#{rec['seq']} key={key} worker={worker} behaviour={rec['behaviour'] or '-'}"
-                  f" -> {status or 'dropped'} {rec['outcome']} {rec['op_id'] or ''}", flush=True)
+            print(
+                f"#{rec['seq']} key={key} worker={worker} behaviour={rec['behaviour'] or '-'}"
+                f" -> {status or 'dropped'} {rec['outcome']} {rec['op_id'] or ''}",
+                flush=True,
+            )
 
 
 def _positive(text: str) -> int:
@@ -424,8 +460,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--mode", choices=sorted(MODES), default="keyed")
-    parser.add_argument("--drop-every", type=_positive, metavar="N",
-                        help="perform calls 1, N+1, 2N+1, ... but drop the connection instead of answering")
+    parser.add_argument(
+        "--drop-every",
+        type=_positive,
+        metavar="N",
+        help="perform calls 1, N+1, 2N+1, ... but drop the connection instead of answering",
+    )
     args = parser.parse_args(argv)
     fake = FakeService(host=args.host, port=args.port, mode=args.mode, log=True, drop_every=args.drop_every).start()
     dropping = f", dropping calls 1, {args.drop_every + 1}, ..." if args.drop_every else ""

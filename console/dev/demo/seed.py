@@ -27,14 +27,32 @@ POOLS = {
 TASKS = [
     # Started by dave, so that alice (an operator; the starter may not approve) finds its
     # request to submit the results in her approvals inbox.
-    ("acme", "demo-research-approve", "research.batch",
-     {"question": "Which learning rate schedule converges fastest?", "experiments": 4, "overnight_seconds": 20,
-      "approve_results": True},
-     "dave"),
-    ("acme", "demo-notify-1", "notify.send",
-     {"to": "oncall@example.com", "message": "The overnight research batch has started."}, "alice"),
-    ("globex", "demo-research-2", "research.batch",
-     {"question": "Does batch size change the final loss?", "experiments": 3, "overnight_seconds": 30}, "carol"),
+    (
+        "acme",
+        "demo-research-approve",
+        "research.batch",
+        {
+            "question": "Which learning rate schedule converges fastest?",
+            "experiments": 4,
+            "overnight_seconds": 20,
+            "approve_results": True,
+        },
+        "dave",
+    ),
+    (
+        "acme",
+        "demo-notify-1",
+        "notify.send",
+        {"to": "oncall@example.com", "message": "The overnight research batch has started."},
+        "alice",
+    ),
+    (
+        "globex",
+        "demo-research-2",
+        "research.batch",
+        {"question": "Does batch size change the final loss?", "experiments": 3, "overnight_seconds": 30},
+        "carol",
+    ),
 ]
 
 
@@ -67,8 +85,9 @@ def seed_demo(*, actor: str) -> list[str]:
         except PoolExists:
             lines.append(f"pool {Pool.objects.get(name=name)} kept")
     for tenant, key, agent, payload, owner in TASKS:
-        sub = task_submit(agent=agent, input=payload, tenant=tenant, owner=f"user:{owner}", actor=actor,
-                          idempotency_key=key)
+        sub = task_submit(
+            agent=agent, input=payload, tenant=tenant, owner=f"user:{owner}", actor=actor, idempotency_key=key
+        )
         lines.append(f"task {sub.task_id} {agent} [{sub.status}]{'' if sub.created else ' (already seeded)'}")
     return lines
 
@@ -102,8 +121,9 @@ def _authority() -> list[str]:
     made = 0
     for tenant, principal, action, resource in GRANTS:
         if not Grant.objects.filter(tenant=tenant, principal=principal, action=action, resource=resource).exists():
-            grant_create(tenant=tenant, principal=principal, action=action, resource=resource,
-                         actor=f"user:{GRANTED_BY[tenant]}")
+            grant_create(
+                tenant=tenant, principal=principal, action=action, resource=resource, actor=f"user:{GRANTED_BY[tenant]}"
+            )
             made += 1
     for tenant, agent_name, username in STEWARDS:
         admin = users.get(username=GRANTED_BY[tenant])
@@ -113,6 +133,9 @@ def _authority() -> list[str]:
     if not dave.is_staff:
         dave.is_staff = True
         dave.save(update_fields=["is_staff"])
-    dave.user_permissions.add(*Permission.objects.filter(content_type__app_label="runtime",
-                                                         codename__in=["view_grant", "view_task", "view_auditevent"]))
+    dave.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="runtime", codename__in=["view_grant", "view_task", "view_auditevent"]
+        )
+    )
     return [f"grants: {made} given, {len(GRANTS) - made} kept; alice may change research.batch's grants in acme"]

@@ -59,12 +59,16 @@ def _line(task) -> str:
         unknown = effect_page(task=task.id, state=states.UNKNOWN, limit=1).items
         if unknown:
             effect = unknown[0]
-            return (f"{name} is blocked: effect #{effect.id} ({effect.name!r}) may or may not have happened.\n"
-                    f"  see it:    {CLI} effects --state unknown\n"
-                    f"  settle it: {CLI} resolve-effect {effect.id} --as committed|failed|retry")
+            return (
+                f"{name} is blocked: effect #{effect.id} ({effect.name!r}) may or may not have happened.\n"
+                f"  see it:    {CLI} effects --state unknown\n"
+                f"  settle it: {CLI} resolve-effect {effect.id} --as committed|failed|retry"
+            )
         if task.blocked_reason == states.APPROVAL_PENDING:
-            return (f"{name} waits for a person's approval ({task.status_note}).\n"
-                    f"  decide it: sign in as alice, open Approvals; or {CLI} approvals approve ID --actor user:alice")
+            return (
+                f"{name} waits for a person's approval ({task.status_note}).\n"
+                f"  decide it: sign in as alice, open Approvals; or {CLI} approvals approve ID --actor user:alice"
+            )
         return f"{name} is blocked: {task.status_note}"
     if task.status == states.DEAD:
         return f"{name} is dead ({task.status_note}); after fixing the cause: {CLI} resume {task.id}"

@@ -91,17 +91,21 @@ class Command(BaseCommand):
         p.add_argument("--limit", type=int, default=30)
         p.add_argument("--after", metavar="CURSOR", help="the page after the one that printed CURSOR")
 
-        p = sub.add_parser("show", help="a task's attempts, journal, effects, children and audit",
-                           description="A task's record, attempts, journal, effects, children and audit "
-                                       f"(at most {DETAIL_ROWS} each of its latest steps, its first children "
-                                       "and its latest audit rows). Long "
-                                       "values are cut to fit a line: --full prints them whole, --json "
-                                       "prints everything as one JSON object.")
+        p = sub.add_parser(
+            "show",
+            help="a task's attempts, journal, effects, children and audit",
+            description="A task's record, attempts, journal, effects, children and audit "
+            f"(at most {DETAIL_ROWS} each of its latest steps, its first children "
+            "and its latest audit rows). Long "
+            "values are cut to fit a line: --full prints them whole, --json "
+            "prints everything as one JSON object.",
+        )
         p.add_argument("task", help=TASK_HELP)
         whole = p.add_mutually_exclusive_group()
         whole.add_argument("--full", action="store_true", help="print every value whole, not cut to fit a line")
-        whole.add_argument("--json", dest="as_json", action="store_true",
-                           help="print the detail as one JSON object (values whole)")
+        whole.add_argument(
+            "--json", dest="as_json", action="store_true", help="print the detail as one JSON object (values whole)"
+        )
 
         p = sub.add_parser("effects", help="list the effect ledger")
         p.add_argument("--task", metavar="TASK", help="this task's effects (an id or a unique prefix)")
@@ -119,22 +123,35 @@ class Command(BaseCommand):
         p = sub.add_parser("resume", help="queue a dead, failed, cancelled, denied or tripped task again")
         p.add_argument("task", help=TASK_HELP)
         p.add_argument("--note", default="")
-        p.add_argument("--limit", dest="breaker_limits", action="append", default=[], metavar="NAME=N",
-                       help="a breaker limit for this task alone (repeatable): max_children, max_depth, "
-                            "max_spawns_per_minute, max_steps, max_wall_clock_seconds")
+        p.add_argument(
+            "--limit",
+            dest="breaker_limits",
+            action="append",
+            default=[],
+            metavar="NAME=N",
+            help="a breaker limit for this task alone (repeatable): max_children, max_depth, "
+            "max_spawns_per_minute, max_steps, max_wall_clock_seconds",
+        )
 
         stops.add_parsers(sub)
 
-        p = sub.add_parser("audit", help="audit trail: verify it, seal it, export its seals",
-                           description="verify: walk every chain and check the seals over them (exit 3 names "
-                                       "what is wrong). seal: seal every tenant's moved chain heads now (the "
-                                       "supervisor does so every STEWARD_AUDIT_SEAL_SECONDS). seals: print "
-                                       "every seal as JSON lines, to keep a copy outside the database.")
+        p = sub.add_parser(
+            "audit",
+            help="audit trail: verify it, seal it, export its seals",
+            description="verify: walk every chain and check the seals over them (exit 3 names "
+            "what is wrong). seal: seal every tenant's moved chain heads now (the "
+            "supervisor does so every STEWARD_AUDIT_SEAL_SECONDS). seals: print "
+            "every seal as JSON lines, to keep a copy outside the database.",
+        )
         p.add_argument("action", choices=["verify", "seal", "seals"])
         p.add_argument("--tenant", help="only this tenant's chains and seals")
-        p.add_argument("--after", type=int, metavar="AUDIT_ID",
-                       help="verify only the rows after this audit id (each linked to the row before it; "
-                            "the seals are not checked)")
+        p.add_argument(
+            "--after",
+            type=int,
+            metavar="AUDIT_ID",
+            help="verify only the rows after this audit id (each linked to the row before it; "
+            "the seals are not checked)",
+        )
 
         p = sub.add_parser("supervise", help="run the supervisor sweep")
         p.add_argument("--once", action="store_true")
@@ -178,38 +195,60 @@ class Command(BaseCommand):
 
     def do_submit(self, *, actor, agent, input, key, tenant, owner, pool, wait, **_):
         payload = _json_arg(input, "--input", limit=config.max_input_bytes(), setting="STEWARD_MAX_INPUT_BYTES")
-        sub = task_submit(agent=agent, input=payload, tenant=tenant, owner=owner or actor, actor=actor,
-                          idempotency_key=key, pool=pool)
+        sub = task_submit(
+            agent=agent, input=payload, tenant=tenant, owner=owner or actor, actor=actor, idempotency_key=key, pool=pool
+        )
         verb = "submitted" if sub.created else f"already exists for key {key!r}"
         self.stdout.write(f"{sub.task_id}  {verb}  [{sub.status}]")
         deadline = time.monotonic() + wait
         while wait and time.monotonic() < deadline:
             task = task_get(sub.task_id)
             if task.status in states.TERMINAL:
-                self.stdout.write(f"{task.status}: {short(task.output if task.output is not None else task.error, 200)}")
+                self.stdout.write(
+                    f"{task.status}: {short(task.output if task.output is not None else task.error, 200)}"
+                )
                 return
             time.sleep(0.2)
         if wait:
             self.stdout.write(f"still {task_get(sub.task_id).status} after {wait:g}s")
 
     def do_tasks(self, *, status, agent, tenant, pool, parent, root, limit, after, **_):
-        page = task_page(status=status, agent=agent, tenant=tenant, pool=pool, parent=_task(parent),
-                         root=_task(root), limit=limit, after=after)
-        rows = [[t.id, t.agent, t.status, t.epoch, t.pool_id, when(t.updated_at), short(t.status_note, 40)]
-                for t in page]
+        page = task_page(
+            status=status,
+            agent=agent,
+            tenant=tenant,
+            pool=pool,
+            parent=_task(parent),
+            root=_task(root),
+            limit=limit,
+            after=after,
+        )
+        rows = [
+            [t.id, t.agent, t.status, t.epoch, t.pool_id, when(t.updated_at), short(t.status_note, 40)] for t in page
+        ]
         self.stdout.write(table(["task", "agent", "status", "epoch", "pool", "updated", "note"], rows))
         self._next(page)
 
     def do_show(self, *, task, full, as_json, **_):
         d = task_detail(_task(task), step_limit=DETAIL_ROWS, audit_limit=DETAIL_ROWS, child_limit=DETAIL_ROWS)
         if as_json:
-            self.stdout.write(json_text({
-                "task": record(d.task), "attempts": [record(a) for a in d.attempts],
-                "journal": [record(s) for s in d.steps], "effects": [record(e) for e in d.effects],
-                "children": [record(c, ["id", "agent", "status", "created_at", "finished_at"]) for c in d.children],
-                "audit": [record(a) for a in d.audit],
-                "tree_pause": dataclasses.asdict(pause) if (pause := tree_pause_of(d.task)) is not None else None,
-            }))
+            self.stdout.write(
+                json_text(
+                    {
+                        "task": record(d.task),
+                        "attempts": [record(a) for a in d.attempts],
+                        "journal": [record(s) for s in d.steps],
+                        "effects": [record(e) for e in d.effects],
+                        "children": [
+                            record(c, ["id", "agent", "status", "created_at", "finished_at"]) for c in d.children
+                        ],
+                        "audit": [record(a) for a in d.audit],
+                        "tree_pause": dataclasses.asdict(pause)
+                        if (pause := tree_pause_of(d.task)) is not None
+                        else None,
+                    }
+                )
+            )
             return
         was_cut = False
 
@@ -221,31 +260,80 @@ class Command(BaseCommand):
 
         t = d.task
         pause = tree_pause_of(t)
-        self.stdout.write(block([
-            ("task", t.id), ("agent", t.agent), ("status", t.status + (f" ({t.status_note})" if t.status_note else "")),
-            *([("blocked", t.blocked_reason + (f", decision {t.blocked_decision_id}" if t.blocked_decision_id else "")
-                + (f", breaker {t.breaker} ({t.error.get('message', '')})"
-                   if t.blocked_reason == states.BREAKER_TRIPPED and t.error else "")
-                + f" ({UNBLOCK[t.blocked_reason]})")] if t.status == states.BLOCKED else []),
-            *([("tree paused", f"pause {pause.id}: breaker {pause.breaker} tripped at {pause.task_id} "
-                               f"({pause.observed} against {pause.limit}), {when(pause.paused_at)}; holds "
-                               f"{pause.holding}, {pause.running} still running; resume any task of the tree "
-                               f"to lift it")] if pause is not None else []),
-            ("tenant/owner", f"{t.tenant} / {t.owner}"), ("pool", t.pool_id), ("epoch", t.epoch),
-            ("parent", t.parent_id or "-"), ("root", t.root_id), ("key", t.idempotency_key or "-"),
-            ("created", when(t.created_at)), ("finished", when(t.finished_at)),
-            ("input", cut(t.input, 100)), ("output", cut(t.output, 100)), ("error", cut(t.error, 100)),
-        ]))
-        self._section("attempts", ["epoch", "reason", "worker", "started", "ended", "end"],
-                      [[a.epoch, a.reason, a.worker, when(a.started_at), when(a.ended_at), a.end_reason or "live"]
-                       for a in d.attempts])
-        self._section("journal", ["seq", "kind", "name", "epoch", "result"],
-                      [[s.seq, s.kind, s.name, s.epoch, cut(s.error or s.output, 60)] for s in d.steps])
-        self._section("effects", ["id", "name", "class", "keyed", "state", "sends", "key"],
-                      [[e.id, e.name, e.effect_class, e.keyed, e.state, e.sends, e.key] for e in d.effects])
+        self.stdout.write(
+            block(
+                [
+                    ("task", t.id),
+                    ("agent", t.agent),
+                    ("status", t.status + (f" ({t.status_note})" if t.status_note else "")),
+                    *(
+                        [
+                            (
+                                "blocked",
+                                t.blocked_reason
+                                + (f", decision {t.blocked_decision_id}" if t.blocked_decision_id else "")
+                                + (
+                                    f", breaker {t.breaker} ({t.error.get('message', '')})"
+                                    if t.blocked_reason == states.BREAKER_TRIPPED and t.error
+                                    else ""
+                                )
+                                + f" ({UNBLOCK[t.blocked_reason]})",
+                            )
+                        ]
+                        if t.status == states.BLOCKED
+                        else []
+                    ),
+                    *(
+                        [
+                            (
+                                "tree paused",
+                                f"pause {pause.id}: breaker {pause.breaker} tripped at {pause.task_id} "
+                                f"({pause.observed} against {pause.limit}), {when(pause.paused_at)}; holds "
+                                f"{pause.holding}, {pause.running} still running; resume any task of the tree "
+                                f"to lift it",
+                            )
+                        ]
+                        if pause is not None
+                        else []
+                    ),
+                    ("tenant/owner", f"{t.tenant} / {t.owner}"),
+                    ("pool", t.pool_id),
+                    ("epoch", t.epoch),
+                    ("parent", t.parent_id or "-"),
+                    ("root", t.root_id),
+                    ("key", t.idempotency_key or "-"),
+                    ("created", when(t.created_at)),
+                    ("finished", when(t.finished_at)),
+                    ("input", cut(t.input, 100)),
+                    ("output", cut(t.output, 100)),
+                    ("error", cut(t.error, 100)),
+                ]
+            )
+        )
+        self._section(
+            "attempts",
+            ["epoch", "reason", "worker", "started", "ended", "end"],
+            [
+                [a.epoch, a.reason, a.worker, when(a.started_at), when(a.ended_at), a.end_reason or "live"]
+                for a in d.attempts
+            ],
+        )
+        self._section(
+            "journal",
+            ["seq", "kind", "name", "epoch", "result"],
+            [[s.seq, s.kind, s.name, s.epoch, cut(s.error or s.output, 60)] for s in d.steps],
+        )
+        self._section(
+            "effects",
+            ["id", "name", "class", "keyed", "state", "sends", "key"],
+            [[e.id, e.name, e.effect_class, e.keyed, e.state, e.sends, e.key] for e in d.effects],
+        )
         self._section("children", ["task", "agent", "status"], [[c.id, c.agent, c.status] for c in d.children])
-        self._section("audit", ["id", "at", "kind", "actor", "data"],
-                      [[a.id, when(a.at), a.kind, a.actor, cut(a.data, 60)] for a in d.audit])
+        self._section(
+            "audit",
+            ["id", "at", "kind", "actor", "data"],
+            [[a.id, when(a.at), a.kind, a.actor, cut(a.data, 60)] for a in d.audit],
+        )
         if was_cut:
             self.stdout.write("\n(long values are cut to fit: --full prints them whole, --json as JSON)")
 
@@ -258,8 +346,9 @@ class Command(BaseCommand):
     def do_resolve_effect(self, *, actor, effect, outcome, receipt, note, **_):
         parsed = None
         if receipt:
-            parsed = _json_arg(receipt, "--receipt", limit=config.max_output_bytes(),
-                               setting="STEWARD_MAX_OUTPUT_BYTES")
+            parsed = _json_arg(
+                receipt, "--receipt", limit=config.max_output_bytes(), setting="STEWARD_MAX_OUTPUT_BYTES"
+            )
         row = effect_resolve(effect_id=effect, outcome=outcome, actor=actor, receipt=parsed, note=note)
         self.stdout.write(f"effect #{row.id} is now {row.state}; task {row.task_id} re-queued if it was blocked")
 
@@ -270,8 +359,10 @@ class Command(BaseCommand):
         raised = f", limits {', '.join(f'{k}={v}' for k, v in limits.items())}" if limits else ""
         self.stdout.write(f"{task} queued for a new attempt (reason: resume{raised})")
         if resumed.pause_id is not None:
-            self.stdout.write(f"lifted its tree's pause {resumed.pause_id}: {resumed.tree_queued} other "
-                              f"task{'s' if resumed.tree_queued != 1 else ''} queued again")
+            self.stdout.write(
+                f"lifted its tree's pause {resumed.pause_id}: {resumed.tree_queued} other "
+                f"task{'s' if resumed.tree_queued != 1 else ''} queued again"
+            )
 
     def do_stop(self, **options):
         stops.do_stop(self.stdout, **options)
@@ -294,16 +385,19 @@ class Command(BaseCommand):
         """The verdict on stdout says how many rows it covers; progress goes to stderr."""
         if action == "seal":
             made = audit_seal(every=0)
-            self.stdout.write(f"sealed {len(made)} tenant(s)" + "".join(
-                f"\n  {seal.tenant} seal #{seal.seq}: {len(seal.heads)} chain head(s)" for seal in made))
+            self.stdout.write(
+                f"sealed {len(made)} tenant(s)"
+                + "".join(f"\n  {seal.tenant} seal #{seal.seq}: {len(seal.heads)} chain head(s)" for seal in made)
+            )
             return
         if action == "seals":
             for seal in audit_seals(tenant=tenant):
                 self.stdout.write(json.dumps(seal, sort_keys=True))
             return
         if after is not None and tenant is not None:
-            raise CommandError("INVALID_ARGUMENT: --after verifies every tenant's rows after that id; "
-                               "drop --tenant", returncode=2)
+            raise CommandError(
+                "INVALID_ARGUMENT: --after verifies every tenant's rows after that id; drop --tenant", returncode=2
+            )
         began, rows, last_report = time.monotonic(), [0], [0.0]
 
         def progress(p):  # reported in order under a lock: the last report counts every row
@@ -325,12 +419,15 @@ class Command(BaseCommand):
         if bad is not None or seals:
             lines = ([f"TAMPERED: {bad}"] if bad is not None else []) + [f"SEAL: {problem}" for problem in seals]
             raise CommandError("\n".join(lines) + f" (checked {checked})", returncode=3)
-        scope = ("every chain is intact" + (f" in {tenant}" if tenant else "") + ", and so is every seal"
-                 if after is None else f"every row after #{after} is intact")
+        scope = (
+            "every chain is intact" + (f" in {tenant}" if tenant else "") + ", and so is every seal"
+            if after is None
+            else f"every row after #{after} is intact"
+        )
         self.stdout.write(f"audit trail verified: {scope} ({checked})")
 
     def do_supervise(self, *, once, interval, **_):
-        from runtime.worker import executor, supervisor  # noqa: PLC0415 - only this command needs them
+        from runtime.worker import executor, supervisor
 
         def report(sweep):
             if any(sweep.as_dict().values()):
@@ -341,8 +438,7 @@ class Command(BaseCommand):
 
     def do_pools(self, *, after, **_):
         page = pool_usage(after=after)
-        rows = [[u.pool.name, u.pool.max_running, u.pool.max_queued, u.running, u.queued, u.slots_held]
-                for u in page]
+        rows = [[u.pool.name, u.pool.max_running, u.pool.max_queued, u.running, u.queued, u.slots_held] for u in page]
         self.stdout.write(table(["pool", "max_running", "max_queued", "running", "queued", "slots_held"], rows))
         self._next(page)
 
@@ -431,8 +527,11 @@ _CHECKS = {
     "root": arguments.task_id_prefix,
     "effect": arguments.effect_id,
     # A cursor is opaque (runtime/paging.py decodes and checks it); an audit id is a count.
-    "after": lambda value: (arguments.text("--after", value, max_length=CURSOR_MAX) if isinstance(value, str)
-                            else arguments.bounded("--after", value, minimum=0, maximum=2**63 - 1)),
+    "after": lambda value: (
+        arguments.text("--after", value, max_length=CURSOR_MAX)
+        if isinstance(value, str)
+        else arguments.bounded("--after", value, minimum=0, maximum=2**63 - 1)
+    ),
     "note": lambda value: arguments.text("--note", value),
     "reason": lambda value: arguments.text("--reason", value),
     "principal": lambda value: arguments.actor(value, "--principal"),
@@ -440,8 +539,9 @@ _CHECKS = {
     "expires": lambda value: arguments.text("--expires", value, max_length=64),
     "limit": lambda value: arguments.bounded("--limit", value, minimum=1, maximum=arguments.PAGE_MAX),
     "wait": lambda value: arguments.bounded("--wait", value, minimum=0, maximum=WAIT_MAX_SECONDS, integer=False),
-    "interval": lambda value: arguments.bounded("--interval", value, minimum=INTERVAL_MIN_SECONDS,
-                                                maximum=INTERVAL_MAX_SECONDS, integer=False),
+    "interval": lambda value: arguments.bounded(
+        "--interval", value, minimum=INTERVAL_MIN_SECONDS, maximum=INTERVAL_MAX_SECONDS, integer=False
+    ),
 }
 
 

@@ -33,8 +33,12 @@ def fake_model():
 
 @pytest.fixture(scope="session")
 def gateway_web(child_env, fake_model, django_db_blocker):
-    env = {**child_env, "STEWARD_MODEL_URL": fake_model.url, "STEWARD_MODEL_KEY": MODEL_KEY,
-           "STEWARD_TOOLS": json.dumps({"echo": {"url": fake_model.tool_url, "key": TOOL_KEY}})}
+    env = {
+        **child_env,
+        "STEWARD_MODEL_URL": fake_model.url,
+        "STEWARD_MODEL_KEY": MODEL_KEY,
+        "STEWARD_TOOLS": json.dumps({"echo": {"url": fake_model.tool_url, "key": TOOL_KEY}}),
+    }
     web = WebServer(env).start()
     try:
         yield web.wait_ready()
@@ -56,11 +60,16 @@ def _until_its_sessions_are_gone(web: WebServer | None = None) -> None:
     def alone():
         with connection.cursor() as cur:
             if web is None:
-                cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                            "AND pid <> pg_backend_pid()")
+                cur.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND pid <> pg_backend_pid()"
+                )
             else:
-                cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                            "AND application_name = %s", [f"steward:{web.pid}"])
+                cur.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND application_name = %s",
+                    [f"steward:{web.pid}"],
+                )
             return cur.fetchone()[0] == 0
 
     try:
@@ -95,8 +104,17 @@ def completion_body(**changes) -> dict:
     return {"model": "fake-1", "messages": [{"role": "user", "content": "hi"}], **changes}
 
 
-def post(url: str, *, token: str | None = None, body=None, raw: bytes | None = None, key: str | None = "k-1",
-         headers: dict | None = None, method: str = "POST", timeout: float = 30.0):
+def post(
+    url: str,
+    *,
+    token: str | None = None,
+    body=None,
+    raw: bytes | None = None,
+    key: str | None = "k-1",
+    headers: dict | None = None,
+    method: str = "POST",
+    timeout: float = 30.0,
+):
     """(status, JSON answer, response headers) of one gateway call."""
     sent = {"Content-Type": "application/json", **(headers or {})}
     if token is not None:
@@ -114,8 +132,12 @@ def post(url: str, *, token: str | None = None, body=None, raw: bytes | None = N
 
 
 def open_stream(url: str, *, token: str, body: dict, key: str = "k-stream"):
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
-        "Content-Type": "application/json", "Authorization": f"Bearer {token}", "Idempotency-Key": key})
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}", "Idempotency-Key": key},
+    )
     return _NO_PROXY.open(request, timeout=30)
 
 
@@ -156,5 +178,8 @@ def ended(**match):
     non-streamed call ended after it has handed the answer over."""
     from runtime.models import GatewayCall
 
-    return wait_until(lambda: GatewayCall.objects.filter(**match).exclude(outcome="admitted").first(),
-                      timeout=10, message=f"the gateway call {match} to end")
+    return wait_until(
+        lambda: GatewayCall.objects.filter(**match).exclude(outcome="admitted").first(),
+        timeout=10,
+        message=f"the gateway call {match} to end",
+    )

@@ -21,18 +21,33 @@ pytestmark = [pytest.mark.integration]
 
 def admit(t, key: str):
     claims = token_verify(model_token(t), audience=MODEL_ROUTE)
-    return gateway_admit(claims=claims, route=MODEL_ROUTE, action=MODEL_ACTION, resource=model_resource("fake-1"),
-                         idempotency_key=key, step_seq=0)
+    return gateway_admit(
+        claims=claims,
+        route=MODEL_ROUTE,
+        action=MODEL_ACTION,
+        resource=model_resource("fake-1"),
+        idempotency_key=key,
+        step_seq=0,
+    )
 
 
 def seen_elsewhere(call_id):
     """The call's outcome and its decision's verdict, read on a connection of its own:
     what another process sees once the admission returned."""
     settings = connection.settings_dict
-    with psycopg.connect(host=settings["HOST"] or None, port=settings["PORT"] or None, dbname=settings["NAME"],
-                         user=settings["USER"], password=settings["PASSWORD"] or None, autocommit=True) as other:
-        return other.execute("SELECT c.outcome, d.allowed FROM steward_gateway_call c "
-                             "JOIN steward_decision d ON d.id = c.decision_id WHERE c.id = %s", (call_id,)).fetchone()
+    with psycopg.connect(
+        host=settings["HOST"] or None,
+        port=settings["PORT"] or None,
+        dbname=settings["NAME"],
+        user=settings["USER"],
+        password=settings["PASSWORD"] or None,
+        autocommit=True,
+    ) as other:
+        return other.execute(
+            "SELECT c.outcome, d.allowed FROM steward_gateway_call c "
+            "JOIN steward_decision d ON d.id = c.decision_id WHERE c.id = %s",
+            (call_id,),
+        ).fetchone()
 
 
 def synchronous_commit() -> str:
@@ -62,8 +77,9 @@ def test_the_admission_statement_chooses_an_async_commit_only_for_an_allowed_cal
 
     def mode(resource: str, durable: bool) -> str:
         params = token_decision_params(claims=claims, action=MODEL_ACTION, resource=resource)
-        params.update(step=0, jti=claims["jti"], route=MODEL_ROUTE, key=f"k-{resource}-{durable}", durable=durable,
-                      in_flight=60.0)
+        params.update(
+            step=0, jti=claims["jti"], route=MODEL_ROUTE, key=f"k-{resource}-{durable}", durable=durable, in_flight=60.0
+        )
         return db.fetchone("gateway_admit", params)[-1]
 
     assert mode("model:fake-1", durable=False) == "off"

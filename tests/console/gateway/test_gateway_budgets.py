@@ -67,8 +67,7 @@ CASES = {"task": _task_case, "tree": _tree_case, "tenant": _tenant_case}
 
 
 @pytest.mark.parametrize("scope", list(CASES))
-def test_a_budget_once_reached_denies_budget_exhausted_at_the_gateway_and_records_it(live, gateway_web, model,
-                                                                                   scope):
+def test_a_budget_once_reached_denies_budget_exhausted_at_the_gateway_and_records_it(live, gateway_web, model, scope):
     model.set(reply=REPLY)
     tenant = f"bu-{uuid.uuid4().hex[:8]}"
     tenant_with_model(tenant)
@@ -86,7 +85,11 @@ def test_a_budget_once_reached_denies_budget_exhausted_at_the_gateway_and_record
 
     decision = Decision.objects.get(id=details["decision_id"])
     assert (decision.allowed, decision.boundary, decision.reason_code, decision.task_id) == (
-        False, "credential_gateway", "budget_exhausted", callers[2])
+        False,
+        "credential_gateway",
+        "budget_exhausted",
+        callers[2],
+    )
     event = AuditEvent.objects.get(kind="authz.denied", data__decision_id=str(decision.id))
     assert event.data["budget"] == {"scope": scope, "limit": 8, "used": 8}
     assert GatewayCall.objects.get(decision_id=decision.id).outcome == "denied"
@@ -171,8 +174,11 @@ def test_finishes_racing_through_the_gateway_lose_no_tokens_and_never_deadlock(l
         thread.join(180)
     assert statuses == [200] * rounds * len(kids)
     calls = rounds * len(kids)
-    wait_until(lambda: not GatewayCall.objects.filter(tenant=tenant, outcome="admitted").exists(), timeout=30,
-               message="every call to end")
+    wait_until(
+        lambda: not GatewayCall.objects.filter(tenant=tenant, outcome="admitted").exists(),
+        timeout=30,
+        message="every call to end",
+    )
 
     def used(scope, subject):
         return sum(TokenUsage.objects.filter(scope=scope, subject=str(subject)).values_list("tokens", flat=True))

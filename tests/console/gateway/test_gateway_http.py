@@ -46,13 +46,17 @@ MISUSE = {
     "wrong audience": (lambda t: model_token(t, audience=tool_route("echo")), "wrong_audience"),
     "expired": (lambda t: signed(claims_of(t, aud=MODEL_ROUTE, exp=int(time.time()) - 5)), "expired"),
     "not yet valid": (lambda t: signed(claims_of(t, aud=MODEL_ROUTE, nbf=int(time.time()) + 120)), "not_yet_valid"),
-    "signed with another key": (lambda t: signed(claims_of(t, aud=MODEL_ROUTE), key=Ed25519PrivateKey.generate()),
-                                "bad_signature"),
+    "signed with another key": (
+        lambda t: signed(claims_of(t, aud=MODEL_ROUTE), key=Ed25519PrivateKey.generate()),
+        "bad_signature",
+    ),
     "claims edited after signing": (lambda t: tampered(model_token(t), tenant="globex"), "bad_signature"),
     "not a token": (lambda t: "not-a-jwt", "malformed"),
     "alg none": (lambda t: jwt.encode(claims_of(t, aud=MODEL_ROUTE), None, algorithm="none"), "bad_signature"),
-    "a claim missing": (lambda t: signed({k: v for k, v in claims_of(t, aud=MODEL_ROUTE).items() if k != "epoch"}),
-                        "malformed"),
+    "a claim missing": (
+        lambda t: signed({k: v for k, v in claims_of(t, aud=MODEL_ROUTE).items() if k != "epoch"}),
+        "malformed",
+    ),
 }
 
 
@@ -77,17 +81,30 @@ def test_no_token_at_all_is_refused_401(live, gateway_web, model):
 
 def test_a_permitted_call_reaches_the_model_with_the_real_key_and_is_recorded(live, gateway_web, model):
     t = allowed_task()
-    status, answer, headers = post(model_url(gateway_web), token=model_token(t), body=completion_body(),
-                                   key="t/3/model", headers={"Steward-Step": "3"})
+    status, answer, headers = post(
+        model_url(gateway_web),
+        token=model_token(t),
+        body=completion_body(),
+        key="t/3/model",
+        headers={"Steward-Step": "3"},
+    )
     assert status == 200
     assert answer["choices"][0]["message"]["content"] == "reply: hi"
     (sent,) = model.recorded()
     assert sent["authorization"] == f"Bearer {MODEL_KEY}"
     assert sent["idempotency_key"] == "t/3/model"
     call = ended(id=headers["Steward-Call"])
-    assert (call.task_id, call.tenant, call.epoch, call.step_seq, call.route, call.action, call.resource,
-            call.outcome, call.idempotency_key) == (t, "acme", 0, 3, MODEL_ROUTE, "model.call", MODEL, "committed",
-                                                     "t/3/model")
+    assert (
+        call.task_id,
+        call.tenant,
+        call.epoch,
+        call.step_seq,
+        call.route,
+        call.action,
+        call.resource,
+        call.outcome,
+        call.idempotency_key,
+    ) == (t, "acme", 0, 3, MODEL_ROUTE, "model.call", MODEL, "committed", "t/3/model")
     assert call.receipt == {"id": answer["id"], "status": 200, "model": "fake-1"}
     assert call.response["untrusted"] is True and call.response["source"] == MODEL
     assert MODEL_KEY not in str(call.receipt) + str(call.response)
@@ -111,8 +128,12 @@ def test_a_committed_key_is_answered_from_its_record_without_calling_the_model_a
 def test_attribution_in_headers_or_body_is_ignored_the_token_decides(live, gateway_web, model):
     t = allowed_task()
     other = allowed_task("globex")
-    forged_headers = {"X-Steward-Tenant": "globex", "X-Steward-Actor": "user:carol", "X-Steward-Task": str(other),
-                      "Steward-Tenant": "globex"}
+    forged_headers = {
+        "X-Steward-Tenant": "globex",
+        "X-Steward-Actor": "user:carol",
+        "X-Steward-Task": str(other),
+        "Steward-Tenant": "globex",
+    }
     body = completion_body(tenant="globex", actor="user:carol", task=str(other), owner="user:carol", user="user:carol")
     status, _, headers = post(model_url(gateway_web), token=model_token(t), body=body, headers=forged_headers)
     assert status == 200
@@ -127,10 +148,18 @@ def test_attribution_in_headers_or_body_is_ignored_the_token_decides(live, gatew
 def test_forged_attribution_without_authority_is_denied_in_the_tokens_own_tenant(live, gateway_web, model):
     t = running_task()  # acme, no grants; globex grants model.call to everyone who asks there
     allowed_task("globex")
-    status, answer, _ = post(model_url(gateway_web), token=model_token(t), body=completion_body(tenant="globex"),
-                             headers={"X-Steward-Tenant": "globex"})
+    status, answer, _ = post(
+        model_url(gateway_web),
+        token=model_token(t),
+        body=completion_body(tenant="globex"),
+        headers={"X-Steward-Tenant": "globex"},
+    )
     assert (status, answer["code"], answer["details"]["boundary"], answer["details"]["reason_code"]) == (
-        403, "AUTHORITY_DENIED", "credential_gateway", "no_grant_agent")
+        403,
+        "AUTHORITY_DENIED",
+        "credential_gateway",
+        "no_grant_agent",
+    )
     assert Decision.objects.get(id=answer["details"]["decision_id"]).tenant == "acme"
     assert model.recorded() == []
 
@@ -141,7 +170,11 @@ def test_a_tenant_a_token_naming_tenant_b_is_denied_at_tenant_isolation(live, ga
     token = signed(claims_of(t, aud=MODEL_ROUTE, tenant="globex"))  # signed with the real key: a leaked signer
     status, answer, _ = post(model_url(gateway_web), token=token, body=completion_body())
     assert (status, answer["code"], answer["details"]["boundary"], answer["details"]["reason_code"]) == (
-        403, "AUTHORITY_DENIED", "tenant_isolation", "tenant_mismatch")
+        403,
+        "AUTHORITY_DENIED",
+        "tenant_isolation",
+        "tenant_mismatch",
+    )
     assert set(answer["details"]) >= {"decision_id", "policy_version", "authz_revision"}
     assert model.recorded() == []
 
@@ -152,13 +185,15 @@ def test_a_superseded_attempts_token_is_denied(live, gateway_web, model):
     Task.objects.filter(id=t).update(epoch=F("epoch") + 1)  # a newer attempt took the task over
     status, answer, _ = post(model_url(gateway_web), token=token, body=completion_body())
     assert (status, answer["details"]["boundary"], answer["details"]["reason_code"]) == (
-        403, "credential_gateway", "superseded_attempt")
+        403,
+        "credential_gateway",
+        "superseded_attempt",
+    )
     assert model.recorded() == []
 
 
 @pytest.mark.parametrize("change", ["revoke", "narrow"])
-def test_a_token_minted_before_a_grant_change_is_denied_on_replay_naming_the_gateway(live, gateway_web, model,
-                                                                                    change):
+def test_a_token_minted_before_a_grant_change_is_denied_on_replay_naming_the_gateway(live, gateway_web, model, change):
     t = running_task()
     agent_grant, _ = give_both("model.call", "model:*")
     token = model_token(t)
@@ -169,9 +204,14 @@ def test_a_token_minted_before_a_grant_change_is_denied_on_replay_naming_the_gat
         grant_narrow(grant_id=agent_grant.id, tenant="acme", resource="model:other", actor=ADMIN, reason="test")
     status, answer, _ = post(model_url(gateway_web), token=token, body=completion_body(), key="after")
     assert (status, answer["code"], answer["details"]["boundary"], answer["details"]["reason_code"]) == (
-        403, "AUTHORITY_DENIED", "credential_gateway", "no_grant_agent")
-    assert answer["details"]["authz_revision"] > jwt.decode(token, options={"verify_signature": False})[
-        "authz_revision"]
+        403,
+        "AUTHORITY_DENIED",
+        "credential_gateway",
+        "no_grant_agent",
+    )
+    assert (
+        answer["details"]["authz_revision"] > jwt.decode(token, options={"verify_signature": False})["authz_revision"]
+    )
     assert len(model.recorded()) == 1
     # The same token replaying the committed key is denied too: authority first, record second.
     status, _, _ = post(model_url(gateway_web), token=token, body=completion_body(), key="before")
@@ -179,22 +219,40 @@ def test_a_token_minted_before_a_grant_change_is_denied_on_replay_naming_the_gat
 
 
 HOSTILE = {
-    "huge": (b'{"model": "fake-1", "messages": [{"role": "user", "content": "' + b"x" * (2 * 1024 * 1024) + b'"}]}',
-             {"application/json"}, (413, "INPUT_TOO_LARGE")),
-    "deep": (b'{"model": "fake-1", "messages": ' + b"[" * 5000 + b"]" * 5000 + b"}", {"application/json"},
-             (422, "INPUT_TOO_DEEP")),
+    "huge": (
+        b'{"model": "fake-1", "messages": [{"role": "user", "content": "' + b"x" * (2 * 1024 * 1024) + b'"}]}',
+        {"application/json"},
+        (413, "INPUT_TOO_LARGE"),
+    ),
+    "deep": (
+        b'{"model": "fake-1", "messages": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+        {"application/json"},
+        (422, "INPUT_TOO_DEEP"),
+    ),
     "malformed": (b'{"model": "fake-1", "messages": [', {"application/json"}, (422, "INVALID_INPUT")),
-    "latin-1": ('{"model": "fake-1", "messages": [{"role": "user", "content": "caf\u00e9"}]}'.encode("latin-1"),
-                {"application/json"}, (422, "INVALID_ENCODING")),
-    "NaN": (b'{"model": "fake-1", "messages": [{"role": "user", "content": NaN}]}', {"application/json"},
-            (422, "NUMBER_OUT_OF_RANGE")),
-    "nul": (b'{"model": "fake-1", "messages": [{"role": "user", "content": "a\\u0000b"}]}', {"application/json"},
-            (422, "INVALID_STRING")),
-    "not an object": (b'[1, 2]', {"application/json"}, (422, "INVALID_INPUT")),
+    "latin-1": (
+        '{"model": "fake-1", "messages": [{"role": "user", "content": "caf\u00e9"}]}'.encode("latin-1"),
+        {"application/json"},
+        (422, "INVALID_ENCODING"),
+    ),
+    "NaN": (
+        b'{"model": "fake-1", "messages": [{"role": "user", "content": NaN}]}',
+        {"application/json"},
+        (422, "NUMBER_OUT_OF_RANGE"),
+    ),
+    "nul": (
+        b'{"model": "fake-1", "messages": [{"role": "user", "content": "a\\u0000b"}]}',
+        {"application/json"},
+        (422, "INVALID_STRING"),
+    ),
+    "not an object": (b"[1, 2]", {"application/json"}, (422, "INVALID_INPUT")),
     "no messages": (b'{"model": "fake-1"}', {"application/json"}, (400, "INVALID_ARGUMENT")),
     "model not a name": (b'{"model": 7, "messages": [{}]}', {"application/json"}, (400, "INVALID_ARGUMENT")),
-    "stream not a bool": (b'{"model": "m", "messages": [{}], "stream": "yes"}', {"application/json"},
-                          (400, "INVALID_ARGUMENT")),
+    "stream not a bool": (
+        b'{"model": "m", "messages": [{}], "stream": "yes"}',
+        {"application/json"},
+        (400, "INVALID_ARGUMENT"),
+    ),
     "form encoded": (b"model=fake-1", {"application/x-www-form-urlencoded"}, (400, "INVALID_ARGUMENT")),
 }
 
@@ -223,8 +281,12 @@ def test_a_tool_call_gets_the_tool_key_injected_and_its_answer_recorded_untruste
     t = running_task()
     give_both("tool.call", "tool:echo/notes/*")
     url = gateway_web.url + "/gateway/tools/echo/notes/today?x=1"
-    status, answer, headers = post(url, token=model_token(t, audience=tool_route("echo")), body={"text": "hi"},
-                                   headers={"Authorization-Forged": "x"})
+    status, answer, headers = post(
+        url,
+        token=model_token(t, audience=tool_route("echo")),
+        body={"text": "hi"},
+        headers={"Authorization-Forged": "x"},
+    )
     assert status == 200
     assert answer["status"] == 200 and answer["body"]["json"] == {"text": "hi"}
     assert answer["body"]["path"] == "/notes/today?x=1"
@@ -232,12 +294,23 @@ def test_a_tool_call_gets_the_tool_key_injected_and_its_answer_recorded_untruste
     assert sent["authorization"] == f"Bearer {TOOL_KEY}"
     call = ended(id=headers["Steward-Call"])
     assert (call.action, call.resource, call.outcome, call.response["untrusted"]) == (
-        "tool.call", "tool:echo/notes/today", "committed", True)
+        "tool.call",
+        "tool:echo/notes/today",
+        "committed",
+        True,
+    )
     # Outside the granted prefix: denied, nothing forwarded.
-    status, answer, _ = post(gateway_web.url + "/gateway/tools/echo/admin/keys", key="k-2",
-                             token=model_token(t, audience=tool_route("echo")), body={})
+    status, answer, _ = post(
+        gateway_web.url + "/gateway/tools/echo/admin/keys",
+        key="k-2",
+        token=model_token(t, audience=tool_route("echo")),
+        body={},
+    )
     assert (status, answer["details"]["boundary"], answer["details"]["reason_code"]) == (
-        403, "credential_gateway", "no_grant_agent")
+        403,
+        "credential_gateway",
+        "no_grant_agent",
+    )
     assert len(model.recorded()) == 1
 
 
@@ -245,16 +318,18 @@ def test_a_tool_call_gets_the_tool_key_injected_and_its_answer_recorded_untruste
 def test_a_tool_path_that_climbs_out_is_refused(live, gateway_web, model, path):
     t = running_task()
     give_both("tool.call", "tool:echo/*")
-    status, answer, _ = post(gateway_web.url + f"/gateway/tools/echo/{path}", body={},
-                             token=model_token(t, audience=tool_route("echo")))
+    status, answer, _ = post(
+        gateway_web.url + f"/gateway/tools/echo/{path}", body={}, token=model_token(t, audience=tool_route("echo"))
+    )
     assert status in (400, 404), answer
     assert model.recorded() == []
 
 
 def test_an_unknown_tool_is_404_unknown_tool(live, gateway_web, model):
     t = running_task()
-    status, answer, _ = post(gateway_web.url + "/gateway/tools/nosuch/x", body={},
-                             token=model_token(t, audience=tool_route("nosuch")))
+    status, answer, _ = post(
+        gateway_web.url + "/gateway/tools/nosuch/x", body={}, token=model_token(t, audience=tool_route("nosuch"))
+    )
     assert (status, answer["code"]) == (404, "UNKNOWN_TOOL")
 
 
@@ -282,8 +357,9 @@ def test_hostile_bodies_to_a_tool_are_refused_the_same_way_and_write_nothing(liv
     give_both("tool.call", "tool:echo/*")
     raw, _, expected = HOSTILE[case]
     before = snapshot()
-    status, answer, _ = post(gateway_web.url + "/gateway/tools/echo/notes", raw=raw,
-                             token=model_token(t, audience=tool_route("echo")))
+    status, answer, _ = post(
+        gateway_web.url + "/gateway/tools/echo/notes", raw=raw, token=model_token(t, audience=tool_route("echo"))
+    )
     assert (status, answer["code"]) == expected
     assert snapshot() == before
     assert model.recorded() == []

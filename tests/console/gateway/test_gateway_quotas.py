@@ -33,8 +33,12 @@ DAY = 86_400  # a window no trial straddles, but at midnight UTC
 
 @pytest.fixture(scope="module")
 def second_web(child_env, fake_model, gateway_web, django_db_blocker):
-    env = {**child_env, "STEWARD_MODEL_URL": fake_model.url, "STEWARD_MODEL_KEY": MODEL_KEY,
-           "STEWARD_TOOLS": json.dumps({"echo": {"url": fake_model.tool_url, "key": TOOL_KEY}})}
+    env = {
+        **child_env,
+        "STEWARD_MODEL_URL": fake_model.url,
+        "STEWARD_MODEL_KEY": MODEL_KEY,
+        "STEWARD_TOOLS": json.dumps({"echo": {"url": fake_model.tool_url, "key": TOOL_KEY}}),
+    }
     web = WebServer(env).start()  # a second web process, on a free port of its own
     try:
         yield web.wait_ready()
@@ -79,14 +83,18 @@ def test_calls_raced_through_two_web_processes_admit_exactly_the_quota(live, gat
             if status == 429:
                 assert answer["code"] == "QUOTA_EXCEEDED"
                 assert (answer["details"]["boundary"], answer["details"]["reason_code"]) == (
-                    "credential_gateway", "quota_exceeded")
+                    "credential_gateway",
+                    "quota_exceeded",
+                )
                 assert 1 <= int(headers["Retry-After"]) <= DAY
         forwarded = [r for r in model.recorded() if r["path"].startswith(f"/tool/t{trial}")]
         assert len(forwarded) == QUOTA
         denied = Decision.objects.filter(tenant=tenant, reason_code="quota_exceeded", boundary="credential_gateway")
         assert denied.count() == CALLERS - QUOTA
-        assert AuditEvent.objects.filter(tenant=tenant, kind="authz.denied",
-                                         data__reason_code="quota_exceeded").count() == CALLERS - QUOTA
+        assert (
+            AuditEvent.objects.filter(tenant=tenant, kind="authz.denied", data__reason_code="quota_exceeded").count()
+            == CALLERS - QUOTA
+        )
         outcomes.update(statuses)
     assert outcomes == {200: QUOTA * TRIALS, 429: (CALLERS - QUOTA) * TRIALS}
 
@@ -118,19 +126,25 @@ def test_a_redis_that_does_not_answer_closes_the_quota_and_the_denial_is_recorde
     quotas._client.cache_clear()
     quotas._take.cache_clear()
     try:
-        admission = gateway_admit(claims=claims_of(t, aud=tool_route("echo")), route=tool_route("echo"),
-                                  action=TOOL_ACTION, resource=tool_resource("echo", "ping"), idempotency_key="k",
-                                  service="echo")
+        admission = gateway_admit(
+            claims=claims_of(t, aud=tool_route("echo")),
+            route=tool_route("echo"),
+            action=TOOL_ACTION,
+            resource=tool_resource("echo", "ping"),
+            idempotency_key="k",
+            service="echo",
+        )
     finally:
         quotas._client.cache_clear()
         quotas._take.cache_clear()
     assert admission.outcome == "denied"
-    assert (admission.decision.boundary, admission.decision.reason_code) == ("credential_gateway",
-                                                                            "quota_unavailable")
+    assert (admission.decision.boundary, admission.decision.reason_code) == ("credential_gateway", "quota_unavailable")
     assert admission.quota.retry_after == quotas.UNAVAILABLE_RETRY_SECONDS
     assert GatewayCall.objects.get(id=admission.call_id).outcome == "denied"
-    assert AuditEvent.objects.filter(tenant=tenant, kind="authz.denied",
-                                     data__reason_code="quota_unavailable").count() == 1
+    assert (
+        AuditEvent.objects.filter(tenant=tenant, kind="authz.denied", data__reason_code="quota_unavailable").count()
+        == 1
+    )
 
 
 # (the gateway's answer, what the worker's client raises): a quota refusal was never
@@ -138,8 +152,11 @@ def test_a_redis_that_does_not_answer_closes_the_quota_and_the_denial_is_recorde
 CLIENT = [
     (429, {"code": "QUOTA_EXCEEDED", "details": {"reason_code": "quota_exceeded"}}, "EffectNotApplied"),
     (503, {"code": "QUOTA_UNAVAILABLE", "details": {"reason_code": "quota_unavailable"}}, "EffectNotApplied"),
-    (403, {"code": "BUDGET_EXHAUSTED", "details": {"reason_code": "budget_exhausted",
-                                                   "boundary": "credential_gateway"}}, "AuthorityDenied"),
+    (
+        403,
+        {"code": "BUDGET_EXHAUSTED", "details": {"reason_code": "budget_exhausted", "boundary": "credential_gateway"}},
+        "AuthorityDenied",
+    ),
     (503, {"code": "SOMETHING_ELSE"}, "OSError"),  # may have acted: the ledger decides
 ]
 

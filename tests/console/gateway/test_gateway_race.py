@@ -51,7 +51,9 @@ def test_no_gateway_call_is_admitted_after_the_revocation_commits(live, gateway_
         else:
             assert decision.authz_revision >= revision
             assert (answer["details"]["boundary"], answer["details"]["reason_code"]) == (
-                "credential_gateway", "no_grant_agent")
+                "credential_gateway",
+                "no_grant_agent",
+            )
             counts["denied after"] += 1
         if marks["sent"] > marks["committed"]:
             assert status == 403, f"trial {trial}: a call sent after the revocation committed was admitted"

@@ -10,26 +10,32 @@ from django.core.exceptions import ImproperlyConfigured
 
 from console import env
 
-GOOD = {"github": {"url": "https://api.github.com", "key": "ghp-secret", "header": "Authorization"},
-        "search": {"url": "http://127.0.0.1:9/x/", "key": "s-secret", "header": "X-Api-Key"}}
+GOOD = {
+    "github": {"url": "https://api.github.com", "key": "ghp-secret", "header": "Authorization"},
+    "search": {"url": "http://127.0.0.1:9/x/", "key": "s-secret", "header": "X-Api-Key"},
+}
 
 
 def test_tools_parse_into_url_key_and_header(monkeypatch):
     monkeypatch.setenv("STEWARD_TOOLS", json.dumps(GOOD))
     assert env.gateway_tools("STEWARD_TOOLS") == {
         "github": {"url": "https://api.github.com", "key": "ghp-secret", "header": "Authorization"},
-        "search": {"url": "http://127.0.0.1:9/x", "key": "s-secret", "header": "X-Api-Key"}}
+        "search": {"url": "http://127.0.0.1:9/x", "key": "s-secret", "header": "X-Api-Key"},
+    }
 
 
-@pytest.mark.parametrize("value, says", [
-    ("{not json", "not JSON"),
-    ("[]", "JSON object"),
-    (json.dumps({"Bad Name": GOOD["github"]}), "lowercase identifiers"),
-    (json.dumps({"gh": {**GOOD["github"], "extra": 1}}), "url, key and header only"),
-    (json.dumps({"gh": {**GOOD["github"], "url": "ftp://x"}}), "http(s) url"),
-    (json.dumps({"gh": {**GOOD["github"], "key": ""}}), "needs a key"),
-    (json.dumps({"gh": {**GOOD["github"], "header": "X Bad: ghp-secret"}}), "malformed header"),
-])
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        ("{not json", "not JSON"),
+        ("[]", "JSON object"),
+        (json.dumps({"Bad Name": GOOD["github"]}), "lowercase identifiers"),
+        (json.dumps({"gh": {**GOOD["github"], "extra": 1}}), "url, key and header only"),
+        (json.dumps({"gh": {**GOOD["github"], "url": "ftp://x"}}), "http(s) url"),
+        (json.dumps({"gh": {**GOOD["github"], "key": ""}}), "needs a key"),
+        (json.dumps({"gh": {**GOOD["github"], "header": "X Bad: ghp-secret"}}), "malformed header"),
+    ],
+)
 def test_malformed_tools_stop_start_up_naming_why_without_the_key(monkeypatch, value, says):
     monkeypatch.setenv("STEWARD_TOOLS", value)
     with pytest.raises(ImproperlyConfigured) as raised:

@@ -47,17 +47,18 @@ def test_a_stopped_tasks_token_is_refused_task_stopped_and_recorded(live, gatewa
     status, answer, _ = post(model_url(gateway_web), token=token, body=completion_body(), key="after-stop")
     assert status == 403
     assert (answer["code"], answer["details"]["boundary"], answer["details"]["reason_code"]) == (
-        "AUTHORITY_DENIED", "credential_gateway", "task_stopped")
+        "AUTHORITY_DENIED",
+        "credential_gateway",
+        "task_stopped",
+    )
     decision = Decision.objects.get(task_id=t)
-    assert (decision.allowed, decision.reason_code, decision.boundary) == (False, "task_stopped",
-                                                                           "credential_gateway")
+    assert (decision.allowed, decision.reason_code, decision.boundary) == (False, "task_stopped", "credential_gateway")
     assert GatewayCall.objects.get(task_id=t).outcome == "denied"
     assert AuditEvent.objects.filter(task_id=t, kind="authz.denied", data__reason_code="task_stopped").count() == 1
     assert model.recorded() == []  # nothing was forwarded
 
 
-def test_a_stream_in_flight_is_cut_by_the_stop_within_a_second_and_the_gateway_acknowledges(
-        live, gateway_web, model):
+def test_a_stream_in_flight_is_cut_by_the_stop_within_a_second_and_the_gateway_acknowledges(live, gateway_web, model):
     t = running_task()
     give_both("model.call", "model:fake-1")
     model.set(reply=LONG, chunks=60, chunk_delay=0.1)
@@ -74,14 +75,21 @@ def test_a_stream_in_flight_is_cut_by_the_stop_within_a_second_and_the_gateway_a
     assert cut - stopped < 1.0
     error = after[-1][1]
     assert (error["code"], error["details"]["reason_code"], error["details"]["boundary"]) == (
-        "TASK_STOPPED", "task_stopped", "credential_gateway")
+        "TASK_STOPPED",
+        "task_stopped",
+        "credential_gateway",
+    )
     assert rest == []  # terminal: no [DONE], nothing after it
-    call = wait_until(lambda: GatewayCall.objects.filter(task_id=t).exclude(outcome="admitted").first(),
-                      message="the cut call to be recorded")
+    call = wait_until(
+        lambda: GatewayCall.objects.filter(task_id=t).exclude(outcome="admitted").first(),
+        message="the cut call to be recorded",
+    )
     assert (call.outcome, call.receipt["cut_by"]) == ("partial", "task_stopped")
     # The gateway's acknowledgment, and with it the last one: the task is cancelled.
-    task = wait_until(lambda: Task.objects.filter(id=t, status=states.CANCELLED).first(),
-                      message="the task to be cancelled once the gateway acknowledged")
+    task = wait_until(
+        lambda: Task.objects.filter(id=t, status=states.CANCELLED).first(),
+        message="the task to be cancelled once the gateway acknowledged",
+    )
     ack = acks(t)[states.CREDENTIAL_GATEWAY]
     assert ack.detail == {"cut": [str(call.id)], "finished": [], "unresolved": [], "tokens_refused": 1}
     assert ack.by == "credential_gateway"
@@ -97,33 +105,48 @@ def worker(fleet, gateway_web):
 
 
 def _streaming(t):
-    return wait_until(lambda: GatewayCall.objects.filter(task_id=t, outcome="admitted").first(), timeout=30,
-                      message="the worker's model call to be admitted")
+    return wait_until(
+        lambda: GatewayCall.objects.filter(task_id=t, outcome="admitted").first(),
+        timeout=30,
+        message="the worker's model call to be admitted",
+    )
 
 
 def test_a_workers_streaming_model_call_is_cut_and_the_task_ends_cancelled_not_blocked(
-        live, worker, gateway_web, model):
+    live, worker, gateway_web, model
+):
     give_both("model.call", "model:fake-1", agent="t.model")
     model.set(reply=LONG, chunks=60, chunk_delay=0.1)
     from runtime.tasks.services import task_submit
 
     t = task_submit(agent="t.model", input={"stream": True}, tenant="acme", owner=ACTOR, actor=ACTOR).task_id
     call = _streaming(t)
-    wait_until(lambda: model.recorded(), message="the model to be streaming")
+    wait_until(model.recorded, message="the model to be streaming")
     task_stop(task_id=t, actor=ACTOR, reason="stop the streaming agent")
-    task = wait_until(lambda: Task.objects.filter(id=t, status__in=states.TERMINAL | {states.BLOCKED}).first(),
-                      timeout=10, message="the task to end")
+    task = wait_until(
+        lambda: Task.objects.filter(id=t, status__in=states.TERMINAL | {states.BLOCKED}).first(),
+        timeout=10,
+        message="the task to end",
+    )
     assert task.status == states.CANCELLED, (task.status, task.status_note)
     answered = acks(t)
     assert set(answered) == set(states.STOP_BOUNDARIES)
     assert (answered[states.WORKER].detail["ended"], answered[states.WORKER].detail["at"]) == (
-        "cleanly", "stream cut by the gateway")
+        "cleanly",
+        "stream cut by the gateway",
+    )
     call.refresh_from_db()
     assert (call.outcome, call.receipt["cut_by"]) == ("partial", "task_stopped")
     assert answered[states.CREDENTIAL_GATEWAY].detail["cut"] == [str(call.id)]
     stop = Stop.objects.get(id=task.stop_id)
-    figures = {name: (at - stop.requested_at).total_seconds() for name, at in (
-        ("stream cut", call.finished_at), ("worker ack", answered[states.WORKER].at), ("cancelled", task.finished_at))}
+    figures = {
+        name: (at - stop.requested_at).total_seconds()
+        for name, at in (
+            ("stream cut", call.finished_at),
+            ("worker ack", answered[states.WORKER].at),
+            ("cancelled", task.finished_at),
+        )
+    }
     print("\n" + ", ".join(f"stop -> {name} {s * 1000:.0f} ms" for name, s in figures.items()))
     assert all(s < 1.0 for s in figures.values()), figures
     # The model call is an effect whose outcome the stop left unknown: its intent stays.
@@ -132,7 +155,8 @@ def test_a_workers_streaming_model_call_is_cut_and_the_task_ends_cancelled_not_b
 
 
 def test_a_gateway_call_that_never_returns_leaves_the_gateway_unresolved_and_the_bound_finishes_the_stop(
-        live, fleet, worker, gateway_web, model):
+    live, fleet, worker, gateway_web, model
+):
     sweeping(fleet)
     give_both("model.call", "model:fake-1", agent="t.model")
     model.set(reply="first then nothing", chunks=2, chunk_delay=600)  # one chunk, then it hangs
@@ -140,7 +164,7 @@ def test_a_gateway_call_that_never_returns_leaves_the_gateway_unresolved_and_the
 
     t = task_submit(agent="t.model", input={"stream": True}, tenant="acme", owner=ACTOR, actor=ACTOR).task_id
     call = _streaming(t)
-    wait_until(lambda: model.recorded(), message="the model to be streaming")
+    wait_until(model.recorded, message="the model to be streaming")
     task_stop(task_id=t, actor=ACTOR, reason="the provider hangs", bound_seconds=2.0)
     task = cancelled(t, timeout=10)
     stop = Stop.objects.get(id=task.stop_id)
@@ -186,12 +210,19 @@ def test_no_gateway_call_is_admitted_after_the_stop_commits(live, gateway_web, m
         started, (status, answer, _) = race(2, act)
         assert status in (200, 403), answer
         try:
-            wait_until(lambda t=t: Task.objects.filter(id=t, status=states.CANCELLED).exists(),
-                       message=f"trial {trial}: the task to be cancelled")
+            wait_until(
+                lambda t=t: Task.objects.filter(id=t, status=states.CANCELLED).exists(),
+                message=f"trial {trial}: the task to be cancelled",
+            )
         except AssertionError:
-            raise AssertionError((status, started, {k: (v.by, v.detail) for k, v in acks(t).items()},
-                                  list(GatewayCall.objects.filter(task_id=t).values("outcome", "started_at",
-                                                                                    "finished_at"))))
+            raise AssertionError(
+                (
+                    status,
+                    started,
+                    {k: (v.by, v.detail) for k, v in acks(t).items()},
+                    list(GatewayCall.objects.filter(task_id=t).values("outcome", "started_at", "finished_at")),
+                )
+            ) from None
         gateway = acks(t)[states.CREDENTIAL_GATEWAY]
         if status == 200:
             counts["admitted before"] += 1

@@ -62,11 +62,15 @@ def test_a_grant_change_mid_stream_cuts_it_within_a_second_with_a_terminal_error
     assert cut - changed < 1.0
     error = after[-1][1]
     assert (error["code"], error["details"]["boundary"], error["details"]["reason_code"]) == (
-        "AUTHZ_REVOKED", "credential_gateway", "no_grant_agent")
+        "AUTHZ_REVOKED",
+        "credential_gateway",
+        "no_grant_agent",
+    )
     assert rest == []  # the error event is terminal: no [DONE], nothing after it
     assert not Decision.objects.get(id=error["details"]["decision_id"]).allowed
-    call = wait_until(lambda: GatewayCall.objects.filter(task_id=t).exclude(outcome="admitted").first(),
-                      message="the call to end")
+    call = wait_until(
+        lambda: GatewayCall.objects.filter(task_id=t).exclude(outcome="admitted").first(), message="the call to end"
+    )
     assert call.outcome == "partial"
     delivered = call.response["body"]["choices"][0]["message"]["content"]
     assert delivered and LONG.startswith(delivered) and delivered != LONG

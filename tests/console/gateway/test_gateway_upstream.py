@@ -62,8 +62,9 @@ def no_kept_connections():
 
 
 def call(url: str) -> dict:
-    answer = upstream.send("POST", url, key_header="Authorization", key_value="Bearer k", body=b"{}", timeout=5,
-                           idempotency_key="k-1")
+    answer = upstream.send(
+        "POST", url, key_header="Authorization", key_value="Bearer k", body=b"{}", timeout=5, idempotency_key="k-1"
+    )
     try:
         return answer.json()
     finally:
@@ -103,8 +104,15 @@ def test_a_closed_connection_used_before_it_was_seen_closed_is_sent_again_on_a_n
 def test_an_answer_left_unread_closes_its_connection():
     provider = Provider()
     try:
-        answer = upstream.send("POST", provider.url, key_header="Authorization", key_value="Bearer k", body=b"{}",
-                               timeout=5, idempotency_key="k-1")
+        answer = upstream.send(
+            "POST",
+            provider.url,
+            key_header="Authorization",
+            key_value="Bearer k",
+            body=b"{}",
+            timeout=5,
+            idempotency_key="k-1",
+        )
         answer.close()  # a stream cut midway: the rest of the answer is still on the wire
         assert upstream._idle.get(("http", "127.0.0.1", provider.server.server_address[1])) in (None, [])
         assert call(provider.url) == {"ok": True}

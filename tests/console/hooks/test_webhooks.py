@@ -23,8 +23,16 @@ def hook(live):
     return made, secret
 
 
-def post(client, hook_id, body: bytes, *, secret: str | None, ts: str | None = None, delivery: str | None = "d-1",
-         signature: str | None = None):
+def post(
+    client,
+    hook_id,
+    body: bytes,
+    *,
+    secret: str | None,
+    ts: str | None = None,
+    delivery: str | None = "d-1",
+    signature: str | None = None,
+):
     ts = str(int(time.time())) if ts is None else ts
     headers = {"HTTP_X_STEWARD_TIMESTAMP": ts, "HTTP_X_STEWARD_DELIVERY": delivery}
     if signature is None and secret is not None:
@@ -75,26 +83,27 @@ def test_concurrent_deliveries_of_one_id_make_one_task(hook):
 DEEP = b'{"a":' * 2000 + b"1" + b"}" * 2000
 
 
-@pytest.mark.parametrize("case, body, kw, status, code", [
-    ("bad signature", b'{"n": 1}', {"signature": "sha256=" + "0" * 64}, 401, "SIGNATURE_INVALID"),
-    ("signature of another body", b'{"n": 1}', {"sign_body": b'{"n": 2}'}, 401, "SIGNATURE_INVALID"),
-    ("wrong secret", b'{"n": 1}', {"secret": "whsec_wrong"}, 401, "SIGNATURE_INVALID"),
-    ("non-ascii signature", b'{"n": 1}', {"signature": "sha256=\u00e9\u00e9"}, 401, "SIGNATURE_INVALID"),
-    ("missing signature", b'{"n": 1}', {"secret": None}, 401, "SIGNATURE_MISSING"),
-    ("missing delivery id", b'{"n": 1}', {"delivery": None}, 401, "SIGNATURE_MISSING"),
-    ("missing timestamp", b'{"n": 1}', {"ts": ""}, 401, "SIGNATURE_MISSING"),
-    ("stale timestamp", b'{"n": 1}', {"ts": -TOLERANCE_SECONDS - 60}, 401,
-     "TIMESTAMP_OUT_OF_RANGE"),
-    ("future timestamp", b'{"n": 1}', {"ts": TOLERANCE_SECONDS + 60}, 401,
-     "TIMESTAMP_OUT_OF_RANGE"),
-    ("timestamp not a number", b'{"n": 1}', {"ts": "yesterday"}, 401, "TIMESTAMP_OUT_OF_RANGE"),
-    ("malformed json", b'{"n": ', {}, 422, "INVALID_INPUT"),
-    ("not an object", b'[1, 2]', {}, 422, "INVALID_INPUT"),
-    ("wrong encoding", '{"n": "\u00e9"}'.encode("latin-1"), {}, 422, "INVALID_ENCODING"),
-    ("too deep", DEEP, {}, 422, "INPUT_TOO_DEEP"),
-    ("huge", b'{"s": "' + b"x" * (5 * 1024 * 1024) + b'"}', {}, 413, "INPUT_TOO_LARGE"),
-    ("NUL in a string", b'{"s": "\\u0000"}', {}, 422, "INVALID_STRING"),
-])
+@pytest.mark.parametrize(
+    "case, body, kw, status, code",
+    [
+        ("bad signature", b'{"n": 1}', {"signature": "sha256=" + "0" * 64}, 401, "SIGNATURE_INVALID"),
+        ("signature of another body", b'{"n": 1}', {"sign_body": b'{"n": 2}'}, 401, "SIGNATURE_INVALID"),
+        ("wrong secret", b'{"n": 1}', {"secret": "whsec_wrong"}, 401, "SIGNATURE_INVALID"),
+        ("non-ascii signature", b'{"n": 1}', {"signature": "sha256=\u00e9\u00e9"}, 401, "SIGNATURE_INVALID"),
+        ("missing signature", b'{"n": 1}', {"secret": None}, 401, "SIGNATURE_MISSING"),
+        ("missing delivery id", b'{"n": 1}', {"delivery": None}, 401, "SIGNATURE_MISSING"),
+        ("missing timestamp", b'{"n": 1}', {"ts": ""}, 401, "SIGNATURE_MISSING"),
+        ("stale timestamp", b'{"n": 1}', {"ts": -TOLERANCE_SECONDS - 60}, 401, "TIMESTAMP_OUT_OF_RANGE"),
+        ("future timestamp", b'{"n": 1}', {"ts": TOLERANCE_SECONDS + 60}, 401, "TIMESTAMP_OUT_OF_RANGE"),
+        ("timestamp not a number", b'{"n": 1}', {"ts": "yesterday"}, 401, "TIMESTAMP_OUT_OF_RANGE"),
+        ("malformed json", b'{"n": ', {}, 422, "INVALID_INPUT"),
+        ("not an object", b"[1, 2]", {}, 422, "INVALID_INPUT"),
+        ("wrong encoding", '{"n": "\u00e9"}'.encode("latin-1"), {}, 422, "INVALID_ENCODING"),
+        ("too deep", DEEP, {}, 422, "INPUT_TOO_DEEP"),
+        ("huge", b'{"s": "' + b"x" * (5 * 1024 * 1024) + b'"}', {}, 413, "INPUT_TOO_LARGE"),
+        ("NUL in a string", b'{"s": "\\u0000"}', {}, 422, "INVALID_STRING"),
+    ],
+)
 def test_a_hostile_delivery_is_refused_with_its_code_and_writes_nothing(client, hook, case, body, kw, status, code):
     made, secret = hook
     kw = dict(kw)  # the table's own dict stays as written

@@ -46,10 +46,15 @@ def _send(what, *, idempotency_key):
 
 @agent("approvals.pay")
 def pay(ctx, input):
-    action = {"op": "pay", "to": input.get("to", "acme-supplies"), "amount": world["amount"],
-              "memo": input.get("memo", "")}
-    decision = ctx.request_approval(action, effect_class="irreversible", expires_in=input.get("expires_in", 600),
-                                    precondition=lambda: world["etag"])
+    action = {
+        "op": "pay",
+        "to": input.get("to", "acme-supplies"),
+        "amount": world["amount"],
+        "memo": input.get("memo", ""),
+    }
+    decision = ctx.request_approval(
+        action, effect_class="irreversible", expires_in=input.get("expires_in", 600), precondition=lambda: world["etag"]
+    )
     if not decision.approved:
         return {"outcome": decision.state, "reason": decision.reason}
     ctx.effect("pay", _send, "pay", effect_class="irreversible")
@@ -96,8 +101,9 @@ def test_a_request_persists_its_package_and_ends_the_attempt_holding_nothing(liv
 
 def test_an_approval_requeues_the_task_and_the_effect_runs_once(live):
     task_id = _asked()
-    approval = approval_decide(approval_id=_pending(task_id).id, tenant="acme", actor=BOB, decision="approve",
-                               comment="ok")
+    approval = approval_decide(
+        approval_id=_pending(task_id).id, tenant="acme", actor=BOB, decision="approve", comment="ok"
+    )
     assert approval.state == states.APPROVED
     assert Task.objects.get(id=task_id).status == states.QUEUED
     run()
@@ -107,8 +113,9 @@ def test_an_approval_requeues_the_task_and_the_effect_runs_once(live):
     assert task.output == {"outcome": "paid", "by": BOB}
     assert sent["pay"] == 1
     assert Approval.objects.get(id=approval.id).state == states.CONSUMED
-    kinds = list(AuditEvent.objects.filter(task_id=task_id, kind__startswith="approval.").values_list("kind",
-                                                                                                     flat=True))
+    kinds = list(
+        AuditEvent.objects.filter(task_id=task_id, kind__startswith="approval.").values_list("kind", flat=True)
+    )
     assert kinds == ["approval.approved", "approval.consumed"]
 
 
@@ -164,17 +171,28 @@ def test_no_decision_is_written_from_a_connection_running_agent_code(live):
     try:
         with pytest.raises(ApprovalRequiresPerson):
             approval_decide(approval_id=approval.id, tenant="acme", actor=BOB, decision="approve")
-        with pytest.raises(Exception, match="never decided while agent code runs"):
-            with connection.cursor() as cur:
-                cur.execute("UPDATE steward_approval SET state = 'approved', decided_at = now() WHERE id = %s",
-                            [approval.id])
+        with pytest.raises(Exception, match="never decided while agent code runs"), connection.cursor() as cur:
+            cur.execute(
+                "UPDATE steward_approval SET state = 'approved', decided_at = now() WHERE id = %s", [approval.id]
+            )
     finally:
         db.execute("agent_code", {"task": ""})
     assert Approval.objects.get(id=approval.id).state == states.PENDING
 
 
-@pytest.mark.parametrize("approval_id", ["00000000-0000-7000-8000-000000000000", "not-a-uuid", "", None, 7,
-                                         "'; DROP TABLE steward_approval; --", "\x00", "ü" * 300])
+@pytest.mark.parametrize(
+    "approval_id",
+    [
+        "00000000-0000-7000-8000-000000000000",
+        "not-a-uuid",
+        "",
+        None,
+        7,
+        "'; DROP TABLE steward_approval; --",
+        "\x00",
+        "ü" * 300,
+    ],
+)
 def test_an_unknown_id_is_an_error_with_a_stable_code(live, approval_id):
     with pytest.raises(ApprovalNotFound) as refused:
         approval_decide(approval_id=approval_id, tenant="acme", actor=BOB, decision="approve")
@@ -187,8 +205,10 @@ def test_another_tenants_approval_is_not_found(live):
         approval_decide(approval_id=approval.id, tenant="globex", actor="user:carol", decision="approve")
 
 
-@pytest.mark.parametrize("decision, comment", [("maybe", ""), ("APPROVE", ""), ("approve", "x" * 2001),
-                                               ("approve", "nul\x00"), ("approve", None)])
+@pytest.mark.parametrize(
+    "decision, comment",
+    [("maybe", ""), ("APPROVE", ""), ("approve", "x" * 2001), ("approve", "nul\x00"), ("approve", None)],
+)
 def test_hostile_decisions_and_comments_are_refused(live, decision, comment):
     approval = _pending(_asked())
     with pytest.raises(InvalidArgument.__mro__[1]):  # StewardError: a refusal with a code
@@ -209,8 +229,10 @@ def test_of_two_concurrent_approvals_exactly_one_wins_over_50_trials(live):
     outcomes = collections.Counter()
     for _ in range(50):
         approval = _pending(_asked())
-        results = race(2, lambda i: approval_decide(approval_id=approval.id, tenant="acme",
-                                                    actor=f"user:op{i}", decision="approve"))
+        results = race(
+            2,
+            lambda i: approval_decide(approval_id=approval.id, tenant="acme", actor=f"user:op{i}", decision="approve"),
+        )
         won = [r for r in results if isinstance(r, Approval)]
         lost = [r for r in results if isinstance(r, ApprovalAlreadyDecided)]
         outcomes[(len(won), len(lost))] += 1
@@ -232,11 +254,15 @@ def _grant_change():
     grant_create(tenant="acme", principal="user:alice", action="note.write", resource="note:x", actor="user:alice")
 
 
-@pytest.mark.parametrize("change, why", [
-    (lambda: world.update(amount=11), "the action changed"),
-    (lambda: world.update(etag="v2"), "the context changed: precondition"),
-    (_grant_change, "the context changed: authz_revision"),
-], ids=["arguments", "etag", "authz-revision"])
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        (lambda: world.update(amount=11), "the action changed"),
+        (lambda: world.update(etag="v2"), "the context changed: precondition"),
+        (_grant_change, "the context changed: authz_revision"),
+    ],
+    ids=["arguments", "etag", "authz-revision"],
+)
 def test_a_package_that_changed_after_approval_is_stale_and_the_effect_does_not_run(live, change, why):
     task, approval = _approved_then(change)
     assert approval.state == states.STALE
@@ -263,8 +289,11 @@ def test_approvals_in_one_task_each_have_their_own_id_and_decision(live):
     assert second.id != first.id and (first.name, second.name) == ("first", "second")
     approval_decide(approval_id=second.id, tenant="acme", actor=BOB, decision="deny")
     run()
-    assert Task.objects.get(id=task_id).output == {"first": "consumed", "second": "denied",
-                                                   "ids": [str(first.id), str(second.id)]}
+    assert Task.objects.get(id=task_id).output == {
+        "first": "consumed",
+        "second": "denied",
+        "ids": [str(first.id), str(second.id)],
+    }
     assert [a.state for a in approvals_of_task(task_id=task_id)] == ["consumed", "denied"]
 
 
@@ -272,9 +301,13 @@ def test_untrusted_text_in_the_action_is_summarised(live):
     @agent("approvals.tainted")
     def tainted(ctx, input):
         from runtime.gateway.client import UntrustedText
+
         text = UntrustedText("wire it all to me", source="model:x", receipt={})
-        ctx.request_approval({"op": "mail", "body": text, "tool": {"untrusted": True, "body": "x"}},
-                             effect_class="irreversible", expires_in=60)
+        ctx.request_approval(
+            {"op": "mail", "body": text, "tool": {"untrusted": True, "body": "x"}},
+            effect_class="irreversible",
+            expires_in=60,
+        )
 
     approval = _pending(_asked(agent_name="approvals.tainted"))
     assert approval.untrusted is True
@@ -303,9 +336,9 @@ def test_steps_that_read_outside_output_before_the_request_are_counted(live):
 
 @agent("approvals.parallel")
 def parallel(ctx, input):
-    results = ctx.request_approvals([
-        {"action": {"op": "refund", "order": n}, "effect_class": "reversible", "expires_in": 600}
-        for n in (1, 2)])
+    results = ctx.request_approvals(
+        [{"action": {"op": "refund", "order": n}, "effect_class": "reversible", "expires_in": 600} for n in (1, 2)]
+    )
     for r, n in zip(results, (1, 2), strict=True):
         if r.approved:
             ctx.effect(f"refund-{n}", _send, f"refund-{n}", effect_class="reversible")
@@ -338,8 +371,9 @@ def test_two_parallel_approvals_decided_at_once_always_wake_the_task(live):
     for _ in range(20):
         task_id = _asked(agent_name="approvals.parallel")
         parts = _parts(task_id)
-        results = race(2, lambda i: approval_decide(approval_id=parts[i].id, tenant="acme", actor=BOB,
-                                                    decision="approve"))
+        results = race(
+            2, lambda i: approval_decide(approval_id=parts[i].id, tenant="acme", actor=BOB, decision="approve")
+        )
         assert all(isinstance(r, Approval) for r in results), results
         for _attempt in range(3):  # a first attempt may see one decision, then wait for the other
             run()
@@ -375,9 +409,16 @@ def test_a_decision_racing_the_expiry_sweep_is_one_or_the_other_over_20_trials(l
         # Due within milliseconds (the threads connect meanwhile), later each trial: the
         # decision and the sweep land on either side of it.
         Approval.objects.filter(id=approval.id).update(
-            expires_at=timezone.now() + timedelta(milliseconds=5 + 4 * trial))
-        decided, _swept = race(2, lambda i: sweep(supervisor_id="race") if i else approval_decide(
-            approval_id=approval.id, tenant="acme", actor=BOB, decision="approve"))
+            expires_at=timezone.now() + timedelta(milliseconds=5 + 4 * trial)
+        )
+        decided, _swept = race(
+            2,
+            lambda i: (
+                sweep(supervisor_id="race")
+                if i
+                else approval_decide(approval_id=approval.id, tenant="acme", actor=BOB, decision="approve")
+            ),
+        )
         time.sleep(0.1)
         sweep(supervisor_id="late")  # a pending one the racing sweep came too early for
         state = Approval.objects.get(id=approval.id).state

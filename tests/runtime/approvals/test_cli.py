@@ -18,17 +18,22 @@ def test_list_show_and_approve_from_the_terminal(live):
 
     assert str(approval.id) in steward("approvals", "list", "--tenant", "acme")
     shown = steward("approvals", "show", str(approval.id), "--tenant", "acme")
-    assert "memo: \"from the cli\"" in shown and "precondition: \"v1\"" in shown and "irreversible" in shown
-    assert refused("--actor", "user:alice", "approvals", "approve", str(approval.id), "--tenant", "acme") \
-        .startswith("SELF_APPROVAL_REFUSED")
-    assert refused("--actor", "agent:approvals.pay", "approvals", "approve", str(approval.id), "--tenant",
-                   "acme").startswith("APPROVAL_REQUIRES_PERSON")
-    out = steward("--actor", "user:dave", "approvals", "approve", str(approval.id), "--tenant", "acme",
-                  "--comment", "fine")
+    assert 'memo: "from the cli"' in shown and 'precondition: "v1"' in shown and "irreversible" in shown
+    assert refused("--actor", "user:alice", "approvals", "approve", str(approval.id), "--tenant", "acme").startswith(
+        "SELF_APPROVAL_REFUSED"
+    )
+    assert refused(
+        "--actor", "agent:approvals.pay", "approvals", "approve", str(approval.id), "--tenant", "acme"
+    ).startswith("APPROVAL_REQUIRES_PERSON")
+    out = steward(
+        "--actor", "user:dave", "approvals", "approve", str(approval.id), "--tenant", "acme", "--comment", "fine"
+    )
     assert out.startswith("approved")
-    assert refused("--actor", "user:dave", "approvals", "deny", str(approval.id), "--tenant", "acme") \
-        .startswith("APPROVAL_ALREADY_DECIDED")
-    assert refused("--actor", "user:dave", "approvals", "deny", "nope", "--tenant", "acme") \
-        .startswith("APPROVAL_NOT_FOUND")
+    assert refused("--actor", "user:dave", "approvals", "deny", str(approval.id), "--tenant", "acme").startswith(
+        "APPROVAL_ALREADY_DECIDED"
+    )
+    assert refused("--actor", "user:dave", "approvals", "deny", "nope", "--tenant", "acme").startswith(
+        "APPROVAL_NOT_FOUND"
+    )
     run()
     assert Task.objects.get(id=task_id).status == states.COMPLETED and sent["pay"] == 1

@@ -26,8 +26,12 @@ from tests.runtime.inprocess import run, submit
 
 def waiting_for_a_lock(other) -> bool:
     """Whether a backend other than `other`'s waits for a row lock (pg_stat_activity)."""
-    return other.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                         "AND pid <> pg_backend_pid()").fetchone()[0] > 0
+    return (
+        other.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        ).fetchone()[0]
+        > 0
+    )
 
 
 @agent("approvals.race")
@@ -45,8 +49,9 @@ def test_a_decision_while_the_next_attempt_holds_the_task_waits_and_then_requeue
 
     def decide():
         try:
-            outcome["approval"] = approval_decide(approval_id=approval.id, tenant="acme", actor="user:bob",
-                                                  decision="approve")
+            outcome["approval"] = approval_decide(
+                approval_id=approval.id, tenant="acme", actor="user:bob", decision="approve"
+            )
         finally:
             connection.close()
 
@@ -54,12 +59,15 @@ def test_a_decision_while_the_next_attempt_holds_the_task_waits_and_then_requeue
         # ...and, holding its row lock (fence_update.sql), read this package as pending and
         # ended `await` again (attempt_end.sql), not yet committed.
         attempt.execute("SELECT 1 FROM steward_task WHERE id = %s FOR UPDATE", [task_id])
-        attempt.execute("UPDATE steward_task SET status = 'blocked', blocked_reason = 'approval_pending' "
-                        "WHERE id = %s", [task_id])
+        attempt.execute(
+            "UPDATE steward_task SET status = 'blocked', blocked_reason = 'approval_pending' WHERE id = %s", [task_id]
+        )
         decider = threading.Thread(target=decide)
         decider.start()
-        wait_until(lambda: waiting_for_a_lock(attempt) or not decider.is_alive(),
-                   message="the decision to wait for the attempt's lock")
+        wait_until(
+            lambda: waiting_for_a_lock(attempt) or not decider.is_alive(),
+            message="the decision to wait for the attempt's lock",
+        )
         assert decider.is_alive(), "the decision did not wait for the attempt holding the task"
         attempt.commit()
     decider.join(10)
@@ -80,8 +88,9 @@ def test_an_expiry_sweep_skips_a_task_its_next_attempt_holds_and_expires_it_at_t
         # The attempt holds the task (fence_update.sql), has read the package as pending,
         # and is ending `await` again, not yet committed.
         attempt.execute("SELECT 1 FROM steward_task WHERE id = %s FOR UPDATE", [task_id])
-        attempt.execute("UPDATE steward_task SET status = 'blocked', blocked_reason = 'approval_pending' "
-                        "WHERE id = %s", [task_id])
+        attempt.execute(
+            "UPDATE steward_task SET status = 'blocked', blocked_reason = 'approval_pending' WHERE id = %s", [task_id]
+        )
         assert approvals_expire_due(actor="test") == 0  # skipped, not waited for
         assert Approval.objects.get(id=approval.id).state == states.PENDING
         attempt.commit()

@@ -25,8 +25,7 @@ def recheck_agent(ctx, input):
 
 def _grant_change():
     try:
-        grant_create(tenant="acme", principal="user:alice", action="note.write", resource="note:x",
-                     actor="user:alice")
+        grant_create(tenant="acme", principal="user:alice", action="note.write", resource="note:x", actor="user:alice")
     finally:
         connection.close()
 

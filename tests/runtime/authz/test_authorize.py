@@ -39,11 +39,14 @@ def test_a_task_whose_agent_and_owner_both_hold_the_grant_is_allowed_and_the_dec
     assert raise_if_denied(decision) is decision
 
 
-@pytest.mark.parametrize("holders, reason", [
-    ((), "no_grant_agent"),
-    ((OWNER,), "no_grant_agent"),
-    ((f"agent:{AGENT}",), "no_grant_owner"),
-])
+@pytest.mark.parametrize(
+    "holders, reason",
+    [
+        ((), "no_grant_agent"),
+        ((OWNER,), "no_grant_agent"),
+        ((f"agent:{AGENT}",), "no_grant_owner"),
+    ],
+)
 def test_the_intersection_of_agent_and_owner_denies_what_either_lacks(holders, reason):
     t = task()
     for principal in holders:
@@ -52,11 +55,19 @@ def test_the_intersection_of_agent_and_owner_denies_what_either_lacks(holders, r
     assert (decision.allowed, decision.reason_code) == (False, reason)
     [event] = denials(t)
     assert (event.data["decision_id"], event.data["reason_code"], event.data["boundary"]) == (
-        str(decision.id), reason, "worker")
+        str(decision.id),
+        reason,
+        "worker",
+    )
     with pytest.raises(AuthorityDenied) as error:
         raise_if_denied(decision)
-    assert (error.value.code, error.value.status, error.value.boundary, error.value.reason_code,
-            error.value.decision_id) == ("AUTHORITY_DENIED", 403, "worker", reason, str(decision.id))
+    assert (
+        error.value.code,
+        error.value.status,
+        error.value.boundary,
+        error.value.reason_code,
+        error.value.decision_id,
+    ) == ("AUTHORITY_DENIED", 403, "worker", reason, str(decision.id))
 
 
 def test_patterns_cover_by_prefix_and_exact_grants_only_their_value():
@@ -93,8 +104,8 @@ def test_a_revoked_grant_does_not_count_from_the_next_call():
 def test_a_child_asking_for_more_than_its_parent_holds_gets_the_intersection():
     parent = task()
     give(f"agent:{AGENT}", "tool.search", "repo:acme/docs/*")  # the parent's agent holds less ...
-    give(OWNER, "tool.search", "repo:*")                       # ... than the owner
-    give("agent:t.child", "tool.search", "repo:*")            # ... and the child's agent
+    give(OWNER, "tool.search", "repo:*")  # ... than the owner
+    give("agent:t.child", "tool.search", "repo:*")  # ... and the child's agent
     kid = child(parent, agent="t.child", requested_scope=[{"action": "tool.search", "resource": "repo:*"}])
     assert check(kid, "repo:acme/docs/a").allowed
     decision = check(kid, "repo:acme/src/a")
@@ -140,17 +151,32 @@ def test_stale_authority_a_permitted_task_is_denied_once_its_owner_is_narrowed()
     before = check(kid, boundary="credential_gateway")
     assert before.allowed
     [owner_grant] = Grant.objects.filter(principal=OWNER)
-    grant_narrow(grant_id=owner_grant.id, tenant="acme", resource="repo:acme/src/*", actor=ADMIN,
-                 reason="narrowed while the task slept")
+    grant_narrow(
+        grant_id=owner_grant.id,
+        tenant="acme",
+        resource="repo:acme/src/*",
+        actor=ADMIN,
+        reason="narrowed while the task slept",
+    )
     after = check(kid, boundary="credential_gateway")
     assert (after.allowed, after.boundary, after.reason_code) == (False, "credential_gateway", "no_grant_owner")
     stored = Decision.objects.get(id=after.id)
-    assert (stored.actor, stored.owner, stored.task_id, stored.parent_task, stored.epoch,
-            stored.policy_version) == ("agent:t.child", OWNER, kid, parent, 3, POLICY_VERSION)
+    assert (stored.actor, stored.owner, stored.task_id, stored.parent_task, stored.epoch, stored.policy_version) == (
+        "agent:t.child",
+        OWNER,
+        kid,
+        parent,
+        3,
+        POLICY_VERSION,
+    )
     assert stored.authz_revision == before.authz_revision + 1
     [event] = denials(kid)
     assert (event.actor, event.data["owner"], event.data["epoch"], event.data["parent_task"]) == (
-        "agent:t.child", OWNER, 3, str(parent))
+        "agent:t.child",
+        OWNER,
+        3,
+        str(parent),
+    )
     assert check(kid, epoch=2, boundary="credential_gateway").epoch == 2  # the attempt asked about
 
 
@@ -163,17 +189,20 @@ def test_decisions_are_append_only():
         Decision.objects.filter(id=decision.id).delete()
 
 
-@pytest.mark.parametrize("code, bad", [
-    ("TASK_NOT_FOUND", {"task": "0190b2d0-0000-7000-8000-000000000000"}),
-    ("TASK_NOT_FOUND", {"task": "not-a-uuid"}),
-    ("INVALID_RESOURCE_PATTERN", {"resource": "repo:acme/*"}),  # one resource, never a pattern
-    ("INVALID_RESOURCE_PATTERN", {"resource": "x" * 100_000}),
-    ("INVALID_RESOURCE_PATTERN", {"resource": "a\x00"}),
-    ("INVALID_IDENTIFIER", {"action": "DROP TABLE"}),
-    ("INVALID_ARGUMENT", {"boundary": "nowhere"}),
-    ("ARGUMENT_OUT_OF_RANGE", {"epoch": -1}),
-    ("ARGUMENT_OUT_OF_RANGE", {"epoch": 2**40}),
-])
+@pytest.mark.parametrize(
+    "code, bad",
+    [
+        ("TASK_NOT_FOUND", {"task": "0190b2d0-0000-7000-8000-000000000000"}),
+        ("TASK_NOT_FOUND", {"task": "not-a-uuid"}),
+        ("INVALID_RESOURCE_PATTERN", {"resource": "repo:acme/*"}),  # one resource, never a pattern
+        ("INVALID_RESOURCE_PATTERN", {"resource": "x" * 100_000}),
+        ("INVALID_RESOURCE_PATTERN", {"resource": "a\x00"}),
+        ("INVALID_IDENTIFIER", {"action": "DROP TABLE"}),
+        ("INVALID_ARGUMENT", {"boundary": "nowhere"}),
+        ("ARGUMENT_OUT_OF_RANGE", {"epoch": -1}),
+        ("ARGUMENT_OUT_OF_RANGE", {"epoch": 2**40}),
+    ],
+)
 def test_hostile_arguments_to_authorize_are_refused_and_record_nothing(code, bad):
     t = task()
     args = {"task": t, "action": "tool.search", "resource": "repo:acme/docs", "boundary": "worker", **bad}
@@ -188,7 +217,7 @@ def test_effective_authority_is_what_authorize_allows():
     give(f"agent:{AGENT}", "tool.search", "repo:*")
     give(OWNER, "tool.search", "repo:acme/*")
     give(OWNER, "tool.search", "repo:acme/docs")  # covered by the pattern: not listed twice
-    give(OWNER, "model.chat", "gpt-x")            # the agent lacks it: not listed
+    give(OWNER, "model.chat", "gpt-x")  # the agent lacks it: not listed
     assert effective_authority(t) == [Authority("tool.search", "repo:acme/*", None)]
     assert check(t, "repo:acme/anything").allowed and not check(t, "gpt-x", action="model.chat").allowed
 
@@ -213,6 +242,7 @@ def test_a_decision_racing_a_revocation_sees_either_the_grant_or_its_revocation_
     """One statement, one snapshot: every allow names a revision from before the revoke,
     every decision naming the revoke's revision (or later) is a deny. Counted over trials."""
     from tests.harness import race
+
     outcomes = {"allowed": 0, "denied": 0}
     for trial in range(30):
         t = task()
@@ -237,13 +267,22 @@ def test_a_lineage_that_crosses_tenants_is_denied_at_tenant_isolation():
     """No service makes such a child; if a row ever said so, the check refuses rather than
     lend one tenant's authority to another's task."""
     from runtime.tasks.services import insert_task
+
     parent = task()
     give_both()
     give_both(tenant="globex", owner="user:carol")
-    stray = insert_task(agent=AGENT, input_text="{}", digest="stray", tenant="globex", owner="user:carol",
-                        pool=Task.objects.get(id=parent).pool_id, actor="user:carol", parent_id=parent,
-                        root_id=parent, spawn_seq=1).task_id
+    stray = insert_task(
+        agent=AGENT,
+        input_text="{}",
+        digest="stray",
+        tenant="globex",
+        owner="user:carol",
+        pool=Task.objects.get(id=parent).pool_id,
+        actor="user:carol",
+        parent_id=parent,
+        root_id=parent,
+        spawn_seq=1,
+    ).task_id
     decision = check(stray)
-    assert (decision.allowed, decision.boundary, decision.reason_code) == (False, "tenant_isolation",
-                                                                           "tenant_mismatch")
+    assert (decision.allowed, decision.boundary, decision.reason_code) == (False, "tenant_isolation", "tenant_mismatch")
     assert effective_authority(stray) == []

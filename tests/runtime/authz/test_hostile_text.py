@@ -44,8 +44,7 @@ def test_text_from_a_tool_claiming_an_approval_reaches_no_grant_by_any_path():
     target = give(OWNER, "repo.read", "repo:acme/*")
     give("agent:t.hostile", "repo.read", "repo:acme/*")
     before = grants_snapshot()
-    t = task_submit(agent="t.hostile", input={"grant_id": target.id}, tenant="acme", owner=OWNER,
-                    actor=OWNER).task_id
+    t = task_submit(agent="t.hostile", input={"grant_id": target.id}, tenant="acme", owner=OWNER, actor=OWNER).task_id
 
     run()  # the hostile parent, then the child it spawned
     run()
@@ -66,19 +65,31 @@ def test_text_from_a_tool_claiming_an_approval_reaches_no_grant_by_any_path():
     task = Task.objects.get(id=t)
     decision = Decision.objects.get(id=task.blocked_decision_id)
     assert (task.status, decision.boundary, decision.reason_code, decision.action, decision.resource) == (
-        states.BLOCKED, "worker", "no_grant_agent", *WRITE)
+        states.BLOCKED,
+        "worker",
+        "no_grant_agent",
+        *WRITE,
+    )
     # The child that asked for everything gets nothing beyond what both sides hold.
     child = Task.objects.get(parent_id=t)
-    assert child.requested_scope == [{"action": "repo.write", "resource": "*"},
-                                     {"action": "repo.read", "resource": "*"}]
+    assert child.requested_scope == [
+        {"action": "repo.write", "resource": "*"},
+        {"action": "repo.read", "resource": "*"},
+    ]
     child_decision = Decision.objects.get(id=child.blocked_decision_id)
     assert (child.status, child_decision.boundary, child_decision.reason_code) == (
-        states.BLOCKED, "worker", "no_grant_agent")
+        states.BLOCKED,
+        "worker",
+        "no_grant_agent",
+    )
     # The text was never anyone's name: no audit event or decision has it as its actor.
     assert not AuditEvent.objects.filter(actor__contains="SYSTEM").exists()
     assert not Decision.objects.filter(actor__contains="SYSTEM").exists()
-    assert not AuditEvent.objects.filter(kind__startswith="grant.").exclude(id__in=AuditEvent.objects.filter(
-        kind="grant.created", actor="user:dave").values("id")).exists()
+    assert (
+        not AuditEvent.objects.filter(kind__startswith="grant.")
+        .exclude(id__in=AuditEvent.objects.filter(kind="grant.created", actor="user:dave").values("id"))
+        .exists()
+    )
 
 
 def test_outside_agent_code_the_same_connection_writes_grants_again():

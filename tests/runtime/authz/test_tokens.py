@@ -34,6 +34,7 @@ def claims_of(task_id, **changes) -> dict:
 def signed(claims: dict, key=None) -> str:
     """A token over `claims`, signed with the deployment's key or another."""
     from django.conf import settings
+
     pem = settings.STEWARD["CAPABILITY_KEY"]
     key = key or serialization.load_pem_private_key(pem, password=None)
     return jwt.encode(claims, key, algorithm="EdDSA")
@@ -54,7 +55,12 @@ def test_a_minted_token_carries_every_claim_and_verifies_for_its_audience():
     assert set(CLAIMS) <= set(claims)
     row = Task.objects.get(id=t)
     assert (claims["tenant"], claims["agent"], claims["owner"], claims["task"], claims["epoch"]) == (
-        "acme", AGENT, OWNER, str(t), row.epoch)
+        "acme",
+        AGENT,
+        OWNER,
+        str(t),
+        row.epoch,
+    )
     assert claims["authz_revision"] == authz_revision(tenant="acme") == 2
     assert claims["scope"] == [{"action": "tool.search", "resource": "repo:acme/*"}]
     assert claims["nbf"] <= time.time() < claims["exp"] <= claims["iat"] + 300
@@ -70,8 +76,10 @@ MISUSE = [
     ("bad_signature", lambda t: tampered(token_mint(task=t, audience=ROUTE), tenant="globex")),
     ("bad_signature", lambda t: tampered(token_mint(task=t, audience=ROUTE), epoch=99)),
     # Another algorithm (a shared secret, or none at all) is no signature of ours.
-    ("bad_signature", lambda t: jwt.encode(claims_of(t), "a shared secret long enough for HS256 not to warn",
-                                           algorithm="HS256")),
+    (
+        "bad_signature",
+        lambda t: jwt.encode(claims_of(t), "a shared secret long enough for HS256 not to warn", algorithm="HS256"),
+    ),
     ("bad_signature", lambda t: jwt.encode(claims_of(t), None, algorithm="none")),
     ("malformed", lambda t: signed({k: v for k, v in claims_of(t).items() if k != "epoch"})),
     ("malformed", lambda t: signed(claims_of(t, epoch="3"))),
@@ -102,10 +110,8 @@ def test_a_tenant_a_token_reaching_for_a_tenant_b_task_is_denied_at_tenant_isola
     theirs = running_task(tenant="globex", owner="user:carol")
     give_both(tenant="globex", owner="user:carol")
     token = token_mint(task=mine, audience=ROUTE)
-    decision = token_authorize(token=token, audience=ROUTE, task=theirs, action="tool.search",
-                               resource="repo:acme/x")
-    assert (decision.allowed, decision.boundary, decision.reason_code) == (False, "tenant_isolation",
-                                                                           "tenant_mismatch")
+    decision = token_authorize(token=token, audience=ROUTE, task=theirs, action="tool.search", resource="repo:acme/x")
+    assert (decision.allowed, decision.boundary, decision.reason_code) == (False, "tenant_isolation", "tenant_mismatch")
     [event] = AuditEvent.objects.filter(kind="authz.denied", task_id=theirs)
     assert event.data["token"]["tenant"] == "acme" and event.data["token"]["task"] == str(mine)
 
@@ -114,14 +120,15 @@ def test_a_token_for_another_task_or_a_superseded_attempt_is_denied():
     t, other = running_task(), running_task()
     give_both()
     old = token_mint(task=t, audience=ROUTE)
-    assert token_authorize(token=old, audience=ROUTE, task=other, action="tool.search",
-                           resource="repo:acme/x").reason_code == "token_task_mismatch"
+    assert (
+        token_authorize(token=old, audience=ROUTE, task=other, action="tool.search", resource="repo:acme/x").reason_code
+        == "token_task_mismatch"
+    )
     Task.objects.filter(id=t).update(epoch=1)  # a new attempt began
     decision = token_authorize(token=old, audience=ROUTE, task=t, action="tool.search", resource="repo:acme/x")
     assert (decision.allowed, decision.reason_code, decision.epoch) == (False, "superseded_attempt", 0)
     fresh = token_mint(task=t, audience=ROUTE)
-    assert token_authorize(token=fresh, audience=ROUTE, task=t, action="tool.search",
-                           resource="repo:acme/x").allowed
+    assert token_authorize(token=fresh, audience=ROUTE, task=t, action="tool.search", resource="repo:acme/x").allowed
 
 
 def test_an_old_token_replayed_after_a_revocation_is_denied_by_current_rows():
@@ -131,8 +138,11 @@ def test_an_old_token_replayed_after_a_revocation_is_denied_by_current_rows():
     assert token_authorize(token=token, audience=ROUTE, task=t, action="tool.search", resource="repo:acme/x").allowed
     grant_revoke(grant_id=owner_grant.id, tenant="acme", actor=ADMIN, reason="revoked mid-task")
     decision = token_authorize(token=token, audience=ROUTE, task=t, action="tool.search", resource="repo:acme/x")
-    assert (decision.allowed, decision.boundary, decision.reason_code) == (False, "credential_gateway",
-                                                                           "no_grant_owner")
+    assert (decision.allowed, decision.boundary, decision.reason_code) == (
+        False,
+        "credential_gateway",
+        "no_grant_owner",
+    )
     assert decision.authz_revision > token_verify(token, audience=ROUTE)["authz_revision"]
 
 
@@ -150,14 +160,21 @@ def test_a_token_scope_is_evidence_and_never_widens_current_authority():
 
 def test_the_capability_key_setting_fails_loudly_on_anything_but_an_ed25519_private_key(monkeypatch):
     from cryptography.hazmat.primitives.asymmetric import ec
-    other = ec.generate_private_key(ec.SECP256R1()).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+
+    other = (
+        ec.generate_private_key(ec.SECP256R1())
+        .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        .decode()
+    )
     for bad in ("not a key", other):
         monkeypatch.setenv("STEWARD_CAPABILITY_KEY", bad)
         with pytest.raises(ImproperlyConfigured):
             env.capability_key("secret", False)
-    good = Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    good = (
+        Ed25519PrivateKey.generate()
+        .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        .decode()
+    )
     monkeypatch.setenv("STEWARD_CAPABILITY_KEY", good.replace("\n", "\\n"))  # one line, as in a .env file
     assert env.capability_key("secret", False) == good.encode()
     monkeypatch.delenv("STEWARD_CAPABILITY_KEY")

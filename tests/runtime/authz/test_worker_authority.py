@@ -44,7 +44,11 @@ def test_an_effect_whose_authority_is_held_is_checked_at_the_worker_and_runs():
     assert task.status == states.COMPLETED and task.output["receipt"]["wrote"] == WRITE[1]
     [decision] = Decision.objects.filter(task_id=t)
     assert (decision.allowed, decision.boundary, decision.epoch, decision.action, decision.resource) == (
-        True, EXECUTOR_BOUNDARY, 1, *WRITE)
+        True,
+        EXECUTOR_BOUNDARY,
+        1,
+        *WRITE,
+    )
     assert (task.blocked_reason, task.blocked_decision_id) == (None, None)
 
 
@@ -56,18 +60,30 @@ def test_a_denied_effect_blocks_the_task_with_its_decision_and_writes_no_intent(
     [decision] = Decision.objects.filter(task_id=t)
     assert (decision.allowed, decision.reason_code, decision.boundary) == (False, "no_grant_agent", "worker")
     assert (task.status, task.blocked_reason, task.blocked_decision_id) == (
-        states.BLOCKED, states.AUTHORITY_DENIED, decision.id)
-    assert task.error == {"code": "AUTHORITY_DENIED", "type": "AuthorityDenied", "boundary": "worker",
-                          "reason_code": "no_grant_agent", "decision_id": str(decision.id),
-                          "message": task.error["message"]}
+        states.BLOCKED,
+        states.AUTHORITY_DENIED,
+        decision.id,
+    )
+    assert task.error == {
+        "code": "AUTHORITY_DENIED",
+        "type": "AuthorityDenied",
+        "boundary": "worker",
+        "reason_code": "no_grant_agent",
+        "decision_id": str(decision.id),
+        "message": task.error["message"],
+    }
     assert "denied at worker" in task.error["message"] and "resume" in task.status_note
     assert not Effect.objects.filter(task_id=t).exists()  # checked before the intent
     assert attempts(t) == [("first", "deny")]
     blocked = AuditEvent.objects.get(task_id=t, kind="task.blocked")
     assert blocked.data["blocked_reason"] == states.AUTHORITY_DENIED
-    assert (blocked.data["decision_id"], blocked.data["boundary"], blocked.data["reason_code"],
-            blocked.data["authz_revision"], blocked.data["policy_version"]) == (
-        str(decision.id), "worker", "no_grant_agent", decision.authz_revision, POLICY_VERSION)
+    assert (
+        blocked.data["decision_id"],
+        blocked.data["boundary"],
+        blocked.data["reason_code"],
+        blocked.data["authz_revision"],
+        blocked.data["policy_version"],
+    ) == (str(decision.id), "worker", "no_grant_agent", decision.authz_revision, POLICY_VERSION)
     assert kinds(t)[-2:] == ["authz.denied", "task.blocked"]
     # Shown by the runtime's detail selector (the console's and the API's source).
     detail = task_detail(t)
@@ -84,8 +100,10 @@ def test_nothing_reruns_a_denied_task_by_itself():
     assert attempts(t) == [("first", "deny")] and Decision.objects.filter(task_id=t).count() == 1
 
 
-@pytest.mark.parametrize("then, swallowed", [(None, {"swallowed": "AuthorityDenied"}),
-                                             ("step", {"swallowed": "AuthorityDenied", "then": "AuthorityDenied"})])
+@pytest.mark.parametrize(
+    "then, swallowed",
+    [(None, {"swallowed": "AuthorityDenied"}), ("step", {"swallowed": "AuthorityDenied", "then": "AuthorityDenied"})],
+)
 def test_agent_code_that_swallows_a_denial_is_blocked_anyway_and_journals_nothing_after_it(then, swallowed):
     t = submit("t.swallows", {"then": then} if then else {})
     run()
@@ -103,8 +121,12 @@ def test_an_operator_resume_rechecks_on_current_rows_blocked_again_until_the_gra
 
     task_resume(task_id=t, actor="user:alice", note="try again")  # grants unchanged
     resumed = AuditEvent.objects.filter(task_id=t, kind="task.resumed").get()
-    assert resumed.data == {"from": "blocked", "note": "try again", "blocked_reason": "authority_denied",
-                            "decision_id": str(first)}
+    assert resumed.data == {
+        "from": "blocked",
+        "note": "try again",
+        "blocked_reason": "authority_denied",
+        "decision_id": str(first),
+    }
     assert Task.objects.get(id=t).blocked_reason is None
     run()
     again = Task.objects.get(id=t)
@@ -144,9 +166,20 @@ def test_resolving_an_effect_never_releases_a_task_blocked_by_a_denial():
     # The task also carries an unknown effect (as after an earlier block and retry): settling
     # it must leave the denial in force.
     attempt = Attempt.objects.get(task_id=t)
-    effect = Effect.objects.create(key=f"{t}/9/old", task_id=t, tenant="acme", step_seq=9, name="old",
-                                   effect_class="irreversible", keyed=False, state=states.UNKNOWN,
-                                   request_digest="0" * 64, attempt=attempt, epoch=1, sends=1)
+    effect = Effect.objects.create(
+        key=f"{t}/9/old",
+        task_id=t,
+        tenant="acme",
+        step_seq=9,
+        name="old",
+        effect_class="irreversible",
+        keyed=False,
+        state=states.UNKNOWN,
+        request_digest="0" * 64,
+        attempt=attempt,
+        epoch=1,
+        sends=1,
+    )
     effect_resolve(effect_id=effect.id, outcome="failed", actor="user:alice")
     task = Task.objects.get(id=t)
     assert (task.status, task.blocked_reason) == (states.BLOCKED, states.AUTHORITY_DENIED)
@@ -169,8 +202,7 @@ def test_a_blocked_task_must_say_why_and_a_denied_one_must_name_its_decision():
 def scoped_tree(scope, *, resource=WRITE[1]):
     """A t.scoped parent spawning one t.requires child that asks for `scope` and then
     takes repo.write on `resource`."""
-    return submit("t.scoped", {"children": [{"agent": "t.requires", "input": {"resource": resource},
-                                             "scope": scope}]})
+    return submit("t.scoped", {"children": [{"agent": "t.requires", "input": {"resource": resource}, "scope": scope}]})
 
 
 def only_child(parent_id) -> Task:
@@ -183,8 +215,10 @@ def test_a_child_asks_for_a_scope_stored_on_its_row_and_named_in_its_submission(
     parent = scoped_tree([["repo.write", "repo:acme/app"], {"action": "repo.read", "resource": "repo:acme/*"}])
     run()
     kid = only_child(parent)
-    assert kid.requested_scope == [{"action": "repo.write", "resource": "repo:acme/app"},
-                                   {"action": "repo.read", "resource": "repo:acme/*"}]
+    assert kid.requested_scope == [
+        {"action": "repo.write", "resource": "repo:acme/app"},
+        {"action": "repo.read", "resource": "repo:acme/*"},
+    ]
     submitted = AuditEvent.objects.get(task_id=kid.id, kind="task.submitted")
     assert submitted.data["requested_scope"] == kid.requested_scope
     assert kid.status == states.COMPLETED and Task.objects.get(id=parent).status == states.COMPLETED
@@ -194,14 +228,18 @@ def test_a_child_asks_for_a_scope_stored_on_its_row_and_named_in_its_submission(
 
 
 def test_a_child_asking_for_more_than_its_parent_holds_gets_the_intersection():
-    give_both("repo.write", "repo:acme/app*", agent="t.scoped")   # the parent: app only
-    give_both("repo.write", "repo:acme/*", agent="t.requires")    # the child's own agent: more
+    give_both("repo.write", "repo:acme/app*", agent="t.scoped")  # the parent: app only
+    give_both("repo.write", "repo:acme/*", agent="t.requires")  # the child's own agent: more
     parent = scoped_tree([["repo.write", "*"]], resource="repo:acme/other")
     run()
     kid = only_child(parent)
     decision = Decision.objects.get(id=kid.blocked_decision_id)
     assert (kid.status, decision.reason_code, decision.boundary, decision.parent_task) == (
-        states.BLOCKED, "parent_lacks", "worker", parent)
+        states.BLOCKED,
+        "parent_lacks",
+        "worker",
+        parent,
+    )
     # Within what both hold, the same wide ask is allowed.
     parent2 = scoped_tree([["repo.write", "*"]], resource="repo:acme/app")
     run()
@@ -220,14 +258,22 @@ def test_a_child_is_held_to_what_it_asked_for_even_when_its_parent_holds_more():
 def test_narrowing_the_parent_denies_the_child_at_its_next_check():
     parent_grant, _ = give_both("repo.write", "repo:acme/*", agent="t.scoped")
     give_both("repo.write", "repo:acme/*", agent="t.requires")
-    parent = submit("t.scoped", {"children": [{"agent": "t.requires", "input": {"seconds": 0.05},
-                                               "scope": [["repo.write", "repo:acme/*"]]}]})
+    parent = submit(
+        "t.scoped",
+        {"children": [{"agent": "t.requires", "input": {"seconds": 0.05}, "scope": [["repo.write", "repo:acme/*"]]}]},
+    )
     run()  # the parent spawns and waits; the child sleeps
     kid = only_child(parent)
     assert kid.status == states.SLEEPING
-    grant_narrow(grant_id=parent_grant.id, tenant="acme", resource="repo:acme/docs*", actor=ADMIN,
-                 reason="the parent's agent loses app")
+    grant_narrow(
+        grant_id=parent_grant.id,
+        tenant="acme",
+        resource="repo:acme/docs*",
+        actor=ADMIN,
+        reason="the parent's agent loses app",
+    )
     from tests.runtime.inprocess import wake
+
     wake()
     run()
     kid = only_child(parent)
@@ -248,16 +294,30 @@ def test_three_levels_down_a_grandchild_is_denied_once_the_roots_owner_grant_is_
     assert (grandchild.status, grandchild.root_id) == (states.SLEEPING, root)
     grant_revoke(grant_id=owner_grant.id, tenant="acme", actor=ADMIN, reason="alice leaves the repo")
     from tests.runtime.inprocess import wake
+
     wake()
     run()
     grandchild = Task.objects.get(id=grandchild.id)
     decision = Decision.objects.get(id=grandchild.blocked_decision_id)
     assert (grandchild.status, decision.reason_code, decision.parent_task, decision.owner) == (
-        states.BLOCKED, "no_grant_owner", child.id, OWNER)
+        states.BLOCKED,
+        "no_grant_owner",
+        child.id,
+        OWNER,
+    )
 
 
-@pytest.mark.parametrize("scope", ["repo.write", [("repo.write",)], [{"action": "repo.write"}],
-                                   [("Repo Write", "x")], [("repo.write", "a*b")], {"repo.write": "x"}])
+@pytest.mark.parametrize(
+    "scope",
+    [
+        "repo.write",
+        [("repo.write",)],
+        [{"action": "repo.write"}],
+        [("Repo Write", "x")],
+        [("repo.write", "a*b")],
+        {"repo.write": "x"},
+    ],
+)
 def test_a_malformed_scope_is_refused_before_anything_is_journaled(scope):
     with pytest.raises(InvalidArgument):
         authority.scope(scope)

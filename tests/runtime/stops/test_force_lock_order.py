@@ -36,8 +36,9 @@ TRIALS = 5
 
 def waiting_on_a_lock() -> bool:
     with connection.cursor() as cur:
-        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND wait_event_type = 'Lock'")
+        cur.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
         return cur.fetchone()[0] > 0
 
 
@@ -56,8 +57,7 @@ def lapsed(task: Task) -> tuple:
 
 
 @pytest.mark.parametrize("release", [forced, lapsed], ids=["worker's forced release", "sweep's release"])
-def test_a_release_with_an_acknowledgment_waits_for_the_task_row_before_it_touches_the_audit_chain(
-        release, caplog):
+def test_a_release_with_an_acknowledgment_waits_for_the_task_row_before_it_touches_the_audit_chain(release, caplog):
     caplog.set_level(logging.INFO, logger="runtime.worker.stop_watch")
     outcomes = {"acknowledged": 0, "retried": 0, "other side failed": 0}
     for _ in range(TRIALS):
@@ -75,9 +75,10 @@ def test_a_release_with_an_acknowledgment_waits_for_the_task_row_before_it_touch
                     lock_chain(task.id)
                     held.set()
                     go.wait(30)
-                    audit_append(actor="supervisor:test", tenant=task.tenant, task_id=task.id,
-                                 kind="stop.bound_checked", data={})
-            except Exception as exc:  # noqa: BLE001 - counted below
+                    audit_append(
+                        actor="supervisor:test", tenant=task.tenant, task_id=task.id, kind="stop.bound_checked", data={}
+                    )
+            except Exception as exc:
                 failures.append(exc)
             finally:
                 connection.close()
@@ -85,7 +86,7 @@ def test_a_release_with_an_acknowledgment_waits_for_the_task_row_before_it_touch
         def releasing():
             try:
                 results.append(release(task))
-            except Exception as exc:  # noqa: BLE001 - counted below
+            except Exception as exc:
                 failures.append(exc)
             finally:
                 connection.close()

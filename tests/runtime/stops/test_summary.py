@@ -27,11 +27,21 @@ def running(tenant: str = "acme", owner: str = "alice", **input) -> Task:
 
 def effect(task: Task, seq: int, state: str, *, settled_ago: float | None = None) -> Effect:
     at = task.attempts.order_by("-epoch").first()
-    return Effect.objects.create(key=f"{task.id}/{seq}/e", task=task, tenant=task.tenant, step_seq=seq,
-                                 name=f"e{seq}", effect_class="irreversible", keyed=False, state=state,
-                                 request_digest="ab" * 32, attempt=at, epoch=at.epoch, sends=1,
-                                 settled_at=timezone.now() - timedelta(seconds=settled_ago)
-                                 if settled_ago is not None else None)
+    return Effect.objects.create(
+        key=f"{task.id}/{seq}/e",
+        task=task,
+        tenant=task.tenant,
+        step_seq=seq,
+        name=f"e{seq}",
+        effect_class="irreversible",
+        keyed=False,
+        state=state,
+        request_digest="ab" * 32,
+        attempt=at,
+        epoch=at.epoch,
+        sends=1,
+        settled_at=timezone.now() - timedelta(seconds=settled_ago) if settled_ago is not None else None,
+    )
 
 
 def states_of(summary) -> dict:
@@ -74,8 +84,7 @@ def test_past_its_bound_a_missing_worker_reads_missing_and_its_late_answer_reads
     assert states_of(summary)[(task.id, states.WORKER)] == "missing"
     assert summary.tasks[0].missing == [states.WORKER]
     assert any("never came before the bound" in line for line in summary.unresolved)
-    stop_ack(task_id=task.id, boundary=states.WORKER, by="vm:1", detail={"ended": "by force"},
-             stop_id=started.stop_id)
+    stop_ack(task_id=task.id, boundary=states.WORKER, by="vm:1", detail={"ended": "by force"}, stop_id=started.stop_id)
     summary = stop_summary(task_id=task.id, tenant="acme")
     assert states_of(summary)[(task.id, states.WORKER)] == "late"
     assert summary.tasks[0].task.status == states.CANCELLED  # a late answer changes nothing
@@ -96,9 +105,18 @@ def test_effects_committed_before_the_stop_are_apart_from_those_in_flight():
 
 def test_a_tree_lists_every_task_and_a_resumed_task_keeps_its_old_stop():
     parent = running(n=1)
-    child = Task.objects.create(agent="t.steps", input={}, input_digest="x", tenant="acme", owner="user:alice",
-                                pool_id=parent.pool_id, parent=parent, root=parent, spawn_seq=1,
-                                status=states.QUEUED)
+    child = Task.objects.create(
+        agent="t.steps",
+        input={},
+        input_digest="x",
+        tenant="acme",
+        owner="user:alice",
+        pool_id=parent.pool_id,
+        parent=parent,
+        root=parent,
+        spawn_seq=1,
+        status=states.QUEUED,
+    )
     preview = stop_preview(task_id=parent.id, tenant="acme")
     assert {t.id for t in preview.tasks} == {parent.id, child.id} and preview.count == 2
     started = task_stop(task_id=parent.id, actor="user:alice", reason="tree")
@@ -141,9 +159,18 @@ def test_the_kill_switch_stops_a_child_of_its_own_agent_once():
     """Its roots are every live task of the agent: a child of the same agent is reached
     as a root and below its parent, and is stopped (and acknowledged) once."""
     parent = running(n=1)
-    child = Task.objects.create(agent="t.steps", input={}, input_digest="x", tenant="acme", owner="user:alice",
-                                pool_id=parent.pool_id, parent=parent, root=parent, spawn_seq=1,
-                                status=states.QUEUED)
+    child = Task.objects.create(
+        agent="t.steps",
+        input={},
+        input_digest="x",
+        tenant="acme",
+        owner="user:alice",
+        pool_id=parent.pool_id,
+        parent=parent,
+        root=parent,
+        spawn_seq=1,
+        status=states.QUEUED,
+    )
     started = agent_stop(tenant="acme", agent="t.steps", actor="user:alice", reason="incident")
     assert sorted(started.tasks) == sorted([parent.id, child.id]) and started.cancelled == [child.id]
     summary = stop_summary(stop_id=started.stop_id, tenant="acme")
@@ -152,12 +179,30 @@ def test_the_kill_switch_stops_a_child_of_its_own_agent_once():
 
 def test_the_kill_switch_preview_reaches_live_tasks_of_other_agents_below_its_own():
     parent = running(n=1)
-    done = Task.objects.create(agent="t.child", input={}, input_digest="x", tenant="acme", owner="user:alice",
-                               pool_id=parent.pool_id, parent=parent, root=parent, spawn_seq=1,
-                               status=states.COMPLETED)
-    below = Task.objects.create(agent="t.child", input={}, input_digest="y", tenant="acme", owner="user:alice",
-                                pool_id=parent.pool_id, parent=done, root=parent, spawn_seq=1,
-                                status=states.QUEUED)
+    done = Task.objects.create(
+        agent="t.child",
+        input={},
+        input_digest="x",
+        tenant="acme",
+        owner="user:alice",
+        pool_id=parent.pool_id,
+        parent=parent,
+        root=parent,
+        spawn_seq=1,
+        status=states.COMPLETED,
+    )
+    below = Task.objects.create(
+        agent="t.child",
+        input={},
+        input_digest="y",
+        tenant="acme",
+        owner="user:alice",
+        pool_id=parent.pool_id,
+        parent=done,
+        root=parent,
+        spawn_seq=1,
+        status=states.QUEUED,
+    )
     preview = agent_stop_preview(tenant="acme", agent="t.steps")
     assert [t.id for t in preview.tasks] == [parent.id, below.id] and preview.count == 2
     assert agent_stop_preview(tenant="globex", agent="t.steps").count == 0

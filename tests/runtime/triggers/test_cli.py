@@ -18,8 +18,24 @@ def steward(*args) -> str:
 
 
 def test_schedules_are_made_listed_shown_and_paused_from_the_cli(live):
-    made = steward("schedules", "create", "--tenant", "acme", "--name", "nightly", "--agent", "t.steps",
-                   "--cron", "0 3 * * *", "--timezone", "Europe/Paris", "--input", '{"n": 2}', "--missed", "catch_up")
+    made = steward(
+        "schedules",
+        "create",
+        "--tenant",
+        "acme",
+        "--name",
+        "nightly",
+        "--agent",
+        "t.steps",
+        "--cron",
+        "0 3 * * *",
+        "--timezone",
+        "Europe/Paris",
+        "--input",
+        '{"n": 2}',
+        "--missed",
+        "catch_up",
+    )
     schedule = Schedule.objects.get()
     assert str(schedule.id) in made and schedule.input == {"n": 2} and schedule.missed_policy == "catch_up"
     assert "nightly" in steward("schedules", "list", "--tenant", "acme")

@@ -18,17 +18,20 @@ def utc(*args) -> datetime:
     return datetime(*args, tzinfo=UTC)
 
 
-@pytest.mark.parametrize("expr, after, expected", [
-    ("* * * * *", utc(2026, 1, 1, 0, 0, 30), utc(2026, 1, 1, 0, 1)),
-    ("*/15 * * * *", utc(2026, 1, 1, 0, 1), utc(2026, 1, 1, 0, 15)),
-    ("0 9 * * mon-fri", utc(2026, 1, 2, 9, 0), utc(2026, 1, 5, 9, 0)),  # Friday 09:00 -> Monday
-    ("30 4 1,15 * *", utc(2026, 1, 2), utc(2026, 1, 15, 4, 30)),
-    ("0 0 29 2 *", utc(2026, 1, 1), utc(2028, 2, 29)),                 # the next leap day
-    ("0 0 1 jan *", utc(2026, 6, 1), utc(2027, 1, 1)),
-    ("0 12 * * 7", utc(2026, 1, 1), utc(2026, 1, 4, 12)),               # 7 is Sunday
-    ("0 0 13 * 5", utc(2026, 2, 1), utc(2026, 2, 6)),                   # day 13 OR a Friday: Friday 6th first
-    ("5-10/5 1 * * *", utc(2026, 1, 1, 1, 5), utc(2026, 1, 1, 1, 10)),
-])
+@pytest.mark.parametrize(
+    "expr, after, expected",
+    [
+        ("* * * * *", utc(2026, 1, 1, 0, 0, 30), utc(2026, 1, 1, 0, 1)),
+        ("*/15 * * * *", utc(2026, 1, 1, 0, 1), utc(2026, 1, 1, 0, 15)),
+        ("0 9 * * mon-fri", utc(2026, 1, 2, 9, 0), utc(2026, 1, 5, 9, 0)),  # Friday 09:00 -> Monday
+        ("30 4 1,15 * *", utc(2026, 1, 2), utc(2026, 1, 15, 4, 30)),
+        ("0 0 29 2 *", utc(2026, 1, 1), utc(2028, 2, 29)),  # the next leap day
+        ("0 0 1 jan *", utc(2026, 6, 1), utc(2027, 1, 1)),
+        ("0 12 * * 7", utc(2026, 1, 1), utc(2026, 1, 4, 12)),  # 7 is Sunday
+        ("0 0 13 * 5", utc(2026, 2, 1), utc(2026, 2, 6)),  # day 13 OR a Friday: Friday 6th first
+        ("5-10/5 1 * * *", utc(2026, 1, 1, 1, 5), utc(2026, 1, 1, 1, 10)),
+    ],
+)
 def test_next_after_finds_the_first_tick_strictly_later(expr, after, expected):
     assert parse(expr).next_after(after, ZoneInfo("UTC")) == expected
 
@@ -61,9 +64,26 @@ def test_a_date_that_never_comes_has_no_next_tick():
     assert parse("0 0 30 2 *").next_after(utc(2026, 1, 1), ZoneInfo("UTC")) is None
 
 
-@pytest.mark.parametrize("expr", ["", "* * * *", "* * * * * *", "60 * * * *", "* 24 * * *", "* * 0 * *",
-                                  "* * * 13 *", "* * * * 8", "5-1 * * * *", "*/0 * * * *", "a * * * *",
-                                  "١ * * * *", "x" * 500, None, 5])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "",
+        "* * * *",
+        "* * * * * *",
+        "60 * * * *",
+        "* 24 * * *",
+        "* * 0 * *",
+        "* * * 13 *",
+        "* * * * 8",
+        "5-1 * * * *",
+        "*/0 * * * *",
+        "a * * * *",
+        "١ * * * *",
+        "x" * 500,
+        None,
+        5,
+    ],
+)
 def test_a_malformed_expression_is_refused_with_invalid_cron(expr):
     with pytest.raises(InvalidCron):
         parse(expr)

@@ -24,8 +24,13 @@ def task(status=None):
 
 
 def trigger(prereqs, on_failure="skip"):
-    return dependency_create(agent="t.steps", input={"after": "prereqs"}, prerequisites=[str(p) for p in prereqs],
-                             on_failure=on_failure, **ALICE)
+    return dependency_create(
+        agent="t.steps",
+        input={"after": "prereqs"},
+        prerequisites=[str(p) for p in prereqs],
+        on_failure=on_failure,
+        **ALICE,
+    )
 
 
 def test_it_waits_until_every_prerequisite_completed_then_starts_one_task(live):
@@ -41,8 +46,9 @@ def test_it_waits_until_every_prerequisite_completed_then_starts_one_task(live):
 
 
 @pytest.mark.parametrize("failed_as", [states.FAILED, states.CANCELLED])
-@pytest.mark.parametrize("policy, state, starts", [("skip", "skipped", False), ("fail", "failed", False),
-                                                  ("run", "fired", True)])
+@pytest.mark.parametrize(
+    "policy, state, starts", [("skip", "skipped", False), ("fail", "failed", False), ("run", "fired", True)]
+)
 def test_a_failed_or_cancelled_prerequisite_follows_the_policy(live, failed_as, policy, state, starts):
     ok, bad, running = task(states.COMPLETED), task(failed_as), task()
     t = trigger([ok, bad, running], on_failure=policy)

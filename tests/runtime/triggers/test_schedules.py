@@ -35,8 +35,9 @@ def now() -> dt.datetime:
 # Yearly by default: the only ticks that come due in a test are the ones it sets (an
 # every-minute schedule would bring its next real tick due whenever a minute turns).
 def make(name="nightly", cron="0 0 1 1 *", **kw) -> Schedule:
-    return schedule_create(name=name, agent=kw.pop("agent", "t.steps"), input=kw.pop("input", {"n": 1}),
-                           cron=cron, **ALICE, **kw)
+    return schedule_create(
+        name=name, agent=kw.pop("agent", "t.steps"), input=kw.pop("input", {"n": 1}), cron=cron, **ALICE, **kw
+    )
 
 
 def due(schedule: Schedule, ago: float = 5.0, base: dt.datetime | None = None) -> dt.datetime:
@@ -57,11 +58,17 @@ def test_create_computes_the_first_tick_in_the_schedules_timezone(live):
     assert AuditEvent.objects.filter(kind="schedule.created", data__schedule=str(s.id)).count() == 1
 
 
-@pytest.mark.parametrize("kw, error", [
-    ({"cron": "61 * * * *"}, InvalidCron), ({"cron": "0 0 31 2 *"}, InvalidCron),
-    ({"timezone": "Nowhere/City"}, InvalidTimezone), ({"agent": "no.such.agent"}, UnknownAgent),
-    ({"input": []}, InvalidInput), ({"missed_policy": "sometimes"}, Exception),
-])
+@pytest.mark.parametrize(
+    "kw, error",
+    [
+        ({"cron": "61 * * * *"}, InvalidCron),
+        ({"cron": "0 0 31 2 *"}, InvalidCron),
+        ({"timezone": "Nowhere/City"}, InvalidTimezone),
+        ({"agent": "no.such.agent"}, UnknownAgent),
+        ({"input": []}, InvalidInput),
+        ({"missed_policy": "sometimes"}, Exception),
+    ],
+)
 def test_a_bad_schedule_is_refused_when_made_not_when_it_fires(live, kw, error):
     with pytest.raises(error):
         make(**kw)
@@ -139,8 +146,9 @@ def test_missed_ticks_get_one_catch_up_run_under_the_catch_up_policy(live):
     assert s.next_fire_at > now()
 
 
-@pytest.mark.parametrize("policy, outcome, tasks", [("skip", "overlap_skipped", 1), ("queue", "overlap_waiting", 1),
-                                                    ("stop", "fired", 2)])
+@pytest.mark.parametrize(
+    "policy, outcome, tasks", [("skip", "overlap_skipped", 1), ("queue", "overlap_waiting", 1), ("stop", "fired", 2)]
+)
 def test_a_tick_while_the_previous_run_is_live_follows_the_overlap_policy(live, policy, outcome, tasks):
     s = make(overlap_policy=policy)
     due(s, ago=10)
@@ -200,9 +208,13 @@ def test_creators_racing_one_name_get_one_row_and_a_stable_error_each_other_time
             return webhook_create(name=name, agent="t.steps", **ALICE)
 
         for result in race(4, create):
-            outcomes["created" if not isinstance(result, Exception) else
-                     "refused: name taken" if isinstance(result, InvalidTransition) and result.details["field"] == "name"
-                     else f"other: {result!r}"] += 1
+            outcomes[
+                "created"
+                if not isinstance(result, Exception)
+                else "refused: name taken"
+                if isinstance(result, InvalidTransition) and result.details["field"] == "name"
+                else f"other: {result!r}"
+            ] += 1
     rows = (Schedule if what == "schedule" else Webhook).objects.filter(tenant="acme", name__startswith="race-")
     print(f"\n4 {what} creators racing one name over 20 trials: {dict(outcomes)}")
     assert outcomes == Counter({"created": 20, "refused: name taken": 60})
