@@ -135,8 +135,13 @@ LOGGING = {
         "runtime": {"handlers": ["console"], "level": env.get("STEWARD_LOG_LEVEL") or "INFO", "propagate": False},
     },
 }
-# /metrics (console/metrics.py) answers in debug, or to `Authorization: Bearer <this>`.
+# /metrics (console/metrics.py) answers `Authorization: Bearer <STEWARD_METRICS_TOKEN>`
+# from anywhere, or a client whose address is in STEWARD_METRICS_ALLOW (loopback unless
+# set; empty: the token only); anyone else gets 403. A client's address is REMOTE_ADDR;
+# X-Forwarded-For is believed only from STEWARD_TRUSTED_PROXIES (docs/deploy.md).
 STEWARD_METRICS_TOKEN = env.get("STEWARD_METRICS_TOKEN") or ""
+STEWARD_METRICS_ALLOW = env.networks("STEWARD_METRICS_ALLOW", "127.0.0.0/8,::1")
+STEWARD_TRUSTED_PROXIES = env.networks("STEWARD_TRUSTED_PROXIES", "")
 
 # --- Celery: transport only. PostgreSQL decides what runs (docs/adr/0002-postgres-decides.md). ---
 REDIS_URL = env.get("REDIS_URL")
