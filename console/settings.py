@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The Content-Security-Policy of every response (SECURE_CSP below, console/csp.py).
+    "console.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -267,3 +269,22 @@ CELERY_BEAT_SCHEDULE = {
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
+
+# --- The browser's policy (docs/deploy.md; docs/adr/0024-deployment-hardening.md).
+# The browser runs only this site's own files: no inline script or style, no eval, no
+# framing, forms post only here (console/csp.py; in debug too, so `make run` and the
+# browser tests run under it). The shape of Django 6's SECURE_CSP: on Django 6, its
+# django.middleware.csp.ContentSecurityPolicyMiddleware takes this setting unchanged.
+SECURE_CSP = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    # data: for the console's empty favicon and the images the admin's and Swagger UI's
+    # stylesheets embed.
+    "img-src": ["'self'", "data:"],
+    "connect-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'none'"],
+    "form-action": ["'self'"],
+    "frame-ancestors": ["'none'"],
+}
