@@ -270,6 +270,39 @@ LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
 
+# --- HTTPS and cookies in production (docs/deploy.md section 3;
+# docs/adr/0024-deployment-hardening.md).
+# Production is STEWARD_DEBUG off; debug (`make run`, the tests) serves plain HTTP on
+# loopback, so none of the HTTPS defaults apply there.
+# Behind a proxy that ends TLS, Django learns a request was HTTPS only from a header the
+# proxy sets. Trusting one lets any client that reaches the web tier directly claim
+# HTTPS: set it only if every request comes through a proxy that sets or strips it.
+SECURE_PROXY_SSL_HEADER = env.proxy_ssl_header("STEWARD_PROXY_SSL_HEADER")
+SECURE_SSL_REDIRECT = env.get_bool("STEWARD_SSL_REDIRECT", not DEBUG)
+# Machine paths, reached over the internal network (workers at STEWARD_GATEWAY_URL,
+# Prometheus at /metrics): their credential goes with the first request, so a redirect
+# would protect nothing and only break a plain-HTTP internal address.
+SECURE_REDIRECT_EXEMPT = [r"^metrics$", r"^gateway/"]
+SECURE_HSTS_SECONDS = env.get_number("STEWARD_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0, integer=True)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.get_bool("STEWARD_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env.get_bool("STEWARD_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+CSRF_TRUSTED_ORIGINS = env.origins("STEWARD_CSRF_TRUSTED_ORIGINS")
+# `check --deploy` warns while each of these is off. Off because the operator said so
+# (the proxy redirects or sends HSTS itself; sibling hosts without HTTPS; no preload list),
+# the question is answered; off by default, the warning stands until someone decides.
+SILENCED_SYSTEM_CHECKS = [
+    check
+    for variable, check in (
+        ("STEWARD_SSL_REDIRECT", "security.W008"),
+        ("STEWARD_HSTS_SECONDS", "security.W004"),
+        ("STEWARD_HSTS_INCLUDE_SUBDOMAINS", "security.W005"),
+        ("STEWARD_HSTS_PRELOAD", "security.W021"),
+    )
+    if env.chosen_off(variable)
+]
+
 # --- The browser's policy (docs/deploy.md; docs/adr/0024-deployment-hardening.md).
 # The browser runs only this site's own files: no inline script or style, no eval, no
 # framing, forms post only here (console/csp.py; in debug too, so `make run` and the
