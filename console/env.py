@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import os
 import re
@@ -68,6 +69,62 @@ def get_number(name: str, default: float, *, minimum: float = 0, maximum: float 
     if maximum is not None and value > maximum:
         raise ImproperlyConfigured(f"{name}={raw!r} must be at most {maximum}")
     return value
+
+
+def get_list(name: str, default: str) -> list[str]:
+    """A comma-separated list; blanks around and between commas are dropped. Set empty,
+    the list is empty (not the default)."""
+    raw = get(name)
+    return [item.strip() for item in (default if raw is None else raw).split(",") if item.strip()]
+
+
+def networks(name: str, default: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """Addresses and networks (`127.0.0.1`, `10.0.0.0/8`, `::1`), comma-separated. Host
+    bits set below a network's prefix are a typo more often than not, but harmless: the
+    network they name is meant (`10.1.2.3/8` is 10.0.0.0/8)."""
+    found = []
+    for item in get_list(name, default):
+        try:
+            found.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {item[:60]!r} is not an IP address or network") from None
+    return found
+
+
+def origins(name: str) -> list[str]:
+    """Origins as browsers send them (`https://steward.example.com`, a port if not the
+    scheme's): a scheme, a host, nothing after. Django compares them with the Origin
+    header as written, so a path or a missing scheme would match nothing."""
+    found = []
+    for item in get_list(name, ""):
+        parsed = urlparse(item)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc or parsed.path or parsed.query:
+            raise ImproperlyConfigured(f"{name}: {item[:80]!r} is not an origin like https://steward.example.com")
+        found.append(item)
+    return found
+
+
+HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,64}")
+
+
+def proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """`X-Forwarded-Proto` (the value meaning HTTPS is then `https`) or
+    `X-Forwarded-Ssl=on`: Django's SECURE_PROXY_SSL_HEADER, as the WSGI environ names it."""
+    raw = (get(name) or "").strip()
+    if not raw:
+        return None
+    header, sep, value = raw.partition("=")
+    value = value.strip() if sep else "https"
+    if not HEADER_NAME.fullmatch(header.strip()) or not re.fullmatch(r"[\x21-\x7e]{1,64}", value):
+        raise ImproperlyConfigured(f"{name}={raw[:80]!r} is not a header name, or NAME=VALUE (X-Forwarded-Proto)")
+    return "HTTP_" + header.strip().upper().replace("-", "_"), value
+
+
+def chosen_off(name: str) -> bool:
+    """Whether the operator set `name` to off (0, false, no, off) rather than leaving it
+    unset: a decision `manage.py check --deploy` need not ask for again."""
+    raw = get(name)
+    return raw is not None and raw.strip().lower() in ("0", "false", "no", "off")
 
 
 def database_from_url(url: str) -> dict:

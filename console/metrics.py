@@ -8,13 +8,17 @@ each worker's and supervisor's own cumulative counters as its heartbeat stores t
 counter is labelled by the process that counts it, so a process restart shows as a
 counter reset, which Prometheus's rate() expects.
 
-Access: open in debug; otherwise only with `Authorization: Bearer $STEWARD_METRICS_TOKEN`
-(docs/deploy.md). Unset in production, /metrics answers 401 to everyone.
+Access, the same in debug and production (docs/deploy.md): `Authorization: Bearer
+$STEWARD_METRICS_TOKEN` from anywhere, or no token from a client address in
+STEWARD_METRICS_ALLOW (loopback unless set). The labels name tenants, so everyone else
+gets one 403 that says nothing of which check failed or what a scrape would show.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import ipaddress
 
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
@@ -23,6 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from runtime.errors import MetricsForbidden
 from runtime.fleet.selectors import metrics_snapshot
 from runtime.meter import WAIT_BOUNDS
 
@@ -123,21 +128,75 @@ def _processes(processes):
     yield from (finished, waits, live, swept)
 
 
-def _allowed(request) -> bool:
-    if settings.DEBUG:
-        return True
+# Headers a proxy adds to say whom it relays for. Arriving from an address that is not a
+# trusted proxy, they mean a proxy we do not know relayed the request (a reverse proxy on
+# this host makes every client look like loopback): the address check is then refused.
+FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
+
+
+def _address(text: str):
+    try:
+        address = ipaddress.ip_address(text.strip())
+    except ValueError:
+        return None
+    # ::ffff:127.0.0.1, as a dual-stack socket reports an IPv4 peer, is 127.0.0.1.
+    return getattr(address, "ipv4_mapped", None) or address
+
+
+def _within(address, networks) -> bool:
+    return any(address.version == net.version and address in net for net in networks)
+
+
+def client_address(request):
+    """The address /metrics is answering, or None when it cannot be known. REMOTE_ADDR,
+    unless that is a trusted proxy: then X-Forwarded-For read from the right, past every
+    trusted proxy, to the first hop that is not one (entries to its left are whatever
+    the client wrote). A forwarding header from anyone else, or a malformed one from a
+    trusted proxy, leaves the address unknown."""
+    peer = _address(request.META.get("REMOTE_ADDR") or "")
+    if peer is None:
+        return None
+    trusted = settings.STEWARD_TRUSTED_PROXIES
+    if not _within(peer, trusted):
+        return None if any(name in request.headers for name in FORWARDING_HEADERS) else peer
+    hops = (request.headers.get("X-Forwarded-For") or "").split(",")
+    if not any(hop.strip() for hop in hops):
+        return None  # a trusted proxy that did not say whom it relays for
+    address = None
+    for hop in reversed(hops):
+        address = _address(hop)
+        if address is None:
+            return None
+        if not _within(address, trusted):
+            return address
+    return address  # every hop a trusted proxy: the first of them asked
+
+
+def _token_sent(request) -> bool:
+    """`Authorization: Bearer <STEWARD_METRICS_TOKEN>`, compared in constant time (over
+    digests, so not even the token's length shows). Unset, no token opens /metrics; a
+    token anywhere else (the query string, another header) counts for nothing."""
     token = settings.STEWARD_METRICS_TOKEN
-    sent = request.headers.get("Authorization", "")
-    return bool(token) and hmac.compare_digest(sent.encode(), f"Bearer {token}".encode())
+    scheme, _, sent = request.headers.get("Authorization", "").partition(" ")
+    if not token or scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(hashlib.sha256(sent.encode()).digest(), hashlib.sha256(token.encode()).digest())
+
+
+def _allowed(request) -> bool:
+    if _token_sent(request):
+        return True
+    address = client_address(request)
+    return address is not None and _within(address, settings.STEWARD_METRICS_ALLOW)
 
 
 @require_GET
 def metrics(request):
     if not _allowed(request):
-        return JsonResponse(
-            {"code": "AUTH_REQUIRED", "message": "send Authorization: Bearer $STEWARD_METRICS_TOKEN", "details": {}},
-            status=401,
+        refused = MetricsForbidden(
+            "send Authorization: Bearer <the metrics token>, or scrape from an allowed address (docs/deploy.md)"
         )
+        return JsonResponse(refused.as_dict(), status=refused.status)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StewardCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

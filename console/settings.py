@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The Content-Security-Policy of every response (SECURE_CSP below, console/csp.py).
+    "console.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -135,8 +137,13 @@ LOGGING = {
         "runtime": {"handlers": ["console"], "level": env.get("STEWARD_LOG_LEVEL") or "INFO", "propagate": False},
     },
 }
-# /metrics (console/metrics.py) answers in debug, or to `Authorization: Bearer <this>`.
+# /metrics (console/metrics.py) answers `Authorization: Bearer <STEWARD_METRICS_TOKEN>`
+# from anywhere, or a client whose address is in STEWARD_METRICS_ALLOW (loopback unless
+# set; empty: the token only); anyone else gets 403. A client's address is REMOTE_ADDR;
+# X-Forwarded-For is believed only from STEWARD_TRUSTED_PROXIES (docs/deploy.md).
 STEWARD_METRICS_TOKEN = env.get("STEWARD_METRICS_TOKEN") or ""
+STEWARD_METRICS_ALLOW = env.networks("STEWARD_METRICS_ALLOW", "127.0.0.0/8,::1")
+STEWARD_TRUSTED_PROXIES = env.networks("STEWARD_TRUSTED_PROXIES", "")
 
 # --- Celery: transport only. PostgreSQL decides what runs (docs/adr/0002-postgres-decides.md). ---
 REDIS_URL = env.get("REDIS_URL")
@@ -262,3 +269,55 @@ CELERY_BEAT_SCHEDULE = {
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
+
+# --- HTTPS and cookies in production (docs/deploy.md section 3;
+# docs/adr/0024-deployment-hardening.md).
+# Production is STEWARD_DEBUG off; debug (`make run`, the tests) serves plain HTTP on
+# loopback, so none of the HTTPS defaults apply there.
+# Behind a proxy that ends TLS, Django learns a request was HTTPS only from a header the
+# proxy sets. Trusting one lets any client that reaches the web tier directly claim
+# HTTPS: set it only if every request comes through a proxy that sets or strips it.
+SECURE_PROXY_SSL_HEADER = env.proxy_ssl_header("STEWARD_PROXY_SSL_HEADER")
+SECURE_SSL_REDIRECT = env.get_bool("STEWARD_SSL_REDIRECT", not DEBUG)
+# Machine paths, reached over the internal network (workers at STEWARD_GATEWAY_URL,
+# Prometheus at /metrics): their credential goes with the first request, so a redirect
+# would protect nothing and only break a plain-HTTP internal address.
+SECURE_REDIRECT_EXEMPT = [r"^metrics$", r"^gateway/"]
+SECURE_HSTS_SECONDS = env.get_number("STEWARD_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0, integer=True)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.get_bool("STEWARD_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env.get_bool("STEWARD_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+CSRF_TRUSTED_ORIGINS = env.origins("STEWARD_CSRF_TRUSTED_ORIGINS")
+# `check --deploy` warns while each of these is off. Off because the operator said so
+# (the proxy redirects or sends HSTS itself; sibling hosts without HTTPS; no preload list),
+# the question is answered; off by default, the warning stands until someone decides.
+SILENCED_SYSTEM_CHECKS = [
+    check
+    for variable, check in (
+        ("STEWARD_SSL_REDIRECT", "security.W008"),
+        ("STEWARD_HSTS_SECONDS", "security.W004"),
+        ("STEWARD_HSTS_INCLUDE_SUBDOMAINS", "security.W005"),
+        ("STEWARD_HSTS_PRELOAD", "security.W021"),
+    )
+    if env.chosen_off(variable)
+]
+
+# --- The browser's policy (docs/deploy.md; docs/adr/0024-deployment-hardening.md).
+# The browser runs only this site's own files: no inline script or style, no eval, no
+# framing, forms post only here (console/csp.py; in debug too, so `make run` and the
+# browser tests run under it). The shape of Django 6's SECURE_CSP: on Django 6, its
+# django.middleware.csp.ContentSecurityPolicyMiddleware takes this setting unchanged.
+SECURE_CSP = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    # data: for the console's empty favicon and the images the admin's and Swagger UI's
+    # stylesheets embed.
+    "img-src": ["'self'", "data:"],
+    "connect-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'none'"],
+    "form-action": ["'self'"],
+    "frame-ancestors": ["'none'"],
+}

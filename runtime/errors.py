@@ -166,6 +166,14 @@ class Forbidden(StewardError):
     status = 403
 
 
+class MetricsForbidden(StewardError):
+    """/metrics without its token, from an address not allowed to scrape it. One answer
+    whichever check failed: its labels name tenants (console/metrics.py)."""
+
+    code = "METRICS_FORBIDDEN"
+    status = 403
+
+
 class TokenNotFound(StewardError):
     code = "TOKEN_NOT_FOUND"
     status = 404

@@ -49,6 +49,23 @@
     Object.keys(plots).forEach(function (id) { plots[id].setData(values[id]); });
   });
 
+  // Poll only a tab someone can see. htmx's own way, a filter on the trigger
+  // (`every 2s [document.visibilityState === 'visible']`), is compiled with Function(),
+  // which the Content-Security-Policy forbids (console/csp.py). A poll is the one request
+  // htmx issues with no triggering event, from an element whose hx-trigger says `every`;
+  // while the tab is hidden each is vetoed here, and the next tick after the tab shows
+  // again goes ahead. A click on the same element (the journal's "newer steps") is never held.
+  document.addEventListener("htmx:confirm", function (e) {
+    if (e.detail.triggeringEvent || document.visibilityState === "visible") return;
+    if (/(^|,)\s*every\s/.test(e.detail.elt.getAttribute("hx-trigger") || "")) e.preventDefault();
+  });
+
+  // A <select data-submit-on-change> submits its form when chosen from (the tenant
+  // switcher); without script, the <noscript> button beside it does.
+  document.addEventListener("change", function (e) {
+    if (e.target.matches("select[data-submit-on-change]") && e.target.form) e.target.form.submit();
+  });
+
   // Copy buttons (the token secret).
   document.addEventListener("click", function (e) {
     var target = e.target.closest("[data-copy]");

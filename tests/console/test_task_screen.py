@@ -93,5 +93,5 @@ def test_the_lineage_tree_nests_grandchildren_under_their_parent(world, as_perso
         html.index(f'<tr id="task-{grandchild.id}"'),
     )
     assert child_at < grandchild_at
-    assert "padding-left: 36px" in html[grandchild_at : grandchild_at + 200]
+    assert 'class="indent-2" data-depth="2"' in html[grandchild_at : grandchild_at + 200]
     assert '<span class="state act">failed</span>' in html[grandchild_at:]

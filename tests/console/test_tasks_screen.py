@@ -85,4 +85,4 @@ def test_the_live_fragment_swaps_only_the_rows_whose_status_moved_and_counts_new
     assert f'<template>\n<tr id="task-{world.blocked.id}" data-status="queued" hx-swap-oob="morph">' in html
     assert f"task-{world.parent.id}" not in html  # unchanged: left alone
     assert "1 new" in html and str(made.id) not in html  # announced, not inserted
-    assert 'id="task-live"' in html and "every 2s [document.visibilityState === 'visible']" in html
+    assert 'id="task-live"' in html and 'hx-trigger="every 2s"' in html

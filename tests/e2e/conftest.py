@@ -17,7 +17,7 @@ from console.dev.demo.fake_model import FakeModel
 from console.dev.demo.fake_service import FakeService
 from console.models import OPERATOR
 from tests.e2e.acme import acme  # noqa: F401 - a fixture: one of everything in acme
-from tests.e2e.stack import CHROMIUM, INSTALL_HINT, VIEWPORT, WebServer, login
+from tests.e2e.stack import CHROMIUM, INSTALL_HINT, VIEWPORT, WebServer, login, watch_csp
 from tests.people import make_people
 
 # Playwright's sync API runs its event loop on this thread (in a greenlet), so Django
@@ -103,20 +103,26 @@ def people(live):
 @pytest.fixture
 def person(browser, web, people):
     """person("alice"): a signed-in page in a browser context of that person's own (its
-    own cookies), at 1280x800; every context is closed when the test ends."""
+    own cookies), at 1280x800; every context is closed when the test ends. Every journey
+    runs under the console's Content-Security-Policy: one it violated, anywhere, fails
+    (page.csp_violations lists them as they come)."""
     contexts = []
 
     def open_as(username: str, *, shoot: str | None = None):
         context = browser.new_context(base_url=web.url, viewport=VIEWPORT, accept_downloads=True)
         context.set_default_timeout(30_000)
-        contexts.append(context)
+        violations = watch_csp(context)
+        contexts.append((context, violations))
         page = context.new_page()
+        page.csp_violations = violations
         page.on("dialog", lambda dialog: dialog.accept())  # a confirm() before an action: yes
         return login(page, username, shoot=shoot)
 
     yield open_as
-    for context in contexts:
+    for context, _ in contexts:
         context.close()
+    violated = [v for _, violations in contexts for v in violations]
+    assert violated == [], f"the Content-Security-Policy was violated: {violated}"
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
-from playwright.sync_api import Page
+from playwright.sync_api import BrowserContext, Page
 
 from tests.harness import REPO, Process, wait_until
 from tests.people import PASSWORD
@@ -34,6 +34,31 @@ EVENT_MS = 60_000
 EVENT_S = EVENT_MS / 1000
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+# Each page of a context reports its Content-Security-Policy violations to Python as they
+# happen (a binding survives navigations, where state kept in the page would not).
+_CSP_WATCH = """
+document.addEventListener("securitypolicyviolation", (e) => window.__stewardCspViolation(
+  `${location.pathname}${location.search}: ${e.effectiveDirective} refused ${e.blockedURI || "inline"}` +
+  ` at ${e.sourceFile || "the page"}:${e.lineNumber} ${e.sample}`), true);
+"""
+
+
+def watch_csp(context: BrowserContext) -> list[str]:
+    """Every Content-Security-Policy violation in any page of `context`, as the page's
+    securitypolicyviolation event and as Chromium's console error (either alone would
+    do; both, so neither a missed event nor a reworded message hides one)."""
+    seen: list[str] = []
+    context.expose_binding("__stewardCspViolation", lambda source, text: seen.append(text))
+    context.add_init_script(_CSP_WATCH)
+    context.on("console", lambda m: seen.append(f"console: {m.text}") if "Content Security Policy" in m.text else None)
+    return seen
+
+
+def settled(page: Page) -> None:
+    """Return once the page has had one more turn of its event loop: a violation its
+    loading queued has been reported by then."""
+    page.evaluate("() => new Promise((done) => setTimeout(done, 0))")
 
 
 def free_port() -> int:

@@ -1,0 +1,34 @@
+"""The Content-Security-Policy header, from settings.SECURE_CSP, on every response.
+
+Django 5.2 has no CSP of its own (Django 6 adds one that reads the same setting), and the
+policy here is one fixed header with no nonces: the console carries no inline script or
+style at all, so a middleware of a few lines does what django-csp would, without a
+dependency whose settings format changed wholesale in its 4.0
+(docs/adr/0024-deployment-hardening.md).
+
+A view that needs a different policy sets its own header; this leaves it alone.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+HEADER = "Content-Security-Policy"
+
+
+def policy(directives: dict[str, list[str]]) -> str:
+    """`default-src 'self'; img-src 'self' data:` from {"default-src": ["'self'"], ...}."""
+    return "; ".join(" ".join([name, *sources]) for name, sources in directives.items())
+
+
+class ContentSecurityPolicyMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        # Read per response, not once: a test (or a settings override) changes it.
+        directives = getattr(settings, "SECURE_CSP", None)
+        if directives and HEADER not in response:
+            response[HEADER] = policy(directives)
+        return response
