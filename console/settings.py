@@ -12,14 +12,13 @@ from console import env
 BASE_DIR = env.BASE_DIR
 
 # Off unless asked for: `make run`, `make test` and the tests set STEWARD_DEBUG=1
-# (Makefile, pyproject's pytest env). Off, a missing STEWARD_SECRET_KEY stops start-up.
+# (Makefile, pyproject's pytest env). Off, a missing STEWARD_SECRET_KEY stops start-up;
+# on, it is this install's own, random, made on first use into .steward/secrets.env.
 DEBUG = env.get_bool("STEWARD_DEBUG", False)
 # How long an attempt owns its task without a heartbeat; the database timeouts below
 # are derived from it (docs/adr/0012-bounded-stale-owners.md).
 _LEASE_SECONDS = env.get_number("STEWARD_LEASE_SECONDS", 30.0, minimum=0.2)
-SECRET_KEY = env.get("STEWARD_SECRET_KEY") or (
-    "insecure-dev-key-set-STEWARD_SECRET_KEY-in-production" if DEBUG else None
-)
+SECRET_KEY = env.secret("STEWARD_SECRET_KEY", DEBUG)
 if not SECRET_KEY:
     raise ImproperlyConfigured("STEWARD_SECRET_KEY must be set when STEWARD_DEBUG is off")
 ALLOWED_HOSTS = [h.strip() for h in (env.get("STEWARD_ALLOWED_HOSTS") or "localhost,127.0.0.1").split(",") if h.strip()]
@@ -188,12 +187,13 @@ STEWARD = {
     # Seal every audit chain head that moved this often (runtime/trail/seals.py).
     "AUDIT_SEAL_SECONDS": env.get_number("STEWARD_AUDIT_SEAL_SECONDS", 60.0, minimum=0.1),
     # The HMAC keys of the seals, kept outside the database: the first seals, the rest
-    # (STEWARD_AUDIT_SEAL_OLD_KEYS, after a rotation) only check older seals. Unset, a key
-    # is derived from the secret key, which is also kept outside the database.
-    "AUDIT_SEAL_KEYS": env.audit_seal_keys(SECRET_KEY),
+    # (STEWARD_AUDIT_SEAL_OLD_KEYS, after a rotation) only check older seals. Unset: in
+    # debug, this install's own; otherwise derived from the secret key, which is also kept
+    # outside the database.
+    "AUDIT_SEAL_KEYS": env.audit_seal_keys(SECRET_KEY, DEBUG),
     # The Ed25519 key that signs capability tokens (runtime/authz/tokens.py); in debug,
-    # unset, one derived from the secret key; otherwise unset, no token can be minted.
-    "CAPABILITY_KEY": env.capability_key(SECRET_KEY, DEBUG),
+    # unset, this install's own; otherwise unset, no token can be minted.
+    "CAPABILITY_KEY": env.capability_key(DEBUG),
     # Where a worker's ctx.model() and ctx.tool() reach the credential gateway
     # (runtime/gateway/client.py); the gateway is this web process's /gateway/.
     "GATEWAY_URL": env.http_url("STEWARD_GATEWAY_URL", "http://127.0.0.1:8000"),
