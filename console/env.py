@@ -25,6 +25,7 @@ STATE_DIR = BASE_DIR / ".steward"  # git-ignored
 # REDIS_URL are unset, and write their addresses here so that a second terminal
 # (`manage.py steward tasks`) finds the same services.
 SERVICES_ENV_FILE = STATE_DIR / "services.env"
+SERVICES = ("DATABASE_URL", "STEWARD_MIGRATE_DATABASE_URL", "REDIS_URL")
 # In debug, the secrets a deployment must set default to random ones of this install,
 # made on first use (dev_secrets below) and kept here, readable by the owner only.
 SECRETS_FILE = STATE_DIR / "secrets.env"
@@ -45,7 +46,10 @@ def _read_env_file(path: Path) -> dict[str, str]:
 def get(name: str, default: str | None = None) -> str | None:
     if name in os.environ:
         return os.environ[name]
-    if name in ("DATABASE_URL", "REDIS_URL"):
+    # The services' addresses come all from the environment or all from the file: a
+    # process given DATABASE_URL (a `make run` child, a test's worker) never picks up
+    # the owner's URL from a file it was not meant to read.
+    if name in SERVICES and "DATABASE_URL" not in os.environ:
         return _read_env_file(SERVICES_ENV_FILE).get(name, default)
     return default
 
@@ -194,7 +198,7 @@ def chosen_off(name: str) -> bool:
     return raw is not None and raw.strip().lower() in ("0", "false", "no", "off")
 
 
-def database_from_url(url: str) -> dict:
+def database_from_url(url: str, setting: str = "DATABASE_URL") -> dict:
     """Turn postgres://user:pass@host:port/name?host=/socket/dir into Django's dict.
 
     The `host` query parameter is how pgserver (the embedded default) names its unix
@@ -202,11 +206,11 @@ def database_from_url(url: str) -> dict:
     """
     parsed = urlparse(url)
     if parsed.scheme not in ("postgres", "postgresql"):
-        raise ImproperlyConfigured(f"DATABASE_URL must be a postgres:// URL, got {parsed.scheme!r}")
+        raise ImproperlyConfigured(f"{setting} must be a postgres:// URL, got {parsed.scheme!r}")
     query = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
     name = unquote(parsed.path.lstrip("/"))
     if not name:
-        raise ImproperlyConfigured("DATABASE_URL names no database")
+        raise ImproperlyConfigured(f"{setting} names no database")
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": name,

@@ -91,18 +91,41 @@ _default_db["OPTIONS"]["pool"] = {
 # transaction mode); Django's own queries never prepare either way.
 if env.get_bool("STEWARD_DB_PREPARED_STATEMENTS", True):
     _default_db["OPTIONS"]["prepare_threshold"] = 5
-# Options given in DATABASE_URL (?options=-c ...) come last, so they win.
-_bounds = env.connection_bounds(_LEASE_SECONDS)
-_bounds["options"] = " ".join(filter(None, [_bounds["options"], _default_db["OPTIONS"].get("options")]))
-_default_db["OPTIONS"] = {
-    **_bounds,
-    **{k: v for k, v in _default_db["OPTIONS"].items() if k != "options"},
-    "options": _bounds["options"],
-}
+
+
+def _bounded(db: dict) -> dict:
+    """The connection's options under the bounds of env.connection_bounds; options given
+    in the URL (?options=-c ...) come last, so they win."""
+    bounds = env.connection_bounds(_LEASE_SECONDS)
+    bounds["options"] = " ".join(filter(None, [bounds["options"], db["OPTIONS"].get("options")]))
+    db["OPTIONS"] = {
+        **bounds,
+        **{k: v for k, v in db["OPTIONS"].items() if k != "options"},
+        "options": bounds["options"],
+    }
+    return db
+
+
+_bounded(_default_db)
 # The pool checks an idle connection before lending it out, so after a server restart
 # a worker gets a live connection instead of each dead one in turn.
 _default_db["CONN_HEALTH_CHECKS"] = True
 DATABASES = {"default": _default_db}
+# The schema's owner, for `manage.py migrate` alone (runtime/management/commands/migrate.py):
+# the application's role (DATABASE_URL) owns nothing, so it cannot TRUNCATE, alter a
+# table or switch a trigger off (docs/adr/0022-database-roles.md). Unset, migrate runs as
+# DATABASE_URL's role, as one-role deployments do.
+_migrate_url = env.get("STEWARD_MIGRATE_DATABASE_URL")
+if _migrate_url:
+    _owner_db = env.database_from_url(_migrate_url, "STEWARD_MIGRATE_DATABASE_URL")
+    if _owner_db["NAME"] != _default_db["NAME"]:
+        # A process pointed at another database through DATABASE_URL alone would
+        # otherwise migrate the first one.
+        raise ImproperlyConfigured(
+            f"STEWARD_MIGRATE_DATABASE_URL names database {_owner_db['NAME']!r}, DATABASE_URL {_default_db['NAME']!r}: "
+            "they must name the same one (only the role differs)"
+        )
+    DATABASES["owner"] = _bounded(_owner_db)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTHENTICATION_BACKENDS = [
@@ -194,6 +217,11 @@ STEWARD = {
     # The Ed25519 key that signs capability tokens (runtime/authz/tokens.py); in debug,
     # unset, this install's own; otherwise unset, no token can be minted.
     "CAPABILITY_KEY": env.capability_key(DEBUG),
+    # `manage.py migrate` connects as the owner when configured (DATABASES["owner"]) and
+    # then gives each application role its profile (runtime/roles.py): here the one
+    # role, DATABASE_URL's. Issue 21's web and worker roles will each be named here.
+    "MIGRATE_DATABASE": "owner" if "owner" in DATABASES else "default",
+    "DB_ROLES": {"app": _default_db["USER"]},
     # Where a worker's ctx.model() and ctx.tool() reach the credential gateway
     # (runtime/gateway/client.py); the gateway is this web process's /gateway/.
     "GATEWAY_URL": env.http_url("STEWARD_GATEWAY_URL", "http://127.0.0.1:8000"),
