@@ -1,12 +1,17 @@
 # Two README commands: `make run` and `make test`. Without DATABASE_URL / REDIS_URL they use
-# an embedded PostgreSQL and Redis (data in .steward/); see console/dev/services.py.
+# an embedded PostgreSQL and Redis (data in .steward/); see console/dev/services.py. There
+# the application connects as `steward_app` and migrations run as `steward_owner`, the two
+# roles docs/deploy.md prescribes; the tests and benches also get the server's superuser
+# (--tests: STEWARD_TEST_DATABASE_URL) to create their databases with.
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 SERVICES := $(PY) -m console.dev.services run --
-# Debug (the dev secret key, demo logins) only for what the Makefile runs: a deploy
-# that sets nothing runs with STEWARD_DEBUG off and refuses to start without a key.
+TEST_SERVICES := $(PY) -m console.dev.services run --tests --
+# Debug (this install's own random secrets in .steward/secrets.env, demo logins) only for
+# what the Makefile runs: a deploy that sets nothing runs with STEWARD_DEBUG off and
+# refuses to start without a key.
 DEV := STEWARD_DEBUG=1 STEWARD_AGENT_MODULES=$${STEWARD_AGENT_MODULES-console.dev.demo.agents}
 
 # `make test` skips the many-trial fault runs; `make stress` runs only those.
@@ -28,7 +33,7 @@ STRESS_WORKERS ?= 0
 # tests in $(2) workers, then the ones marked `serial` (pyproject.toml) in one process
 # with nothing beside them. Exit 5 (nothing selected) from one of them is no failure.
 define pytest
-$(DEV) $(SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
+$(DEV) $(TEST_SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
 	$(PY) -m pytest -n $(2) --dist loadfile --no-loadscope-reorder -m "($(1)) and not serial" $(PYTEST_ARGS); workers=$$?; \
 	$(PY) -m pytest -p no:xdist -m "($(1)) and serial" $(PYTEST_ARGS); alone=$$?; \
 	for code in $$workers $$alone; do case $$code in 0|5) ;; *) exit $$code ;; esac; done; \
@@ -57,12 +62,12 @@ stress: venv
 	$(call pytest,stress,$(STRESS_WORKERS))
 
 bench: venv
-	@$(DEV) $(SERVICES) $(PY) -m tests.bench
+	@$(DEV) $(TEST_SERVICES) $(PY) -m tests.bench
 
 # A million finished tasks beside an empty database (tests/bench_scale.py). The first run
 # loads for several minutes and about 8 GB; later runs reuse the load.
 bench-scale: venv
-	$(DEV) $(SERVICES) $(PY) -m tests.bench_scale
+	$(DEV) $(TEST_SERVICES) $(PY) -m tests.bench_scale
 
 lint-imports: venv
 	$(VENV)/bin/lint-imports

@@ -6,29 +6,37 @@ start-up, not silently run with a default that changes how recovery behaves.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ipaddress
 import json
 import os
 import re
+import secrets
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+STATE_DIR = BASE_DIR / ".steward"  # git-ignored
 # `make run` / `make test` start embedded PostgreSQL and Redis when DATABASE_URL and
 # REDIS_URL are unset, and write their addresses here so that a second terminal
 # (`manage.py steward tasks`) finds the same services.
-SERVICES_ENV_FILE = BASE_DIR / ".steward" / "services.env"
+SERVICES_ENV_FILE = STATE_DIR / "services.env"
+SERVICES = ("DATABASE_URL", "STEWARD_MIGRATE_DATABASE_URL", "REDIS_URL")
+# In debug, the secrets a deployment must set default to random ones of this install,
+# made on first use (dev_secrets below) and kept here, readable by the owner only.
+SECRETS_FILE = STATE_DIR / "secrets.env"
+DEV_SECRETS = ("STEWARD_SECRET_KEY", "STEWARD_CAPABILITY_KEY", "STEWARD_AUDIT_SEAL_KEY")
 
 
-def _services_file() -> dict[str, str]:
-    if not SERVICES_ENV_FILE.exists():
+def _read_env_file(path: Path) -> dict[str, str]:
+    if not path.exists():
         return {}
     values = {}
-    for line in SERVICES_ENV_FILE.read_text().splitlines():
+    for line in path.read_text().splitlines():
         name, sep, value = line.partition("=")
         if sep and name.strip() and not name.startswith("#"):
             values[name.strip()] = value.strip()
@@ -38,9 +46,72 @@ def _services_file() -> dict[str, str]:
 def get(name: str, default: str | None = None) -> str | None:
     if name in os.environ:
         return os.environ[name]
-    if name in ("DATABASE_URL", "REDIS_URL"):
-        return _services_file().get(name, default)
+    # The services' addresses come all from the environment or all from the file: a
+    # process given DATABASE_URL (a `make run` child, a test's worker) never picks up
+    # the owner's URL from a file it was not meant to read.
+    if name in SERVICES and "DATABASE_URL" not in os.environ:
+        return _read_env_file(SERVICES_ENV_FILE).get(name, default)
     return default
+
+
+def secret(name: str, debug: bool) -> str | None:
+    """A secret from the environment; in debug, unset, this install's own (dev_secrets)."""
+    given = get(name)
+    if given or not debug:
+        return given or None
+    return dev_secrets(SECRETS_FILE)[name]
+
+
+@functools.cache
+def dev_secrets(path: Path) -> dict[str, str]:
+    """This install's debug secrets: random, made once into `path` (mode 0600), read from it after.
+
+    Each is drawn on its own, none derived from another or from anything published: the
+    Django secret key, the Ed25519 key that signs capability tokens (PEM, newlines as
+    `\\n`) and the seals' HMAC key. `make run` starts web, workers and beat at once, so the
+    file appears whole or not at all: written under a name of its own, then linked into
+    place, which fails if another process linked first; then everyone reads the winner's.
+    A file others may read is refused, not used."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pem = Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        made = {
+            "STEWARD_SECRET_KEY": secrets.token_urlsafe(50),
+            "STEWARD_CAPABILITY_KEY": pem.decode().strip().replace("\n", "\\n"),
+            "STEWARD_AUDIT_SEAL_KEY": secrets.token_hex(32),
+        }
+        text = "# This install's debug secrets (console/env.py); never used with STEWARD_DEBUG off.\n"
+        text += "".join(f"{name}={value}\n" for name, value in made.items())
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                with os.fdopen(fd, "w") as file:
+                    file.write(text)
+                    file.flush()
+                    os.fsync(file.fileno())
+                os.link(temporary, path)
+            except FileExistsError:
+                pass  # another process made them first: theirs are this install's
+            finally:
+                temporary.unlink(missing_ok=True)
+        except OSError as exc:
+            raise ImproperlyConfigured(
+                f"cannot write this install's debug secrets to {path} ({exc.strerror}): "
+                f"set {', '.join(DEV_SECRETS)} or make the folder writable"
+            ) from None
+    if path.stat().st_mode & 0o077:
+        raise ImproperlyConfigured(f"{path} holds secrets but others may read it: chmod 600 it")
+    found = _read_env_file(path)
+    missing = [name for name in DEV_SECRETS if not found.get(name)]
+    if missing:
+        raise ImproperlyConfigured(f"{path} lacks {', '.join(missing)}: remove it to make new debug secrets")
+    return found
 
 
 def get_bool(name: str, default: bool) -> bool:
@@ -127,7 +198,7 @@ def chosen_off(name: str) -> bool:
     return raw is not None and raw.strip().lower() in ("0", "false", "no", "off")
 
 
-def database_from_url(url: str) -> dict:
+def database_from_url(url: str, setting: str = "DATABASE_URL") -> dict:
     """Turn postgres://user:pass@host:port/name?host=/socket/dir into Django's dict.
 
     The `host` query parameter is how pgserver (the embedded default) names its unix
@@ -135,11 +206,11 @@ def database_from_url(url: str) -> dict:
     """
     parsed = urlparse(url)
     if parsed.scheme not in ("postgres", "postgresql"):
-        raise ImproperlyConfigured(f"DATABASE_URL must be a postgres:// URL, got {parsed.scheme!r}")
+        raise ImproperlyConfigured(f"{setting} must be a postgres:// URL, got {parsed.scheme!r}")
     query = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
     name = unquote(parsed.path.lstrip("/"))
     if not name:
-        raise ImproperlyConfigured("DATABASE_URL names no database")
+        raise ImproperlyConfigured(f"{setting} names no database")
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": name,
@@ -197,11 +268,12 @@ def gateway_tools(name: str) -> dict[str, dict]:
     return tools
 
 
-def audit_seal_keys(secret_key: str) -> list[bytes]:
-    """STEWARD_AUDIT_SEAL_KEY, then each of STEWARD_AUDIT_SEAL_OLD_KEYS (comma-separated);
-    without the first, one derived from the secret key. A key shorter than 32 bytes is
-    refused: it would be the weak point of every seal."""
-    given = get("STEWARD_AUDIT_SEAL_KEY")
+def audit_seal_keys(secret_key: str, debug: bool) -> list[bytes]:
+    """STEWARD_AUDIT_SEAL_KEY, then each of STEWARD_AUDIT_SEAL_OLD_KEYS (comma-separated).
+    Without the first: in debug, this install's own (dev_secrets); otherwise one derived
+    from the secret key, which a deployment sets and keeps outside the database too. A key
+    shorter than 32 bytes is refused: it would be the weak point of every seal."""
+    given = secret("STEWARD_AUDIT_SEAL_KEY", debug)
     keys = [given] if given else [hmac.new(secret_key.encode(), b"steward audit seal", hashlib.sha256).hexdigest()]
     keys += [k.strip() for k in (get("STEWARD_AUDIT_SEAL_OLD_KEYS") or "").split(",") if k.strip()]
     for key in keys:
@@ -210,36 +282,30 @@ def audit_seal_keys(secret_key: str) -> list[bytes]:
     return [key.encode() for key in keys]
 
 
-def capability_key(secret_key: str, debug: bool) -> bytes | None:
+def capability_key(debug: bool) -> bytes | None:
     """STEWARD_CAPABILITY_KEY: the Ed25519 private key (PEM; `\\n` may stand for newlines
     in a one-line variable) that signs capability tokens (runtime/authz/tokens.py). A
     value that is not an Ed25519 private key stops start-up.
 
-    Unset in debug: a key derived from the secret key (its seed is HMAC-SHA256(secret
-    key, "steward capability key"), so every process of one deployment, web and workers,
-    derives the same key and a restart keeps tokens valid). Unset otherwise: None, and
-    minting a token refuses; nothing mints one until the gateway is configured."""
+    Unset in debug: this install's own, random (dev_secrets), the same for every process
+    of the install, web and workers, and across restarts. Unset otherwise: None, and
+    minting a token refuses; nothing mints one until the gateway is configured. No key is
+    ever derived from another setting: the one debug once derived from a published
+    constant signed tokens that any `make run` gateway accepted."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    given = get("STEWARD_CAPABILITY_KEY")
-    if given:
-        pem = given.replace("\\n", "\n").encode()
-        try:
-            key = serialization.load_pem_private_key(pem, password=None)
-        except (ValueError, TypeError) as exc:
-            raise ImproperlyConfigured(
-                f"STEWARD_CAPABILITY_KEY is not an unencrypted PEM private key ({exc})"
-            ) from None
-        if not isinstance(key, Ed25519PrivateKey):
-            raise ImproperlyConfigured("STEWARD_CAPABILITY_KEY must be an Ed25519 private key")
-        return pem
-    if not debug:
+    given = secret("STEWARD_CAPABILITY_KEY", debug)
+    if not given:
         return None
-    seed = hmac.new(secret_key.encode(), b"steward capability key", hashlib.sha256).digest()
-    return Ed25519PrivateKey.from_private_bytes(seed).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+    pem = given.replace("\\n", "\n").encode()
+    try:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError) as exc:
+        raise ImproperlyConfigured(f"STEWARD_CAPABILITY_KEY is not an unencrypted PEM private key ({exc})") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ImproperlyConfigured("STEWARD_CAPABILITY_KEY must be an Ed25519 private key")
+    return pem
 
 
 def connection_bounds(lease_seconds: float) -> dict:

@@ -12,14 +12,13 @@ from console import env
 BASE_DIR = env.BASE_DIR
 
 # Off unless asked for: `make run`, `make test` and the tests set STEWARD_DEBUG=1
-# (Makefile, pyproject's pytest env). Off, a missing STEWARD_SECRET_KEY stops start-up.
+# (Makefile, pyproject's pytest env). Off, a missing STEWARD_SECRET_KEY stops start-up;
+# on, it is this install's own, random, made on first use into .steward/secrets.env.
 DEBUG = env.get_bool("STEWARD_DEBUG", False)
 # How long an attempt owns its task without a heartbeat; the database timeouts below
 # are derived from it (docs/adr/0012-bounded-stale-owners.md).
 _LEASE_SECONDS = env.get_number("STEWARD_LEASE_SECONDS", 30.0, minimum=0.2)
-SECRET_KEY = env.get("STEWARD_SECRET_KEY") or (
-    "insecure-dev-key-set-STEWARD_SECRET_KEY-in-production" if DEBUG else None
-)
+SECRET_KEY = env.secret("STEWARD_SECRET_KEY", DEBUG)
 if not SECRET_KEY:
     raise ImproperlyConfigured("STEWARD_SECRET_KEY must be set when STEWARD_DEBUG is off")
 ALLOWED_HOSTS = [h.strip() for h in (env.get("STEWARD_ALLOWED_HOSTS") or "localhost,127.0.0.1").split(",") if h.strip()]
@@ -92,18 +91,41 @@ _default_db["OPTIONS"]["pool"] = {
 # transaction mode); Django's own queries never prepare either way.
 if env.get_bool("STEWARD_DB_PREPARED_STATEMENTS", True):
     _default_db["OPTIONS"]["prepare_threshold"] = 5
-# Options given in DATABASE_URL (?options=-c ...) come last, so they win.
-_bounds = env.connection_bounds(_LEASE_SECONDS)
-_bounds["options"] = " ".join(filter(None, [_bounds["options"], _default_db["OPTIONS"].get("options")]))
-_default_db["OPTIONS"] = {
-    **_bounds,
-    **{k: v for k, v in _default_db["OPTIONS"].items() if k != "options"},
-    "options": _bounds["options"],
-}
+
+
+def _bounded(db: dict) -> dict:
+    """The connection's options under the bounds of env.connection_bounds; options given
+    in the URL (?options=-c ...) come last, so they win."""
+    bounds = env.connection_bounds(_LEASE_SECONDS)
+    bounds["options"] = " ".join(filter(None, [bounds["options"], db["OPTIONS"].get("options")]))
+    db["OPTIONS"] = {
+        **bounds,
+        **{k: v for k, v in db["OPTIONS"].items() if k != "options"},
+        "options": bounds["options"],
+    }
+    return db
+
+
+_bounded(_default_db)
 # The pool checks an idle connection before lending it out, so after a server restart
 # a worker gets a live connection instead of each dead one in turn.
 _default_db["CONN_HEALTH_CHECKS"] = True
 DATABASES = {"default": _default_db}
+# The schema's owner, for `manage.py migrate` alone (runtime/management/commands/migrate.py):
+# the application's role (DATABASE_URL) owns nothing, so it cannot TRUNCATE, alter a
+# table or switch a trigger off (docs/adr/0022-database-roles.md). Unset, migrate runs as
+# DATABASE_URL's role, as one-role deployments do.
+_migrate_url = env.get("STEWARD_MIGRATE_DATABASE_URL")
+if _migrate_url:
+    _owner_db = env.database_from_url(_migrate_url, "STEWARD_MIGRATE_DATABASE_URL")
+    if _owner_db["NAME"] != _default_db["NAME"]:
+        # A process pointed at another database through DATABASE_URL alone would
+        # otherwise migrate the first one.
+        raise ImproperlyConfigured(
+            f"STEWARD_MIGRATE_DATABASE_URL names database {_owner_db['NAME']!r}, DATABASE_URL {_default_db['NAME']!r}: "
+            "they must name the same one (only the role differs)"
+        )
+    DATABASES["owner"] = _bounded(_owner_db)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTHENTICATION_BACKENDS = [
@@ -188,12 +210,18 @@ STEWARD = {
     # Seal every audit chain head that moved this often (runtime/trail/seals.py).
     "AUDIT_SEAL_SECONDS": env.get_number("STEWARD_AUDIT_SEAL_SECONDS", 60.0, minimum=0.1),
     # The HMAC keys of the seals, kept outside the database: the first seals, the rest
-    # (STEWARD_AUDIT_SEAL_OLD_KEYS, after a rotation) only check older seals. Unset, a key
-    # is derived from the secret key, which is also kept outside the database.
-    "AUDIT_SEAL_KEYS": env.audit_seal_keys(SECRET_KEY),
+    # (STEWARD_AUDIT_SEAL_OLD_KEYS, after a rotation) only check older seals. Unset: in
+    # debug, this install's own; otherwise derived from the secret key, which is also kept
+    # outside the database.
+    "AUDIT_SEAL_KEYS": env.audit_seal_keys(SECRET_KEY, DEBUG),
     # The Ed25519 key that signs capability tokens (runtime/authz/tokens.py); in debug,
-    # unset, one derived from the secret key; otherwise unset, no token can be minted.
-    "CAPABILITY_KEY": env.capability_key(SECRET_KEY, DEBUG),
+    # unset, this install's own; otherwise unset, no token can be minted.
+    "CAPABILITY_KEY": env.capability_key(DEBUG),
+    # `manage.py migrate` connects as the owner when configured (DATABASES["owner"]) and
+    # then gives each application role its profile (runtime/roles.py): here the one
+    # role, DATABASE_URL's. Issue 21's web and worker roles will each be named here.
+    "MIGRATE_DATABASE": "owner" if "owner" in DATABASES else "default",
+    "DB_ROLES": {"app": _default_db["USER"]},
     # Where a worker's ctx.model() and ctx.tool() reach the credential gateway
     # (runtime/gateway/client.py); the gateway is this web process's /gateway/.
     "GATEWAY_URL": env.http_url("STEWARD_GATEWAY_URL", "http://127.0.0.1:8000"),

@@ -92,6 +92,17 @@ def queue_name() -> str:
     return settings.CELERY_TASK_DEFAULT_QUEUE
 
 
+def database_roles() -> dict[str, str]:
+    """Profile name -> the role `manage.py migrate` grants it to (runtime/roles.py)."""
+    return dict(_get("DB_ROLES"))
+
+
+def migrate_database() -> str:
+    """The connection alias `manage.py migrate` uses by default: the owner's, when
+    STEWARD_MIGRATE_DATABASE_URL names one, else the application's."""
+    return _get("MIGRATE_DATABASE")
+
+
 def capability_key() -> bytes | None:
     """The PEM of the Ed25519 key that signs capability tokens, or None (not configured)."""
     return _get("CAPABILITY_KEY")

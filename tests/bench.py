@@ -40,6 +40,8 @@ import sys
 import time
 from urllib.parse import urlsplit, urlunsplit
 
+import tests.bench_role  # noqa: F401 - before anything reads DATABASE_URL
+
 BENCH_DB = os.environ.get("STEWARD_BENCH_DB", "steward_bench")
 POOL = "bench"
 

@@ -22,6 +22,7 @@ import http.client
 import json
 import os
 import re
+import secrets
 import socket
 import statistics
 import subprocess
@@ -303,7 +304,7 @@ def main() -> None:
         DATABASE_URL=url,
         STEWARD_DEBUG="0",
         STEWARD_LOG_LEVEL="WARNING",
-        STEWARD_SECRET_KEY=os.environ.get("STEWARD_SECRET_KEY", "bench-" + "k" * 50),
+        STEWARD_SECRET_KEY=os.environ.get("STEWARD_SECRET_KEY") or secrets.token_urlsafe(50),
         STEWARD_AGENT_MODULES="tests.agents",
     )
     server, port = serve(env)

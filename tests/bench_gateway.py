@@ -17,6 +17,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -126,7 +127,7 @@ def main() -> dict:
     env = dict(
         os.environ,
         STEWARD_DEBUG="0",
-        STEWARD_SECRET_KEY="bench-" + "k" * 50,
+        STEWARD_SECRET_KEY=secrets.token_urlsafe(50),
         STEWARD_AGENT_MODULES="tests.agents",
         STEWARD_MODEL_URL=model.url,
         STEWARD_MODEL_KEY=KEY,

@@ -40,6 +40,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
 
+import tests.bench_role  # noqa: F401 - before anything reads DATABASE_URL
+
 SCALE_DB = os.environ.get("STEWARD_BENCH_SCALE_DB", "steward_scale_bench")
 TASKS = int(os.environ.get("STEWARD_BENCH_SCALE_TASKS", "1000000"))
 LOAD_VERSION = 1  # change when the load's shape changes

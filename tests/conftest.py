@@ -3,6 +3,14 @@ tests also start real Celery worker and supervisor processes against real Redis.
 
 Timing knobs are shortened here, for this process and for every child process alike,
 so a killed worker's lease expires in about two seconds instead of thirty.
+
+Two database roles, as in a deployment (runtime/roles.py). The test session connects as
+STEWARD_TEST_DATABASE_URL's role when it is set (`make test` on the embedded server sets
+it to the server's superuser): it creates and drops the test database, migrates it, and
+tampers with it as a superuser would. Every process a test starts (workers, supervisors,
+web servers, the CLI) connects as DATABASE_URL's role, which on the embedded server is the
+application role: `migrate` granted it its profile in the test database, and it owns
+nothing there. Without STEWARD_TEST_DATABASE_URL both are DATABASE_URL's role.
 """
 
 from __future__ import annotations
@@ -18,10 +26,12 @@ from django.conf import settings
 from django.db import connection
 
 import tests.agents  # noqa: F401 - registers the test agents in this process
+from console import env as console_env
 from console.dev.demo.fake_service import FakeService
 from runtime.attempts.lease import keeper
 from tests.counts import count_drift
 from tests.harness import Fleet, wait_until
+from tests.tamper import TRUNCATE_GUARDS, triggers_off
 
 TIMING = {
     "STEWARD_LEASE_SECONDS": "2",
@@ -32,6 +42,10 @@ TIMING = {
 }
 # One queue per test session: a `make run` on the same Redis never sees our messages.
 QUEUE = f"steward-test-{uuid.uuid4().hex[:8]}"
+# How child processes reach the server: DATABASE_URL's role, host and port, kept here
+# before the session takes STEWARD_TEST_DATABASE_URL's (django_db_modify_db_settings).
+CONNECT_AS = ("USER", "PASSWORD", "HOST", "PORT")
+CHILDREN_CONNECT_AS: dict[str, str] = {}
 
 
 @pytest.hookimpl(trylast=True)  # after tests/e2e/conftest.py has marked its journeys
@@ -77,7 +91,11 @@ def _flush_without_the_statement_timeout():
     and checkpoints, that TRUNCATE once outlasted it ("couldn't be flushed", in CI and
     in 2 of 4 CI-like runs). Emptying the test database is not what the timeout bounds
     (a stale worker's hold on rows), so the flush runs without it; a deadlock there, with
-    a session that started writing after the test's end, is tried again."""
+    a session that started writing after the test's end, is tried again.
+
+    The flush is the one TRUNCATE the tests mean. The tables that keep every row refuse it
+    (migration 0022), so it goes past their guards as only their owner can (tests/tamper.py),
+    inside its own transaction."""
     from django.db import transaction
     from django.db.backends.postgresql.operations import DatabaseOperations
     from django.db.utils import OperationalError
@@ -87,10 +105,10 @@ def _flush_without_the_statement_timeout():
     def execute_sql_flush(self, sql_list):
         for tries_left in (2, 1, 0):
             try:
-                with transaction.atomic(using=self.connection.alias):
-                    with self.connection.cursor() as cur:
-                        cur.execute("SET LOCAL statement_timeout = 0")
-                    return flush(self, sql_list)
+                with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cur:
+                    cur.execute("SET LOCAL statement_timeout = 0")
+                    with triggers_off(cur, TRUNCATE_GUARDS):
+                        return flush(self, sql_list)
             except OperationalError as exc:
                 if not tries_left or "deadlock" not in str(exc):
                     raise
@@ -103,9 +121,19 @@ def _flush_without_the_statement_timeout():
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings():
     """One test database per session (test_<name>_<pid>): two sessions sharing a server
-    (a developer's and CI's, say) never drop each other's database."""
+    (a developer's and CI's, say) never drop each other's database. The session connects
+    as STEWARD_TEST_DATABASE_URL's role when one is given, its children as DATABASE_URL's."""
     db = connection.settings_dict
+    CHILDREN_CONNECT_AS.update({key: db[key] for key in CONNECT_AS})
+    harness = os.environ.get("STEWARD_TEST_DATABASE_URL")
+    if harness:
+        session = console_env.database_from_url(harness, "STEWARD_TEST_DATABASE_URL")
+        db.update({key: session[key] for key in CONNECT_AS})
+        connection.close_pool()  # none is open yet; a pool made before would keep the old role
     db.setdefault("TEST", {})["NAME"] = f"test_{db['NAME']}_{os.getpid()}"
+    # A `migrate` in this session migrates the test database, as its creator: never, as
+    # STEWARD_MIGRATE_DATABASE_URL's owner, the database `make test` migrated before.
+    settings.STEWARD["MIGRATE_DATABASE"] = "default"
 
 
 @pytest.fixture(scope="session")
@@ -159,7 +187,7 @@ def child_env(django_db_setup, django_db_blocker) -> dict:
     env = dict(os.environ)
     env.update(TIMING)
     env.update(
-        DATABASE_URL=database_url(connection.settings_dict),
+        DATABASE_URL=database_url({**connection.settings_dict, **CHILDREN_CONNECT_AS}),
         REDIS_URL=settings.REDIS_URL,
         STEWARD_QUEUE=QUEUE,
         STEWARD_AGENT_MODULES="console.dev.demo.agents,tests.agents",
@@ -168,6 +196,10 @@ def child_env(django_db_setup, django_db_blocker) -> dict:
         PYTHONPATH=os.pathsep.join(filter(None, [str(settings.BASE_DIR), env.get("PYTHONPATH")])),
     )
     env.pop("STEWARD_FAULT_POINTS", None)
+    # The owner's and the session's own addresses name the database `make test` migrated,
+    # not the test database, and a child is the application: it gets neither.
+    env.pop("STEWARD_MIGRATE_DATABASE_URL", None)
+    env.pop("STEWARD_TEST_DATABASE_URL", None)
     return env
 
 

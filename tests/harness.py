@@ -32,24 +32,52 @@ def wait_until(predicate, *, timeout: float = 20.0, interval: float = 0.02, mess
         time.sleep(interval)
 
 
-def race(n: int, fn) -> list:
+def at_once(n: int, fn, *, before=None, after=None) -> list:
     """Run fn(i) on n threads released together by a Barrier, and return each thread's
-    result or exception. Each thread connects before the barrier (so the race is the call
-    itself, not the connect) and closes its own database connection at the end."""
-    from django.db import connection
-
+    result or exception. `before()` runs in each thread ahead of the barrier (so the race
+    is the call itself, not its set-up), `after()` in each at the end."""
     barrier = threading.Barrier(n)
     results: list = [None] * n
 
     def run(i: int) -> None:
         try:
-            connection.ensure_connection()
+            if before:
+                before()
             barrier.wait(timeout=10)
             results[i] = fn(i)
         except Exception as exc:
             results[i] = exc
         finally:
-            connection.close()
+            if after:
+                after()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+        assert not thread.is_alive(), "a racing thread hung"
+    return results
+
+
+# Functions, not `connection.ensure_connection`: `connection` stands for each thread's own
+# connection, and a bound method taken in the calling thread would be that thread's.
+def _connect() -> None:
+    from django.db import connection
+
+    connection.ensure_connection()
+
+
+def _disconnect() -> None:
+    from django.db import connection
+
+    connection.close()
+
+
+def race(n: int, fn) -> list:
+    """at_once, each thread on its own database connection: connected before the
+    barrier, closed at the end."""
+    from django.db import connection
 
     # Room in this process's connection pool for every thread at once, or the last ones
     # would wait for a connection instead of racing (and the Barrier would time out).
@@ -57,17 +85,11 @@ def race(n: int, fn) -> list:
     sizes = (pool.min_size, pool.max_size) if pool is not None else None
     if sizes and sizes[1] < n + 2:
         pool.resize(sizes[0], n + 2)
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
-            assert not thread.is_alive(), "a racing thread hung"
+        return at_once(n, fn, before=_connect, after=_disconnect)
     finally:
         if sizes and sizes[1] < n + 2:
             pool.resize(*sizes)
-    return results
 
 
 class Process:

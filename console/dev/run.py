@@ -55,6 +55,11 @@ DEMO_NOTIFY_URL = os.environ.setdefault("STEWARD_DEMO_NOTIFY_URL", "http://127.0
 # through the gateway with capability tokens (docs/deploy.md).
 DEMO_MODEL_URL = os.environ.get("STEWARD_DEMO_MODEL_URL", "http://127.0.0.1:8767")
 PROVIDER_SECRETS = ("STEWARD_MODEL_KEY", "STEWARD_TOOLS")
+# The schema owner's address goes to `migrate` alone: every other child connects as the
+# application role (DATABASE_URL), which cannot TRUNCATE or switch a trigger off
+# (runtime/roles.py, docs/deploy.md).
+OWNER_SECRETS = ("STEWARD_MIGRATE_DATABASE_URL", "STEWARD_TEST_DATABASE_URL")
+OWNERS = {"migrate"}
 
 
 def provider_env(port: int) -> dict[str, dict[str, str]]:
@@ -171,8 +176,10 @@ def say(name: str, line: str) -> None:
 
 
 def child_env(name: str, extra: dict[str, dict[str, str]] | None = None) -> dict[str, str]:
-    """The child's environment: ours without any provider key, plus what it alone gets."""
-    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_SECRETS}
+    """The child's environment: ours without any provider key, nor the owner's address
+    unless it migrates, plus what it alone gets."""
+    withheld = PROVIDER_SECRETS + (() if name in OWNERS else OWNER_SECRETS)
+    env = {k: v for k, v in os.environ.items() if k not in withheld}
     return dict(env, PYTHONUNBUFFERED="1", **QUIET, **(extra or {}).get(name, {}))
 
 

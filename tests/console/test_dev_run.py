@@ -91,3 +91,15 @@ def test_make_run_without_a_provider_points_the_gateway_at_the_fake_model_with_a
     assert extra["web"]["STEWARD_MODEL_URL"] == run.DEMO_MODEL_URL + "/v1"
     assert run.service_commands(8000)["model"][-1] == run._port(run.DEMO_MODEL_URL)
     assert all(key not in run.child_env(name, extra).values() for name in ("worker1", "worker2", "beat", "demo"))
+
+
+def test_make_run_gives_the_schema_owners_address_to_migrate_alone(monkeypatch):
+    """Every other child connects as the application role (DATABASE_URL), which owns
+    nothing (runtime/roles.py); the seeding included."""
+    monkeypatch.setenv("STEWARD_MIGRATE_DATABASE_URL", "postgresql://steward_owner@/steward?host=/x")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://steward_app@/steward?host=/x")
+    extra = run.provider_env(8000)
+    names = [*run.setup_commands(), *run.service_commands(8000), *run.after_summary_commands()]
+    holders = {name for name in names if "STEWARD_MIGRATE_DATABASE_URL" in run.child_env(name, extra)}
+    assert holders == {"migrate"}
+    assert all(run.child_env(name, extra)["DATABASE_URL"].startswith("postgresql://steward_app@") for name in names)

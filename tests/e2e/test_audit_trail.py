@@ -7,13 +7,13 @@ import json
 import re
 from pathlib import Path
 
-from django.db import connection, transaction
 from playwright.sync_api import expect
 
 from runtime.models import AuditEvent
 from runtime.stops.services import task_stop
 from tests.e2e.stack import EVENT_MS, screenshot
 from tests.faults.support import submit
+from tests.tamper import bypassing_the_triggers
 
 
 def shown(page) -> list[int]:
@@ -95,10 +95,3 @@ def test_alice_filters_verifies_and_exports_the_audit_trail_and_the_export_holds
     verify.click()
     expect(verdict).not_to_have_text(intact, timeout=EVENT_MS)
     expect(verdict).to_contain_text(re.compile(rf"\b{tampered}\b"))
-
-
-def bypassing_the_triggers(sql: str, params=()) -> None:
-    """What the table's owner can do and the triggers cannot stop (tests/runtime/test_audit.py)."""
-    with transaction.atomic(), connection.cursor() as cur:
-        cur.execute("SET LOCAL session_replication_role = replica")
-        cur.execute(sql, params)

@@ -2,8 +2,9 @@
 every transition writes its row in the same transaction, and the per-task hash chains
 let `verify` name the first row that was tampered with.
 
-Tampering is done the way a superuser could: `session_replication_role = replica`
-switches ordinary triggers off for the session, the append-only one included.
+Tampering is done the way a superuser or the tables' owner still could: ALTER TABLE ...
+DISABLE TRIGGER (tests/tamper.py). `session_replication_role = replica`, which once
+switched the append-only trigger off for a session, no longer does (migration 0022).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from runtime.stops.services import task_stop
 from runtime.tasks.services import task_resume
 from runtime.trail.services import Tampered, audit_problems, audit_verify
 from tests.runtime.inprocess import NAP, run, submit, wake
+from tests.tamper import bypassing_the_triggers
 
 
 def chain(task_id) -> list[AuditEvent]:
@@ -33,12 +35,6 @@ def assert_linked(rows: list[AuditEvent]) -> None:
     assert [bytes(r.prev_hash) for r in rows] == [b""] + [bytes(r.hash) for r in rows[:-1]]
     assert all(len(bytes(r.hash)) == 32 for r in rows)  # sha256, raw bytes
     assert len({bytes(r.hash) for r in rows}) == len(rows)
-
-
-def bypassing_the_triggers(sql: str, params=()) -> None:
-    with transaction.atomic(), connection.cursor() as cur:
-        cur.execute("SET LOCAL session_replication_role = replica")  # until this commits
-        cur.execute(sql, params)
 
 
 def every_bad_row() -> set[int]:

@@ -19,7 +19,7 @@ from runtime.trail import services as audit_module
 from runtime.trail.services import Tampered, audit_problems, audit_verify
 from tests.plans import explain, node_types, rows_read
 from tests.runtime.inprocess import run, submit
-from tests.runtime.test_audit import bypassing_the_triggers
+from tests.tamper import bypassing_the_triggers
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from runtime.trail.seals import audit_seal, seal_problems, sealed_heads
 from runtime.trail.services import audit_check, audit_problems
 from tests.harness import race
 from tests.runtime.inprocess import run, submit
-from tests.runtime.test_audit import bypassing_the_triggers
+from tests.tamper import bypassing_the_triggers
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import time
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from django.db.models import F
 
 from runtime.authz.services import grant_narrow, grant_revoke
@@ -26,6 +27,7 @@ from tests.console.gateway.conftest import (
     open_stream,
     post,
 )
+from tests.console.test_dev_secrets import published_capability_pem
 from tests.runtime.authz.common import ADMIN, AGENT, OWNER, give_both, running_task
 from tests.runtime.authz.test_tokens import claims_of, signed, tampered
 from tests.snapshot import snapshot
@@ -48,6 +50,12 @@ MISUSE = {
     "not yet valid": (lambda t: signed(claims_of(t, aud=MODEL_ROUTE, nbf=int(time.time()) + 120)), "not_yet_valid"),
     "signed with another key": (
         lambda t: signed(claims_of(t, aud=MODEL_ROUTE), key=Ed25519PrivateKey.generate()),
+        "bad_signature",
+    ),
+    # What debug once derived from the secret key it fell back to, a constant published in
+    # console/settings.py: every `make run` gateway accepted it (tests/console/test_dev_secrets.py).
+    "signed with the key of the published debug constant": (
+        lambda t: signed(claims_of(t, aud=MODEL_ROUTE), key=load_pem_private_key(published_capability_pem(), None)),
         "bad_signature",
     ),
     "claims edited after signing": (lambda t: tampered(model_token(t), tenant="globex"), "bad_signature"),

@@ -1,0 +1,163 @@
+"""The database roles Steward runs as, and what each may do (docs/deploy.md, docs/adr/0022-database-roles.md).
+
+An owner owns the schema and runs `manage.py migrate`. Every other role connects the
+application and holds one profile's privileges, never ownership, so it cannot TRUNCATE,
+ALTER a table (and with it disable a trigger), or set session_replication_role (a
+superuser's parameter): the append-only tables' triggers hold against anything the
+application can be made to run. This module is the one place that says so:
+
+* PROFILES: what each application role may do. Adding a role (issue 21 splits `app` into
+  a web role and a worker role) is an entry here and its name in settings.
+* privileges_grant: gives each configured role exactly its profile, on every table,
+  sequence and routine of the schema. `manage.py migrate` runs it after every migration
+  run (runtime/management/commands/migrate.py), so a table a later migration creates is
+  covered by the same command that created it.
+* role_ensure, database_ensure and schema_adopt: create the roles and the database, and
+  move to the owner what an older install made as the superuser, where Steward manages the
+  cluster itself (the embedded PostgreSQL, console/dev/services.py; the tests' private
+  servers). A deployment's DBA does that part by hand (docs/deploy.md).
+
+Plain SQL over any DB-API cursor, psycopg's or Django's: console/dev/services.py calls it
+before Django is set up. Names are quoted here, never trusted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# The embedded PostgreSQL's roles, named as docs/deploy.md names them.
+OWNER = "steward_owner"
+ROLE_NAMES = {"app": "steward_app"}
+# Serialises role and database set-up between processes that start at once (`make run` in
+# two terminals, two test sessions): a session lock in the maintenance database.
+SETUP_LOCK = 0x5354_4557_0022
+ROLE_LOCK = SETUP_LOCK + 1
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What a role may do on every table, sequence and routine of the schema, and nothing else."""
+
+    tables: tuple[str, ...]
+    sequences: tuple[str, ...]
+    routines: tuple[str, ...]
+
+
+PROFILES = {
+    # Web, workers, beat, supervisors and the CLI: rows only. TRUNCATE, REFERENCES and
+    # TRIGGER are left out, and ownership with them.
+    "app": Profile(
+        tables=("SELECT", "INSERT", "UPDATE", "DELETE"), sequences=("USAGE", "SELECT"), routines=("EXECUTE",)
+    ),
+}
+
+
+def quote(name: str) -> str:
+    """An SQL identifier, quoted: any name PostgreSQL allows, and nothing injected."""
+    if not name or "\x00" in name:
+        raise ValueError(f"not a name: {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
+def profile_statements(profile: Profile, role: str, *, schema: str, database: str) -> list[str]:
+    """Revoke what the role holds, then grant the profile: after a profile narrows (a role
+    split), the next migrate takes back what it no longer allows."""
+    role, schema, database = quote(role), quote(schema), quote(database)
+    return [
+        f"REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {role}",
+        f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {role}",
+        f"REVOKE ALL ON ALL ROUTINES IN SCHEMA {schema} FROM {role}",
+        f"GRANT CONNECT ON DATABASE {database} TO {role}",
+        f"GRANT USAGE ON SCHEMA {schema} TO {role}",
+        f"GRANT {', '.join(profile.tables)} ON ALL TABLES IN SCHEMA {schema} TO {role}",
+        f"GRANT {', '.join(profile.sequences)} ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
+        f"GRANT {', '.join(profile.routines)} ON ALL ROUTINES IN SCHEMA {schema} TO {role}",
+    ]
+
+
+def privileges_grant(cursor, roles: Mapping[str, str]) -> list[str]:
+    """Give each role in `roles` (profile name -> role name) exactly its profile on the
+    current schema, as the connected role (the owner, or a superuser). A role that is the
+    connected role itself is left alone: revoking from the owner would lock it out of its
+    own tables, and a deployment that runs everything as one role has nothing to grant.
+    Returns the roles granted. Run it inside a transaction: all of it or none."""
+    cursor.execute("SELECT current_user, current_schema(), current_database()")
+    me, schema, database = cursor.fetchone()
+    granted = []
+    for profile, role in roles.items():
+        if role == me:
+            continue
+        for statement in profile_statements(PROFILES[profile], role, schema=schema, database=database):
+            cursor.execute(statement)
+        granted.append(role)
+    return granted
+
+
+def role_ensure(cursor, name: str) -> None:
+    """Create login role `name` unless it exists, with LOGIN and nothing more; a role found
+    with more (made a superuser by hand) is brought back to that.
+
+    Safe when several processes do it at once. They take turns on a transaction lock, so
+    no two ALTER one role together (PostgreSQL refuses the second: "tuple concurrently
+    updated"); the lock is per database, so a CREATE ROLE from a session elsewhere that
+    finds the role made (duplicate_object), or loses on the catalog's unique index
+    (unique_violation), leaves the other's."""
+    role, literal = quote(name), "'" + name.replace("'", "''") + "'"
+    cursor.execute(
+        f"""DO $$ BEGIN
+    PERFORM pg_advisory_xact_lock({ROLE_LOCK});
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = {literal}) THEN
+        CREATE ROLE {role} LOGIN;
+    ELSIF EXISTS (SELECT FROM pg_roles WHERE rolname = {literal} AND (NOT rolcanlogin OR rolsuper OR rolcreatedb
+                  OR rolcreaterole OR rolreplication OR rolbypassrls)) THEN
+        ALTER ROLE {role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS;
+    END IF;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+END $$"""
+    )
+
+
+def database_ensure(cursor, name: str, *, owner: str) -> None:
+    """Create database `name` owned by `owner`, or give an existing one to it. Autocommit:
+    CREATE DATABASE runs outside a transaction."""
+    cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
+    if cursor.fetchone() is None:
+        cursor.execute(f"CREATE DATABASE {quote(name)} OWNER {quote(owner)}")
+    else:
+        cursor.execute(f"ALTER DATABASE {quote(name)} OWNER TO {quote(owner)}")
+
+
+# Everything in the current schema that `owner` does not own, as the ALTER ... OWNER TO
+# that moves it. A table's own sequences and indexes follow it; so do the row types of
+# tables. Before this module, the embedded PostgreSQL ran migrations as its superuser.
+_NOT_OWNED = """
+SELECT format('ALTER %%s %%s OWNER TO %%I', kind, name, %(owner)s::text) FROM (
+    SELECT CASE c.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'S' THEN 'SEQUENCE'
+                          WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END AS kind,
+           c.oid::regclass::text AS name, c.relowner AS owner
+    FROM pg_class c
+    WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+      AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+                                                  AND d.deptype IN ('a', 'i'))
+    UNION ALL
+    SELECT CASE p.prokind WHEN 'p' THEN 'PROCEDURE' WHEN 'a' THEN 'AGGREGATE' ELSE 'FUNCTION' END,
+           p.oid::regprocedure::text, p.proowner
+    FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace
+    UNION ALL
+    SELECT 'TYPE', t.oid::regtype::text, t.typowner
+    FROM pg_type t WHERE t.typnamespace = current_schema()::regnamespace AND t.typtype IN ('e', 'd', 'r')
+) o
+WHERE o.owner <> (SELECT r.oid FROM pg_roles r WHERE r.rolname = %(owner)s::text)
+ORDER BY 1
+"""
+
+
+def schema_adopt(cursor, owner: str) -> int:
+    """Give `owner` everything in the current schema it does not own yet; returns how many
+    objects moved. Run as a superuser, in the database."""
+    cursor.execute(_NOT_OWNED, {"owner": owner})
+    statements = [row[0] for row in cursor.fetchall()]
+    for statement in statements:
+        cursor.execute(statement)
+    return len(statements)
