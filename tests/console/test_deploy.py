@@ -54,7 +54,10 @@ def documented() -> dict[str, str]:
 
 def manage(environment: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     """manage.py with only `environment` of the STEWARD_ variables (none of the tests' own)."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("STEWARD_")}
+    # Nor DJANGO_ALLOW_ASYNC_UNSAFE, which tests/e2e/conftest.py sets for Playwright's
+    # event loop when it is loaded in the same session: a deployment never sets it, and
+    # check --deploy reports it (async.E001).
+    base = {k: v for k, v in os.environ.items() if not k.startswith("STEWARD_") and k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=REPO,
