@@ -302,6 +302,19 @@ class UnknownTool(StewardError):
     status = 404
 
 
+class ToolPathRefused(InvalidArgument):
+    """A tool path the credential gateway neither decides on nor forwards, because a
+    server could read it as another path (encoded twice, `;`, `\\`, dot segments, ...):
+    `reason` names the rule it breaks (runtime/gateway/paths.py, PathRefusal). Nothing
+    is written and nothing is forwarded."""
+
+    code = "TOOL_PATH_REFUSED"
+
+    def __init__(self, message: str, *, reason: str, field: str = "path", **details):
+        super().__init__(message, reason=reason, field=field, boundary="credential_gateway", **details)
+        self.reason = reason
+
+
 class CallInFlight(StewardError):
     """The credential gateway is still carrying an earlier send of this Idempotency-Key."""
 
