@@ -474,6 +474,17 @@ class ApprovalAlreadyDecided(StewardError):
     status = 409
 
 
+class ApprovalStale(StewardError):
+    """An approve found that what the package is bound to has changed since the agent
+    asked: the tenant's authz_revision, the policy_version or the task's input digest
+    (`changed`: each one's {"before", "after"}). The package is now `stale`, as the
+    executor's re-check would have found it, and its task goes on to its stale branch
+    (the agent may ask again); it can never be approved."""
+
+    code = "APPROVAL_STALE"
+    status = 409
+
+
 class ApprovalRequiresPerson(StewardError):
     """Only a person (user:<name>) decides an approval: never an agent, a task or a worker."""
 
