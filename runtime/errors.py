@@ -310,6 +310,19 @@ class UnknownTool(StewardError):
     status = 404
 
 
+class ToolPathRefused(InvalidArgument):
+    """A tool path the credential gateway neither decides on nor forwards, because a
+    server could read it as another path (encoded twice, `;`, `\\`, dot segments, ...):
+    `reason` names the rule it breaks (runtime/gateway/paths.py, PathRefusal). Nothing
+    is written and nothing is forwarded."""
+
+    code = "TOOL_PATH_REFUSED"
+
+    def __init__(self, message: str, *, reason: str, field: str = "path", **details):
+        super().__init__(message, reason=reason, field=field, boundary="credential_gateway", **details)
+        self.reason = reason
+
+
 class CallInFlight(StewardError):
     """The credential gateway is still carrying an earlier send of this Idempotency-Key."""
 
@@ -466,6 +479,17 @@ class ApprovalAlreadyDecided(StewardError):
     gets this."""
 
     code = "APPROVAL_ALREADY_DECIDED"
+    status = 409
+
+
+class ApprovalStale(StewardError):
+    """An approve found that what the package is bound to has changed since the agent
+    asked: the tenant's authz_revision, the policy_version or the task's input digest
+    (`changed`: each one's {"before", "after"}). The package is now `stale`, as the
+    executor's re-check would have found it, and its task goes on to its stale branch
+    (the agent may ask again); it can never be approved."""
+
+    code = "APPROVAL_STALE"
     status = 409
 
 

@@ -103,7 +103,7 @@ PENDING = "pending"  # waits for a person's decision until expires_at
 APPROVED = "approved"  # a person approved it; the executor re-checks it before acting
 DENIED = "denied"  # a person denied it; the agent's denial branch runs
 EXPIRED = "expired"  # nobody decided before expires_at: expiry means deny
-STALE = "stale"  # approved, but the action, its context or authority changed since
+STALE = "stale"  # the action, its context or authority changed since the request: found at the approve, or after it
 CONSUMED = "consumed"  # approved and re-checked unchanged: the agent acts on it, once
 APPROVAL_STATES = (PENDING, APPROVED, DENIED, EXPIRED, STALE, CONSUMED)
 APPROVAL_DECIDED = frozenset({APPROVED, DENIED, EXPIRED, STALE, CONSUMED})
@@ -111,7 +111,8 @@ APPROVAL_DECIDED = frozenset({APPROVED, DENIED, EXPIRED, STALE, CONSUMED})
 APPROVAL_TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
     "approve": (frozenset({PENDING}), APPROVED),  # a person, before expires_at (approval_decide)
     "deny": (frozenset({PENDING}), DENIED),  # a person (approval_decide)
-    "expire": (frozenset({PENDING}), EXPIRED),  # the sweep, or the executor on replay, past expires_at
+    "expire": (frozenset({PENDING}), EXPIRED),  # the sweep, the executor on replay or a decision, past expires_at
+    "outdate": (frozenset({PENDING}), STALE),  # an approve found the context changed (approval_decide)
     "invalidate": (frozenset({APPROVED}), STALE),  # the executor's re-check found a change
     "consume": (frozenset({APPROVED}), CONSUMED),  # the executor's re-check found none
 }

@@ -3,7 +3,10 @@
 An approval is decided by a person only: an operator's session or an operator API token.
 A capability token (what an agent holds) is no API credential at all (AUTH_REQUIRED), a
 viewer or a read token is FORBIDDEN, and the runtime refuses the person who started the
-task (SELF_APPROVAL_REFUSED) and any second decision (APPROVAL_ALREADY_DECIDED)."""
+task (SELF_APPROVAL_REFUSED) and any second decision (APPROVAL_ALREADY_DECIDED). An approve
+of a request whose authz_revision, policy_version or input digest changed since the agent
+asked is APPROVAL_STALE (409, `details.changed`: each one's before and after), and the
+request is then stale."""
 
 from __future__ import annotations
 
@@ -117,7 +120,7 @@ def _decide(request, approval_id: str, body: Decide, decision: str) -> dict:
 @router.post(
     "/approvals/{approval_id}/approve",
     response={200: ApprovalOut, **ERRORS},
-    summary="Approve a pending request (once) and re-queue its task",
+    summary="Approve a pending request (once) and re-queue its task; 409 APPROVAL_STALE if it went stale",
 )
 def approve(request, approval_id: str, body: Decide):
     return _decide(request, approval_id, body, "approve")

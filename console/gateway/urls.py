@@ -4,5 +4,7 @@ from console.gateway import views
 
 urlpatterns = [
     path("model/v1/chat/completions", views.chat_completions, name="gateway-chat-completions"),
-    re_path(r"^tools/(?P<name>[a-z][a-z0-9_-]{0,62})/(?P<path>.*)$", views.tool, name="gateway-tool"),
+    # [\s\S]: a path holding a decoded newline still reaches the view, which refuses it
+    # with its reason (TOOL_PATH_REFUSED, control) rather than a bare 404.
+    re_path(r"^tools/(?P<name>[a-z][a-z0-9_-]{0,62})/(?P<path>[\s\S]*)$", views.tool, name="gateway-tool"),
 ]

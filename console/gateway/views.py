@@ -6,7 +6,6 @@ record how it ended. Refusals are {"code", "message", "details"} (docs/api.md)."
 from __future__ import annotations
 
 import json
-import re
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -25,10 +24,9 @@ from runtime.errors import (
     UpstreamFailed,
 )
 from runtime.gateway import services
-from runtime.gateway.services import MODEL_ACTION, MODEL_ROUTE, TOOL_ACTION, model_resource, tool_resource, tool_route
+from runtime.gateway.services import MODEL_ACTION, MODEL_ROUTE, TOOL_ACTION, model_resource, tool_route
 
 TOOL_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
-TOOL_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@%/-]{0,400}")
 STREAM_CUT = "AUTHZ_REVOKED"  # the terminal SSE event of a stream whose authority went away
 STREAM_STOPPED = "TASK_STOPPED"  # ... and of a stream whose task was stopped (runtime/stops/)
 
@@ -345,6 +343,10 @@ def _cut(decision) -> bytes:
 
 @csrf_exempt
 def tool(request, name: str, path: str = ""):
+    """A call of the outside API `name`. Its path is decoded and checked once
+    (services.tool_target: TOOL_PATH_REFUSED naming the rule otherwise), and from then on
+    it is that one value: the call is decided on `target.resource` and forwarded to
+    `target.url()`; `path` itself is never read again."""
     try:
         route = tool_route(name)
         claims = services.gateway_verify(authorization=request.headers.get("Authorization"), route=route)
@@ -354,11 +356,10 @@ def tool(request, name: str, path: str = ""):
         method = request.method.upper()
         if method not in TOOL_METHODS:
             raise InvalidArgument(f"a tool is called with {', '.join(TOOL_METHODS)}", field="method")
-        if not TOOL_PATH.fullmatch(path) or ".." in path.split("/") or "//" in path:
-            raise InvalidArgument("the tool path must be plain path segments (no '..', no '//')", field="path")
+        target = services.tool_target(name, path, request.META.get("QUERY_STRING", ""))
         raw = _body(request)
         body = services.gateway_body(raw, content_type=request.content_type) if raw else None
-        admission = _admit(request, claims, route, TOOL_ACTION, tool_resource(name, path), service=name)
+        admission = _admit(request, claims, route, TOOL_ACTION, target.resource, service=name)
     except StewardError as exc:
         return _error(exc)
     if admission.outcome == "denied":
@@ -366,13 +367,12 @@ def tool(request, name: str, path: str = ""):
     if admission.outcome == "replayed":
         recorded = admission.response
         return _tagged(JsonResponse({"status": recorded["status"], "body": recorded["body"]}), admission)
-    query = request.META.get("QUERY_STRING", "")
     header = spec["header"]
     value = f"Bearer {spec['key']}" if header.lower() == "authorization" else spec["key"]
     try:
         answer = upstream.send(
             method,
-            f"{spec['url']}/{path}" + (f"?{query}" if query else ""),
+            target.url(spec["url"]),
             key_header=header,
             key_value=value,
             body=json.dumps(body).encode() if body is not None else None,
@@ -399,5 +399,5 @@ def tool(request, name: str, path: str = ""):
         outcome="committed",
         status=answer.status,
         receipt={"id": ident if isinstance(ident, (str, int)) else None, "status": answer.status},
-        response=services.untrusted(tool_resource(name, path), status=answer.status, body=shown),
+        response=services.untrusted(target.resource, status=answer.status, body=shown),
     )

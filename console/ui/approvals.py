@@ -4,7 +4,10 @@ laid out, and approve or deny with a comment (two clicks: open it, press the but
 
 A request decided elsewhere or found stale while the page was open is shown as such;
 pressing approve then is refused by the runtime with the reason (APPROVAL_ALREADY_DECIDED
-names the state and who decided), and the page says so."""
+names the state and who decided), and the page says so. An approve that finds what the
+request is bound to changed since the agent asked (APPROVAL_STALE: the authz_revision,
+the policy_version, the input digest) shows each change inline, before and after, and
+the request as stale, as the executor would have left it."""
 
 from __future__ import annotations
 

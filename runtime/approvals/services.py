@@ -9,14 +9,15 @@ import psycopg
 from django.db import connection, transaction
 from django.db.models import JSONField
 
-from runtime import arguments, config, db, states
+from runtime import arguments, config, db, encoding, states
 from runtime.attempts import dispatch
 from runtime.audit import with_via
-from runtime.authz import patterns
+from runtime.authz import POLICY_VERSION, patterns
 from runtime.errors import (
     ApprovalAlreadyDecided,
     ApprovalNotFound,
     ApprovalRequiresPerson,
+    ApprovalStale,
     InvalidArgument,
     InvalidTransition,
     SelfApprovalRefused,
@@ -25,6 +26,7 @@ from runtime.models import Approval
 
 DECISIONS = {"approve": states.APPROVED, "deny": states.DENIED}
 COMMENT_MAX = 2000
+FOUND = 6  # approval_decide.sql's columns before the package as moved
 
 
 def approval_decide(*, approval_id, tenant: str, actor: str, decision: str, comment: str = "") -> Approval:
@@ -35,13 +37,20 @@ def approval_decide(*, approval_id, tenant: str, actor: str, decision: str, comm
        error, never ignored).
     3. Separation of duties: the person who started the task cannot approve it; and a
        task a stop reached (stopping, or finished) takes no decision (INVALID_TRANSITION).
-    4. One conditional UPDATE from `pending` before `expires_at`: of two concurrent
-       decisions, or a decision and the expiry sweep, exactly one wins; the loser gets
-       ApprovalAlreadyDecided naming the state the winner left.
-    5. Re-queue the task blocked on it (`decided`), and audit, in the same transaction;
-       its wake-up goes out once that has committed.
+    4. An approve checks what the package is bound to that needs no agent code: the
+       tenant's authz_revision (read under lock, as the latest commit left it), the
+       policy_version and the task's input digest. If any changed since the request, the
+       package becomes `stale` (as the executor's re-check would have made it) and this
+       raises ApprovalStale naming each change, before and after. A package past its
+       expiry becomes `expired` and this raises ApprovalAlreadyDecided, state expired.
+    5. One conditional UPDATE from `pending`: of two concurrent decisions, or a decision
+       and the expiry sweep, exactly one wins; the loser gets ApprovalAlreadyDecided
+       naming the state the winner left.
+    6. Re-queue the task blocked on it (`decided`), and audit, in the same transaction;
+       its wake-up goes out once that has committed. A stale or expired package re-queues
+       it too: the agent's branch for it runs (it may ask again).
 
-    Steps 2 to 5 are one statement, runtime/sql/approval_decide.sql, committed on its
+    Steps 2 to 6 are one statement, runtime/sql/approval_decide.sql, committed on its
     own (autocommit, as gateway_admit is): one round trip from a person's click to the
     wake-up where there were eight, each a wait for a CPU on a loaded machine. Inside a
     caller's transaction it commits with that transaction instead, and so does the
@@ -66,7 +75,8 @@ def approval_decide(*, approval_id, tenant: str, actor: str, decision: str, comm
         "comment": comment,
         "closed": [*states.TERMINAL, states.STOPPING],
         "refuse_owner": decision == "approve" and config.approval_separation_of_duties(),
-        "note": f"approval {ident} {target} by {actor}",
+        "approve": decision == "approve",
+        "policy_version": POLICY_VERSION,
         "data": json.dumps(with_via({"approval_id": str(ident), "comment": comment})),
     }
     try:
@@ -77,11 +87,28 @@ def approval_decide(*, approval_id, tenant: str, actor: str, decision: str, comm
     row = cur.fetchone()
     if row is None:
         raise ApprovalNotFound(f"no approval {ident} in tenant {tenant}", approval_id=str(ident))
-    (owner, state, task_id, status, pool), decided = row[:5], row[5:]
+    (owner, state, task_id, status, pool, changes), decided = row[:FOUND], row[FOUND:]
     if decided[0] is not None:
         if pool is not None:
             dispatch.pool_has_work(pool)
-        return _approval_from(decided, [c.name for c in cur.description[5:]])
+        moved = _approval_from(decided, [c.name for c in cur.description[FOUND:]])
+        if moved.state == states.STALE:
+            changes = encoding.decode(changes) if isinstance(changes, str) else changes
+            raise ApprovalStale(
+                f"approval {ident} is stale: {moved.stale_reason}; the agent must ask again",
+                approval_id=str(ident),
+                state=states.STALE,
+                changed=changes,
+            )
+        if moved.state == states.EXPIRED:
+            raise ApprovalAlreadyDecided(
+                f"approval {ident} is expired (at {moved.expires_at.isoformat()})",
+                approval_id=str(ident),
+                state=states.EXPIRED,
+                decided_by=None,
+                expires_at=moved.expires_at.isoformat(),
+            )
+        return moved
     if params["refuse_owner"] and actor == owner:
         raise SelfApprovalRefused(
             f"{actor} started task {task_id}; someone else must approve its requests", approval_id=str(ident)
@@ -94,12 +121,17 @@ def approval_decide(*, approval_id, tenant: str, actor: str, decision: str, comm
     # Another person decided first, the sweep expired it, or the executor found it
     # stale or consumed it: read again (this statement's snapshot may predate the
     # winner's commit) for the refusal.
-    now = Approval.objects.filter(id=ident).values("state", "decided_by", "stale_reason").get()
+    now = Approval.objects.filter(id=ident).values("state", "decided_by", "stale_reason", "checked_at").get()
     state = states.EXPIRED if now["state"] == states.PENDING else now["state"]
-    # Stale and consumed are the executor's moves after a person approved: "stale by
-    # alice" would blame the approver for what changed since.
+    # Stale and consumed are the executor's moves after a person approved (it stamps
+    # checked_at), or an approve that found the package stale: "stale by alice" would
+    # blame the approver for what changed.
     by = now["decided_by"] and (
-        f" by {now['decided_by']}" if state in DECISIONS.values() else f" (approved by {now['decided_by']})"
+        f" by {now['decided_by']}"
+        if state in DECISIONS.values()
+        else f" (approved by {now['decided_by']})"
+        if now["checked_at"] is not None
+        else f" (found when {now['decided_by']} approved it)"
     )
     raise ApprovalAlreadyDecided(
         f"approval {ident} is {state}{by or ''}" + (f": {now['stale_reason']}" if now["stale_reason"] else ""),

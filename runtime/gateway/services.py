@@ -38,6 +38,7 @@ from runtime.gateway import (  # noqa: F401 - the routes' names, for the web sid
     tool_resource,
     tool_route,
 )
+from runtime.gateway.paths import ToolTarget, tool_target  # noqa: F401 - a tool call's one path, for the web side
 from runtime.limits.budgets import TOKENS_MAX  # one call's count is bounded as a budget is
 from runtime.limits.quotas import Taken, quota_give, quota_take
 from runtime.models import Decision

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from runtime import states
+from runtime.authz.services import grant_create
 from runtime.authz.tokens import token_mint
 from runtime.models import Approval, Task
 from tests.api.conftest import Api, assert_error
@@ -47,6 +48,24 @@ def test_an_admin_approves_and_the_task_resumes_once(pending, dave):
     assert Task.objects.get(id=pending.task_id).status == states.COMPLETED
     assert sent["pay"] == 1
     assert_error(dave.post(f"approvals/{pending.id}/deny", {}), 409, "APPROVAL_ALREADY_DECIDED")
+
+
+def test_an_approve_after_a_grant_change_is_409_approval_stale_naming_it_before_and_after(pending, dave):
+    before = pending.context["authz_revision"]
+    grant_create(tenant="acme", principal="user:alice", action="note.write", resource="note:x", actor="user:dave")
+    response = dave.post(f"approvals/{pending.id}/approve", {"comment": "looks right"})
+    assert_error(response, 409, "APPROVAL_STALE")
+    details = response.json()["details"]
+    assert details["changed"] == {"authz_revision": {"before": before, "after": before + 1}}
+    assert details["state"] == "stale"
+    shown = dave.get(f"approvals/{pending.id}").json()
+    assert (shown["state"], shown["stale_reason"]) == (
+        "stale",
+        f"the context changed: authz_revision {before} → {before + 1}",
+    )
+    run()
+    assert Task.objects.get(id=pending.task_id).output["outcome"] == "stale"
+    assert sent["pay"] == 0
 
 
 def test_the_starter_cannot_approve_but_may_deny(pending, alice):

@@ -8,6 +8,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from runtime import states
+from runtime.authz.services import grant_create
 from runtime.models import Approval, AuditEvent
 
 
@@ -62,6 +63,20 @@ def test_a_stale_request_shows_why_and_cannot_be_approved(world, as_person):
     assert "the context changed: precondition" in page and "formaction" not in page
     response = client.post(f"/approvals/{world.approval.id}/approve/", {})
     assert response.status_code == 409 and "the context changed: precondition" in response.content.decode()
+
+
+def test_an_approve_of_a_request_gone_stale_shows_what_changed_inline(world, as_person):
+    client = as_person(world.people.dave)
+    before = world.approval.context["authz_revision"]
+    grant_create(tenant="acme", principal="user:alice", action="note.write", resource="note:x", actor="user:dave")
+    response = client.post(f"/approvals/{world.approval.id}/approve/", {"comment": "checked"})
+    assert response.status_code == 409
+    body = response.content.decode()
+    assert "APPROVAL_STALE" in body and 'id="changed"' in body
+    assert f'<dt>authz_revision</dt><dd class="mono small">{before} → {before + 1}</dd>' in body
+    assert 'data-state="stale"' in body and 'id="not-decidable"' in body and "formaction" not in body
+    assert "found stale when user:dave approved it" in body
+    assert Approval.objects.get(id=world.approval.id).state == states.STALE
 
 
 def test_the_starter_is_refused_approving_their_own_request(world, as_person):

@@ -11,6 +11,8 @@ import pytest
 from django.utils import timezone
 
 from runtime import states
+from runtime.authz import POLICY_VERSION
+from runtime.authz.selectors import authz_revision
 from runtime.models import Approval, Attempt, AuditEvent, Effect, Step, Task
 from runtime.tasks.services import task_submit
 from tests.people import make_people
@@ -127,7 +129,14 @@ def make_world() -> World:
         action={"op": "pay", "amount": 10, "lines": [{"sku": "a", "n": 2}]},
         action_hash="cd" * 32,
         effect_class=states.IRREVERSIBLE,
-        context={"input_digest": "x", "precondition": "v1", "policy_version": "p", "authz_revision": 0},
+        # Bound to what the database holds now, as a request would be: an approve checks
+        # these (approval_decide.sql) and would find a made-up context stale.
+        context={
+            "input_digest": Task.objects.get(id=blocked.id).input_digest,
+            "precondition": "v1",
+            "policy_version": POLICY_VERSION,
+            "authz_revision": authz_revision(tenant="acme"),
+        },
         context_digest="ef" * 32,
         untrusted=True,
         untrusted_paths=["$.memo"],

@@ -1,14 +1,14 @@
 """Journey: the demo research batch asks a person to approve submitting its results.
 alice approves it in the inbox and watches the task resume and complete, without a
 reload; bob sees the request but is offered no decision, and one he crafts is refused;
-a request that went stale while alice had it open is refused, with the reason shown."""
+a request that went stale while alice had it open is refused at her approve, with what
+changed shown inline, before and after."""
 
 from __future__ import annotations
 
 from playwright.sync_api import expect
 
 from runtime import states
-from runtime.approvals.services import approval_decide
 from runtime.authz.services import grant_create
 from runtime.models import Approval, AuditEvent, Task
 from runtime.tasks.services import task_submit
@@ -112,10 +112,12 @@ def test_a_request_that_went_stale_while_open_is_refused_with_the_reason(person,
     alice = person("alice")
     alice.goto(f"/approvals/{approval.id}/")
     expect(alice.get_by_role("button", name="Approve")).to_be_visible()
+    before = approval.context["authz_revision"]
 
-    # While her page is open: a grant of acme changes (the package is bound to the
-    # tenant's authz_revision), and the request is approved elsewhere (her other tab).
-    # The executor's re-check finds the context changed: stale, and the agent asks anew.
+    # While her page is open, a grant of acme changes: the package is bound to the
+    # tenant's authz_revision. Her approve is refused at the decision, the change shown
+    # inline, before and after, and the request reads stale, as the executor would have
+    # found it; the agent asks anew.
     grant_create(
         tenant="acme",
         principal="agent:research.batch",
@@ -123,31 +125,41 @@ def test_a_request_that_went_stale_while_open_is_refused_with_the_reason(person,
         resource="repo:acme/stale",
         actor="user:dave",
     )
-    approval_decide(approval_id=approval.id, tenant="acme", actor="user:alice", decision="approve")
-    wait_until(
-        lambda: Approval.objects.filter(id=approval.id, state=states.STALE).exists(),
-        timeout=EVENT_S,
-        message="the executor to find the approved request stale",
-    )
+    alice.fill("input[name=comment]", "results look right")
+    alice.get_by_role("button", name="Approve").click()
+    error = alice.locator("#form-error")
+    expect(error).to_contain_text("APPROVAL_STALE", timeout=EVENT_MS)
+    expect(error).to_contain_text(f"authz_revision {before} → {before + 1}")
+    expect(alice.locator("#changed")).to_contain_text("authz_revision")
+    expect(alice.locator("#approval-state")).to_have_attribute("data-state", states.STALE)
+    expect(alice.locator("#stale-reason")).to_contain_text(f"authz_revision {before} → {before + 1}")
+    assert alice.get_by_role("button", name="Approve").count() == 0
+    screenshot(alice, "approval-stale")
+    assert not AuditEvent.objects.filter(task_id=task.id, kind="approval.approved").exists()
+
     again = wait_until(
         lambda: Approval.objects.filter(task_id=task.id, state=states.PENDING).first(),
         timeout=EVENT_S,
         message="the batch to ask anew",
     )
     assert again.name == "approve-results-2"
-
-    alice.get_by_role("button", name="Approve").click()
-    error = alice.locator("#form-error")
-    expect(error).to_contain_text("stale", timeout=EVENT_MS)
-    expect(error).to_contain_text("authz_revision")
-    expect(error).to_contain_text("APPROVAL_ALREADY_DECIDED")
-    expect(alice.locator("#approval-state")).to_have_attribute("data-state", states.STALE)
-    expect(alice.locator("#stale-reason")).to_contain_text("authz_revision")
-    expect(error).to_contain_text("(approved by user:alice)")
+    # Pressed again from another tab, it is refused as decided, naming who found it stale.
+    answer = alice.request.post(
+        f"/approvals/{approval.id}/approve/",
+        form={"comment": "again"},
+        headers={"X-CSRFToken": csrf_token(alice)},
+        max_redirects=0,
+    )
+    assert answer.status == 409 and "APPROVAL_ALREADY_DECIDED" in answer.text()
+    assert "found when user:alice approved it" in answer.text()
     # The page leads to the request the agent asked anew.
+    alice.reload()
     expect(alice.locator("#asked-again a")).to_have_attribute("href", f"/approvals/{again.id}/")
-    screenshot(alice, "approval-stale")
     assert not [c for c in results_service.calls() if c["key"].startswith(str(task.id))], (
         "nothing was submitted on a stale approval"
     )
-    assert Task.objects.get(id=task.id).status == states.BLOCKED
+    wait_until(
+        lambda: Task.objects.filter(id=task.id, status=states.BLOCKED).exists(),
+        timeout=EVENT_S,
+        message="the batch to wait for its new request",
+    )

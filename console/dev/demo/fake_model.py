@@ -108,11 +108,11 @@ def _handler(model: FakeModel):
             except ValueError:
                 return None
 
-        def _tool(self, body):
-            """A stand-in outside API under /tool/: it needs the tool key and echoes the call."""
+        def _record(self, body) -> None:
             with model.lock:
                 model.requests.append(
                     {
+                        "method": self.command,
                         "path": self.path,
                         "authorization": self.headers.get("Authorization"),
                         "idempotency_key": self.headers.get("Idempotency-Key"),
@@ -120,6 +120,16 @@ def _handler(model: FakeModel):
                         "body": body,
                     }
                 )
+
+        def _stray(self, body=None):
+            """Any other path: recorded all the same, so a test sees whatever reached the
+            server, wherever the gateway sent it."""
+            self._record(body)
+            return self._json(404, {"error": {"message": "not found"}})
+
+        def _tool(self, body):
+            """A stand-in outside API under /tool/: it needs the tool key and echoes the call."""
+            self._record(body)
             if model.tool_key is None or self.headers.get("Authorization") != f"Bearer {model.tool_key}":
                 return self._json(401, {"error": "invalid tool key"})
             return self._json(
@@ -137,10 +147,12 @@ def _handler(model: FakeModel):
                 return self._json(200, model.recorded())
             if self.path.startswith("/tool/"):
                 return self._tool(None)
-            return self._json(404, {"error": {"message": "not found"}})
+            return self._stray()
 
         def do_DELETE(self):
-            return self._tool(self._read()) if self.path.startswith("/tool/") else self._json(404, {})
+            return self._tool(self._read()) if self.path.startswith("/tool/") else self._stray(self._read())
+
+        do_PUT = do_PATCH = do_DELETE
 
         def do_POST(self):
             body = self._read()
@@ -150,17 +162,9 @@ def _handler(model: FakeModel):
                 model.set(**(body or {}))
                 return self._json(200, model.script)
             if self.path.rstrip("/") != "/v1/chat/completions":
-                return self._json(404, {"error": {"message": "not found"}})
+                return self._stray(body)
+            self._record(body)
             with model.lock:
-                model.requests.append(
-                    {
-                        "path": self.path,
-                        "authorization": self.headers.get("Authorization"),
-                        "idempotency_key": self.headers.get("Idempotency-Key"),
-                        "headers": dict(self.headers.items()),
-                        "body": body,
-                    }
-                )
                 script = dict(model.script)
             if self.headers.get("Authorization") != f"Bearer {model.key}":
                 return self._json(401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})

@@ -322,14 +322,18 @@ def test_a_tool_call_gets_the_tool_key_injected_and_its_answer_recorded_untruste
     assert len(model.recorded()) == 1
 
 
-@pytest.mark.parametrize("path", ["notes/../admin", "notes//x", "notes/%2e%2e/admin"])
-def test_a_tool_path_that_climbs_out_is_refused(live, gateway_web, model, path):
+@pytest.mark.parametrize(
+    "path, reason",
+    [("notes/../admin", "dot_segment"), ("notes//x", "empty_segment"), ("notes/%2e%2e/admin", "dot_segment")],
+)
+def test_a_tool_path_that_climbs_out_is_refused(live, gateway_web, model, path, reason):
+    # The full table of hostile paths is tests/console/gateway/test_gateway_paths.py.
     t = running_task()
     give_both("tool.call", "tool:echo/*")
     status, answer, _ = post(
         gateway_web.url + f"/gateway/tools/echo/{path}", body={}, token=model_token(t, audience=tool_route("echo"))
     )
-    assert status in (400, 404), answer
+    assert (status, answer["code"], answer["details"]["reason"]) == (400, "TOOL_PATH_REFUSED", reason), answer
     assert model.recorded() == []
 
 
