@@ -55,7 +55,8 @@ class Scoped(admin.ModelAdmin):
     def get_object(self, request, object_id, from_field=None):
         # Django redirects to the index for a missing object; the console's rule is 404, for
         # another tenant's object and a missing one alike.
-        found = super().get_object(request, object_id, from_field) if is_id(self.opts.pk, object_id) else None
+        key = self.opts.pk if from_field is None else self.opts.get_field(from_field)
+        found = super().get_object(request, object_id, from_field) if is_id(key, object_id) else None
         if found is None:
             raise Http404(f"no {self.opts.verbose_name} with that id")
         return found
@@ -69,11 +70,12 @@ class Scoped(admin.ModelAdmin):
         return super().response_action(request, queryset)
 
 
-def is_id(pk, value) -> bool:
-    """Whether `value` can be an id of the model whose primary key is `pk`: of its kind, and
-    without the NUL that PostgreSQL refuses in text (a pool's name is its id)."""
+def is_id(key, value) -> bool:
+    """Whether `value` can be a value of the model's key field `key` (its primary key, or
+    the field an admin link names): of its kind, and without the NUL that PostgreSQL
+    refuses in text (a pool's name is its id)."""
     try:
-        pk.to_python(value)
+        key.to_python(value)
     except ValidationError:
         return False
     return "\x00" not in str(value)

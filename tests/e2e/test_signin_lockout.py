@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from console.access import token_create
 from console.signin import LOCKED_OUT
 from runtime.models import AuditEvent
-from tests.e2e.stack import EVENT_MS, VIEWPORT, WebServer, login, screenshot
+from tests.e2e.stack import EVENT_MS, VIEWPORT, login, screenshot, serving
 from tests.people import PASSWORD
 
 LIMIT = 3
@@ -32,12 +32,8 @@ def throttled_web(child_env):
         "STEWARD_SIGNIN_COOLOFF_SECONDS": str(COOL_OFF_MINUTES * 60),
         "STEWARD_CLIENT_IP_HEADER": "X-Forwarded-For",
     }
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the server is a plain WSGI process
-    server = WebServer(env).start()
-    try:
-        yield server.wait_ready()
-    finally:
-        server.stop()
+    with serving(env) as server:
+        yield server
 
 
 @pytest.fixture

@@ -4,16 +4,14 @@ as web requests are), and again once the period has passed."""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 
 from runtime.errors import StewardError
 from runtime.models import AuditEvent
 from runtime.trail.services import audit_record_once
-from tests.harness import wait_until
+from tests.harness import race, wait_until
 
 HOUR = timedelta(hours=1)
 
@@ -71,22 +69,9 @@ TRIALS = [pytest.param(10, id="10-trials"), pytest.param(100, id="100-trials", m
 
 @pytest.mark.parametrize("trials", TRIALS)
 def test_callers_racing_on_one_subject_write_one_event(transactional_db, trials):
-    racers, written = 8, []
+    written = []
     for trial in range(trials):
-        barrier, ids = threading.Barrier(racers), []
-
-        def race():
-            try:
-                barrier.wait()
-                ids.append(once(f"account:racer-{trial}"))
-            finally:
-                connection.close()
-
-        threads = [threading.Thread(target=race) for _ in range(racers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        written.append(sum(1 for made in ids if made is not None))
-        assert len(ids) == racers
+        made = race(8, lambda _: once(f"account:racer-{trial}"))
+        assert not [m for m in made if isinstance(m, Exception)], made
+        written.append(sum(1 for m in made if m is not None))
     assert written == [1] * trials
