@@ -121,6 +121,52 @@ def person_principal(user, tenant: str, *, channel: str, credential: str) -> Pri
     )
 
 
+@dataclass(frozen=True)
+class AdminScope:
+    """What a signed-in person reads in the Django admin (console/admin.py asks this, once
+    per request, and turns it into each model's query):
+
+    * `tenants`: the tenants where they hold READ_ACTION as a member (every role does, as
+      in the console), or None for an active superuser, who administers the deployment and
+      reads every tenant's rows. Reading is all a superuser gets: a change made from the
+      admin asks the person's right in the row's own tenant (person_principal,
+      require_grant_change), superuser or not;
+    * `fleet`: whether they read the fleet-wide records, pools and their free slots: every
+      member does, as every member reads /pools/ (console/ui/pools.py);
+    * `people`: the people they read: the members of those tenants, as every member reads
+      the tenant's members (members_of); the groups and the changes to a person (password,
+      staff, superuser, permissions), which belong to the deployment, only a superuser.
+    """
+
+    tenants: frozenset[str] | None
+
+    @property
+    def everything(self) -> bool:
+        return self.tenants is None
+
+    @property
+    def fleet(self) -> bool:
+        return self.tenants is None or bool(self.tenants)
+
+    def people(self):
+        """The ids of the people in scope, as a subquery (None: everyone)."""
+        if self.tenants is None:
+            return None
+        return Membership.objects.filter(tenant_id__in=self.tenants).values("user_id")
+
+
+def admin_scope(user) -> AdminScope:
+    if not user.is_authenticated or not user.is_active:
+        return AdminScope(tenants=frozenset())
+    if user.is_superuser:
+        return AdminScope(tenants=None)
+    reads = (
+        Principal(user=user, tenant=m.tenant_id, role=m.role, channel="admin", scope=OPERATE, credential="")
+        for m in tenants_of(user)
+    )
+    return AdminScope(tenants=frozenset(p.tenant for p in reads if p.may(READ_ACTION)))
+
+
 @contextlib.contextmanager
 def acting(principal: Principal):
     """Every audit event written inside says which channel and credential carried it."""

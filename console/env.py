@@ -342,3 +342,23 @@ def connection_bounds(lease_seconds: float) -> dict:
         "tcp_user_timeout": int(lease_seconds * 1000),
         "application_name": f"steward:{os.getpid()}",
     }
+
+
+HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,64}")
+
+
+def client_address_header() -> tuple[str, int]:
+    """STEWARD_CLIENT_IP_HEADER and STEWARD_CLIENT_IP_PROXIES: where a sign-in's client
+    address comes from behind a reverse proxy (console/signin.py client_address).
+
+    Unset, the header is none: the address is the connection's peer (REMOTE_ADDR), which
+    a client cannot forge. Set (`X-Forwarded-For`, `X-Real-IP`), the address is the entry
+    that many places from the right of that header's comma-separated list: the one your
+    own proxies wrote (entries further left came from the client and prove nothing).
+    Returns the header as Django's request.META names it (HTTP_X_FORWARDED_FOR) and the
+    count; a malformed name or count stops start-up."""
+    raw = (get("STEWARD_CLIENT_IP_HEADER") or "").strip()
+    if raw and not HEADER_NAME.fullmatch(raw):
+        raise ImproperlyConfigured(f"STEWARD_CLIENT_IP_HEADER={raw[:80]!r} is not a header name (X-Forwarded-For)")
+    proxies = get_number("STEWARD_CLIENT_IP_PROXIES", 1, minimum=1, maximum=10, integer=True)
+    return ("HTTP_" + raw.upper().replace("-", "_") if raw else ""), proxies

@@ -5,6 +5,8 @@ See docs/deploy.md for every variable. Malformed values stop start-up (console/e
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.core.exceptions import ImproperlyConfigured
 
 from console import env
@@ -24,13 +26,17 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = [h.strip() for h in (env.get("STEWARD_ALLOWED_HOSTS") or "localhost,127.0.0.1").split(",") if h.strip()]
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # Django's admin with Steward's site (console/admin_site.py): sign-in throttled, every
+    # object lookup scoped to the person's tenants.
+    "console.admin_site.AdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "guardian",
+    # Sign-in throttling (console/signin.py); its tables come with its own migrations.
+    "axes",
     "django_htmx",
     "template_partials",
     # Only for its templates and static files: the API docs page then loads Swagger UI
@@ -51,6 +57,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a sign-in its backend refused into the lockout
+    # answer (console/signin.py locked_out).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -129,6 +138,8 @@ if _migrate_url:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTHENTICATION_BACKENDS = [
+    # First: a locked-out account or address is refused before its password is checked.
+    "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
@@ -157,6 +168,8 @@ LOGGING = {
     "loggers": {
         # Not propagated: Celery's root handler would print every line a second time.
         "runtime": {"handlers": ["console"], "level": env.get("STEWARD_LOG_LEVEL") or "INFO", "propagate": False},
+        # django-axes: a line per failed sign-in and per lockout (usernames and addresses masked).
+        "axes": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
 # /metrics (console/metrics.py) answers `Authorization: Bearer <STEWARD_METRICS_TOKEN>`
@@ -349,3 +362,34 @@ SECURE_CSP = {
     "form-action": ["'self'"],
     "frame-ancestors": ["'none'"],
 }
+
+# --- Sign-in throttling: django-axes, by account and by client address (console/signin.py,
+# docs/adr/0026-admin-scope-and-sign-in-throttling.md). Bearer tokens never sign in, so the API is not throttled.
+# STEWARD_SIGNIN_FAILURE_LIMIT failed sign-ins for one username (existing or not), or from
+# one client address, within a cool-off of each other lock that username, or that address,
+# for STEWARD_SIGNIN_COOLOFF_SECONDS after the last of them: every sign-in it tries then,
+# the right password included, is refused with 429 and the lockout message.
+AXES_FAILURE_LIMIT = env.get_number("STEWARD_SIGNIN_FAILURE_LIMIT", 5, minimum=1, maximum=1_000, integer=True)
+AXES_COOLOFF_TIME = timedelta(
+    seconds=env.get_number("STEWARD_SIGNIN_COOLOFF_SECONDS", 900, minimum=1, maximum=30 * 86_400, integer=True)
+)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# A refused attempt is not counted: a lock ends one cool-off after the failure that set
+# it, so "try again in 15 minutes" stays true for the person, while a guesser gets
+# AXES_FAILURE_LIMIT tries per cool-off, per account and per address.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# A success keeps the failures: axes would wipe every row of the client's address too,
+# and an attacker with an account of their own could sign in between guesses at another's.
+AXES_RESET_ON_SUCCESS = False
+# The client's address: the connection's peer, or behind a proxy the header it names
+# (STEWARD_CLIENT_IP_HEADER, STEWARD_CLIENT_IP_PROXIES; docs/deploy.md).
+STEWARD_CLIENT_IP_HEADER, STEWARD_CLIENT_IP_PROXIES = env.client_address_header()
+AXES_CLIENT_IP_CALLABLE = "console.signin.client_address"
+# The lockout: its audit event, and the sign-in page with the message, as a 429.
+AXES_LOCKOUT_CALLABLE = "console.signin.locked_out"
+AXES_HTTP_RESPONSE_CODE = 429
+# Axes' tables name the people and addresses of every tenant: no admin pages for them
+# (unlock with `manage.py axes_reset_username NAME` or `axes_reset_ip ADDRESS`).
+AXES_ENABLE_ADMIN = False
+# A successful sign-in is already Django's last_login; nothing would prune a log of them.
+AXES_DISABLE_ACCESS_LOG = True

@@ -6,7 +6,7 @@ from django.db import connection
 
 from runtime.errors import StewardError
 
-PREFIXES = ("steward_", "auth_", "guardian_", "django_")
+PREFIXES = ("steward_", "auth_", "guardian_", "django_", "axes_")
 
 
 def tables() -> list[str]:

@@ -8,11 +8,16 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from console.access import switch_tenant
+from console.signin import SignInForm
 from console.ui.web import screen
 
 
 class LoginView(auth_views.LoginView):
+    """Sign-in, throttled per account and per address (console/signin.py): a locked-out
+    attempt gets this page saying so, as a 429."""
+
     template_name = "console/login.html"
+    form_class = SignInForm
     redirect_authenticated_user = True
 
 

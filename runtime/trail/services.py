@@ -9,16 +9,20 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import connection, transaction
+from django.db.models.functions import Now
 
 from runtime import arguments, db
 from runtime.audit import acting_through, audit_append
+from runtime.models import AuditEvent
 from runtime.trail.seals import SealProblem, audit_seal, seal_problems
 
 __all__ = [
     "acting_through",
     "audit_record",
+    "audit_record_once",
     "audit_verify",
     "audit_problems",
     "audit_check",
@@ -37,6 +41,35 @@ def audit_record(*, actor: str, tenant: str, kind: str, data: dict | None = None
     arguments.tenant(tenant)
     with transaction.atomic():
         return audit_append(actor=actor, tenant=tenant, kind=kind, task_id=task_id, data=data)
+
+
+def audit_record_once(
+    *, actor: str, tenant: str, kind: str, about: str, within: timedelta, data: dict | None = None
+) -> int | None:
+    """Record an event about a condition that lasts (a sign-in lockout, asked about by every
+    request it refuses) once per `within`: the new event's id, or None when the tenant's
+    trail already holds one of this kind about the same thing (data["about"]) younger than
+    that.
+
+    1. Take a transaction-level advisory lock on (tenant, kind, about)
+       (runtime/sql/audit_once_lock.sql): of many callers at once, one at a time checks.
+    2. Look for such an event, in a statement of its own so that at READ COMMITTED it sees
+       the one the caller we waited for committed.
+    3. None: append it, on this transaction, and commit with the lock released.
+    The look-up reads the tenant's events of the last `within` (index audit_tenant_at): for a
+    quiet trail, such as the system tenant's, not for one a fleet of tasks writes into.
+    """
+    arguments.actor(actor)
+    arguments.tenant(tenant)
+    arguments.text("about", about, max_length=300)
+    if not isinstance(within, timedelta) or within <= timedelta(0):
+        raise TypeError("within must be a positive timedelta")
+    with transaction.atomic():
+        db.execute("audit_once_lock", {"key": f"{tenant}\n{kind}\n{about}"})
+        recent = AuditEvent.objects.filter(tenant=tenant, kind=kind, at__gte=Now() - within, data__about=about)
+        if recent.exists():
+            return None
+        return audit_append(actor=actor, tenant=tenant, kind=kind, data={**(data or {}), "about": about})
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from console.dev.demo.fake_model import FakeModel
 from console.dev.demo.fake_service import FakeService
 from console.models import OPERATOR
 from tests.e2e.acme import acme  # noqa: F401 - a fixture: one of everything in acme
-from tests.e2e.stack import CHROMIUM, INSTALL_HINT, VIEWPORT, WebServer, login, watch_csp
+from tests.e2e.stack import CHROMIUM, INSTALL_HINT, VIEWPORT, login, serving, watch_csp
 from tests.people import make_people
 
 # Playwright's sync API runs its event loop on this thread (in a greenlet), so Django
@@ -72,12 +72,8 @@ def web(child_env, fake_model):
         "STEWARD_MODEL_URL": fake_model.url,
         "STEWARD_MODEL_KEY": MODEL_KEY,
     }
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the server is a plain WSGI process
-    server = WebServer(env).start()
-    try:
-        yield server.wait_ready()
-    finally:
-        server.stop()
+    with serving(env) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ the test database the workers and the supervisor use (tests/conftest.py child_en
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import sys
@@ -90,6 +91,17 @@ class WebServer(Process):
 
         wait_until(answers, timeout=timeout, interval=0.1, message="the web server to answer /login/")
         return self
+
+
+@contextlib.contextmanager
+def serving(env: dict):
+    """A WebServer in `env`, answering, until the block ends. A plain WSGI process: the
+    tests' DJANGO_ALLOW_ASYNC_UNSAFE is not passed on."""
+    server = WebServer({k: v for k, v in env.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}).start()
+    try:
+        yield server.wait_ready()
+    finally:
+        server.stop()
 
 
 def login(page: Page, username: str, *, shoot: str | None = None) -> Page:
