@@ -9,6 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from django.db import transaction
+from django.db.models import F
 from django.db.models.functions import Now
 
 from runtime import arguments, config, db, states
@@ -109,7 +110,7 @@ def agent_stop(*, tenant: str, agent: str, actor: str, reason: str, bound_second
         )
         roots = _live_roots(tenant, agent)
         if not roots:  # nothing to wait for: the stop is over as it starts
-            Stop.objects.filter(id=stop.id).update(finished_at=Now(), outcome="acknowledged")
+            Stop.objects.filter(id=stop.id).update(finished_at=F("requested_at"), outcome="acknowledged")
             return StopStarted(stop_id=stop.id)
         rows = _lock_tree(roots)
         if rows:
