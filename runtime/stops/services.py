@@ -16,6 +16,7 @@ from runtime import arguments, config, db, states
 from runtime.attempts.transitions import wake_parent
 from runtime.audit import audit_append, with_via
 from runtime.errors import InvalidTransition
+from runtime.limits.pauses import tree_pauses_close
 from runtime.models import AgentSwitch, Stop, StopAck, Task
 from runtime.tasks.selectors import task_get
 from runtime.tasks.services import insert_task
@@ -243,6 +244,8 @@ def _stop_rows(stop: Stop, rows, *, requested_on) -> StopStarted:
             },
         )
     StopAck.objects.bulk_create(acks)
+    # A paused tree the stop covers whole: its pause holds nothing any more (ADR 0021).
+    tree_pauses_close(task_ids=ids, stop_id=stop.id, actor=stop.actor, reason=stop.reason)
     # Workers holding a lease of these tasks hear of it at once (runtime/worker/), not
     # at their next write; delivered at commit, so never for a stop that rolled back.
     db.execute("stop_notify", {"payload": str(stop.id)})
