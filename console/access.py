@@ -51,6 +51,7 @@ from console.models import (
     Tenant,
 )
 from runtime import arguments
+from runtime.authz.services import SEED
 from runtime.errors import (
     Forbidden,
     InvalidArgument,
@@ -62,7 +63,6 @@ from runtime.errors import (
     TokenNotFound,
     Unauthenticated,
 )
-from runtime.authz.services import SEED
 from runtime.trail.selectors import tenant_chain_events
 from runtime.trail.services import acting_through, audit_record
 
@@ -609,7 +609,10 @@ def member_seed(*, tenant: str, username: str, role: str) -> bool:
             return False
         Membership.objects.create(user=user, tenant_id=tenant, role=role)
         audit_record(
-            actor=SEED, tenant=tenant, kind="member.added", data={"person": username, "role": role, "reason": "demo seed"}
+            actor=SEED,
+            tenant=tenant,
+            kind="member.added",
+            data={"person": username, "role": role, "reason": "demo seed"},
         )
     return True
 

@@ -39,8 +39,8 @@ import json
 from dataclasses import dataclass
 
 from runtime import db
-from runtime.audit import with_via
 from runtime.attempts import dispatch
+from runtime.audit import with_via
 from runtime.errors import BreakerTripped, TreePaused
 from runtime.models import TreePause
 

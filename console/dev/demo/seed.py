@@ -146,4 +146,6 @@ def _authority() -> list[str]:
             content_type__app_label="runtime", codename__in=["view_grant", "view_task", "view_auditevent"]
         )
     )
-    return [f"grants: {made} given, {len(GRANTS) - made} kept as they are; alice may change research.batch's grants in acme"]
+    return [
+        f"grants: {made} given, {len(GRANTS) - made} kept as they are; alice may change research.batch's grants in acme"
+    ]
