@@ -71,6 +71,32 @@ def test_a_trail_far_behind_is_sealed_in_bounded_seals_that_together_name_every_
     ]
 
 
+def _row_bytes(tenant: str = "acme") -> int:
+    """The size of the tenant's latest seal row, as stored: what every check used to read."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT pg_column_size(s.*) FROM steward_audit_seal s WHERE tenant = %s ORDER BY seq DESC LIMIT 1",
+            [tenant],
+        )
+        return cur.fetchone()[0]
+
+
+def test_a_seal_row_is_the_same_size_however_many_chains_moved(live):
+    """Issue 20: a seal carried every moved head in its own row, 9.7 MB for 100,000
+    chains, which every check read whole. Through the public API only, so that the
+    test reads the same before and after the change."""
+    submit("t.steps", {"n": 1})
+    run()
+    audit_seal(every=0)
+    one = _row_bytes()
+    for _ in range(150):
+        submit("t.steps", {"n": 1})
+    run()
+    audit_seal(every=0)
+    many = _row_bytes()
+    assert many <= one + 64, (one, many)  # a few bytes of position and count, not 150 heads
+
+
 def test_making_a_seal_reads_at_most_twice_its_row_bound_however_long_the_trail(live, settled_at_once):
     for _ in range(10):
         submit("t.steps", {"n": 1})
