@@ -51,6 +51,7 @@ from console.models import (
     Tenant,
 )
 from runtime import arguments
+from runtime.authz.services import SEED
 from runtime.errors import (
     Forbidden,
     InvalidArgument,
@@ -62,6 +63,7 @@ from runtime.errors import (
     TokenNotFound,
     Unauthenticated,
 )
+from runtime.trail.selectors import tenant_chain_events
 from runtime.trail.services import acting_through, audit_record
 
 # What a principal asks to do. Reading is every member's; operating (submit, cancel,
@@ -628,5 +630,63 @@ def agent_steward_set(*, principal: Principal, name: str, username: str, allowed
             tenant=principal.tenant,
             kind="agent.steward_added" if allowed else "agent.steward_removed",
             data={"agent": f"{AGENT_PREFIX}{name}", "person": membership.user.get_username(), "reason": reason},
+        )
+    return True
+
+
+# --- the demo's seed (console/dev/demo/seed.py, debug only) ----------------------------------
+# What the seed makes, it makes once and as the seed (SEED), never in a person's name: and
+# never again after a person changed or took it away, which the tenant's own audit chain
+# says (every membership and steward change is audited there, the seed's own included).
+
+
+def member_seed(*, tenant: str, username: str, role: str) -> bool:
+    """Make a demo person a member of `tenant` with `role`, unless they are one, or the
+    tenant's trail holds any membership event of theirs: added by the seed before and
+    since removed, or changed by an admin. Audited `member.added` by the seed. Returns
+    whether the membership was made."""
+    user = get_user_model().objects.get(username=_username(username))
+    with transaction.atomic(durable=True):
+        _lock_members(tenant)
+        if Membership.objects.filter(user=user, tenant_id=tenant).exists() or any(
+            event.data.get("person") == username
+            for event in tenant_chain_events(tenant=tenant, kinds=["member.added", "member.role", "member.removed"])
+        ):
+            return False
+        Membership.objects.create(user=user, tenant_id=tenant, role=role)
+        audit_record(
+            actor=SEED,
+            tenant=tenant,
+            kind="member.added",
+            data={"person": username, "role": role, "reason": "demo seed"},
+        )
+    return True
+
+
+def agent_steward_seed(*, tenant: str, name: str, username: str) -> bool:
+    """Give a demo operator the right over one agent's grants in `tenant`, unless the
+    tenant's trail holds any event of that right for them (given by the seed before, or
+    by an admin, or taken away since). Audited `agent.steward_added` by the seed.
+    Returns whether the right was given."""
+    agent = f"{AGENT_PREFIX}{arguments.identifier('agent', name, max_length=200)}"
+    with transaction.atomic(durable=True):
+        _lock_members(tenant)
+        membership = Membership.objects.filter(tenant_id=tenant, user__username=username).select_related("user").first()
+        if membership is None or membership.role != OPERATOR:
+            return False  # a person removed them, or made them something else: theirs to decide
+        if any(
+            (event.data.get("agent"), event.data.get("person")) == (agent, username)
+            for event in tenant_chain_events(tenant=tenant, kinds=["agent.steward_added", "agent.steward_removed"])
+        ):
+            return False
+        identity = AgentIdentity.objects.get_or_create(tenant_id=tenant, name=name)[0]
+        if _holds(membership.user, identity):
+            return False
+        assign_perm(_PERM, membership.user, identity)
+        audit_record(
+            actor=SEED,
+            tenant=tenant,
+            kind="agent.steward_added",
+            data={"agent": agent, "person": username, "reason": "demo seed"},
         )
     return True

@@ -65,3 +65,20 @@ def audit_append(*, actor: str, tenant: str, kind: str, task_id=None, data: dict
         },
     )
     return row[0]
+
+
+def audit_append_many(events: list[dict]) -> None:
+    """Append several events, each {actor, tenant, task_id, kind, data}, in one statement
+    (runtime/sql/audit_insert_many.sql). Runs on the caller's transaction."""
+    if not events:
+        return
+    db.execute(
+        "audit_insert_many",
+        {
+            "actors": [e["actor"] for e in events],
+            "tenants": [e["tenant"] for e in events],
+            "tasks": [e.get("task_id") for e in events],
+            "kinds": [e["kind"] for e in events],
+            "datas": [json.dumps(with_via(e.get("data")), default=str) for e in events],
+        },
+    )

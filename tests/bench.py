@@ -27,6 +27,9 @@ processes. Progress and details go to stderr; stdout carries only the JSON.
                            model directly, alternating, from one process (tests/bench_gateway.py,
                            in its own database; also gateway_direct_ms_p50)
     authorize_per_s        authorize() decisions per second on one connection
+    stop_tree_ms_p50/p99   a 50-task tree stopped while other tasks run: from the stop's
+                           request to the last boundary's acknowledgment, both as the
+                           database recorded them (30 trees; p99 is then the slowest)
 
 STEWARD_BENCH_DB names the database (default steward_bench); it is dropped and made anew.
 """
@@ -34,6 +37,7 @@ STEWARD_BENCH_DB names the database (default steward_bench); it is dropped and m
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import sys
@@ -167,6 +171,99 @@ def fleet_tasks_per_s(n: int = 500, runs: int = 3) -> float:
         rates.append(n / (finished - started))
     log(f"fleet runs: {[round(r) for r in rates]}")
     return statistics.median(rates)
+
+
+def stop_tree_ms(fleet, trees: int = 30, blockers: int = 2, width: int = 49) -> tuple[float, float]:
+    """Stop a tree of 50 tasks under load, `trees` times: from task_stop() to the last
+    boundary's acknowledgment, from the database's own records (the stop's requested_at,
+    its acknowledgments' times).
+
+    Each tree is a t.spawner root waiting for `width` children: `blockers` of them in a
+    step that blocks (t.stoppable, each holding a worker, which must interrupt it and
+    answer), the rest asleep on a durable timer (answered for in the stop's own
+    transaction). Meanwhile a thread keeps about 40 t.steps tasks queued in a pool of
+    their own, two of them running at a time: the load. Three workers are added to the
+    fleet's two: two for the load, two for the blockers and one for the rest of the tree.
+    (With the load's pool as wide as the fleet, its workers drained it and the tree's
+    children waited in the default pool behind it for minutes.)"""
+    import tempfile
+    import threading
+    from pathlib import Path
+
+    from django.db import connection
+    from django.db.models import Max
+
+    from runtime.models import Stop, StopAck, Task
+    from runtime.stops.services import task_stop
+    from runtime.tasks.services import task_submit
+    from tests.pools import pool_with
+
+    pool_with("bench-stop-load", actor="bench", max_running=2, max_queued=100_000)
+    fleet.workers(3)
+    done = threading.Event()
+
+    def load():
+        try:
+            while not done.is_set():
+                queued = Task.objects.filter(pool="bench-stop-load", status="queued").count()
+                for _ in range(max(0, 40 - queued)):
+                    task_submit(
+                        agent="t.steps",
+                        input={"n": 5},
+                        tenant="bench",
+                        owner="bench",
+                        actor="bench",
+                        pool="bench-stop-load",
+                    )
+                done.wait(0.05)
+        finally:
+            connection.close()
+
+    loader = threading.Thread(target=load, name="bench-stop-load", daemon=True)
+    loader.start()
+    samples, calls, outcomes = [], [], {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="steward-bench-stop-") as tmp:
+            for trial in range(trees):
+                dirs = [Path(tmp, f"{trial}-{i}") for i in range(blockers)]
+                for d in dirs:
+                    d.mkdir()
+                children = [{"agent": "t.stoppable", "input": {"dir": str(d), "how": "block"}} for d in dirs]
+                children += [{"agent": "t.sleeper", "input": {"seconds": 3600}}] * (width - blockers)
+                root = submit("t.spawner", {"children": children})
+                deadline = time.monotonic() + 300
+                while not (
+                    all(Path(d, "block").exists() for d in dirs)
+                    and Task.objects.filter(root_id=root, status="sleeping").count() == width - blockers
+                    and Task.objects.filter(id=root, status="waiting").exists()
+                ):
+                    if time.monotonic() > deadline:
+                        raise SystemExit("bench: a stop tree did not take its shape in 300 s")
+                    time.sleep(0.05)
+                began = time.perf_counter()
+                stop_id = task_stop(task_id=root, actor="user:bench", reason="bench").stop_id
+                calls.append((time.perf_counter() - began) * 1000)
+                deadline = time.monotonic() + 60
+                while not Stop.objects.filter(id=stop_id, finished_at__isnull=False).exists():
+                    if time.monotonic() > deadline:
+                        raise SystemExit("bench: a stopped tree did not finish in 60 s")
+                    time.sleep(0.02)
+                stop = Stop.objects.get(id=stop_id)
+                acks = StopAck.objects.filter(stop_id=stop_id)
+                if acks.values("task_id").distinct().count() != width + 1:
+                    raise SystemExit("bench: a stop covered fewer tasks than its tree")
+                last = acks.aggregate(at=Max("at"))["at"]
+                samples.append((last - stop.requested_at).total_seconds() * 1000)
+                outcomes[stop.outcome] = outcomes.get(stop.outcome, 0) + 1
+    finally:
+        done.set()
+        loader.join(30)
+    log(
+        f"stop tree ms: min {min(samples):.1f} max {max(samples):.1f}; the task_stop() call (its "
+        f"transaction) median {statistics.median(calls):.1f} ms; outcomes {outcomes}"
+    )
+    samples.sort()
+    return statistics.median(samples), samples[math.ceil(len(samples) * 0.99) - 1]  # nearest rank: the slowest of 30
 
 
 def wait_status(task_ids, status: str, timeout: float = 120.0, pause: float = 0.05) -> None:
@@ -360,6 +457,8 @@ def main() -> None:
         fleet.supervisors(1, interval=1.0)
         log("wake burst")
         burst_rate = wake_burst_drain_per_s(fleet_rate)
+        log("stop a tree under load")
+        stop_p50, stop_p99 = stop_tree_ms(fleet)
     finally:
         fleet.stop_all()
     log("submit backlog")
@@ -376,6 +475,8 @@ def main() -> None:
         "approval_resume_ms_p99": round(approval_p99, 2),
         "worker_rss_growth_pct": round(rss, 2),
         "submit_backlog_ratio": round(backlog_ratio, 2),
+        "stop_tree_ms_p50": round(stop_p50, 1),
+        "stop_tree_ms_p99": round(stop_p99, 1),
     }
     log("console and API (tests/bench_console.py)")
     result.update(console_and_api())

@@ -20,9 +20,19 @@ then measures, on it and on an empty database, with real `celery worker` process
                        _before: the statement it replaced), in a rolled-back transaction
     pages_ms           each list and page query the CLI, API and console use, median of 5
     verify_rows_per_s  `audit verify` over the whole trail
+    seal_check_ms      the supervisor's seal check (which tenants are due), median of 21
+    seal_make_ms       one seal of the busiest tenant: on the loaded database, the seals
+                       that bring a never-sealed trail up to date (median; _max, the
+                       slowest; seal_heads_max, the most heads one named; seal_catch_up_s
+                       and seals_made, all of them), as the first look after an upgrade
+                       or a burst meets it; on the empty one, a seal after 50 submits
+    sweep_seal_look_ms a whole sweep whose seal look runs (median of 5), once sealed
+    seal_verify_s      the seal part of `audit verify` for the busiest tenant
 
 and, on the loaded database, the statements this work replaced ("before"): the old list
-queries and pool usage, and with STEWARD_BENCH_SCALE_BEFORE=1 the old audit verify.
+queries and pool usage, the old seal check beside a version 1 seal of 100,000 heads (and
+the new check beside the same seal), and with STEWARD_BENCH_SCALE_BEFORE=1 the old audit
+verify and the old first seal of the busiest tenant.
 
 STEWARD_BENCH_SCALE_DB (default steward_scale_bench) and STEWARD_BENCH_SCALE_TASKS
 (default 1000000) choose the database and the load; the empty one is <db>_empty.
@@ -317,11 +327,11 @@ def measure(db: str, *, loaded: bool) -> dict:
 
     from runtime import db as rdb
     from runtime import paging
-    from runtime.effects.selectors import effect_page
+    from runtime.effects.selectors import EFFECTS_BY_ID, effect_page
     from runtime.limits.selectors import pool_usage
-    from runtime.tasks.selectors import AUDIT_BY_TIME, EFFECTS_BY_ID, TASKS_BY_ID, task_page
+    from runtime.tasks.selectors import TASKS_BY_ID, task_page
     from runtime.tasks.services import task_submit
-    from runtime.trail.selectors import audit_page
+    from runtime.trail.selectors import AUDIT_BY_TIME, audit_page
     from runtime.worker.supervisor import sweep
     from tests.pools import pool_with
 
@@ -350,7 +360,19 @@ def measure(db: str, *, loaded: bool) -> dict:
         except Rollback:
             pass
     figures["claim_ms"] = round(statistics.median(claims), 2)
-    figures["sweep_ms"] = median_ms(lambda: sweep(supervisor_id="bench"), repeat=11)
+    if loaded:
+        # The load's trail starts never sealed on every run (a previous run sealed it): the
+        # first sweep's seal look then meets what the first look after a burst or an
+        # upgrade meets, and seal_figures() measures the rest of the catch-up.
+        with connection.cursor() as cur:
+            cur.execute("TRUNCATE steward_audit_seal_head, steward_audit_seal")
+    sweeps = []
+    for _ in range(11):
+        started = time.perf_counter()
+        sweep(supervisor_id="bench")
+        sweeps.append((time.perf_counter() - started) * 1000)
+    figures["sweep_ms"] = round(statistics.median(sweeps), 2)
+    figures["sweep_ms_first"] = round(sweeps[0], 2)  # the one whose seal look ran
     figures.update(stale_probe_ms())
 
     with connection.cursor() as cur:
@@ -422,6 +444,58 @@ def measure(db: str, *, loaded: bool) -> dict:
         fn()  # warm: first plans, first pages into the cache
     figures["pages_ms"] = {name: median_ms(fn) for name, fn in pages.items()}
     figures["pages_ms_max"] = max(figures["pages_ms"].values())
+    figures.update(seal_figures(loaded=loaded))
+    return figures
+
+
+def seal_figures(*, loaded: bool) -> dict:
+    """What sealing the audit trail costs (runtime/trail/seals.py, issue 20): the
+    check every supervisor's look makes, making seals (on the loaded database, every
+    seal it takes to bring the never-sealed trail up to date, one after another as
+    looks would), a sweep whose seal look runs, and the seals' part of verify."""
+    from runtime import db as rdb
+    from runtime.tasks.services import task_submit
+    from runtime.trail.seals import SEAL_ROWS, audit_seal_now, seal_problems, seal_tenant
+    from runtime.worker import supervisor
+
+    tenant = "acme" if loaded else "bench"
+    figures: dict = {}
+    if not loaded:
+        for _ in range(50):
+            task_submit(agent="t.steps", input={"n": 1}, tenant="bench", owner="bench", actor="bench", pool="bench")
+    made, started = [], time.monotonic()
+    while True:
+        began = time.perf_counter()
+        seal = seal_tenant(tenant)
+        if seal is None:
+            break
+        made.append(((time.perf_counter() - began) * 1000, seal.chains))
+        if not seal.behind:
+            break
+        if len(made) % 50 == 0:
+            log(f"sealing {tenant}: {len(made)} seals, {time.monotonic() - started:.0f} s")
+    if made:
+        figures["seal_make_ms"] = round(statistics.median(ms for ms, _ in made), 1)
+        figures["seal_make_ms_max"] = round(max(ms for ms, _ in made), 1)
+        figures["seal_heads_max"] = max(n for _, n in made)
+        figures["seals_made"] = len(made)
+        figures["seal_catch_up_s"] = round(time.monotonic() - started, 1)
+        figures["seal_rows_bound"] = 2 * SEAL_ROWS
+    audit_seal_now()  # the other tenants, unmeasured: the look below is then the steady state's
+    check = lambda: rdb.fetchall("audit_seal_due", {"every": 3600})  # noqa: E731
+    check()
+    figures["seal_check_ms"] = median_ms(check, repeat=21)
+
+    def look():
+        supervisor._last_seal_look[0] = float("-inf")
+        supervisor.sweep(supervisor_id="bench")
+
+    figures["sweep_seal_look_ms"] = median_ms(look)
+    started = time.monotonic()
+    problems = seal_problems(tenant=tenant)
+    figures["seal_verify_s"] = round(time.monotonic() - started, 2)
+    if problems:
+        raise SystemExit(f"bench-scale: the seals do not verify: {problems[:3]}")
     return figures
 
 
@@ -526,6 +600,17 @@ ORDER BY id LIMIT 1
 """
 
 
+# The seal's first statement before issue 20 (runtime/sql/audit_seal_heads.sql then): the
+# head of every chain with an event since the last seal less the lookback, all of them;
+# for a tenant never sealed, since the beginning.
+OLD_SEAL_HEADS = """
+SELECT DISTINCT ON (a.chain) a.chain, a.chain_seq, a.hash
+FROM steward_audit a
+WHERE a.tenant = %(tenant)s AND a.at >= %(since)s
+ORDER BY a.chain, a.chain_seq DESC
+"""
+
+
 def before_figures() -> dict:
     from django.db import connection
 
@@ -533,12 +618,70 @@ def before_figures() -> dict:
     with connection.cursor() as cur:
         for name, statement in BEFORE.items():
             figures[name] = median_ms(lambda: cur.execute(statement) or cur.fetchall(), repeat=3)
-        if os.environ.get("STEWARD_BENCH_SCALE_BEFORE") == "1":
-            log("the old audit verify (a window over the whole trail, sorted)")
+    if os.environ.get("STEWARD_BENCH_SCALE_BEFORE") == "1":
+        from django.db import transaction
+
+        log("the old audit verify (a window over the whole trail, sorted)")
+        with transaction.atomic(), connection.cursor() as cur:
+            cur.execute("SET LOCAL statement_timeout = 0")  # one statement over the whole trail
             started = time.monotonic()
             cur.execute(OLD_VERIFY)
             cur.fetchall()
             figures["verify_seconds"] = round(time.monotonic() - started, 1)
+    figures.update(seal_check_before())
+    if os.environ.get("STEWARD_BENCH_SCALE_BEFORE") == "1":
+        log("the old first seal of acme (every chain head since the beginning)")
+        from django.db import transaction
+
+        with transaction.atomic(), connection.cursor() as cur:
+            cur.execute("SET LOCAL statement_timeout = 0")
+            started = time.monotonic()
+            cur.execute(OLD_SEAL_HEADS, {"tenant": "acme", "since": EPOCH})
+            rows = cur.fetchall()
+            figures["seal_make_ms"] = round((time.monotonic() - started) * 1000, 1)
+        heads = {chain: [n, bytes(h).hex()] for chain, n, h in rows}  # the old seal's one JSON value
+        figures["seal_heads"] = len(heads)
+        figures["seal_bytes"] = len(json.dumps(heads))
+    return figures
+
+
+def seal_check_before(chains: int = 100_000) -> dict:
+    """The seal check as it was (each tenant's latest seal read whole, heads and all) and
+    as it is, beside a version 1 seal of `chains` heads (about 9.7 MB of JSON, as the issue
+    measured) as acme's latest: written in a transaction rolled back afterwards."""
+    from django.db import connection, transaction
+
+    from runtime import db as rdb
+    from runtime.models import AuditSeal
+
+    class Rollback(Exception):
+        pass
+
+    figures = {}
+    try:
+        with transaction.atomic(), connection.cursor() as cur:
+            cur.execute(
+                """
+                INSERT INTO steward_audit_seal (tenant, seq, sealed_at, version, heads, behind, key_id, prev_mac, mac)
+                SELECT 'acme', coalesce((SELECT max(seq) FROM steward_audit_seal WHERE tenant = 'acme'), 0) + 1,
+                       now(), 1, jsonb_object_agg('task:' || gen_random_uuid(),
+                                                  jsonb_build_array(10, encode(sha256(g::text::bytea), 'hex'))),
+                       false, 'bench', '', ''
+                FROM generate_series(1, %s) g""",
+                [chains],
+            )
+            tenants = [t for (t,) in rdb.fetchall("audit_tenants", {})]
+
+            def old_check():
+                for tenant in tenants:
+                    AuditSeal.objects.filter(tenant=tenant).order_by("-seq").first()
+
+            figures["seal_check_ms"] = median_ms(old_check)
+            figures["seal_check_ms_after"] = median_ms(lambda: rdb.fetchall("audit_seal_due", {"every": 60}))
+            figures["seal_check_chains"] = chains
+            raise Rollback
+    except Rollback:
+        pass
     return figures
 
 
@@ -573,6 +716,10 @@ def sizes() -> dict:
         db_bytes, audit_total, audit_heap, tasks, audit = cur.fetchone()
         cur.execute(ROW_BYTES)
         now, before = cur.fetchone()
+        cur.execute(
+            "SELECT pg_total_relation_size('steward_audit_seal_head'), pg_total_relation_size('steward_audit_seal')"
+        )
+        heads_bytes, seals_bytes = cur.fetchone()
     return {
         "tasks": tasks,
         "audit_rows": audit,
@@ -581,6 +728,7 @@ def sizes() -> dict:
         "audit_heap_bytes_per_row": round(audit_heap / max(audit, 1)),
         "audit_row_bytes": round(float(now or 0)),
         "audit_row_bytes_before": round(float(before or 0)),
+        "seal_bytes_per_task": round((heads_bytes + seals_bytes) / max(tasks, 1)),
     }
 
 

@@ -21,6 +21,10 @@ SCOPE_MAX = 100  # entries in a child's requested scope
 
 PERSON = "user:"
 AGENT = "agent:"
+# The demo's seed (console/dev/demo/seed.py, debug only): the one actor that is not a
+# person and may still give a grant, through grant_seed alone, so that what it gives is
+# audited as the seed and never as a person (migration 0023 lets granted_by name it).
+SEED = "system:seed"
 # What an action looks like: `model.chat`, `tool.search`, `http.post`.
 _ACTION = re.compile(r"[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)*\Z")
 

@@ -15,7 +15,8 @@ from django.utils import timezone
 from runtime import arguments, db
 from runtime.audit import audit_append, with_via
 from runtime.authz import POLICY_VERSION, patterns
-from runtime.authz.selectors import TASKS_SHOWN, grant_get, tasks_under
+from runtime.authz.patterns import SEED  # noqa: F401 - the seed's actor, for the web side
+from runtime.authz.selectors import TASKS_SHOWN, grant_get, seeded_grants, tasks_under
 from runtime.errors import (
     ArgumentOutOfRange,
     AuthorityDenied,
@@ -81,32 +82,91 @@ def grant_create(
     patterns.resource(resource)
     _expiry(expires_at)
     with transaction.atomic(durable=True):
-        revision = _bump(tenant)
-        grant = Grant.objects.create(
+        return _insert(
             tenant=tenant,
             principal=principal,
             action=action,
             resource=resource,
             expires_at=expires_at,
-            granted_by=actor,
+            actor=actor,
+            revision=_bump(tenant),
+        )
+
+
+def grant_seed(*, tenant: str, principal: str, action: str, resource: str) -> Grant | None:
+    """Give what the demo's seed gives (console/dev/demo/seed.py, debug only), as the seed
+    (patterns.SEED) and at most once: never again after a person narrowed, revoked or
+    removed it, and never beside a grant that would make it wider. Returns the grant
+    made, or None when what is there was kept.
+
+    1. Check every argument's form.
+    2. In one durable transaction: bump the tenant's authz_revision first, which takes
+       the lock every grant change of the tenant takes (two seeds racing make one grant).
+    3. Keep what is there, rolling the bump back, when
+       a. the seed gave this principal this action on this resource before (its
+          `grant.created` is in the trail): whatever became of that grant since is a
+          person's doing, a removal included;
+       b. or a grant of the principal and action exists in any state (live, narrowed,
+          revoked, expired) whose resource overlaps this one: a person's, or one an
+          older seed made in a person's name. Adding this one beside it would re-create
+          what was narrowed or revoked, or widen what is there.
+    4. Otherwise insert it, granted by the seed, and audit `grant.created` by the seed.
+    """
+    arguments.tenant(tenant)
+    patterns.principal(principal)
+    patterns.action(action)
+    patterns.resource(resource)
+    with transaction.atomic(durable=True):
+        revision = _bump(tenant)
+        seeded_before = seeded_grants(tenant=tenant)
+        overlapping = any(
+            patterns.meet(resource, other) is not None
+            for other in Grant.objects.filter(tenant=tenant, principal=principal, action=action).values_list(
+                "resource", flat=True
+            )
+        )
+        if (principal, action, resource) in seeded_before or overlapping:
+            transaction.set_rollback(True)  # a revision counts committed changes only
+            return None
+        return _insert(
+            tenant=tenant,
+            principal=principal,
+            action=action,
+            resource=resource,
+            expires_at=None,
+            actor=patterns.SEED,
             revision=revision,
         )
-        audit_append(
-            actor=actor,
-            tenant=tenant,
-            kind="grant.created",
-            data={
-                "grant": grant.id,
-                "principal": principal,
-                "action": action,
-                "resource": resource,
-                "expires_at": expires_at,
-                "authz_revision": revision,
-            },
-        )
-        # Read back inside the transaction: the grant as this change left it (with
-        # granted_at as the database set it), not as a later change may have.
-        return Grant.objects.get(id=grant.id)
+
+
+def _insert(*, tenant, principal, action, resource, expires_at, actor, revision) -> Grant:
+    """Insert a grant stamped with `revision` and audit `grant.created` naming it, on the
+    caller's transaction (which bumped the revision)."""
+    grant = Grant.objects.create(
+        tenant=tenant,
+        principal=principal,
+        action=action,
+        resource=resource,
+        expires_at=expires_at,
+        granted_by=actor,
+        revision=revision,
+    )
+    audit_append(
+        actor=actor,
+        tenant=tenant,
+        kind="grant.created",
+        data={
+            "grant": grant.id,
+            "principal": principal,
+            "action": action,
+            "resource": resource,
+            "expires_at": expires_at,
+            "authz_revision": revision,
+        },
+    )
+    # Read back inside the transaction: the grant as this change left it (with
+    # granted_at as the database set it), not as a later change may have.
+    return Grant.objects.get(id=grant.id)
 
 
 def grant_narrow(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import psycopg
 from django.db import IntegrityError
@@ -72,6 +73,7 @@ class Admission:
     budget: dict | None = None  # a budget_exhausted denial's budget: {scope, limit, used}
     quota: Taken | None = None  # a quota_exceeded or quota_unavailable denial's quota, and when to retry
     checked_at: float = field(default_factory=time.monotonic)
+    decided_at: datetime | None = None  # the database time the call was last decided (gateway_recheck)
 
     @property
     def admitted(self) -> bool:
@@ -186,20 +188,30 @@ def gateway_recheck(admission: Admission, *, now: float | None = None) -> Decisi
     """Between a stream's chunks: None while the call may go on, or the denying Decision.
 
     At most every RECHECK_SECONDS, one round trip (runtime/sql/gateway_recheck.sql)
-    reads the tenant's authz_revision and the task's status by their primary keys; only
-    when the revision moved (a grant changed) or the task is no longer running (a stop)
-    is the call decided again on current rows, recorded like any decision: a stopped
-    task's token is denied task_stopped. An unchanged revision of a running task means
-    the last decision stands (an expiry passing mid-stream is seen at the next call)."""
+    reads the tenant's authz_revision and the task's status by their primary keys, and
+    whether a grant of the tenant for the call's action expired since the call was last
+    decided. Only when the revision moved (a grant changed), the task is no longer
+    running (a stop), or such an expiry passed (which moves no revision: issue 20 found
+    a stream outliving its grant's expiry) is the call decided again on current rows,
+    recorded like any decision: a stopped task's token is denied task_stopped, an
+    expired grant grant_expired. Otherwise the last decision stands."""
     now = time.monotonic() if now is None else now
     if now - admission.checked_at < RECHECK_SECONDS:
         return None
     admission.checked_at = now
-    revision, status = db.fetchone("gateway_recheck", {"tenant": admission.tenant, "task": admission.task_id})
-    if revision == admission.revision and status == states.RUNNING:
+    revision, status, expired = db.fetchone(
+        "gateway_recheck",
+        {
+            "tenant": admission.tenant,
+            "task": admission.task_id,
+            "action": admission.action,
+            "since": admission.decided_at or admission.decision.at,
+        },
+    )
+    if revision == admission.revision and status == states.RUNNING and not expired:
         return None
     decision = token_decide(claims=admission.claims, action=admission.action, resource=admission.resource)
-    admission.revision = decision.authz_revision
+    admission.revision, admission.decided_at = decision.authz_revision, decision.at
     return None if decision.allowed else decision
 
 

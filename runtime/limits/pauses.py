@@ -28,14 +28,19 @@ fan-out trip (states.FANOUT_BREAKERS) pauses every task of the tree; a runaway t
    every task it holds, each audited. The tripped task itself is resumed like any
    tripped task, usually with a raised limit; resumed without one, it trips again and
    pauses the tree again, visibly.
+4. **Stopping** the tree (tree_pauses_close, from the stop's transaction): once every
+   task of the tree is stopping or finished, the pause has nothing left to hold and is
+   closed, audited with the stop it came from. A stop of a subtree leaves it open.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from runtime import db
 from runtime.attempts import dispatch
+from runtime.audit import with_via
 from runtime.errors import BreakerTripped, TreePaused
 from runtime.models import TreePause
 
@@ -104,6 +109,24 @@ def tree_release(*, root_id, task_id, actor: str, note: str) -> Released | None:
         if pool is not None:
             dispatch.pool_has_work(pool, count)
     return Released(rows[0][0], sum(count for _, pool, count in rows if pool is not None))
+
+
+def tree_pauses_close(*, task_ids: list, stop_id, actor: str, reason: str) -> list[int]:
+    """Close the open pause of each tree of `task_ids` that the stop left with no live
+    task outside it (tree_pause_close.sql), audited `task.pause_closed` in the root's
+    chain. Call in the stop's transaction, after its tasks moved to stopping. Returns
+    the pauses closed."""
+    rows = db.fetchall(
+        "tree_pause_close",
+        {
+            "tasks": task_ids,
+            "stop": str(stop_id),
+            "actor": actor,
+            "reason": reason,
+            "via": json.dumps(with_via({})),
+        },
+    )
+    return [row[0] for row in rows]
 
 
 def open_pause(root_id) -> TreePause | None:

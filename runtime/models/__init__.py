@@ -20,7 +20,7 @@ from runtime.models.grant import AuthzRevision, Grant
 from runtime.models.pause import TreePause
 from runtime.models.pool import Pool, PoolCount
 from runtime.models.process import Process, ProcessMinute
-from runtime.models.seal import AuditSeal
+from runtime.models.seal import AuditSeal, AuditSealHead
 from runtime.models.slot import Slot
 from runtime.models.step import Step
 from runtime.models.stop import AgentSwitch, Stop, StopAck
@@ -33,6 +33,7 @@ __all__ = [
     "Attempt",
     "AuditEvent",
     "AuditSeal",
+    "AuditSealHead",
     "AuthzRevision",
     "Budget",
     "Decision",

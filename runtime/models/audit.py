@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
+from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Now
 
 
@@ -33,7 +35,19 @@ class AuditEvent(models.Model):
         # A tenant's trail newest first, and a time range of it, off one index
         # (runtime/trail/selectors.py audit_page); a task's events are its chain, found
         # through audit_chain_seq.
-        indexes = [models.Index(fields=["tenant", "at", "id"], name="audit_tenant_at")]
+        indexes = [
+            models.Index(fields=["tenant", "at", "id"], name="audit_tenant_at"),
+            # A grant's history (runtime/authz/selectors.py grant_events): grant events
+            # only, by tenant and grant id. Partial, so it holds a few rows however long
+            # the trail grows, and every other audit row costs it one failed LIKE.
+            models.Index(
+                "tenant",
+                KeyTransform("grant", "data"),
+                "id",
+                name="audit_grant_events",
+                condition=Q(kind__startswith="grant."),
+            ),
+        ]
 
     def __str__(self):
         return f"#{self.id} {self.kind} by {self.actor}"

@@ -42,8 +42,13 @@ class Grant(models.Model):
                 name="grant_principal_is_agent_or_user",
             ),
             # Only people change grants (runtime/authz/services.py refuses the rest first;
-            # this holds it against any other writer).
-            models.CheckConstraint(condition=Q(granted_by__startswith="user:"), name="grant_granted_by_person"),
+            # this holds it against any other writer). The one exception gives, never
+            # narrows or revokes: the demo's seed (grant_seed, debug only), so that what
+            # it gives is never attributed to a person (migration 0023).
+            models.CheckConstraint(
+                condition=Q(granted_by__startswith="user:") | Q(granted_by="system:seed"),
+                name="grant_granted_by_person_or_seed",
+            ),
             models.CheckConstraint(
                 condition=(
                     Q(revoked_at__isnull=True, revoked_by="")

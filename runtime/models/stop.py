@@ -4,7 +4,7 @@ and runtime/stops/ for how a stop runs."""
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import Func, Q
 from django.db.models.functions import Now
 
 from runtime import states
@@ -12,6 +12,13 @@ from runtime.ids import uuid7
 from runtime.models.choices import choices as _choices
 
 STOP_OUTCOMES = ("acknowledged", "bounded")  # every boundary answered / the bound passed first
+
+# A stop's times are its transactions' time, now(): the instant its audit rows carry
+# (the link trigger stamps now()) and its cancellations stamp (stop_settle.sql). Django's
+# Now() is the statement's time instead, a few milliseconds later in the same
+# transaction, and a stop settled in the transaction that requested it then read as
+# finished before it was requested (issue 20: ...09.986 against ...09.989).
+TRANSACTION_NOW = Func(function="now", output_field=models.DateTimeField())
 
 
 class Stop(models.Model):
@@ -27,7 +34,7 @@ class Stop(models.Model):
     agent = models.CharField(max_length=200, null=True, blank=True)
     actor = models.CharField(max_length=200)
     reason = models.CharField(max_length=2000)
-    requested_at = models.DateTimeField(db_default=Now())
+    requested_at = models.DateTimeField(db_default=TRANSACTION_NOW)
     # Each level of the tree waits at most this long for its boundaries (leaves first).
     bound_seconds = models.FloatField()
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -54,7 +61,7 @@ class StopAck(models.Model):
     stop = models.ForeignKey(Stop, on_delete=models.PROTECT, related_name="acks", db_index=False)
     task = models.ForeignKey("runtime.Task", on_delete=models.PROTECT, related_name="stop_acks", db_index=False)
     boundary = models.CharField(max_length=32, choices=_choices(states.STOP_BOUNDARIES))
-    at = models.DateTimeField(db_default=Now())
+    at = models.DateTimeField(db_default=TRANSACTION_NOW)  # never before the stop's requested_at
     by = models.CharField(max_length=200, help_text="The process or service that acknowledged.")
     detail = models.JSONField(default=dict)
 

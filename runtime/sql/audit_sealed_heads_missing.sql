@@ -1,6 +1,8 @@
--- Chains whose latest sealed head is no longer in the trail as it was sealed: the row
--- at that chain_seq is gone (the chain's newest rows, or the whole chain, were deleted)
--- or holds another hash. Each chain is checked at the head its most recent seal names.
+-- Chains whose latest head sealed by a version 1 seal (its heads in one JSON object,
+-- before migration 0023) is no longer in the trail as it was sealed: the row at that
+-- chain_seq is gone (the chain's newest rows, or the whole chain, were deleted) or holds
+-- another hash. Each chain is checked at the head its most recent such seal names;
+-- version 2 seals are checked by audit_seal_heads_check.sql.
 WITH latest AS (
     SELECT DISTINCT ON (h.key) h.key AS chain, (h.value ->> 0)::integer AS seq,
            decode(h.value ->> 1, 'hex') AS hash, s.seq AS seal

@@ -27,9 +27,10 @@ WITH acks AS (
            || %(via)s::jsonb  -- the channel and credential of the action that settled it, if one did
     FROM done
 ), finished AS (
-    -- The stop is over once no task it covers is live.
+    -- The stop is over once no task it covers is live. One clock with its request (now():
+    -- in the requesting transaction, the same instant), and never before it.
     UPDATE steward_stop s
-    SET finished_at = now(),
+    SET finished_at = greatest(now(), s.requested_at),
         outcome = CASE WHEN EXISTS (
             SELECT 1 FROM steward_task x WHERE x.stop_id = s.id AND x.id <> %(task)s
               AND (SELECT count(DISTINCT a.boundary) FROM steward_stop_ack a

@@ -9,12 +9,14 @@ import uuid
 from dataclasses import dataclass, field
 
 from django.db import transaction
+from django.db.models import F
 from django.db.models.functions import Now
 
 from runtime import arguments, config, db, states
 from runtime.attempts.transitions import wake_parent
-from runtime.audit import audit_append, with_via
+from runtime.audit import audit_append, audit_append_many, with_via
 from runtime.errors import InvalidTransition
+from runtime.limits.pauses import tree_pauses_close
 from runtime.models import AgentSwitch, Stop, StopAck, Task
 from runtime.tasks.selectors import task_get
 from runtime.tasks.services import insert_task
@@ -109,7 +111,7 @@ def agent_stop(*, tenant: str, agent: str, actor: str, reason: str, bound_second
         )
         roots = _live_roots(tenant, agent)
         if not roots:  # nothing to wait for: the stop is over as it starts
-            Stop.objects.filter(id=stop.id).update(finished_at=Now(), outcome="acknowledged")
+            Stop.objects.filter(id=stop.id).update(finished_at=F("requested_at"), outcome="acknowledged")
             return StopStarted(stop_id=stop.id)
         rows = _lock_tree(roots)
         if rows:
@@ -180,7 +182,7 @@ def _stop_rows(stop: Stop, rows, *, requested_on) -> StopStarted:
     db.execute(
         "stop_begin", {"ids": ids, "after": deadlines, "stop": stop.id, "note": f"stopping: {stop.reason}"[:500]}
     )
-    acks = []
+    acks, events = [], []
     for task_id, _parent, status, epoch, wake_at, waiting_on, _depth, attempt_open, calls in rows:
         started.tasks.append(task_id)
         acks.append(
@@ -227,27 +229,36 @@ def _stop_rows(stop: Stop, rows, *, requested_on) -> StopStarted:
                     detail={"in_flight": [], "tokens": "refused from the stop's commit on"},
                 )
             )
-        audit_append(
-            actor=stop.actor,
-            tenant=stop.tenant,
-            task_id=task_id,
-            kind="task.stopping",
-            data={
-                "stop": str(stop.id),
-                "reason": stop.reason,
-                "was": status,
-                **({"requested_on": str(requested_on)} if requested_on else {"agent": stop.agent}),
-                **({"attempt_running": epoch} if attempt_open else {}),
-                **({"calls_in_flight": calls} if calls else {}),
-            },
+        events.append(
+            {
+                "actor": stop.actor,
+                "tenant": stop.tenant,
+                "task_id": task_id,
+                "kind": "task.stopping",
+                "data": {
+                    "stop": str(stop.id),
+                    "reason": stop.reason,
+                    "was": status,
+                    **({"requested_on": str(requested_on)} if requested_on else {"agent": stop.agent}),
+                    **({"attempt_running": epoch} if attempt_open else {}),
+                    **({"calls_in_flight": calls} if calls else {}),
+                },
+            }
         )
+    # One statement for the tree's task.stopping rows, as one for its acknowledgments: a
+    # round trip per task was most of a large stop's time on a busy machine (issue 20).
+    audit_append_many(events)
     StopAck.objects.bulk_create(acks)
+    # A paused tree the stop covers whole: its pause holds nothing any more (ADR 0021).
+    tree_pauses_close(task_ids=ids, stop_id=stop.id, actor=stop.actor, reason=stop.reason)
     # Workers holding a lease of these tasks hear of it at once (runtime/worker/), not
     # at their next write; delivered at commit, so never for a stop that rolled back.
     db.execute("stop_notify", {"payload": str(stop.id)})
-    # Leaves first: deepest rows first, so each parent is tried after its children.
+    # Leaves first: deepest rows first, so each parent is tried after its children. A
+    # parent under this stop is stopping, never waiting: nothing to wake there.
+    stopping = set(ids)
     for task_id in [row[0] for row in sorted(rows, key=lambda r: -r[6])]:
-        if _settle_one(task_id, actor=stop.actor, due=False):  # the whole tree is locked already
+        if _settle_one(task_id, actor=stop.actor, due=False, stopping=stopping):  # the tree is locked already
             started.cancelled.append(task_id)
     started.stopping = [t for t in started.tasks if t not in started.cancelled]
     return started
@@ -331,14 +342,15 @@ def _settle_chain(chain: list, *, actor: str, due: bool) -> int:
     return cancelled
 
 
-def _settle_one(task_id, *, actor: str, due: bool) -> bool:
+def _settle_one(task_id, *, actor: str, due: bool, stopping: set = frozenset()) -> bool:
     """stop_settle.sql for one task, whose parent's row lock the caller holds. Returns
-    whether the task was cancelled; wakes its parent if that waits for it."""
+    whether the task was cancelled; wakes its parent if that waits for it (a parent in
+    `stopping`, moved to stopping in the caller's transaction, does not)."""
     row = db.fetchone("stop_settle", {"task": task_id, "actor": actor, "due": due, "via": json.dumps(with_via({}))})
     if row is None:
         return False
     parent_id = row[1]
-    if parent_id is not None:
+    if parent_id is not None and parent_id not in stopping:
         wake_parent(parent_id=parent_id, child_id=task_id, actor=actor)  # matches only a waiting parent
     return True
 

@@ -60,6 +60,14 @@ def audit_page(
     )
 
 
+def tenant_chain_events(*, tenant: str, kinds: list[str]) -> list[AuditEvent]:
+    """The tenant's own chain (events about no task: members, tokens, grants, switches),
+    oldest first, of these kinds: read off audit_chain_seq, so it costs the tenant-level
+    events, never the tasks' (the demo's seed asks it what people did before it)."""
+    chain = chain_of(tenant=arguments.tenant(tenant))
+    return list(AuditEvent.objects.filter(chain=chain, kind__in=kinds).order_by("chain_seq"))
+
+
 def _before_in_time(qs, key):
     # A row comparison, so the index serves it as one range: (at, id) < (cursor's at, id).
     return qs.extra(where=['("steward_audit"."at", "steward_audit"."id") < (%s, %s)'], params=list(key))

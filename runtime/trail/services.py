@@ -17,7 +17,7 @@ from django.db.models.functions import Now
 from runtime import arguments, db
 from runtime.audit import acting_through, audit_append
 from runtime.models import AuditEvent
-from runtime.trail.seals import SealProblem, audit_seal, seal_problems
+from runtime.trail.seals import SealProblem, audit_seal, audit_seal_now, seal_problems
 
 __all__ = [
     "acting_through",
@@ -27,6 +27,7 @@ __all__ = [
     "audit_problems",
     "audit_check",
     "audit_seal",
+    "audit_seal_now",
     "AuditCheck",
     "Tampered",
     "Progress",

@@ -61,7 +61,7 @@ def finish(task: Task, status: str = states.COMPLETED) -> None:
 
 
 def test_the_watch_says_nothing_while_the_demo_runs_and_a_line_when_a_task_needs_an_operator(db):
-    seed_demo(actor="demo-seed")
+    seed_demo()
     watch = DemoWatch()
     assert watch.poll() == [] and not watch.done  # queued: nothing to say
 
@@ -79,7 +79,7 @@ def test_the_watch_says_nothing_while_the_demo_runs_and_a_line_when_a_task_needs
 
 
 def test_the_watch_says_how_to_decide_a_seeded_task_waiting_for_approval(db):
-    seed_demo(actor="demo-seed")
+    seed_demo()
     watch = DemoWatch()
     research = seeded("research.batch")
     Task.objects.filter(id=research.id).update(
@@ -95,7 +95,7 @@ def test_the_watch_says_how_to_decide_a_seeded_task_waiting_for_approval(db):
 
 
 def test_the_watch_says_when_each_task_finishes_and_when_all_have(db):
-    seed_demo(actor="demo-seed")
+    seed_demo()
     watch = DemoWatch()
     research, notify = seeded("research.batch"), seeded("notify.send")
     other = seeded("research.batch", tenant="globex")
@@ -114,7 +114,7 @@ def test_the_watch_says_when_each_task_finishes_and_when_all_have(db):
 
 
 def test_watch_demo_prints_those_lines_and_exits_once_every_demo_task_has_finished(db):
-    seed_demo(actor="demo-seed")
+    seed_demo()
     for tenant, agent in (("acme", "research.batch"), ("acme", "notify.send"), ("globex", "research.batch")):
         finish(seeded(agent, tenant))
     out = io.StringIO()

@@ -44,6 +44,8 @@ EVENTS = {
     "stop_settle.sql": ["cancel"],
     "tree_hold.sql": ["hold"],
     "tree_release.sql": ["release"],
+    # Read only: whether any task of the tree is still live outside the stop.
+    "tree_pause_close.sql": ["stop"],
     "pause_lifted.sql": ["release"],
     # Read only: what a tree's pause holds (blocked) and what still runs.
     "tree_pause_view.sql": ["pause"],

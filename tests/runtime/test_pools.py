@@ -213,14 +213,14 @@ def test_a_pool_any_task_ever_named_cannot_be_removed(db):
 
 
 def test_seeding_twice_keeps_the_limits_an_operator_changed(db):
-    first = seed_demo(actor="user:alice")
+    first = seed_demo()
     assert {name: Pool.objects.get(name=name).max_running for name in POOLS} == {
         name: limits["max_running"] for name, limits in POOLS.items()
     }
     pool_set_limits(name="research", max_running=9, max_queued=90, actor="user:bob")
     tasks, limits_changes = Task.objects.count(), len(pool_events("pool.limits"))
 
-    again = seed_demo(actor="user:alice")
+    again = seed_demo()
 
     research = Pool.objects.get(name="research")
     assert (research.max_running, research.max_queued) == (9, 90)

@@ -18,7 +18,7 @@ from django.db import connection, transaction
 
 from runtime.audit import audit_append
 from runtime.models import AuditEvent, AuditSeal
-from runtime.trail.seals import audit_seal, seal_problems, sealed_heads
+from runtime.trail.seals import audit_seal, merkle_root, seal_heads, seal_problems, sealed_heads
 from runtime.trail.services import audit_check, audit_problems
 from tests.harness import race
 from tests.runtime.inprocess import run, submit
@@ -40,11 +40,18 @@ def _chain_rows(task_id) -> list[AuditEvent]:
     return list(AuditEvent.objects.filter(task_id=task_id).order_by("chain_seq"))
 
 
+def _heads(seal: AuditSeal) -> dict:
+    """{chain: [chain_seq, hash as hex]}: what the seal names, as version 1 wrote it."""
+    return {chain: [n, digest.hex()] for chain, n, digest in seal_heads(seal)}
+
+
 def test_a_seal_names_the_head_of_every_chain_that_moved(sealed):
     (seal,) = AuditSeal.objects.filter(tenant="acme")
     for task_id in sealed:
         head = _chain_rows(task_id)[-1]
-        assert seal.heads[head.chain] == [head.chain_seq, bytes(head.hash).hex()]
+        assert _heads(seal)[head.chain] == [head.chain_seq, bytes(head.hash).hex()]
+    assert (seal.version, seal.heads, seal.chains) == (2, None, len(_heads(seal)))
+    assert bytes(seal.root) == merkle_root(seal_heads(seal))
     assert sealed_heads(tenants=["acme"])[f"task:{sealed[0]}"][0] == _chain_rows(sealed[0])[-1].chain_seq
 
 
@@ -91,7 +98,7 @@ def test_a_forged_seal_and_a_seal_dropped_from_the_middle_are_named(sealed):
     audit_seal(every=0)
     assert list(AuditSeal.objects.filter(tenant="acme").values_list("seq", flat=True).order_by("seq")) == [1, 2, 3]
 
-    bypassing_the_triggers("UPDATE steward_audit_seal SET heads = '{}'::jsonb WHERE tenant = 'acme' AND seq = 3")
+    bypassing_the_triggers("UPDATE steward_audit_seal SET chains = 0 WHERE tenant = 'acme' AND seq = 3")
     assert [p.detail for p in seal_problems(tenant="acme")] == [
         "seal #3 is not authentic: its MAC does not match its content"
     ]
@@ -162,14 +169,14 @@ def test_an_event_that_commits_after_a_seal_it_began_before_is_covered_by_the_ne
     submit("t.steps", {"n": 1})  # something else moved, so this seal is made
     run()
     (meanwhile,) = [s for s in audit_seal(every=0) if s.tenant == "acme"]
-    assert "tenant:acme" not in meanwhile.heads  # it cannot see the uncommitted event
+    assert "tenant:acme" not in _heads(meanwhile)  # it cannot see the uncommitted event
     release.set()
     writer.join(10)
     late = AuditEvent.objects.get(kind="test.late")
     audit_seal(every=0)
     latest = AuditSeal.objects.filter(tenant="acme").order_by("-seq").first()
     assert latest.seq == meanwhile.seq + 1
-    assert latest.heads.get(late.chain) == [late.chain_seq, bytes(late.hash).hex()]
+    assert _heads(latest).get(late.chain) == [late.chain_seq, bytes(late.hash).hex()]
     assert seal_problems() == []
 
 
@@ -192,8 +199,11 @@ def test_the_cli_seals_now_exports_the_seals_and_verify_names_a_missing_sealed_r
     out = io.StringIO()
     call_command("steward", "audit", "seals", "--tenant", "acme", stdout=out)
     exported = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert [(s["tenant"], s["seq"]) for s in exported] == [("acme", 1)]
-    assert exported[0]["heads"][newest.chain] == [newest.chain_seq, bytes(newest.hash).hex()]
+    assert [(s["tenant"], s["seq"], s["version"]) for s in exported] == [("acme", 1, 2)]
+    (seal,) = AuditSeal.objects.filter(tenant="acme")
+    assert _heads(seal)[newest.chain] == [newest.chain_seq, bytes(newest.hash).hex()]
+    assert (exported[0]["root"], exported[0]["chains"]) == (merkle_root(seal_heads(seal)).hex(), seal.chains)
+    assert "heads" not in exported[0]  # a version 2 seal's heads stay in the database; the root covers them
 
     bypassing_the_triggers("DELETE FROM steward_audit WHERE id = %s", [newest.id])
     with pytest.raises(CommandError) as refused:

@@ -258,3 +258,42 @@ def test_the_cli_shows_the_pause_and_says_what_its_resume_lifted():
     assert f"pause {pause.id}: breaker fanout_children tripped at {pause.task_id}" in shown
     said = steward("resume", str(pause.task_id), "--limit", "max_children=2")
     assert f"lifted its tree's pause {pause.id}: 3 other tasks queued again" in said
+
+
+# --- a paused tree that is stopped (issue 20) ------------------------------------------
+
+
+def test_stopping_a_paused_tree_closes_its_pause_in_the_stops_transaction_audited():
+    """Issue 20: the tree was cancelled and its pause stayed open, so the dashboard and
+    every task page of it went on saying it was paused, waiting for a person."""
+    from runtime.limits.selectors import open_pauses, tree_pause_of
+    from runtime.stops.services import task_stop
+
+    root, napper, bramble = paused_grove()
+    pause = TreePause.objects.get(root_id=root)
+
+    started = task_stop(task_id=root, actor="user:alice", reason="runaway tree")
+
+    pause.refresh_from_db()
+    assert (pause.released_by, pause.released, pause.released_at is not None) == ("user:alice", 0, True)
+    assert open_pauses(tenant="acme") == [] and tree_pause_of(task(root)) is None
+    closed = last_event(root, "task.pause_closed")
+    assert (closed.actor, closed.data["pause_id"], closed.data["stop"], closed.data["reason"]) == (
+        "user:alice",
+        pause.id,
+        str(started.stop_id),
+        "runaway tree",
+    )
+    assert {task(t).status for t in (root, napper, bramble)} == {states.CANCELLED}
+
+
+def test_stopping_a_subtree_of_a_paused_tree_leaves_the_pause_holding_the_rest():
+    from runtime.stops.services import task_stop
+
+    root, napper, bramble = paused_grove()
+
+    task_stop(task_id=bramble, actor="user:alice", reason="just the bramble")
+
+    assert TreePause.objects.get(root_id=root).released_at is None
+    assert state(root) == HELD and state(napper) == HELD
+    assert not AuditEvent.objects.filter(kind="task.pause_closed").exists()

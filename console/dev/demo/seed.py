@@ -1,7 +1,15 @@
-"""`manage.py seed_demo`: the demo's tenants and people, pools and tasks. Idempotent: a
-person, a membership or a pool that exists is kept as it is (an operator may have
-changed a pool's limits or a person's role, and `make run` seeds on every start), and
-the tasks carry caller keys, so running it again returns the same tasks."""
+"""`manage.py seed_demo`: the demo's tenants and people, pools and tasks, grants and
+stewards. `make run` seeds on every start, so seeding again must never undo what a
+person did since:
+
+* it acts as the seed (`system:seed`, runtime/authz/patterns.py SEED), never in a
+  person's name: every audit row it writes says so;
+* a pool, a person, a membership or a grant that exists is kept as it is (an operator
+  may have changed a pool's limits, a person's role, a grant's resource);
+* what it made once and a person then changed or took away (a grant narrowed, revoked
+  or removed; a membership or a steward right removed) it never makes again: it finds
+  its own earlier rows, and people's changes, in the tenant's audit trail;
+* the tasks carry caller keys, so seeding again returns the same tasks."""
 
 from __future__ import annotations
 
@@ -9,13 +17,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
-from console.access import agent_steward_set, person_principal
+from console.access import agent_steward_seed, member_seed
 from console.dev.demo.logins import DEMO_ADMIN, DEMO_PEOPLE, DEMO_TENANTS
 from console.models import Membership, Tenant
-from runtime.authz.services import grant_create
+from runtime.authz.services import SEED, grant_seed
 from runtime.errors import PoolExists
 from runtime.limits.services import pool_create
-from runtime.models import Grant, Pool
+from runtime.models import Pool
 from runtime.tasks.services import task_submit
 
 POOLS = {
@@ -56,9 +64,9 @@ TASKS = [
 ]
 
 
-# (tenant, principal, action, resource), granted by the tenant's first admin-or-operator
-# below. The demo agents do not call authorize() yet: these give the agents, grants and
-# decisions screens something to show, and the revoke journey something to revoke.
+# (tenant, principal, action, resource), given by the seed. The demo agents do not call
+# authorize() yet: these give the agents, grants and decisions screens something to
+# show, and the narrow and revoke journeys something to change.
 GRANTS = [
     ("acme", "agent:research.batch", "model.call", "model:*"),
     ("acme", "agent:research.batch", "tool.search", "repo:acme/*"),
@@ -70,30 +78,30 @@ GRANTS = [
     ("globex", "agent:research.batch", "model.call", "model:*"),
     ("globex", "user:carol", "model.call", "model:*"),
 ]
-GRANTED_BY = {"acme": "dave", "globex": "carol"}
 # alice (operator of acme) may change research.batch's grants there: a guardian right.
 STEWARDS = [("acme", "research.batch", "alice")]
 
 
-def seed_demo(*, actor: str) -> list[str]:
+def seed_demo() -> list[str]:
     lines = _people()
     if settings.DEBUG:
         lines += _authority()
     for name, limits in POOLS.items():
         try:
-            lines.append(f"pool {pool_create(name=name, actor=actor, note='demo seed', **limits)} created")
+            lines.append(f"pool {pool_create(name=name, actor=SEED, note='demo seed', **limits)} created")
         except PoolExists:
             lines.append(f"pool {Pool.objects.get(name=name)} kept")
     for tenant, key, agent, payload, owner in TASKS:
         sub = task_submit(
-            agent=agent, input=payload, tenant=tenant, owner=f"user:{owner}", actor=actor, idempotency_key=key
+            agent=agent, input=payload, tenant=tenant, owner=f"user:{owner}", actor=SEED, idempotency_key=key
         )
         lines.append(f"task {sub.task_id} {agent} [{sub.status}]{'' if sub.created else ' (already seeded)'}")
     return lines
 
 
 def _people() -> list[str]:
-    """The demo's tenants and people, only in DEBUG (never in a production deploy)."""
+    """The demo's tenants and people, only in DEBUG (never in a production deploy). A
+    membership is made once (member_seed): one an admin removed or changed stays so."""
     if not settings.DEBUG:
         return ["no demo people (STEWARD_DEBUG is off)"]
     users = get_user_model().objects
@@ -101,11 +109,15 @@ def _people() -> list[str]:
         Tenant.objects.get_or_create(slug=slug, defaults={"name": name})
     lines = []
     for username, (tenant, role, password) in DEMO_PEOPLE.items():
-        user = users.filter(username=username).first()
-        if user is None:
-            user = users.create_user(username=username, email=f"{username}@example.com", password=password)
-        membership, _ = Membership.objects.get_or_create(user=user, tenant_id=tenant, defaults={"role": role})
-        lines.append(f"person {username} / {password}: {membership.role} of {tenant} (demo only)")
+        if not users.filter(username=username).exists():
+            users.create_user(username=username, email=f"{username}@example.com", password=password)
+        member_seed(tenant=tenant, username=username, role=role)
+        membership = Membership.objects.filter(user__username=username, tenant_id=tenant).first()
+        lines.append(
+            f"person {username} / {password}: "
+            + (f"{membership.role} of {tenant}" if membership else f"no longer a member of {tenant}")
+            + " (demo only)"
+        )
     username, password = DEMO_ADMIN
     if not users.filter(username=username).exists():
         users.create_superuser(username=username, email=f"{username}@example.com", password=password)
@@ -114,21 +126,17 @@ def _people() -> list[str]:
 
 
 def _authority() -> list[str]:
-    """The demo's grants and stewards, each made only if missing (no grant of the same
-    principal, action and resource, live or not): a grant revoked in the console stays
-    revoked across restarts. dave may also use the Django admin's grant actions."""
-    users = get_user_model().objects
-    made = 0
-    for tenant, principal, action, resource in GRANTS:
-        if not Grant.objects.filter(tenant=tenant, principal=principal, action=action, resource=resource).exists():
-            grant_create(
-                tenant=tenant, principal=principal, action=action, resource=resource, actor=f"user:{GRANTED_BY[tenant]}"
-            )
-            made += 1
+    """The demo's grants and stewards, each given once, as the seed (grant_seed,
+    agent_steward_seed): one a person narrowed, revoked or removed since is never given
+    again, nor anything beside it that would widen it. dave may also use the Django
+    admin's grant actions."""
+    made = sum(
+        grant_seed(tenant=tenant, principal=principal, action=action, resource=resource) is not None
+        for tenant, principal, action, resource in GRANTS
+    )
     for tenant, agent_name, username in STEWARDS:
-        admin = users.get(username=GRANTED_BY[tenant])
-        who = person_principal(admin, tenant, channel="seed", credential="seed_demo")
-        agent_steward_set(principal=who, name=agent_name, username=username, allowed=True, reason="demo seed")
+        agent_steward_seed(tenant=tenant, name=agent_name, username=username)
+    users = get_user_model().objects
     dave = users.get(username="dave")
     if not dave.is_staff:
         dave.is_staff = True
@@ -138,4 +146,6 @@ def _authority() -> list[str]:
             content_type__app_label="runtime", codename__in=["view_grant", "view_task", "view_auditevent"]
         )
     )
-    return [f"grants: {made} given, {len(GRANTS) - made} kept; alice may change research.batch's grants in acme"]
+    return [
+        f"grants: {made} given, {len(GRANTS) - made} kept as they are; alice may change research.batch's grants in acme"
+    ]

@@ -42,7 +42,7 @@ from runtime.management.format import block, json_text, record, short, table, wh
 from runtime.tasks.selectors import task_detail, task_get, task_id_from_prefix, task_page
 from runtime.tasks.services import task_resume, task_submit
 from runtime.trail.selectors import audit_seals
-from runtime.trail.services import audit_check, audit_seal, audit_verify
+from runtime.trail.services import audit_check, audit_seal_now, audit_verify
 
 # Bounds of the CLI's own numbers (docs/limits.md). A list shows one page; the API's
 # pages will share arguments.PAGE_MAX.
@@ -384,10 +384,17 @@ class Command(BaseCommand):
     def do_audit(self, *, action, after, tenant, **_):
         """The verdict on stdout says how many rows it covers; progress goes to stderr."""
         if action == "seal":
-            made = audit_seal(every=0)
+            made = audit_seal_now()
+            by_tenant: dict = {}
+            for seal in made:
+                by_tenant.setdefault(seal.tenant, []).append(seal)
             self.stdout.write(
-                f"sealed {len(made)} tenant(s)"
-                + "".join(f"\n  {seal.tenant} seal #{seal.seq}: {len(seal.heads)} chain head(s)" for seal in made)
+                f"sealed {len(by_tenant)} tenant(s)"
+                + "".join(
+                    f"\n  {tenant} seal #{seals[-1].seq}: {sum(s.chains for s in seals)} chain head(s)"
+                    + (f" in {len(seals)} seals" if len(seals) > 1 else "")
+                    for tenant, seals in by_tenant.items()
+                )
             )
             return
         if action == "seals":

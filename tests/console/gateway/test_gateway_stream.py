@@ -5,8 +5,10 @@ the next request with the same token is denied on its own (tested apart)."""
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from runtime.authz.services import grant_narrow, grant_revoke
 from runtime.models import Decision, GatewayCall
@@ -20,7 +22,7 @@ from tests.console.gateway.conftest import (
     until_error,
 )
 from tests.harness import wait_until
-from tests.runtime.authz.common import ADMIN, give_both, running_task
+from tests.runtime.authz.common import ADMIN, give, give_both, running_task
 
 pytestmark = [pytest.mark.integration]
 
@@ -74,6 +76,39 @@ def test_a_grant_change_mid_stream_cuts_it_within_a_second_with_a_terminal_error
     assert call.outcome == "partial"
     delivered = call.response["body"]["choices"][0]["message"]["content"]
     assert delivered and LONG.startswith(delivered) and delivered != LONG
+
+
+def test_a_grant_that_expires_mid_stream_cuts_it_within_a_second_of_its_expiry(live, gateway_web, model):
+    """Issue 20: an expiry moves no authz_revision, so a stream re-checked only when the
+    revision moved ran on past its grant's expiry until it ended by itself."""
+    t = running_task()
+    expires = timezone.now() + timedelta(seconds=2)
+    give("agent:t.steps", "model.call", "model:*", expires_at=expires)
+    give("user:alice", "model.call", "model:*")
+    reply = " ".join(f"w{i}" for i in range(100))
+    model.set(reply=reply, chunks=100, chunk_delay=0.05)  # 5 s of chunks: the expiry falls inside
+    with open_stream(model_url(gateway_web), token=model_token(t), body=completion_body(stream=True)) as response:
+        stream = events(response)
+        assert next(stream)[0] == "message"  # admitted and flowing before the expiry
+        after, cut = until_error(stream)
+        rest = list(stream)
+    assert cut is not None and after[-1][0] == "error", f"never cut: it ended {after[-1:]}"
+    cut_at = timezone.now() - timedelta(seconds=time.monotonic() - cut)
+    assert (cut_at - expires).total_seconds() < 1.0
+    assert len(after) > 1  # it flowed until the expiry, not cut at once
+    error = after[-1][1]
+    assert (error["code"], error["details"]["boundary"], error["details"]["reason_code"]) == (
+        "AUTHZ_REVOKED",
+        "credential_gateway",
+        "grant_expired",
+    )
+    assert rest == []
+    denial = Decision.objects.get(id=error["details"]["decision_id"])
+    assert not denial.allowed and denial.at >= expires
+    call = wait_until(
+        lambda: GatewayCall.objects.filter(task_id=t).exclude(outcome="admitted").first(), message="the call to end"
+    )
+    assert call.outcome == "partial"
 
 
 def test_after_a_cut_the_next_request_with_the_same_token_is_denied_before_any_stream(live, gateway_web, model):
