@@ -27,6 +27,13 @@ TEST_WORKERS ?= 2
 # `make stress` stays in one process: its figures (docs/faults.md) are recovery times,
 # which a second worker's load on the same cores would stretch.
 STRESS_WORKERS ?= 0
+# `make fuzz`: schemathesis with every check against a live server (tests/api/test_fuzz.py),
+# FUZZ_EXAMPLES generated cases a route beside its coverage cases, the routes shared out
+# among FUZZ_WORKERS processes (--dist load: each has its own server and database).
+# `make test` runs the same module at 25 examples a route; FUZZ_SEED draws other cases.
+FUZZ_EXAMPLES ?= 100
+FUZZ_WORKERS ?= 2
+FUZZ_SEED ?= 17
 
 # The README promises that `make test` migrates the database it uses; pytest-django then
 # builds its own test database next to it (one per worker). Two pytest sessions: the
@@ -40,7 +47,7 @@ $(DEV) $(TEST_SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
 	[ $$workers = 5 ] && [ $$alone = 5 ] && exit 5; exit 0'
 endef
 
-.PHONY: venv run test test-integration stress bench bench-scale lint-imports clean
+.PHONY: venv run test test-integration stress fuzz bench bench-scale lint-imports clean
 
 venv: $(VENV)/.installed
 
@@ -60,6 +67,10 @@ test-integration: venv
 
 stress: venv
 	$(call pytest,stress,$(STRESS_WORKERS))
+
+fuzz: venv
+	STEWARD_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) STEWARD_FUZZ_SEED=$(FUZZ_SEED) $(DEV) $(SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
+	$(PY) -m pytest -n $(FUZZ_WORKERS) --dist load tests/api/test_fuzz.py $(PYTEST_ARGS)'
 
 bench: venv
 	@$(DEV) $(TEST_SERVICES) $(PY) -m tests.bench

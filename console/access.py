@@ -63,6 +63,7 @@ from runtime.errors import (
     TokenNotFound,
     Unauthenticated,
 )
+from runtime.paging import Keyset, Page, keyset_page
 from runtime.trail.selectors import tenant_chain_events
 from runtime.trail.services import acting_through, audit_record
 
@@ -332,6 +333,19 @@ def tokens_visible_to(principal: Principal):
     """A person sees their own tokens in the tenant; an admin sees everyone's there."""
     tokens = ApiToken.objects.filter(tenant_id=principal.tenant).select_related("user").order_by("-id")
     return tokens if principal.may(ADMINISTER) else tokens.filter(user=principal.user)
+
+
+TOKENS_BY_ID = Keyset("tokens", ("id",), list, lambda raw: (int(raw[0]),))
+
+
+def token_page(principal: Principal, *, after: str | None = None, limit: int = 50) -> Page[ApiToken]:
+    """The tokens tokens_visible_to shows, newest first, a keyset page at a time
+    (runtime/paging.py): a tenant's tokens grow with every script that ever made one, and
+    revoked ones are kept for the audit trail. The cursor is bound to whose tokens it
+    pages: an admin's cursor means nothing to them once demoted (INVALID_INPUT)."""
+    admin = principal.may(ADMINISTER)
+    filters = {"tenant": principal.tenant, "owner": None if admin else principal.user.pk}
+    return keyset_page(tokens_visible_to(principal), keyset=TOKENS_BY_ID, filters=filters, after=after, limit=limit)
 
 
 def _digest(secret: str) -> bytes:

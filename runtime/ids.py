@@ -28,8 +28,11 @@ def uuid7(ms: int | None = None) -> uuid.UUID:
 
 def uuid7_floor(ms: int) -> uuid.UUID:
     """The smallest version-7 id minted in millisecond `ms`: every id minted at `ms` or
-    later sorts at or after it."""
-    return uuid.UUID(int=(ms & ((1 << 48) - 1)) << 80 | _VERSION | _VARIANT)
+    later sorts at or after it. A millisecond outside the 48 bits is held to them: before
+    the epoch (a filter from 1969, or year 1) is the epoch, no id being older. Masked
+    instead, -1 became the largest millisecond, and `created_after=1969-12-31T23:59:59Z`
+    listed no task at all."""
+    return uuid.UUID(int=min(max(ms, 0), (1 << 48) - 1) << 80 | _VERSION | _VARIANT)
 
 
 def epoch_ms(when: datetime) -> int:

@@ -27,6 +27,7 @@ from console.api import (
     triggers,
 )
 from console.api.auth import BearerToken
+from console.api.openapi import StewardOpenAPI
 from console.api.schemas import Renderer
 
 
@@ -41,6 +42,12 @@ class StewardAPI(NinjaAPI):
         for pattern in patterns:
             pattern.callback = _json_405(pattern.callback)
         return [*patterns, re_path(r"^.*$", _no_route)], app_name, namespace
+
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        """Every route's refusals, each status with its codes (console/api/openapi.py)."""
+        if path_prefix is None:
+            path_prefix = self.get_root_path(path_params or {})
+        return StewardOpenAPI(self, path_prefix)
 
 
 def _json_405(view):

@@ -12,22 +12,34 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Query, Router, Schema
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from console.access import require_approval_right
 from console.api.auth import operating, principal
-from console.api.errors import ERRORS
-from console.api.schemas import Name
+from console.api.errors import refuses
+from console.api.schemas import Body, Int, Name
 from runtime import states
 from runtime.approvals.selectors import approval_get, approvals_list
 from runtime.approvals.services import approval_decide
+from runtime.errors import (
+    ApprovalAlreadyDecided,
+    ApprovalNotFound,
+    ApprovalStale,
+    Forbidden,
+    InvalidString,
+    InvalidTransition,
+    SelfApprovalRefused,
+)
 
 router = Router(tags=["approvals"])
 
 ApprovalState = Literal[states.APPROVAL_STATES]
+# Any text names an approval or none (APPROVAL_NOT_FOUND), but a "/" would be read as the
+# path's next segment: another route.
+ApprovalId = Annotated[str, StringConstraints(pattern=r"^[^/]+$")]
 
 
 class ApprovalOut(Schema):
@@ -59,7 +71,7 @@ class ApprovalOut(Schema):
     stale_reason: str
 
 
-class Decide(Schema):
+class Decide(Body):
     comment: str = Field("", max_length=2000)
 
 
@@ -89,21 +101,25 @@ def approval_out(a) -> dict:
     }
 
 
-@router.get("/approvals", response={200: list[ApprovalOut], **ERRORS}, summary="Approval requests")
+@router.get("/approvals", response={200: list[ApprovalOut]}, summary="Approval requests")
 def list_approvals(
     request,
-    state: ApprovalState | None = states.PENDING,
+    state: ApprovalState | Literal["any"] = states.PENDING,
     agent: Name | None = None,
     order: Literal["newest", "expiry"] = "newest",
-    limit: int = Query(100, ge=1, le=500),
+    limit: Int = Query(100, ge=1, le=500),
 ):
-    """Pending by default, newest first; `order=expiry` puts the soonest to expire first."""
-    rows = approvals_list(tenant=principal(request).tenant, state=state, agent=agent, order=order, limit=limit)
+    """Pending by default, newest first; `order=expiry` puts the soonest to expire first.
+    `state=any`: every state, as in the console."""
+    rows = approvals_list(
+        tenant=principal(request).tenant, state=None if state == "any" else state, agent=agent, order=order, limit=limit
+    )
     return [approval_out(a) for a in rows]
 
 
-@router.get("/approvals/{approval_id}", response={200: ApprovalOut, **ERRORS}, summary="One approval request")
-def detail(request, approval_id: str):
+@router.get("/approvals/{approval_id}", response={200: ApprovalOut}, summary="One approval request")
+@refuses(ApprovalNotFound)
+def detail(request, approval_id: ApprovalId):
     return approval_out(approval_get(approval_id=approval_id, tenant=principal(request).tenant))
 
 
@@ -119,17 +135,27 @@ def _decide(request, approval_id: str, body: Decide, decision: str) -> dict:
 
 @router.post(
     "/approvals/{approval_id}/approve",
-    response={200: ApprovalOut, **ERRORS},
+    response={200: ApprovalOut},
     summary="Approve a pending request (once) and re-queue its task; 409 APPROVAL_STALE if it went stale",
 )
-def approve(request, approval_id: str, body: Decide):
+@refuses(
+    Forbidden,
+    ApprovalNotFound,
+    ApprovalAlreadyDecided,
+    ApprovalStale,
+    SelfApprovalRefused,
+    InvalidTransition,
+    InvalidString,
+)
+def approve(request, approval_id: ApprovalId, body: Decide):
     return _decide(request, approval_id, body, "approve")
 
 
 @router.post(
     "/approvals/{approval_id}/deny",
-    response={200: ApprovalOut, **ERRORS},
+    response={200: ApprovalOut},
     summary="Deny a pending request (once) and re-queue its task to run its denial branch",
 )
-def deny(request, approval_id: str, body: Decide):
+@refuses(Forbidden, ApprovalNotFound, ApprovalAlreadyDecided, InvalidTransition, InvalidString)
+def deny(request, approval_id: ApprovalId, body: Decide):
     return _decide(request, approval_id, body, "deny")

@@ -11,8 +11,9 @@ from ninja import Path, Router, Schema
 from pydantic import Field
 
 from console.api.auth import principal
-from console.api.errors import ERRORS
-from console.api.schemas import MAX_LIMIT, Moment, Name, Page, cursor_query, limit_query, page_of
+from console.api.errors import refuses
+from console.api.schemas import MAX_LIMIT, Int, Moment, Name, Page, Uuid, cursor_query, limit_query, page_of
+from runtime.errors import AuditEventNotFound, InvalidInput, TaskNotFound
 from runtime.trail.selectors import audit_export_line, audit_get, audit_iter, audit_page
 from runtime.trail.services import audit_check
 
@@ -83,18 +84,20 @@ def bad_out(bad) -> dict:
     return {"id": bad.id, "chain": bad.chain, "chain_seq": bad.chain_seq, "problem": bad.problem, "message": str(bad)}
 
 
-@router.get("/audit", response={200: Page[AuditEventOut], **ERRORS}, summary="Query the audit trail, newest first")
+@router.get("/audit", response={200: Page[AuditEventOut]}, summary="Query the audit trail, newest first")
+@refuses(InvalidInput, TaskNotFound)
 def list_events(
     request,
     actor: Name | None = None,
-    task: uuid.UUID | None = None,
+    task: Uuid | None = None,
     kind: Name | None = None,
     since: Moment | None = None,
     until: Moment | None = None,
     cursor: str | None = cursor_query(),
-    limit: int = limit_query(),
+    limit: Int = limit_query(),
 ):
-    """`since` is inclusive, `until` exclusive. With `task`, that task's chain in order."""
+    """`since` is inclusive, `until` exclusive. With `task`, that task's chain in order; a
+    `task` that names no task of yours is TASK_NOT_FOUND (404)."""
     page = audit_page(
         tenant=principal(request).tenant,
         task=task,
@@ -110,7 +113,7 @@ def list_events(
 
 @router.get(
     "/audit/export",
-    response={200: str, **ERRORS},
+    response={200: str},
     summary="Export a query of the audit trail as JSONL",
     openapi_extra={
         "responses": {
@@ -121,10 +124,11 @@ def list_events(
         }
     },
 )
+@refuses(TaskNotFound)
 def export(
     request,
     actor: Name | None = None,
-    task: uuid.UUID | None = None,
+    task: Uuid | None = None,
     kind: Name | None = None,
     since: Moment | None = None,
     until: Moment | None = None,
@@ -147,7 +151,7 @@ def export(
     return response
 
 
-@router.post("/audit/verify", response={200: Verified, **ERRORS}, summary="Verify the audit trail and its seals")
+@router.post("/audit/verify", response={200: Verified}, summary="Verify the audit trail and its seals")
 def verify(request):
     """Recompute every hash and link of the tenant's chains and check its seals; names
     its first bad row. It writes nothing, so, as in the console, every member may verify
@@ -167,6 +171,7 @@ def verify(request):
     }
 
 
-@router.get("/audit/{event_id}", response={200: AuditEventOut, **ERRORS}, summary="One audit event")
-def detail(request, event_id: int = Path(..., ge=1, le=2**63 - 1)):
+@router.get("/audit/{event_id}", response={200: AuditEventOut}, summary="One audit event")
+@refuses(AuditEventNotFound)
+def detail(request, event_id: Int = Path(..., ge=1, le=2**63 - 1)):
     return audit_out(audit_get(event_id, tenant=principal(request).tenant))

@@ -8,11 +8,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from ninja import Path, Router, Schema
-from pydantic import Field, StrictInt, StringConstraints
+from ninja import Path, Query, Router, Schema
+from pydantic import Field, StringConstraints
 
 from console.api.auth import operating, principal
-from console.api.errors import ERRORS
+from console.api.errors import refuses
+from console.api.schemas import Body, Int, JsonInt, bounded
+from runtime.errors import Forbidden, InvalidString, QuotaNotFound, VersionConflict
 from runtime.limits.selectors import budget_use, quota_list
 from runtime.limits.services import (
     QUOTA_CALLS_MAX,
@@ -27,8 +29,11 @@ from runtime.limits.services import (
 
 router = Router(tags=["budgets"])
 
-Tokens = Annotated[StrictInt, Field(ge=0, le=TOKENS_MAX)]
-Version = Annotated[StrictInt, Field(ge=0, le=VERSION_MAX)]
+Tokens = bounded(JsonInt, ge=0, le=TOKENS_MAX)
+Version = bounded(JsonInt, ge=0, le=VERSION_MAX)
+Calls = bounded(JsonInt, ge=0, le=QUOTA_CALLS_MAX)
+Window = bounded(JsonInt, ge=1, le=QUOTA_WINDOW_MAX)
+VersionQuery = bounded(Int, ge=0, le=VERSION_MAX)
 Service = Annotated[str, StringConstraints(pattern=rf"^{SERVICE.pattern}$")]  # the services' own check
 Reason = Annotated[str, StringConstraints(max_length=2000)]
 
@@ -54,7 +59,7 @@ class BudgetOut(Schema):
     tasks: list[UseOut] = Field(description="the tasks that used the most")
 
 
-class BudgetIn(Schema):
+class BudgetIn(Body):
     task_tokens: Tokens | None = None
     tree_tokens: Tokens | None = None
     tenant_tokens: Tokens | None = None
@@ -73,9 +78,9 @@ class QuotaOut(Schema):
     updated_at: datetime | None
 
 
-class QuotaIn(Schema):
-    calls: Annotated[StrictInt, Field(ge=0, le=QUOTA_CALLS_MAX)]
-    window_seconds: Annotated[StrictInt, Field(ge=1, le=QUOTA_WINDOW_MAX)]
+class QuotaIn(Body):
+    calls: Calls
+    window_seconds: Window
     version: Version | None = None
     reason: Reason = ""
 
@@ -114,12 +119,13 @@ def quota_out(q) -> dict:
     }
 
 
-@router.get("/budgets", response={200: BudgetOut, **ERRORS}, summary="The tenant's token budgets and their use")
+@router.get("/budgets", response={200: BudgetOut}, summary="The tenant's token budgets and their use")
 def get_budget(request):
     return budget_out(principal(request).tenant)
 
 
-@router.put("/budgets", response={200: BudgetOut, **ERRORS}, summary="Set the tenant's token budgets")
+@router.put("/budgets", response={200: BudgetOut}, summary="Set the tenant's token budgets")
+@refuses(Forbidden, VersionConflict, InvalidString)
 def put_budget(request, body: BudgetIn):
     """Each limit is a count of model tokens (0 to 10^15), or null for none; all three are
     set. A `version` that is no longer current is VERSION_CONFLICT (409)."""
@@ -136,12 +142,13 @@ def put_budget(request, body: BudgetIn):
     return budget_out(who.tenant)
 
 
-@router.get("/quotas", response={200: list[QuotaOut], **ERRORS}, summary="The tenant's service quotas")
+@router.get("/quotas", response={200: list[QuotaOut]}, summary="The tenant's service quotas")
 def list_quotas(request):
     return [quota_out(q) for q in quota_list(principal(request).tenant)]
 
 
-@router.put("/quotas/{service}", response={200: QuotaOut, **ERRORS}, summary="Set a service's call quota")
+@router.put("/quotas/{service}", response={200: QuotaOut}, summary="Set a service's call quota")
+@refuses(Forbidden, VersionConflict, InvalidString)
 def put_quota(request, body: QuotaIn, service: Service = Path(...)):
     """At most `calls` calls to /gateway/tools/<service>/ per window of `window_seconds`,
     for the whole fleet (docs/limits.md, "Quotas")."""
@@ -158,8 +165,13 @@ def put_quota(request, body: QuotaIn, service: Service = Path(...)):
     return quota_out(q)
 
 
-@router.delete("/quotas/{service}", response={200: QuotaOut, **ERRORS}, summary="Remove a service's quota")
-def delete_quota(request, service: Service = Path(...), version: int | None = None):
+@router.delete("/quotas/{service}", response={200: QuotaOut}, summary="Remove a service's quota")
+@refuses(Forbidden, QuotaNotFound, VersionConflict)
+def delete_quota(
+    request,
+    service: Service = Path(...),
+    version: VersionQuery | None = Query(None, description="only if still at this version"),
+):
     """The quota as it was; the service's calls are unlimited from the next one."""
     with operating(request) as who:
         return quota_out(quota_remove(tenant=who.tenant, service=service, actor=who.actor, version=version))

@@ -10,11 +10,22 @@ from ninja import Path, Router, Schema
 from pydantic import Field
 
 from console.api.auth import operating, principal
-from console.api.errors import ERRORS
-from console.api.schemas import Page, cursor_query, limit_query, page_of
+from console.api.errors import refuses
+from console.api.schemas import Body, Int, Page, Uuid, cursor_query, limit_query, page_of
 from runtime import states
 from runtime.effects.selectors import effect_get, effect_page
 from runtime.effects.services import effect_resolve
+from runtime.errors import (
+    EffectNotFound,
+    Forbidden,
+    InputTooDeep,
+    InputTooLarge,
+    InvalidInput,
+    InvalidString,
+    InvalidTransition,
+    NumberOutOfRange,
+    TaskNotFound,
+)
 
 router = Router(tags=["effects"])
 
@@ -46,7 +57,7 @@ class EffectOut(Schema):
     resolution_note: str
 
 
-class Resolve(Schema):
+class Resolve(Body):
     outcome: Literal["committed", "failed", "retry"] = Field(
         description="committed: it happened (give its receipt); failed: it did not; retry: send it again, same key"
     )
@@ -77,33 +88,37 @@ def effect_out(effect) -> dict:
     }
 
 
-@router.get("/effects", response={200: Page[EffectOut], **ERRORS}, summary="The effect ledger, newest first")
+@router.get("/effects", response={200: Page[EffectOut]}, summary="The effect ledger, newest first")
+@refuses(InvalidInput, TaskNotFound)
 def list_effects(
     request,
     state: EffectState | None = None,
-    task: uuid.UUID | None = None,
+    task: Uuid | None = None,
     effect_class: EffectClass | None = None,
     cursor: str | None = cursor_query(),
-    limit: int = limit_query(),
+    limit: Int = limit_query(),
 ):
-    """`state=unknown` lists what waits for a person. With `task`, that task's effects by step."""
+    """`state=unknown` lists what waits for a person. With `task`, that task's effects by
+    step; a `task` that names no task of yours is TASK_NOT_FOUND (404)."""
     page = effect_page(
         tenant=principal(request).tenant, task=task, state=state, effect_class=effect_class, after=cursor, limit=limit
     )
     return page_of(page, effect_out)
 
 
-@router.get("/effects/{effect_id}", response={200: EffectOut, **ERRORS}, summary="One effect")
-def detail(request, effect_id: int = Path(..., ge=1, le=EFFECT_ID_MAX)):
+@router.get("/effects/{effect_id}", response={200: EffectOut}, summary="One effect")
+@refuses(EffectNotFound)
+def detail(request, effect_id: Int = Path(..., ge=1, le=EFFECT_ID_MAX)):
     return effect_out(effect_get(effect_id, tenant=principal(request).tenant))
 
 
 @router.post(
     "/effects/{effect_id}/resolve",
-    response={200: EffectOut, **ERRORS},
+    response={200: EffectOut},
     summary="Settle an unknown effect and unblock its task",
 )
-def resolve(request, body: Resolve, effect_id: int = Path(..., ge=1, le=EFFECT_ID_MAX)):
+@refuses(Forbidden, EffectNotFound, InvalidTransition, InvalidString, InputTooLarge, InputTooDeep, NumberOutOfRange)
+def resolve(request, body: Resolve, effect_id: Int = Path(..., ge=1, le=EFFECT_ID_MAX)):
     """Only an `unknown` effect is resolved; any other state is INVALID_TRANSITION (409),
     as is a second resolution racing the first."""
     with operating(request) as who:

@@ -13,13 +13,13 @@ import json
 import logging
 from typing import Any
 
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
-from runtime.errors import StewardError
+from runtime.errors import StewardError, Unauthenticated
 
 log = logging.getLogger("console.api")
 
@@ -31,8 +31,21 @@ UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"  # 415: a body that is not app
 BODY_TOO_LARGE = "BODY_TOO_LARGE"  # 413: past DATA_UPLOAD_MAX_MEMORY_SIZE, before it is parsed
 NOT_FOUND = "NOT_FOUND"  # 404: a path with no route
 METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"  # 405: a method the path does not serve
-BAD_REQUEST = "BAD_REQUEST"  # 400: any other refusal ninja raises on its own
+BAD_REQUEST = "BAD_REQUEST"  # 400: a request Django will not read (a query string of over 1,000 fields)
 INTERNAL = "INTERNAL"  # 500: a bug of ours; never bad input
+
+# Each code above with its status: what console/api/openapi.py declares for them.
+HTTP_STATUS = {
+    INVALID_REQUEST: 422,
+    MALFORMED_JSON: 400,
+    BODY_NOT_UTF8: 400,
+    UNSUPPORTED_MEDIA_TYPE: 415,
+    BODY_TOO_LARGE: 413,
+    NOT_FOUND: 404,
+    METHOD_NOT_ALLOWED: 405,
+    BAD_REQUEST: 400,
+    INTERNAL: 500,
+}
 
 
 class Error(Schema):
@@ -41,8 +54,23 @@ class Error(Schema):
     details: dict[str, Any] = {}
 
 
-# The error responses every route documents; a route's own success status is added to it.
-ERRORS = {400: Error, 401: Error, 403: Error, 404: Error, 409: Error, 413: Error, 415: Error, 422: Error, 429: Error}
+def refuses(*errors: type[StewardError]):
+    """Declare the runtime refusals a route may answer, beside the ones the HTTP layer
+    adds by the route's shape (console/api/openapi.py: a token, parameters, a body).
+
+    The OpenAPI document lists each status with its codes (the `code` field's enum), so
+    a client learns from it what to match on, and schemathesis, the fuzz and every API
+    test hold each answer to it (tests/api/conftest.py): a refusal a route gives and
+    does not declare fails them."""
+    for error in errors:
+        if not (isinstance(error, type) and issubclass(error, StewardError)):
+            raise TypeError(f"refuses() takes StewardError classes, not {error!r}")
+
+    def declare(view):
+        view.refusals = {error.code: error.status for error in errors}
+        return view
+
+    return declare
 
 
 class BodyError(Exception):
@@ -77,6 +105,14 @@ class JsonParser(Parser):
         except ValueError as exc:
             raise BodyError(400, MALFORMED_JSON, f"the body is not JSON: {str(exc)[:200]}") from None
 
+    def parse_querydict(self, data, list_fields, request):
+        """A parameter given twice is refused, not read as its last value: no scalar
+        parameter of this API takes several (`?agent=a&agent=b` means neither). Handed on
+        as the list it is, it fails the field's type: INVALID_REQUEST naming the field."""
+        return {
+            key: data.getlist(key) if key in list_fields or len(data.getlist(key)) > 1 else data[key] for key in data
+        }
+
 
 def _refuse_constant(name: str):
     raise ValueError(f"{name} is not JSON")
@@ -107,7 +143,15 @@ def install(api: NinjaAPI) -> None:
 
     @api.exception_handler(AuthenticationError)
     def unauthenticated(request, exc):
-        return error_response(api, request, 401, "AUTH_REQUIRED", "send an API token: Authorization: Bearer stw_...")
+        return error_response(
+            api, request, 401, Unauthenticated.code, "send an API token: Authorization: Bearer stw_..."
+        )
+
+    @api.exception_handler(SuspiciousOperation)
+    def unreadable(request, exc: SuspiciousOperation):
+        # Django refuses to parse a query string of more than DATA_UPLOAD_MAX_NUMBER_FIELDS
+        # fields (TooManyFieldsSent) when ninja first reads request.GET: bad input, not a bug.
+        return error_response(api, request, 400, BAD_REQUEST, f"the request cannot be read: {str(exc)[:200]}")
 
     @api.exception_handler(HttpError)
     def http_error(request, exc: HttpError):

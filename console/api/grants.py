@@ -19,28 +19,56 @@ from pydantic import Field, StringConstraints
 
 from console.access import agent_stewards, require_grant_change
 from console.api.auth import operating, principal
-from console.api.errors import ERRORS
-from console.api.schemas import PRINTABLE, Moment, Page, cursor_query, limit_query, page_of
+from console.api.errors import refuses
+from console.api.schemas import PRINTABLE, Body, Int, Moment, Page, Uuid, cursor_query, limit_query, page_of
 from runtime.authz.selectors import (
     BOUNDARIES,
     GRANT_STATES,
     decisions_page,
     grant_get,
     grant_history,
-    grants_filtered,
+    grant_page,
     grants_of,
     revocation_preview,
 )
 from runtime.authz.services import grant_create, grant_narrow, grant_revoke
+from runtime.errors import (
+    ArgumentOutOfRange,
+    Forbidden,
+    GrantNotFound,
+    GrantNotNarrower,
+    InvalidArgument,
+    InvalidIdentifier,
+    InvalidInput,
+    InvalidResourcePattern,
+    InvalidString,
+    InvalidTransition,
+    TaskNotFound,
+)
 from runtime.stops.selectors import agent_switches
 from runtime.tasks.selectors import agent_list
 
 router = Router(tags=["grants"])
 
 GRANT_ID_MAX = 2**63 - 1
-Principal = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=PRINTABLE)]
-Action = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=PRINTABLE)]
-Resource = Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=PRINTABLE)]
+# Each names its form in the schema (runtime/authz/patterns.py), which the runtime checks
+# and refuses with its own code, INVALID_IDENTIFIER or INVALID_RESOURCE_PATTERN (400), as
+# it always has; a control character or a length past the column is INVALID_REQUEST here.
+Principal = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=200, pattern=PRINTABLE),
+    Field(json_schema_extra={"pattern": r"^(agent|user):[^\x00-\x1f\x7f]+$"}),
+]
+Action = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=100, pattern=PRINTABLE),
+    Field(json_schema_extra={"pattern": r"^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)*$"}),
+]
+Resource = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=500, pattern=PRINTABLE),
+    Field(json_schema_extra={"pattern": r"^[^\x00-\x1f\x7f*]*\*?$"}),
+]
 Reason = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 
 
@@ -79,20 +107,20 @@ class GrantDetailOut(GrantOut):
     history: list[GrantEventOut]
 
 
-class GrantIn(Schema):
+class GrantIn(Body):
     principal: Principal
     action: Action
     resource: Resource
     expires_at: Moment | None = Field(None, description="with its offset; in the future; null: no expiry")
 
 
-class NarrowIn(Schema):
+class NarrowIn(Body):
     resource: Resource | None = Field(None, description="within the grant's resource")
     expires_at: Moment | None = Field(None, description="no later than the grant's expiry")
     reason: Reason = Field(description="kept in the audit event")
 
 
-class RevokeIn(Schema):
+class RevokeIn(Body):
     reason: Reason = Field(description="kept in the audit event")
 
 
@@ -112,7 +140,7 @@ class TaskUnderOut(Schema):
     status: str
 
 
-class PreviewOut(Schema):
+class GrantPreviewOut(Schema):
     grant: GrantOut
     affected_tasks: int = Field(description="the number its grant.revoked or grant.narrowed event will record")
     tasks: list[TaskUnderOut] = Field(description="the first 1000 of them")
@@ -211,30 +239,33 @@ def decision_out(d) -> dict:
     }
 
 
-@router.get("/grants", response={200: list[GrantOut], **ERRORS}, summary="The tenant's grants, filtered")
+@router.get("/grants", response={200: Page[GrantOut]}, summary="The tenant's grants, filtered, newest first")
+@refuses(InvalidInput, InvalidIdentifier, InvalidResourcePattern)
 def list_grants(
     request,
     principal_: Principal | None = Query(None, alias="principal"),
     action: Action | None = None,
     resource: Resource | None = None,
     state: Literal[GRANT_STATES] = "live",
-    limit: int = Query(200, ge=1, le=1000),
+    cursor: str | None = cursor_query(),
+    limit: Int = limit_query(),
 ):
-    """Newest first. `resource` keeps the grants whose pattern covers it or lies within it."""
-    return [
-        grant_out(g)
-        for g in grants_filtered(
-            tenant=principal(request).tenant,
-            principal=principal_,
-            action=action,
-            resource=resource,
-            state=state,
-            limit=limit,
-        )
-    ]
+    """Paged like every list (docs/api.md, Pagination). `resource` keeps the grants whose
+    pattern covers it or lies within it."""
+    page = grant_page(
+        tenant=principal(request).tenant,
+        principal=principal_,
+        action=action,
+        resource=resource,
+        state=state,
+        after=cursor,
+        limit=limit,
+    )
+    return page_of(page, grant_out)
 
 
-@router.post("/grants", response={201: GrantOut, **ERRORS}, summary="Create a grant")
+@router.post("/grants", response={201: GrantOut}, summary="Create a grant")
+@refuses(Forbidden, InvalidIdentifier, InvalidResourcePattern, ArgumentOutOfRange)
 def create_grant(request, body: GrantIn):
     with operating(request) as who:
         require_grant_change(who, body.principal)
@@ -249,18 +280,20 @@ def create_grant(request, body: GrantIn):
     return Status(201, grant_out(grant))
 
 
-@router.get("/grants/{grant_id}", response={200: GrantDetailOut, **ERRORS}, summary="One grant and its history")
-def get_grant(request, grant_id: int = grant_id_path()):
+@router.get("/grants/{grant_id}", response={200: GrantDetailOut}, summary="One grant and its history")
+@refuses(GrantNotFound)
+def get_grant(request, grant_id: Int = grant_id_path()):
     grant = grant_get(grant_id=grant_id, tenant=principal(request).tenant)
     return {**grant_out(grant), "history": [event_out(e) for e in grant_history(grant)]}
 
 
 @router.get(
     "/grants/{grant_id}/preview",
-    response={200: PreviewOut, **ERRORS},
+    response={200: GrantPreviewOut},
     summary="What narrowing or revoking the grant would reach",
 )
-def preview_grant(request, grant_id: int = grant_id_path()):
+@refuses(GrantNotFound)
+def preview_grant(request, grant_id: Int = grant_id_path()):
     """The live tasks acting under the grant's principal and below them (counted by the
     same selector the revoke's audit event uses), their calls in flight, and the limits."""
     preview = revocation_preview(tenant=principal(request).tenant, grant_id=grant_id)
@@ -283,8 +316,18 @@ def preview_grant(request, grant_id: int = grant_id_path()):
     }
 
 
-@router.post("/grants/{grant_id}/narrow", response={200: GrantOut, **ERRORS}, summary="Narrow a grant")
-def narrow_grant(request, body: NarrowIn, grant_id: int = grant_id_path()):
+@router.post("/grants/{grant_id}/narrow", response={200: GrantOut}, summary="Narrow a grant")
+@refuses(
+    Forbidden,
+    GrantNotFound,
+    GrantNotNarrower,
+    InvalidTransition,
+    InvalidArgument,
+    InvalidString,
+    InvalidResourcePattern,
+    ArgumentOutOfRange,
+)
+def narrow_grant(request, body: NarrowIn, grant_id: Int = grant_id_path()):
     """A resource within the old one, an expiry no later: GRANT_NOT_NARROWER otherwise."""
     with operating(request) as who:
         grant = grant_get(grant_id=grant_id, tenant=who.tenant)
@@ -301,8 +344,9 @@ def narrow_grant(request, body: NarrowIn, grant_id: int = grant_id_path()):
         )
 
 
-@router.post("/grants/{grant_id}/revoke", response={200: GrantOut, **ERRORS}, summary="Revoke a grant")
-def revoke_grant(request, body: RevokeIn, grant_id: int = grant_id_path()):
+@router.post("/grants/{grant_id}/revoke", response={200: GrantOut}, summary="Revoke a grant")
+@refuses(Forbidden, GrantNotFound, InvalidTransition, InvalidArgument, InvalidString)
+def revoke_grant(request, body: RevokeIn, grant_id: Int = grant_id_path()):
     """Every task acting under it is checked against current rows on its next action.
     Revoking it again is INVALID_TRANSITION (409)."""
     with operating(request) as who:
@@ -311,18 +355,20 @@ def revoke_grant(request, body: RevokeIn, grant_id: int = grant_id_path()):
         return grant_out(grant_revoke(grant_id=grant.id, tenant=who.tenant, actor=who.actor, reason=body.reason))
 
 
-@router.get("/decisions", response={200: Page[DecisionOut], **ERRORS}, summary="The tenant's decisions, filtered")
+@router.get("/decisions", response={200: Page[DecisionOut]}, summary="The tenant's decisions, filtered")
+@refuses(InvalidInput, TaskNotFound, InvalidIdentifier)
 def list_decisions(
     request,
-    task: uuid.UUID | None = None,
+    task: Uuid | None = None,
     allowed: bool | None = None,
     boundary: Literal[BOUNDARIES] | None = None,
     principal_: Principal | None = Query(
         None, alias="principal", description="the acting agent:<name> or the owner user:<name>"
     ),
     cursor: str | None = cursor_query(),
-    limit: int = limit_query(),
+    limit: Int = limit_query(),
 ):
+    """A `task` that names no task of yours is TASK_NOT_FOUND (404)."""
     page = decisions_page(
         tenant=principal(request).tenant,
         task=task,
@@ -337,7 +383,7 @@ def list_decisions(
 
 @router.get(
     "/agent-identities",
-    response={200: list[IdentityOut], **ERRORS},
+    response={200: list[IdentityOut]},
     summary="The registered agents as principals of the tenant",
 )
 def list_identities(request):

@@ -15,8 +15,10 @@ from pydantic import Field
 
 from console.access import member_remove, member_set_role, members_of
 from console.api.auth import operating, principal
-from console.api.errors import ERRORS
+from console.api.errors import refuses
+from console.api.schemas import Body
 from console.models import ROLES
+from runtime.errors import Forbidden, InvalidString, InvalidTransition, LastAdmin, MemberNotFound, PersonNotFound
 
 router = Router(tags=["members"])
 
@@ -33,7 +35,7 @@ class MemberOut(Schema):
     last_login: datetime | None = Field(description="their last console sign-in, any tenant; null: never")
 
 
-class RoleIn(Schema):
+class RoleIn(Body):
     role: Literal[ROLES]
     reason: str = Field("", max_length=2000, description="kept in the audit row")
 
@@ -53,12 +55,13 @@ def member_out(membership) -> dict:
     }
 
 
-@router.get("/members", response={200: list[MemberOut], **ERRORS}, summary="The tenant's members")
+@router.get("/members", response={200: list[MemberOut]}, summary="The tenant's members")
 def list_members(request):
     return [member_out(m) for m in members_of(principal(request))]
 
 
-@router.put("/members/{username}", response={200: MemberOut, **ERRORS}, summary="Add a person or change a role")
+@router.put("/members/{username}", response={200: MemberOut}, summary="Add a person or change a role")
+@refuses(Forbidden, PersonNotFound, LastAdmin, InvalidTransition, InvalidString)
 def put_member(request, body: RoleIn, username: str = username_path()):
     """An existing person (PERSON_NOT_FOUND otherwise) joins with the role, or a member
     takes it on from their next request. The same role again changes nothing. Demoting
@@ -69,7 +72,8 @@ def put_member(request, body: RoleIn, username: str = username_path()):
     return member_out(membership)
 
 
-@router.delete("/members/{username}", response={200: RemovedOut, **ERRORS}, summary="Remove a member")
+@router.delete("/members/{username}", response={200: RemovedOut}, summary="Remove a member")
+@refuses(Forbidden, MemberNotFound, LastAdmin, InvalidTransition, InvalidString)
 def delete_member(
     request,
     username: str = username_path(),

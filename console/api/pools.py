@@ -9,8 +9,9 @@ from ninja import Path, Router, Schema
 from pydantic import Field
 
 from console.api.auth import operating
-from console.api.errors import ERRORS
-from console.api.schemas import Page, PoolName, cursor_query, limit_query, page_of
+from console.api.errors import refuses
+from console.api.schemas import Body, Int, JsonInt, Page, PoolName, bounded, cursor_query, limit_query, page_of
+from runtime.errors import ArgumentOutOfRange, Forbidden, InvalidInput, UnknownPool
 from runtime.limits.selectors import pool_usage, pool_usage_of
 from runtime.limits.services import pool_set_limits
 
@@ -27,9 +28,13 @@ class PoolOut(Schema):
     created_at: datetime | None
 
 
-class Limits(Schema):
-    max_running: int | None = Field(None, ge=1, description="running places; bounded by STEWARD_POOL_MAX_RUNNING")
-    max_queued: int | None = Field(None, ge=0, description="queued places; bounded by STEWARD_POOL_MAX_QUEUED")
+Running = bounded(JsonInt, ge=1)
+Queued = bounded(JsonInt, ge=0)
+
+
+class Limits(Body):
+    max_running: Running | None = Field(None, description="running places; bounded by STEWARD_POOL_MAX_RUNNING")
+    max_queued: Queued | None = Field(None, description="queued places; bounded by STEWARD_POOL_MAX_QUEUED")
 
 
 def pool_out(usage) -> dict:
@@ -45,12 +50,14 @@ def pool_out(usage) -> dict:
     }
 
 
-@router.get("/pools", response={200: Page[PoolOut], **ERRORS}, summary="Pools by name, with occupancy")
-def list_pools(request, cursor: str | None = cursor_query(), limit: int = limit_query()):
+@router.get("/pools", response={200: Page[PoolOut]}, summary="Pools by name, with occupancy")
+@refuses(InvalidInput)
+def list_pools(request, cursor: str | None = cursor_query(), limit: Int = limit_query()):
     return page_of(pool_usage(after=cursor, limit=limit), pool_out)
 
 
-@router.patch("/pools/{name}", response={200: PoolOut, **ERRORS}, summary="Change a pool's limits")
+@router.patch("/pools/{name}", response={200: PoolOut}, summary="Change a pool's limits")
+@refuses(Forbidden, UnknownPool, ArgumentOutOfRange)
 def set_limits(request, body: Limits, name: PoolName = Path(...)):
     """Growing max_running adds free slots at once; shrinking lets held slots finish. An
     unknown pool is UNKNOWN_POOL (404); a limit past its bound is ARGUMENT_OUT_OF_RANGE."""

@@ -19,9 +19,20 @@ from pydantic import Field, StringConstraints
 
 from console.api.auth import operating, principal
 from console.api.effects import EffectOut, effect_out
-from console.api.errors import ERRORS
-from console.api.schemas import Name
+from console.api.errors import refuses
+from console.api.schemas import Body, PathName, Uuid
 from runtime import states
+from runtime.errors import (
+    AgentStopped,
+    Forbidden,
+    InvalidArgument,
+    InvalidString,
+    InvalidTransition,
+    QueueFull,
+    StopNotFound,
+    TaskNotFound,
+    UnknownAgent,
+)
 from runtime.stops.selectors import (
     ROW_STATES,
     agent_stop_preview,
@@ -38,12 +49,12 @@ router = Router(tags=["stops"])
 Reason = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")]
 
 
-class StopIn(Schema):
+class StopIn(Body):
     reason: Reason = Field(description="why; kept in the stop and its audit events")
 
 
 class StopStartedOut(Schema):
-    stop_id: uuid.UUID
+    stop_id: Uuid
     tasks: list[uuid.UUID] = Field(description="every task the stop covers: the task and its live descendants")
     cancelled: list[uuid.UUID] = Field(description="those cancelled at once (nothing of theirs was running)")
     stopping: list[uuid.UUID] = Field(description="those waiting for a boundary's acknowledgment")
@@ -136,7 +147,7 @@ class TaskBrief(Schema):
     parent: uuid.UUID | None
 
 
-class PreviewOut(Schema):
+class StopPreviewOut(Schema):
     count: int = Field(description="how many tasks the stop would move to stopping")
     tasks: list[TaskBrief] = Field(description="the first 200 of them")
     tasks_more: int
@@ -146,7 +157,7 @@ class PreviewOut(Schema):
     limits: str
 
 
-class RerunIn(Schema):
+class RerunIn(Body):
     reason: Reason
 
 
@@ -161,7 +172,7 @@ class SwitchOut(Schema):
     changed_by: str
     changed_at: datetime | None
     reason: str
-    stop_id: uuid.UUID | None = Field(description="the stop that closed it")
+    stop_id: Uuid | None = Field(description="the stop that closed it")
 
 
 class ReopenOut(SwitchOut):
@@ -281,10 +292,9 @@ def _stop(request, task_id, body: StopIn) -> dict:
         return started_out(task_stop(task_id=task.id, actor=who.actor, reason=body.reason))
 
 
-@router.post(
-    "/tasks/{task_id}/stop", response={200: StopStartedOut, **ERRORS}, summary="Stop a task and its live descendants"
-)
-def stop(request, task_id: uuid.UUID, body: StopIn):
+@router.post("/tasks/{task_id}/stop", response={200: StopStartedOut}, summary="Stop a task and its live descendants")
+@refuses(Forbidden, TaskNotFound, InvalidTransition, InvalidArgument, InvalidString)
+def stop(request, task_id: Uuid, body: StopIn):
     """Every live task of the tree moves to `stopping` in one transaction, which closes
     its admission at every boundary; each becomes `cancelled` once its four boundaries
     acknowledged (children first), or once its bound passed. Read how it goes at
@@ -293,19 +303,19 @@ def stop(request, task_id: uuid.UUID, body: StopIn):
     return _stop(request, task_id, body)
 
 
-@router.post(
-    "/tasks/{task_id}/cancel", response={200: StopStartedOut, **ERRORS}, summary="The same as /stop (its former name)"
-)
-def cancel(request, task_id: uuid.UUID, body: StopIn):
+@router.post("/tasks/{task_id}/cancel", response={200: StopStartedOut}, summary="The same as /stop (its former name)")
+@refuses(Forbidden, TaskNotFound, InvalidTransition, InvalidArgument, InvalidString)
+def cancel(request, task_id: Uuid, body: StopIn):
     """POST /tasks/{id}/stop under its former name: the same stop, the same answer, and
     a reason is required here too."""
     return _stop(request, task_id, body)
 
 
 @router.get(
-    "/tasks/{task_id}/stop-preview", response={200: PreviewOut, **ERRORS}, summary="What stopping the task would cover"
+    "/tasks/{task_id}/stop-preview", response={200: StopPreviewOut}, summary="What stopping the task would cover"
 )
-def preview(request, task_id: uuid.UUID):
+@refuses(TaskNotFound)
+def preview(request, task_id: Uuid):
     """The live tasks of its tree a stop would move to stopping, their effects with no
     outcome yet and their gateway calls in flight, read now."""
     return preview_out(stop_preview(task_id=task_id, tenant=principal(request).tenant))
@@ -313,21 +323,24 @@ def preview(request, task_id: uuid.UUID):
 
 @router.get(
     "/tasks/{task_id}/stop-summary",
-    response={200: SummaryOut, **ERRORS},
+    response={200: SummaryOut},
     summary="The task's latest stop, boundary by boundary",
 )
-def task_summary(request, task_id: uuid.UUID):
+@refuses(TaskNotFound, StopNotFound)
+def task_summary(request, task_id: Uuid):
     """STOP_NOT_FOUND (404) if the task was never stopped."""
     return summary_out(stop_summary(task_id=task_id, tenant=principal(request).tenant))
 
 
-@router.get("/stops/{stop_id}", response={200: SummaryOut, **ERRORS}, summary="One stop, boundary by boundary")
-def get_stop(request, stop_id: uuid.UUID):
+@router.get("/stops/{stop_id}", response={200: SummaryOut}, summary="One stop, boundary by boundary")
+@refuses(StopNotFound)
+def get_stop(request, stop_id: Uuid):
     return summary_out(stop_summary(stop_id=stop_id, tenant=principal(request).tenant))
 
 
-@router.post("/tasks/{task_id}/rerun", response={201: RerunOut, **ERRORS}, summary="A new run of a cancelled task")
-def rerun(request, task_id: uuid.UUID, body: RerunIn):
+@router.post("/tasks/{task_id}/rerun", response={201: RerunOut}, summary="A new run of a cancelled task")
+@refuses(Forbidden, TaskNotFound, InvalidTransition, AgentStopped, QueueFull, InvalidArgument, InvalidString)
+def rerun(request, task_id: Uuid, body: RerunIn):
     """A new task (new id, same agent, input, owner and pool, no caller key) whose
     `rerun_of` names the old one; nothing of the old run carries over. Only a cancelled
     root task: anything else is INVALID_TRANSITION (409); a stopped agent AGENT_STOPPED."""
@@ -339,30 +352,33 @@ def rerun(request, task_id: uuid.UUID, body: RerunIn):
 
 @router.get(
     "/agents/{name}/switch",
-    response={200: SwitchOut, **ERRORS},
+    response={200: SwitchOut},
     summary="Whether the agent's submission is open in the tenant",
 )
-def switch(request, name: Name):
+@refuses(UnknownAgent)
+def switch(request, name: PathName):
     info = agent_get(name)
     return switch_out(agent_switch(tenant=principal(request).tenant, agent=info.name))
 
 
 @router.get(
     "/agents/{name}/stop-preview",
-    response={200: PreviewOut, **ERRORS},
+    response={200: StopPreviewOut},
     summary="What the agent's kill switch would stop",
 )
-def agent_preview(request, name: Name):
+@refuses(UnknownAgent)
+def agent_preview(request, name: PathName):
     info = agent_get(name)
     return preview_out(agent_stop_preview(tenant=principal(request).tenant, agent=info.name))
 
 
 @router.post(
     "/agents/{name}/stop",
-    response={200: StopStartedOut, **ERRORS},
+    response={200: StopStartedOut},
     summary="The kill switch: close submission and stop every live task of the agent",
 )
-def stop_agent(request, name: Name, body: StopIn):
+@refuses(UnknownAgent, Forbidden, InvalidArgument, InvalidString)
+def stop_agent(request, name: PathName, body: StopIn):
     """In the token's tenant: from its commit no task of the agent is admitted
     (AGENT_STOPPED, 409, on submit) until POST /agents/{name}/reopen, and every live
     task of it, with its descendants, is stopped under one stop. With none live, the
@@ -372,8 +388,9 @@ def stop_agent(request, name: Name, body: StopIn):
         return started_out(agent_stop(tenant=who.tenant, agent=info.name, actor=who.actor, reason=body.reason))
 
 
-@router.post("/agents/{name}/reopen", response={200: ReopenOut, **ERRORS}, summary="Open the agent's submission again")
-def reopen_agent(request, name: Name, body: StopIn):
+@router.post("/agents/{name}/reopen", response={200: ReopenOut}, summary="Open the agent's submission again")
+@refuses(UnknownAgent, Forbidden, InvalidString)
+def reopen_agent(request, name: PathName, body: StopIn):
     """Tasks the kill switch cancelled stay cancelled (resume or rerun them one by one)."""
     info = agent_get(name)
     with operating(request) as who:

@@ -7,18 +7,38 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal
 
+from django.http import HttpResponse
+from django.utils import timezone
 from ninja import Header, Router, Schema, Status
 from pydantic import Field
 
 from console.api.audit import AuditEventOut, audit_out
 from console.api.auth import operating, principal
 from console.api.effects import EffectOut, effect_out
-from console.api.errors import ERRORS
-from console.api.schemas import Moment, Name, Page, PoolName, cursor_query, limit_query, page_of
+from console.api.errors import refuses
+from console.api.schemas import Body, Int, Moment, Name, Page, PoolName, Uuid, cursor_query, limit_query, page_of
 from runtime import states
 from runtime.effects.selectors import effect_page
+from runtime.errors import (
+    AgentStopped,
+    ArgumentOutOfRange,
+    Forbidden,
+    IdempotencyConflict,
+    InputTooDeep,
+    InputTooLarge,
+    InvalidArgument,
+    InvalidIdentifier,
+    InvalidInput,
+    InvalidString,
+    InvalidTransition,
+    NumberOutOfRange,
+    QueueFull,
+    TaskNotFound,
+    UnknownAgent,
+    UnknownPool,
+)
 from runtime.limits.selectors import tree_pause_of
-from runtime.tasks.selectors import attempt_page, step_page, task_get, task_page
+from runtime.tasks.selectors import attempt_page, live_attempt, step_page, task_get, task_page
 from runtime.tasks.services import task_resume, task_submit
 from runtime.trail.selectors import audit_page
 
@@ -27,7 +47,7 @@ router = Router(tags=["tasks"])
 TaskStatus = Literal[states.TASK_STATUSES]
 
 
-class TaskSubmit(Schema):
+class TaskSubmit(Body):
     agent: Name = Field(description="a registered agent (GET /agents)")
     input: dict[str, Any] = Field(default_factory=dict, description="a JSON object fitting the agent's input schema")
     pool: PoolName | None = Field(None, description="the pool to admit it to; default: the agent's")
@@ -69,6 +89,15 @@ class TreePauseOut(Schema):
     running: int = Field(description="tasks of the tree still running: each stops before its next new step")
 
 
+class LeaseOut(Schema):
+    worker: str = Field(description="the worker process holding the lease (worker:<host>:<pid>...)")
+    epoch: int = Field(description="the live attempt's number")
+    started_at: datetime
+    heartbeat_at: datetime = Field(description="its last renewal")
+    lease_expires_at: datetime
+    expired: bool = Field(description="past its expiry unrenewed: a sweep gives the task to another worker")
+
+
 class TaskOut(TaskSummary):
     input: Any
     output: Any
@@ -98,6 +127,10 @@ class TaskOut(TaskSummary):
         description="its tree's open pause: a fan-out breaker tripped in the "
         "tree, and no task of it takes a new step or spawns until a "
         "resume of any of them lifts it (docs/limits.md)"
+    )
+    lease_holder: LeaseOut | None = Field(
+        description="the live attempt holding the task's lease, as the console's task page shows it; "
+        "null while no attempt runs"
     )
 
 
@@ -129,7 +162,7 @@ class AttemptOut(Schema):
     end_reason: str
 
 
-class Resume(Schema):
+class Resume(Body):
     note: str = Field("", max_length=2000)
     # Checked by the runtime (arguments.breaker_limits), whatever JSON arrives: a value
     # out of its bounds is 400 ARGUMENT_OUT_OF_RANGE, an unknown key 400 INVALID_ARGUMENT.
@@ -181,6 +214,20 @@ def task_out(task) -> dict:
         "breaker": task.breaker,
         "breaker_limits": task.breaker_limits,
         "tree_pause": tree_pause_out(tree_pause_of(task)),
+        "lease_holder": lease_out(live_attempt(task)),
+    }
+
+
+def lease_out(attempt) -> dict | None:
+    if attempt is None:
+        return None
+    return {
+        "worker": attempt.worker,
+        "epoch": attempt.epoch,
+        "started_at": attempt.started_at,
+        "heartbeat_at": attempt.heartbeat_at,
+        "lease_expires_at": attempt.lease_expires_at,
+        "expired": attempt.lease_expires_at < timezone.now(),
     }
 
 
@@ -228,16 +275,45 @@ def attempt_out(attempt) -> dict:
     }
 
 
-@router.post("/tasks", response={200: Submitted, 201: Submitted, **ERRORS}, summary="Submit a task")
+@router.post(
+    "/tasks",
+    response={200: Submitted, 201: Submitted},
+    summary="Submit a task",
+    openapi_extra={
+        "responses": {
+            201: {
+                "headers": {
+                    "Location": {"description": "the new task: GET it there", "schema": {"type": "string"}},
+                }
+            }
+        }
+    },
+)
+@refuses(
+    Forbidden,
+    UnknownAgent,
+    InvalidIdentifier,
+    UnknownPool,
+    InvalidInput,
+    InputTooLarge,
+    InputTooDeep,
+    NumberOutOfRange,
+    InvalidString,
+    IdempotencyConflict,
+    AgentStopped,
+    QueueFull,
+)
 def submit(
     request,
+    response: HttpResponse,
     body: TaskSubmit,
     idempotency_key: str | None = Header(None, alias="Idempotency-Key", max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$"),
 ):
     """Create a task owned by the token's person in its tenant. With an `Idempotency-Key`,
     the same key and input return the task made earlier (200) whatever its status; the
-    same key with another agent or input is IDEMPOTENCY_CONFLICT (409). A new task is 201.
-    An input that does not fit the agent's schema is 422 naming each failing field."""
+    same key with another agent or input is IDEMPOTENCY_CONFLICT (409). A new task is 201,
+    with its URL in `Location`. An input that does not fit the agent's schema is 422
+    naming each failing field."""
     with operating(request) as who:
         made = task_submit(
             agent=body.agent,
@@ -248,24 +324,29 @@ def submit(
             idempotency_key=idempotency_key,
             pool=body.pool,
         )
+    if made.created:
+        response["Location"] = f"{request.path.rstrip('/')}/{made.task_id}"
     return Status(201 if made.created else 200, {"id": made.task_id, "status": made.status, "created": made.created})
 
 
-@router.get("/tasks", response={200: Page[TaskSummary], **ERRORS}, summary="List tasks, newest first")
+@router.get("/tasks", response={200: Page[TaskSummary]}, summary="List tasks, newest first")
+@refuses(InvalidInput, TaskNotFound)
 def list_tasks(
     request,
     status: TaskStatus | None = None,
     agent: Name | None = None,
     pool: PoolName | None = None,
-    parent: uuid.UUID | None = None,
-    root: uuid.UUID | None = None,
+    parent: Uuid | None = None,
+    root: Uuid | None = None,
     created_after: Moment | None = None,
     created_before: Moment | None = None,
     cursor: str | None = cursor_query(),
-    limit: int = limit_query(),
+    limit: Int = limit_query(),
 ):
     """Keyset pages (docs/api.md): tasks submitted while a client pages never make a page
-    repeat or skip a task. `created_after` is inclusive, `created_before` exclusive."""
+    repeat or skip a task. `created_after` is inclusive, `created_before` exclusive. A
+    `parent` or `root` that names no task of yours is TASK_NOT_FOUND (404); a cursor
+    this list did not give, with these filters, is INVALID_INPUT (422)."""
     page = task_page(
         tenant=principal(request).tenant,
         status=status,
@@ -281,62 +362,62 @@ def list_tasks(
     return page_of(page, summary_out)
 
 
-@router.get("/tasks/{task_id}", response={200: TaskOut, **ERRORS}, summary="One task")
-def detail(request, task_id: uuid.UUID):
+@router.get("/tasks/{task_id}", response={200: TaskOut}, summary="One task")
+@refuses(TaskNotFound)
+def detail(request, task_id: Uuid):
     return task_out(task_get(task_id, tenant=principal(request).tenant))
 
 
-@router.get(
-    "/tasks/{task_id}/steps", response={200: Page[StepOut], **ERRORS}, summary="A task's journal, newest step first"
-)
-def steps(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limit: int = limit_query()):
+@router.get("/tasks/{task_id}/steps", response={200: Page[StepOut]}, summary="A task's journal, newest step first")
+@refuses(TaskNotFound, InvalidInput)
+def steps(request, task_id: Uuid, cursor: str | None = cursor_query(), limit: Int = limit_query()):
     return page_of(step_page(task=task_id, tenant=principal(request).tenant, after=cursor, limit=limit), step_out)
 
 
-@router.get(
-    "/tasks/{task_id}/attempts", response={200: Page[AttemptOut], **ERRORS}, summary="A task's attempts, newest first"
-)
-def attempts(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limit: int = limit_query()):
+@router.get("/tasks/{task_id}/attempts", response={200: Page[AttemptOut]}, summary="A task's attempts, newest first")
+@refuses(TaskNotFound, InvalidInput)
+def attempts(request, task_id: Uuid, cursor: str | None = cursor_query(), limit: Int = limit_query()):
     return page_of(attempt_page(task=task_id, tenant=principal(request).tenant, after=cursor, limit=limit), attempt_out)
 
 
 @router.get(
     "/tasks/{task_id}/effects",
-    response={200: Page[EffectOut], **ERRORS},
+    response={200: Page[EffectOut]},
     summary="A task's effect ledger, by step, newest first",
 )
-def effects(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limit: int = limit_query()):
+@refuses(TaskNotFound, InvalidInput)
+def effects(request, task_id: Uuid, cursor: str | None = cursor_query(), limit: Int = limit_query()):
     return page_of(effect_page(tenant=principal(request).tenant, task=task_id, after=cursor, limit=limit), effect_out)
 
 
 @router.get(
     "/tasks/{task_id}/children",
-    response={200: Page[TaskSummary], **ERRORS},
+    response={200: Page[TaskSummary]},
     summary="A task's children, newest spawn first",
 )
-def children(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limit: int = limit_query()):
-    tenant = principal(request).tenant
-    task_get(task_id, tenant=tenant)  # another tenant's task is not found, not an empty page
-    return page_of(task_page(tenant=tenant, parent=task_id, after=cursor, limit=limit), summary_out)
+@refuses(TaskNotFound, InvalidInput)
+def children(request, task_id: Uuid, cursor: str | None = cursor_query(), limit: Int = limit_query()):
+    # Another tenant's task is not found (task_page), never an empty page.
+    return page_of(task_page(tenant=principal(request).tenant, parent=task_id, after=cursor, limit=limit), summary_out)
 
 
 @router.get(
     "/tasks/{task_id}/audit",
-    response={200: Page[AuditEventOut], **ERRORS},
+    response={200: Page[AuditEventOut]},
     summary="A task's audit chain, newest first",
 )
-def audit(request, task_id: uuid.UUID, cursor: str | None = cursor_query(), limit: int = limit_query()):
-    tenant = principal(request).tenant
-    task_get(task_id, tenant=tenant)
-    return page_of(audit_page(tenant=tenant, task=task_id, after=cursor, limit=limit), audit_out)
+@refuses(TaskNotFound, InvalidInput)
+def audit(request, task_id: Uuid, cursor: str | None = cursor_query(), limit: Int = limit_query()):
+    return page_of(audit_page(tenant=principal(request).tenant, task=task_id, after=cursor, limit=limit), audit_out)
 
 
 @router.post(
     "/tasks/{task_id}/resume",
-    response={200: Resumed, **ERRORS},
+    response={200: Resumed},
     summary="Queue a dead, failed, cancelled, denied, tripped or paused task again",
 )
-def resume(request, task_id: uuid.UUID, body: Resume | None = None):
+@refuses(Forbidden, TaskNotFound, InvalidTransition, InvalidArgument, ArgumentOutOfRange, InvalidString)
+def resume(request, task_id: Uuid, body: Resume | None = None):
     """Refused (409) while its last attempt has not stopped, or from any other status.
     In a paused tree it also lifts the pause: `tree_queued` other tasks are queued again.
     The body is optional."""

@@ -13,16 +13,14 @@ from django.contrib.auth import get_user_model
 from ninja import Path, Router, Schema, Status
 from pydantic import Field
 
-from console.access import token_create, token_revoke, tokens_visible_to
+from console.access import token_create, token_page, token_revoke
 from console.api.auth import operating, principal
-from console.api.errors import ERRORS
-from console.api.schemas import Moment, Name
+from console.api.errors import refuses
+from console.api.schemas import Body, Int, Moment, Name, Page, cursor_query, limit_query, page_of
 from console.models import SCOPES
-from runtime.errors import TokenNotFound
+from runtime.errors import Forbidden, InvalidArgument, InvalidInput, InvalidString, InvalidTransition, TokenNotFound
 
 router = Router(tags=["tokens"])
-
-MAX_LISTED = 1000  # a person holds a few tokens; an admin's list of a tenant's stays bounded
 
 
 class TokenOut(Schema):
@@ -43,7 +41,7 @@ class NewTokenOut(TokenOut):
     secret: str = Field(description="shown this once; only its hash is kept")
 
 
-class TokenCreate(Schema):
+class TokenCreate(Body):
     name: str = Field(min_length=1, max_length=100)
     scope: Literal[SCOPES] = "read"
     expires_at: Moment | None = Field(None, description="refused from then on; none: until revoked")
@@ -66,14 +64,19 @@ def token_out(token) -> dict:
     }
 
 
-@router.get("/tokens", response={200: list[TokenOut], **ERRORS}, summary="Your tokens (an admin: the tenant's)")
-def list_tokens(request):
-    return [token_out(t) for t in tokens_visible_to(principal(request))[:MAX_LISTED]]
+@router.get("/tokens", response={200: Page[TokenOut]}, summary="Your tokens (an admin: the tenant's), newest first")
+@refuses(InvalidInput)
+def list_tokens(request, cursor: str | None = cursor_query(), limit: Int = limit_query()):
+    """Paged like every list (docs/api.md, Pagination); revoked tokens are kept, and listed."""
+    return page_of(token_page(principal(request), after=cursor, limit=limit), token_out)
 
 
-@router.post("/tokens", response={201: NewTokenOut, **ERRORS}, summary="Make a token")
+@router.post("/tokens", response={201: NewTokenOut}, summary="Make a token")
+@refuses(Forbidden, TokenNotFound, InvalidArgument, InvalidString)
 def create(request, body: TokenCreate):
-    """An operate token only for a member who may operate (FORBIDDEN otherwise)."""
+    """An operate token only for a member who may operate, another member's only by an
+    admin (FORBIDDEN otherwise); an `owner` who is no member is TOKEN_NOT_FOUND; an expiry
+    in the past, or a blank name, INVALID_ARGUMENT."""
     with operating(request) as who:
         owner = None
         if body.owner is not None:
@@ -90,13 +93,15 @@ def _revoke(request, token_id: int) -> dict:
         return token_out(token_revoke(principal=who, token_id=token_id))
 
 
-@router.post("/tokens/{token_id}/revoke", response={200: TokenOut, **ERRORS}, summary="Revoke a token")
-def revoke(request, token_id: int = Path(..., ge=1, le=2**63 - 1)):
+@router.post("/tokens/{token_id}/revoke", response={200: TokenOut}, summary="Revoke a token")
+@refuses(Forbidden, TokenNotFound, InvalidTransition)
+def revoke(request, token_id: Int = Path(..., ge=1, le=2**63 - 1)):
     """Refused from its next request on. Revoking it again is INVALID_TRANSITION (409)."""
     return _revoke(request, token_id)
 
 
-@router.delete("/tokens/{token_id}", response={200: TokenOut, **ERRORS}, summary="Revoke a token (as DELETE)")
-def delete(request, token_id: int = Path(..., ge=1, le=2**63 - 1)):
+@router.delete("/tokens/{token_id}", response={200: TokenOut}, summary="Revoke a token (as DELETE)")
+@refuses(Forbidden, TokenNotFound, InvalidTransition)
+def delete(request, token_id: Int = Path(..., ge=1, le=2**63 - 1)):
     """The token is kept, revoked, for the audit trail: the same as POST .../revoke."""
     return _revoke(request, token_id)

@@ -10,11 +10,28 @@ from datetime import datetime
 from typing import Literal
 
 from ninja import Router, Schema, Status
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from console.api.auth import operating, principal
-from console.api.errors import ERRORS
-from console.api.schemas import Name
+from console.api.errors import refuses
+from console.api.schemas import Body, Name, PoolName, Uuid
+from runtime.errors import (
+    Forbidden,
+    InputTooDeep,
+    InputTooLarge,
+    InvalidArgument,
+    InvalidCron,
+    InvalidIdentifier,
+    InvalidInput,
+    InvalidString,
+    InvalidTimezone,
+    InvalidTransition,
+    NumberOutOfRange,
+    ScheduleNotFound,
+    TriggerNotFound,
+    UnknownAgent,
+    WebhookNotFound,
+)
 from runtime.triggers.selectors import (
     dependency_get,
     dependency_list,
@@ -26,6 +43,7 @@ from runtime.triggers.selectors import (
     webhook_list,
 )
 from runtime.triggers.services import (
+    PREREQUISITES_MAX,
     dependency_create,
     schedule_create,
     schedule_pause,
@@ -58,16 +76,20 @@ class ScheduleOut(Schema):
     created_at: datetime
 
 
-class ScheduleIn(Schema):
-    name: str = Field(max_length=100)
-    agent: str
+# What submitting a task refuses of an agent, its input and its pool (runtime/triggers/target.py).
+TARGET = (UnknownAgent, InvalidIdentifier, InvalidInput, InputTooLarge, InputTooDeep, NumberOutOfRange, InvalidString)
+
+
+class ScheduleIn(Body):
+    name: str = Field(min_length=1, max_length=100)
+    agent: Name
     input: dict = Field(default_factory=dict)
     cron: str = Field(description="five fields: minute hour day-of-month month day-of-week")
     timezone: str = Field("UTC", description="an IANA name such as Europe/Paris")
     missed_policy: Literal["skip", "catch_up"] = "skip"
     overlap_policy: Literal["skip", "queue", "stop"] = "skip"
-    pool: str | None = None
-    paused: bool = False
+    pool: PoolName | None = None
+    paused: StrictBool = False
 
 
 class WebhookOut(Schema):
@@ -86,10 +108,10 @@ class WebhookCreated(WebhookOut):
     secret: str = Field(description="shown once: sign timestamp + '.' + body with HMAC-SHA256 under it")
 
 
-class WebhookIn(Schema):
-    name: str = Field(max_length=100)
-    agent: str
-    pool: str | None = None
+class WebhookIn(Body):
+    name: str = Field(min_length=1, max_length=100)
+    agent: Name
+    pool: PoolName | None = None
 
 
 class DeliveryOut(Schema):
@@ -99,12 +121,14 @@ class DeliveryOut(Schema):
     task_id: uuid.UUID | None
 
 
-class DependencyIn(Schema):
-    agent: str
+class DependencyIn(Body):
+    agent: Name
     input: dict = Field(default_factory=dict)
-    prerequisites: list[str] = Field(description="task ids; the task starts once all completed")
+    prerequisites: list[Uuid] = Field(
+        min_length=1, max_length=PREREQUISITES_MAX, description="task ids; the task starts once all completed"
+    )
     on_failure: Literal["skip", "run", "fail"] = "skip"
-    pool: str | None = None
+    pool: PoolName | None = None
 
 
 class DependencyOut(Schema):
@@ -176,12 +200,13 @@ def dependency_out(d) -> dict:
     }
 
 
-@router.get("/schedules", response={200: list[ScheduleOut], **ERRORS}, summary="Cron schedules, by name")
+@router.get("/schedules", response={200: list[ScheduleOut]}, summary="Cron schedules, by name")
 def list_schedules(request, paused: bool | None = None, agent: Name | None = None):
     return [schedule_out(s) for s in schedule_list(tenant=principal(request).tenant, paused=paused, agent=agent)]
 
 
-@router.post("/schedules", response={201: ScheduleOut, **ERRORS}, summary="Make a cron schedule")
+@router.post("/schedules", response={201: ScheduleOut}, summary="Make a cron schedule")
+@refuses(Forbidden, *TARGET, InvalidCron, InvalidTimezone, InvalidTransition)
 def create_schedule(request, body: ScheduleIn):
     """A bad cron expression is INVALID_CRON, an unknown zone INVALID_TIMEZONE (400)."""
     with operating(request) as who:
@@ -189,50 +214,56 @@ def create_schedule(request, body: ScheduleIn):
     return Status(201, schedule_out(made))
 
 
-@router.get("/schedules/{schedule_id}", response={200: ScheduleOut, **ERRORS}, summary="A schedule and its next runs")
-def get_schedule(request, schedule_id: uuid.UUID):
+@router.get("/schedules/{schedule_id}", response={200: ScheduleOut}, summary="A schedule and its next runs")
+@refuses(ScheduleNotFound)
+def get_schedule(request, schedule_id: Uuid):
     return schedule_out(schedule_get(schedule_id, tenant=principal(request).tenant))
 
 
-@router.post("/schedules/{schedule_id}/pause", response={200: Changed, **ERRORS}, summary="Pause a schedule")
-def pause_schedule(request, schedule_id: uuid.UUID):
+@router.post("/schedules/{schedule_id}/pause", response={200: Changed}, summary="Pause a schedule")
+@refuses(Forbidden, ScheduleNotFound)
+def pause_schedule(request, schedule_id: Uuid):
     with operating(request) as who:
         return {"changed": schedule_pause(schedule_id=schedule_id, actor=who.actor, tenant=who.tenant)}
 
 
 @router.post(
     "/schedules/{schedule_id}/resume",
-    response={200: Changed, **ERRORS},
+    response={200: Changed},
     summary="Resume a schedule from its next tick after now",
 )
-def resume_schedule(request, schedule_id: uuid.UUID):
+@refuses(Forbidden, ScheduleNotFound)
+def resume_schedule(request, schedule_id: Uuid):
     with operating(request) as who:
         return {"changed": schedule_resume(schedule_id=schedule_id, actor=who.actor, tenant=who.tenant)}
 
 
-@router.get("/webhooks", response={200: list[WebhookOut], **ERRORS}, summary="Signed webhooks, by name")
+@router.get("/webhooks", response={200: list[WebhookOut]}, summary="Signed webhooks, by name")
 def list_webhooks(request, paused: bool | None = None):
     return [webhook_out(w) for w in webhook_list(tenant=principal(request).tenant, paused=paused)]
 
 
-@router.post("/webhooks", response={201: WebhookCreated, **ERRORS}, summary="Make a signed webhook")
+@router.post("/webhooks", response={201: WebhookCreated}, summary="Make a signed webhook")
+@refuses(Forbidden, UnknownAgent, InvalidIdentifier, InvalidTransition)
 def create_webhook(request, body: WebhookIn):
     with operating(request) as who:
         made, secret = webhook_create(tenant=who.tenant, owner=who.actor, actor=who.actor, **body.dict())
     return Status(201, {**webhook_out(made), "secret": secret})
 
 
-@router.get("/webhooks/{webhook_id}", response={200: WebhookOut, **ERRORS}, summary="A webhook")
-def get_webhook(request, webhook_id: uuid.UUID):
+@router.get("/webhooks/{webhook_id}", response={200: WebhookOut}, summary="A webhook")
+@refuses(WebhookNotFound)
+def get_webhook(request, webhook_id: Uuid):
     return webhook_out(webhook_get(webhook_id, tenant=principal(request).tenant))
 
 
 @router.get(
     "/webhooks/{webhook_id}/deliveries",
-    response={200: list[DeliveryOut], **ERRORS},
+    response={200: list[DeliveryOut]},
     summary="A webhook's recent accepted deliveries, newest first",
 )
-def list_deliveries(request, webhook_id: uuid.UUID):
+@refuses(WebhookNotFound)
+def list_deliveries(request, webhook_id: Uuid):
     hook = webhook_get(webhook_id, tenant=principal(request).tenant)
     return [
         {"delivery_id": d.delivery_id, "received_at": d.received_at, "body_sha256": d.body_digest, "task_id": d.task_id}
@@ -240,32 +271,34 @@ def list_deliveries(request, webhook_id: uuid.UUID):
     ]
 
 
-@router.post("/webhooks/{webhook_id}/pause", response={200: Changed, **ERRORS}, summary="Pause a webhook")
-def pause_webhook(request, webhook_id: uuid.UUID):
+@router.post("/webhooks/{webhook_id}/pause", response={200: Changed}, summary="Pause a webhook")
+@refuses(Forbidden, WebhookNotFound)
+def pause_webhook(request, webhook_id: Uuid):
     with operating(request) as who:
         return {"changed": webhook_pause(webhook_id=webhook_id, actor=who.actor, tenant=who.tenant)}
 
 
-@router.post("/webhooks/{webhook_id}/resume", response={200: Changed, **ERRORS}, summary="Resume a webhook")
-def resume_webhook(request, webhook_id: uuid.UUID):
+@router.post("/webhooks/{webhook_id}/resume", response={200: Changed}, summary="Resume a webhook")
+@refuses(Forbidden, WebhookNotFound)
+def resume_webhook(request, webhook_id: Uuid):
     with operating(request) as who:
         return {"changed": webhook_resume(webhook_id=webhook_id, actor=who.actor, tenant=who.tenant)}
 
 
-@router.get("/dependencies", response={200: list[DependencyOut], **ERRORS}, summary="Dependency triggers, newest first")
+@router.get("/dependencies", response={200: list[DependencyOut]}, summary="Dependency triggers, newest first")
 def list_dependencies(request, state: Literal["waiting", "fired", "skipped", "failed"] | None = None):
     return [dependency_out(d) for d in dependency_list(tenant=principal(request).tenant, state=state)]
 
 
-@router.post(
-    "/dependencies", response={201: DependencyOut, **ERRORS}, summary="Start a task once the tasks it names completed"
-)
+@router.post("/dependencies", response={201: DependencyOut}, summary="Start a task once the tasks it names completed")
+@refuses(Forbidden, *TARGET, InvalidArgument)
 def create_dependency(request, body: DependencyIn):
     with operating(request) as who:
         made = dependency_create(tenant=who.tenant, owner=who.actor, actor=who.actor, **body.dict())
     return Status(201, dependency_out(made))
 
 
-@router.get("/dependencies/{trigger_id}", response={200: DependencyOut, **ERRORS}, summary="A dependency trigger")
-def get_dependency(request, trigger_id: uuid.UUID):
+@router.get("/dependencies/{trigger_id}", response={200: DependencyOut}, summary="A dependency trigger")
+@refuses(TriggerNotFound)
+def get_dependency(request, trigger_id: Uuid):
     return dependency_out(dependency_get(trigger_id, tenant=principal(request).tenant))

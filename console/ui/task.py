@@ -28,6 +28,7 @@ from runtime.errors import InvalidInput
 from runtime.limits.selectors import breaker_tripped, tree_pause_holds, tree_pause_of
 from runtime.tasks.selectors import (
     journal_page,
+    live_attempt,
     step_count,
     step_get,
     task_detail,
@@ -71,13 +72,14 @@ def _live(principal, task_id) -> dict:
     task = task_get(task_id, tenant=principal.tenant)
     detail = task_detail(task.id, step_limit=0, audit_limit=50, child_limit=200)
     attempt = detail.attempts[-1] if detail.attempts else None
+    holder = live_attempt(task)  # the lease holder, as the API's task detail reads it
     tree = _subtree(principal, detail.task) if detail.children else []
     return {
         "task": detail.task,
         "detail": detail,
         "attempt": attempt,
-        "live_attempt": attempt if attempt and attempt.ended_at is None else None,
-        "lease_expired": bool(attempt and attempt.ended_at is None and attempt.lease_expires_at < timezone.now()),
+        "live_attempt": holder,
+        "lease_expired": bool(holder and holder.lease_expires_at < timezone.now()),
         "tree": tree,
         "tree_cut": len(tree) >= TREE_SHOWN,
         "finished": detail.task.status in states.TERMINAL,

@@ -7,8 +7,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q
-from django.db.models.functions import Now
+from django.db.models import Q, Value
+from django.db.models.functions import Left, Length, Now
+from django.db.models.lookups import StartsWith
 
 from runtime import arguments, db, states
 from runtime.authz import patterns
@@ -182,21 +183,14 @@ def _widest(entries: list[Authority]) -> list[Authority]:
 
 GRANT_STATES = ("live", "revoked", "expired", "any")
 GRANTS_SHOWN = 200
+GRANTS_BY_ID = Keyset("grants", ("id",), list, lambda raw: (int(raw[0]),))
 
 
-def grants_filtered(
-    *,
-    tenant: str,
-    principal: str | None = None,
-    action: str | None = None,
-    resource: str | None = None,
-    state: str = "live",
-    limit: int = GRANTS_SHOWN,
-) -> list[Grant]:
-    """A tenant's grants newest first (grant_tenant_id, or grant_tenant_principal_id with
-    a principal), at most `limit`. `resource` keeps the grants whose pattern covers it
-    (a pattern given: the grants inside it or covering it). State: live (neither revoked
-    nor expired), revoked, expired (not revoked, past its expiry) or any."""
+def _grants(*, tenant: str, principal: str | None, action: str | None, resource: str | None, state: str):
+    """The grants the filters keep, as one query (no order, no bound): what the list and
+    the pages read. `resource` keeps the grants whose pattern covers it or lies within it
+    (prefix sets are nested or disjoint: a grant is related to the filter when either
+    covers the other), in SQL, so no related grant is missed however many others there are."""
     grants = Grant.objects.filter(tenant=arguments.tenant(tenant))
     if principal is not None:
         grants = grants.filter(principal=patterns.principal(principal))
@@ -210,15 +204,51 @@ def grants_filtered(
         grants = grants.filter(revoked_at__isnull=False)
     elif state == "expired":
         grants = grants.filter(revoked_at__isnull=True, expires_at__lte=Now())
+    if resource is not None:
+        patterns.resource(resource)
+        covering = Q(resource=resource) | (
+            Q(resource__endswith="*") & Q(StartsWith(Value(resource), Left("resource", Length("resource") - 1)))
+        )
+        within = Q(resource__startswith=resource[:-1]) if resource.endswith("*") else Q(resource=resource)
+        grants = grants.filter(covering | within)
+    return grants
+
+
+def grants_filtered(
+    *,
+    tenant: str,
+    principal: str | None = None,
+    action: str | None = None,
+    resource: str | None = None,
+    state: str = "live",
+    limit: int = GRANTS_SHOWN,
+) -> list[Grant]:
+    """A tenant's grants newest first (grant_tenant_id, or grant_tenant_principal_id with
+    a principal), at most `limit` (the console's list and the CLI's). State: live
+    (neither revoked nor expired), revoked, expired (not revoked, past its expiry) or any."""
+    grants = _grants(tenant=tenant, principal=principal, action=action, resource=resource, state=state)
     arguments.bounded("limit", limit, minimum=1, maximum=1000)
-    rows = grants.order_by("-id")
-    if resource is None:
-        return list(rows[:limit])
-    patterns.resource(resource)
-    # Prefix sets are nested or disjoint: a grant is related to the filter when either covers the other.
-    return [
-        g for g in rows[: limit * 5] if patterns.covers(g.resource, resource) or patterns.covers(resource, g.resource)
-    ][:limit]
+    return list(grants.order_by("-id")[:limit])
+
+
+def grant_page(
+    *,
+    tenant: str,
+    principal: str | None = None,
+    action: str | None = None,
+    resource: str | None = None,
+    state: str = "live",
+    after: str | None = None,
+    limit: int = 50,
+) -> Page[Grant]:
+    """The grants grants_filtered lists, newest first, a keyset page at a time
+    (runtime/paging.py): the API's list, with no cap on how far a client reads. The
+    filters are part of the walk, not residual: a tenant's grants are its people's and
+    agents' rights, thousands at most, and grant_tenant_id (grant_tenant_principal_id
+    with a principal) serves the order."""
+    filters = {"tenant": tenant, "principal": principal, "action": action, "resource": resource, "state": state}
+    grants = _grants(tenant=tenant, principal=principal, action=action, resource=resource, state=state)
+    return keyset_page(grants, keyset=GRANTS_BY_ID, filters=filters, after=after, limit=limit)
 
 
 def grant_events(*, tenant: str):

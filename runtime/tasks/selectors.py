@@ -136,6 +136,11 @@ def task_page(
     primary key. A created range narrows the id range of whichever index drives (ids
     carry their creation millisecond), so it is never residual there. Every other
     filter is residual (runtime/paging.py).
+
+    A `parent` or `root` that names no task of `tenant` (another tenant's, or none) is
+    TASK_NOT_FOUND, as a task's own page is: never an empty page, which would tell a
+    stranger nothing different from a task with no children, but would tell a client
+    with a typo that all is well.
     """
     filters = {
         "tenant": tenant,
@@ -154,8 +159,8 @@ def task_page(
         "status": status,
         "agent": agent,
         "pool_id": pool,
-        "parent_id": arguments.task_filter(parent, "parent"),
-        "root_id": arguments.task_filter(root, "root"),
+        "parent_id": _named_task(parent, "parent", tenant),
+        "root_id": _named_task(root, "root", tenant),
     }
     equal = {k: v for k, v in equal.items() if v is not None}
     created = {
@@ -175,6 +180,13 @@ def task_page(
         driving = driving.filter(_id_range(created_after, created_before), **created)
         created = {}
     return keyset_page(driving, keyset=keyset, filters=filters, after=after, limit=limit, residual={**equal, **created})
+
+
+def _named_task(value, field: str, tenant: str | None) -> uuid.UUID | None:
+    """The id of the task a filter names: malformed, INVALID_INPUT; naming no task of the
+    tenant, TASK_NOT_FOUND (one primary-key read)."""
+    task_id = arguments.task_filter(value, field)
+    return None if task_id is None else task_get(task_id, tenant=tenant).id
 
 
 def _id_range(created_after: datetime | None, created_before: datetime | None) -> Q:
@@ -245,6 +257,13 @@ def step_page(*, task, tenant: str | None = None, after: str | None = None, limi
     return keyset_page(
         Step.objects.filter(task_id=found.id), keyset=STEPS_BY_SEQ, filters={"task": found.id}, after=after, limit=limit
     )
+
+
+def live_attempt(task) -> Attempt | None:
+    """The attempt holding the task's lease now, or None: at most one attempt of a task
+    is unended (attempt_one_live_per_task, whose partial index this reads). The lease
+    holder on the console's task page and in the API's task detail."""
+    return Attempt.objects.filter(task_id=getattr(task, "id", task), ended_at__isnull=True).first()
 
 
 def attempt_page(*, task, tenant: str | None = None, after: str | None = None, limit: int = 50) -> Page[Attempt]:

@@ -11,6 +11,7 @@ from runtime.audit import chain_of
 from runtime.errors import AuditEventNotFound, InvalidInput
 from runtime.models import AuditEvent, AuditSeal
 from runtime.paging import Keyset, Page, keyset_page
+from runtime.tasks.selectors import task_get
 from runtime.trail.seals import seal_export
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -36,6 +37,7 @@ def audit_page(
     """A tenant's audit trail newest first: by time (audit_tenant_at: tenant, at, id),
     with `since` (inclusive) and `until` (exclusive) as bounds on the same index; or, with
     `task`, that task's chain by sequence (audit_chain_seq). Actor and kind are residual.
+    A `task` that names no task of the tenant is TASK_NOT_FOUND, as in effect_page.
     """
     if not isinstance(tenant, str) or not tenant:
         raise InvalidInput("tenant is required", field="tenant")
@@ -43,7 +45,7 @@ def audit_page(
     residual = {k: v for k, v in (("actor", actor), ("kind", kind)) if v}
     timed = {k: v for k, v in (("at__gte", since), ("at__lt", until)) if v is not None}
     if task is not None:
-        chain = chain_of(task_id=arguments.task_filter(task, "task"), tenant=tenant)
+        chain = chain_of(task_id=task_get(arguments.task_filter(task, "task"), tenant=tenant).id, tenant=tenant)
         driving = AuditEvent.objects.filter(chain=chain, tenant=tenant)
         return keyset_page(
             driving, keyset=AUDIT_BY_CHAIN, filters=filters, after=after, limit=limit, residual={**residual, **timed}

@@ -3,7 +3,12 @@
 each submits through task_submit with a caller key that names the firing, so a firing
 repeated by a race or a restart returns the task the first one made."""
 
-from runtime.triggers.dependencies import dependencies_settle, dependency_create, dependency_get
+from runtime.triggers.dependencies import (
+    PREREQUISITES_MAX,
+    dependencies_settle,
+    dependency_create,
+    dependency_get,
+)
 from runtime.triggers.schedules import (
     schedule_create,
     schedule_fire,
@@ -23,6 +28,7 @@ from runtime.triggers.webhooks import (
 )
 
 __all__ = [
+    "PREREQUISITES_MAX",
     "dependencies_settle",
     "dependency_create",
     "dependency_get",

@@ -1,12 +1,16 @@
-"""The API's test fixtures: the personas with tokens, and a client that sends one."""
+"""The API's test fixtures: the personas with tokens, and a client that sends one and
+holds every answer to what the served OpenAPI document declares for its route."""
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
 
 import pytest
 from django.test import Client
+from django.urls import Resolver404, resolve
 
 from console.access import Principal, token_create, token_revoke
 from console.models import ADMIN, OPERATE, OPERATOR, READ, VIEWER
@@ -47,8 +51,11 @@ class Api:
         data = raw if raw is not None else (json.dumps(body) if body is not None else None)
         extra = {**self.headers, **(headers or {})}
         if method.upper() == "GET":
-            return send(url, query or None, headers=extra)
-        return send(url, data, content_type=content_type, headers=extra)
+            response = send(url, query or None, headers=extra)
+        else:
+            response = send(url, data, content_type=content_type, headers=extra)
+        assert_declared(method, url, response)
+        return response
 
     def get(self, path, **query):
         return self.call("GET", path, **query)
@@ -103,6 +110,44 @@ def alice(tokens) -> Api:
 @pytest.fixture
 def carol(tokens) -> Api:
     return Api(tokens.carol)
+
+
+@functools.cache
+def openapi() -> dict:
+    from console.api.api import api
+
+    return api.get_openapi_schema()
+
+
+def declared(method: str, url: str) -> dict | None:
+    """The responses the OpenAPI document declares for the operation `url` reaches (by
+    Django's own routing, so /audit/export is not /audit/{event_id}); None for a path no
+    operation serves (the 404 and 405 api.py answers around the routes)."""
+    try:
+        match = resolve(unquote(urlsplit(url).path))
+    except Resolver404:
+        return None
+    path = "/" + match.route.replace("<", "{").replace(">", "}")
+    operation = openapi()["paths"].get(path, {}).get(method.lower())
+    return None if operation is None else {int(status): answer for status, answer in operation["responses"].items()}
+
+
+def assert_declared(method: str, url: str, response) -> None:
+    """Every answer any API test receives is one its route declares: the status, and for
+    a refusal its code among the codes declared for that status. A refusal a route gives
+    and does not declare fails whichever test provokes it (console/api/openapi.py)."""
+    responses = declared(method, url)
+    if responses is None:
+        return
+    where = f"{method.upper()} {urlsplit(url).path}"
+    assert response.status_code in responses, (
+        f"{where} answered {response.status_code}, which it does not declare: {response.content[:300]!r}"
+    )
+    schema = responses[response.status_code].get("content", {}).get("application/json", {}).get("schema", {})
+    codes = schema.get("properties", {}).get("code", {}).get("enum")
+    if codes is not None:
+        code = response.json().get("code")
+        assert code in codes, f"{where} answered {response.status_code} {code}; it declares {codes} for that status"
 
 
 def revoke(user, secret: str) -> None:

@@ -39,6 +39,15 @@ def test_the_inbox_lists_pending_requests_and_shows_one(pending, alice):
     assert alice.get("approvals", order="expiry", state="approved").json() == []
 
 
+def test_state_any_lists_every_state_as_the_console_does(pending, alice, client, people):
+    """The console's inbox took ?state=any; the API answered it 422."""
+    alice.post(f"approvals/{pending.id}/deny", {"comment": "no"})
+    assert alice.get("approvals").json() == []  # pending, by default
+    assert [(a["id"], a["state"]) for a in alice.get("approvals", state="any").json()] == [(str(pending.id), "denied")]
+    client.force_login(people.alice)
+    assert str(pending.id) in client.get("/approvals/", {"state": "any"}).content.decode()
+
+
 def test_an_admin_approves_and_the_task_resumes_once(pending, dave):
     response = dave.post(f"approvals/{pending.id}/approve", {"comment": "looks right"})
     assert response.status_code == 200, response.content

@@ -141,7 +141,7 @@ def test_creating_narrowing_and_listing(tokens, world):
     assert (body["expires_at"], body["granted_by"], body["state"]) == ("2098-12-31T22:00:00+00:00", "user:dave", "live")
     narrowed = dave.post(f"grants/{body['id']}/narrow", {"resource": "repo:acme/docs/a", "reason": "one doc"})
     assert narrowed.json()["resource"] == "repo:acme/docs/a" and narrowed.json()["narrowed_by"] == "user:dave"
-    listed = dave.get("grants", principal="agent:t.steps", resource="repo:acme/docs/a").json()
+    listed = dave.get("grants", principal="agent:t.steps", resource="repo:acme/docs/a").json()["items"]
     assert [g["id"] for g in listed] == [body["id"], world.grant.id]
     assert Grant.objects.filter(tenant="acme").count() == 2
 
@@ -161,3 +161,57 @@ def test_the_agent_identities_name_their_stewards(tokens, world):
     listed = {a["name"]: a for a in Api(tokens.bob).get("agent-identities").json()}
     assert listed["t.steps"]["stewards"] == ["alice"] and listed["t.steps"]["live_grants"] == 1
     assert listed["research.batch"]["stewards"] == []
+
+
+def test_every_grant_is_listed_a_page_at_a_time_past_the_old_cap_of_200(tokens, world):
+    """The list stopped at 200 grants (1,000 with ?limit=), with no cursor to read on."""
+    Grant.objects.bulk_create(
+        Grant(
+            tenant="acme",
+            principal="agent:t.steps",
+            action="tool.search",
+            resource=f"repo:acme/r{n}",
+            granted_by="user:dave",
+            revision=1,
+        )
+        for n in range(1_000)
+    )
+    dave, items, cursor = Api(tokens.dave), [], None
+    while True:
+        page = dave.get("grants", limit=300, **({"cursor": cursor} if cursor else {})).json()
+        items += page["items"]
+        if not (cursor := page["next_cursor"]):
+            break
+    ids = [g["id"] for g in items]
+    assert len(ids) == len(set(ids)) == 1_001 and ids == sorted(ids, reverse=True)
+    assert_error(dave.get("grants", state="any", cursor=page_cursor(dave)), 422, "INVALID_INPUT")
+
+
+def page_cursor(api: Api) -> str:
+    return api.get("grants", limit=1).json()["next_cursor"]
+
+
+# (a grant's resource, the filter, whether the list keeps it): covering it or within it.
+RESOURCES = [
+    ("repo:acme/*", "repo:acme/docs", True),  # covers the filter
+    ("repo:acme/docs", "repo:acme/*", True),  # within the filter
+    ("repo:acme/docs", "repo:acme/docs", True),
+    ("repo:acme/docs", "repo:acme/doc", False),
+    ("repo:acme/doc*", "repo:acme/docs/a", True),
+    ("*", "anything", True),
+    ("repo:acme/*", "repo:globex/*", False),
+    ("repo:acme/a%b", "repo:acme/a%b", True),  # LIKE's wildcards are text here
+    ("repo:acme/a_*", "repo:acme/ab", False),
+    ("repo:acme/a%*", "repo:acme/a%z", True),
+    ("repo:acme/a_c", "repo:acme/a*", True),
+]
+
+
+@pytest.mark.parametrize("resource,query,kept", RESOURCES, ids=[f"{r}~{q}" for r, q, _ in RESOURCES])
+def test_the_resource_filter_keeps_the_grants_covering_or_within_it(tokens, world, resource, query, kept):
+    from runtime.authz import patterns
+
+    assert kept == (patterns.covers(resource, query) or patterns.covers(query, resource))
+    grant = grant_create(tenant="acme", principal="agent:x", action="tool.search", resource=resource, actor="user:dave")
+    listed = Api(tokens.bob).get("grants", principal="agent:x", resource=query).json()["items"]
+    assert [g["id"] for g in listed] == ([grant.id] if kept else [])

@@ -226,3 +226,58 @@ def test_a_tasks_children_are_paged_newest_spawn_first(alice):
             break
     assert pages == [[7, 6, 5], [4, 3, 2], [1]]
     assert len(alice.get("tasks", root=parent).json()["items"]) == 7
+
+
+def test_a_new_task_answers_where_it_is_and_a_replayed_key_does_not(alice):
+    made = submit(alice, key="located")
+    assert made.status_code == 201
+    location = made["Location"]
+    assert location == f"/api/v1/tasks/{made.json()['id']}"
+    assert alice.get(location).json()["id"] == made.json()["id"]
+    assert "Location" not in submit(alice, key="located")  # 200: the task made earlier, nothing created
+
+
+def test_the_task_detail_names_its_lease_holder_as_the_console_does(alice, client, people):
+    from runtime.models import Attempt
+
+    idle = submit(alice).json()["id"]
+    assert alice.get(f"tasks/{idle}").json()["lease_holder"] is None  # queued: no attempt holds it
+    task = Task.objects.get(id=submit(alice).json()["id"])
+    now = timezone.now()
+    Task.objects.filter(id=task.id).update(status="running", epoch=1)
+    Attempt.objects.create(
+        task=task,
+        epoch=1,
+        worker="worker:host-7:4242",
+        reason="first",
+        started_at=now,
+        heartbeat_at=now,
+        lease_expires_at=now + timedelta(seconds=30),
+    )
+    holder = alice.get(f"tasks/{task.id}").json()["lease_holder"]
+    assert (holder["worker"], holder["epoch"], holder["expired"]) == ("worker:host-7:4242", 1, False)
+    client.force_login(people.alice)
+    assert "worker:host-7:4242" in client.get(f"/tasks/{task.id}/").content.decode()
+    Attempt.objects.filter(task=task).update(lease_expires_at=now - timedelta(seconds=1))
+    assert alice.get(f"tasks/{task.id}").json()["lease_holder"]["expired"] is True
+    Attempt.objects.filter(task=task).update(ended_at=now, end_reason="crash")
+    assert alice.get(f"tasks/{task.id}").json()["lease_holder"] is None
+
+
+def test_a_created_range_before_the_epoch_or_past_datetimes_range_bounds_as_asked(alice):
+    """Ids carry their creation millisecond: a bound before 1970 was masked into the
+    far future (created_after=1969-... listed nothing). A time whose UTC falls outside
+    years 1 to 9999 compares as that range's end, as it would compare with any stored time."""
+    made = {submit(alice).json()["id"] for _ in range(2)}
+
+    def listed(**query):
+        return {t["id"] for t in alice.get("tasks", **query).json()["items"]}
+
+    assert listed(created_after="1969-12-31T23:59:59Z") == made
+    assert listed(created_after="0001-01-01T00:00:00Z") == made
+    assert listed(created_after="0001-01-01T00:00:00+05:00") == made
+    assert listed(created_before="1969-12-31T23:59:59Z") == set()
+    assert listed(created_before="0001-01-01T00:00:00+05:00") == set()
+    assert listed(created_before="9999-12-31T23:59:59.999999-23:59") == made
+    events = alice.get("audit", until="9999-12-31T23:59:59.999999-23:59").json()["items"]
+    assert {e["task"] for e in events} >= made
