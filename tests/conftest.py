@@ -16,11 +16,13 @@ import pytest
 import redis
 from django.conf import settings
 from django.db import connection
+from django.test import TransactionTestCase
 
 import tests.agents  # noqa: F401 - registers the test agents in this process
 from console.dev.demo.fake_service import FakeService
 from runtime.attempts.lease import keeper
 from tests.counts import count_drift
+from tests.fresh import Baseline, full_flush
 from tests.harness import Fleet, wait_until
 
 TIMING = {
@@ -97,7 +99,28 @@ def _flush_without_the_statement_timeout():
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(DatabaseOperations, "execute_sql_flush", execute_sql_flush)
+        patch.setattr(TransactionTestCase, "_fixture_teardown", _undo_what_the_test_changed)
         yield
+
+
+_baselines: dict[str, Baseline] = {}
+
+
+def _undo_what_the_test_changed(case) -> None:
+    """After a transactional test: the first one flushes every table as pytest-django does
+    and keeps what that leaves; each later one puts back only the tables it changed
+    (tests/fresh.py), which leaves the same rows at a tenth of the cost or less."""
+    from django.db import connections
+
+    for alias in case._databases_names(include_mirrors=False):
+        conn = connections[alias]
+        baseline = _baselines.get(alias)
+        if baseline is not None and baseline.restore():
+            continue
+        full_flush(conn)
+        if baseline is None:
+            baseline = _baselines[alias] = Baseline(conn)
+            baseline.capture()
 
 
 @pytest.fixture(scope="session")
