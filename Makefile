@@ -1,5 +1,7 @@
 # Two README commands: `make run` and `make test`. Without DATABASE_URL / REDIS_URL they use
 # an embedded PostgreSQL and Redis (data in .steward/); see console/dev/services.py.
+# The tiers (docs/testing.md): `make check` (lint and every test that starts no process,
+# the inner loop), `make test` (everything but the many-trial runs), `make stress` (those).
 
 PYTHON ?= python3
 VENV := .venv
@@ -8,9 +10,15 @@ SERVICES := $(PY) -m console.dev.services run --
 # Debug (the dev secret key, demo logins) only for what the Makefile runs: a deploy
 # that sets nothing runs with STEWARD_DEBUG off and refuses to start without a key.
 DEV := STEWARD_DEBUG=1 STEWARD_AGENT_MODULES=$${STEWARD_AGENT_MODULES-console.dev.demo.agents}
+# Python may keep compiled (and pytest's assertion-rewritten) modules: a shell that sets
+# PYTHONDONTWRITEBYTECODE made every run and every xdist worker compile the 500 test and
+# source modules again, 10 to 20 s each before the first test.
+TESTENV := env -u PYTHONDONTWRITEBYTECODE $(DEV)
 
-# `make test` skips the many-trial fault runs; `make stress` runs only those.
+# `make test` skips the many-trial fault runs; `make stress` runs only those. `make check`
+# runs the tests that start no process of their own (the `process` marker: tests/conftest.py).
 TEST_MARKERS ?= not stress
+CHECK_MARKERS ?= not process and not stress
 PYTEST_ARGS ?=
 # `make test` and `make test-integration` run the tests in this many pytest-xdist worker
 # processes at once, a test module to a worker (--dist loadfile, in the order
@@ -28,14 +36,14 @@ STRESS_WORKERS ?= 0
 # tests in $(2) workers, then the ones marked `serial` (pyproject.toml) in one process
 # with nothing beside them. Exit 5 (nothing selected) from one of them is no failure.
 define pytest
-$(DEV) $(SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
+$(TESTENV) $(SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
 	$(PY) -m pytest -n $(2) --dist loadfile --no-loadscope-reorder -m "($(1)) and not serial" $(PYTEST_ARGS); workers=$$?; \
 	$(PY) -m pytest -p no:xdist -m "($(1)) and serial" $(PYTEST_ARGS); alone=$$?; \
 	for code in $$workers $$alone; do case $$code in 0|5) ;; *) exit $$code ;; esac; done; \
 	[ $$workers = 5 ] && [ $$alone = 5 ] && exit 5; exit 0'
 endef
 
-.PHONY: venv run test test-integration stress bench bench-scale lint-imports clean
+.PHONY: venv run check lint test test-integration stress bench bench-scale lint-imports clean
 
 venv: $(VENV)/.installed
 
@@ -46,6 +54,19 @@ $(VENV)/.installed: pyproject.toml
 
 run: venv
 	$(DEV) $(SERVICES) $(PY) -m console.dev.run
+
+# The inner loop: lint, format, import contracts, template lint, then every test that
+# starts no process (in-process, on the harness: runtime/testing.py), in TEST_WORKERS
+# workers, test by test (--dist load: no module here starts anything worth keeping).
+check: lint
+	$(TESTENV) $(SERVICES) sh -c '$(PY) manage.py migrate --noinput -v0 || exit; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist load -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)'
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/djlint templates --lint
 
 test: venv
 	$(call pytest,$(TEST_MARKERS),$(TEST_WORKERS))

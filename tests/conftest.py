@@ -21,6 +21,7 @@ from django.test import TransactionTestCase
 import tests.agents  # noqa: F401 - registers the test agents in this process
 from console.dev.demo.fake_service import FakeService
 from runtime.attempts.lease import keeper
+from runtime.testing import install_clock
 from tests.counts import count_drift
 from tests.fresh import Baseline, full_flush
 from tests.harness import Fleet, wait_until
@@ -34,6 +35,14 @@ TIMING = {
 }
 # One queue per test session: a `make run` on the same Redis never sees our messages.
 QUEUE = f"steward-test-{uuid.uuid4().hex[:8]}"
+
+
+def pytest_itemcollected(item):
+    """What a test starts, it starts with child_env (workers, supervisors, the web server,
+    manage.py): mark it `process`, before `-m` selects, and `make check` leaves it to
+    `make test`. A test that starts one otherwise says so itself."""
+    if item.get_closest_marker("integration") or "child_env" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.process)
 
 
 @pytest.hookimpl(trylast=True)  # after tests/e2e/conftest.py has marked its journeys
@@ -123,6 +132,20 @@ def _undo_what_the_test_changed(case) -> None:
             baseline.capture()
 
 
+@pytest.fixture(autouse=True)
+def _fast_passwords(request):
+    """The personas' passwords are hashed for every test that makes them (the database is
+    emptied after each), and PBKDF2's deliberate cost was most of the console tests'
+    setup: a second a test. A test that starts processes keeps the real hasher, since a
+    web server it starts (tests/e2e/) checks the passwords with its own settings."""
+    if request.node.get_closest_marker("process"):
+        yield
+        return
+    settings = request.getfixturevalue("settings")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    yield
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings():
     """One test database per session (test_<name>_<pid>): two sessions sharing a server
@@ -137,7 +160,13 @@ def django_db_setup(django_db_setup, django_db_blocker):
     runs under the settings' statement timeout (a third of the lease), and after a suite
     of real processes PostgreSQL's checkpoint before DROP DATABASE outlasted it on a
     loaded machine; a session a killed process left behind would also block it. So:
-    no timeout, the leftover sessions ended, a checkpoint first."""
+    no timeout, the leftover sessions ended, a checkpoint first.
+
+    Before the tests, the test database gets the harness's clock (runtime/testing.py),
+    at no skew: every process the tests start then reads now() through the same
+    functions, and a test that moves the clock moves it for them too."""
+    with django_db_blocker.unblock():
+        install_clock()
     yield
     with django_db_blocker.unblock():
         options = connection.settings_dict.setdefault("OPTIONS", {})
