@@ -21,10 +21,11 @@ from django.test import TransactionTestCase
 import tests.agents  # noqa: F401 - registers the test agents in this process
 from console.dev.demo.fake_service import FakeService
 from runtime.attempts.lease import keeper
+from runtime.models import Attempt
 from runtime.testing import install_clock
 from tests.counts import count_drift
 from tests.fresh import Baseline, full_flush
-from tests.harness import Fleet, wait_until
+from tests.harness import Fleet, WarmFleet, wait_until
 
 TIMING = {
     "STEWARD_LEASE_SECONDS": "2",
@@ -229,6 +230,29 @@ def fleet(child_env):
     started = Fleet(child_env)
     yield started
     started.stop_all()
+
+
+@pytest.fixture(scope="module")
+def warm_fleet(child_env):
+    """The module's warm workers (tests/harness.py WarmFleet), killed when it ends."""
+    started = WarmFleet(child_env)
+    yield started
+    started.close()
+
+
+@pytest.fixture
+def shared_fleet(warm_fleet, live):
+    """`fleet` for a module whose tests may share workers: a module opts in with
+
+        @pytest.fixture
+        def fleet(shared_fleet):
+            return shared_fleet
+
+    After the test, a warm worker still running an attempt (one the test left running)
+    is killed, not lent to the next test, and so is any the test killed or froze."""
+    yield warm_fleet
+    running = Attempt.objects.filter(ended_at__isnull=True).values_list("worker", flat=True)
+    warm_fleet.end_test(int(name.rpartition(":")[2]) for name in running if name.rpartition(":")[2].isdigit())
 
 
 @pytest.fixture
