@@ -43,7 +43,7 @@ $(TESTENV) $(SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
 	[ $$workers = 5 ] && [ $$alone = 5 ] && exit 5; exit 0'
 endef
 
-.PHONY: venv run check lint test test-integration stress bench bench-scale lint-imports clean
+.PHONY: venv run check lint test test-integration stress coverage bench bench-scale lint-imports clean
 
 venv: $(VENV)/.installed
 
@@ -84,6 +84,16 @@ bench: venv
 # loads for several minutes and about 8 GB; later runs reuse the load.
 bench-scale: venv
 	$(DEV) $(SERVICES) $(PY) -m tests.bench_scale
+
+# Line coverage of runtime/ and console/ over `make test` (COVERAGE_TARGET=check: over
+# `make check`), worker and web processes included: docs/testing.md has the figures.
+COVERAGE_TARGET ?= test
+coverage: venv
+	$(VENV)/bin/pip install -q "coverage>=7.6"
+	echo 'import os; os.environ.get("COVERAGE_PROCESS_START") and __import__("coverage").process_startup()' > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/steward-coverage.pth"
+	rm -rf .steward/coverage && mkdir -p .steward/coverage
+	COVERAGE_PROCESS_START=$(CURDIR)/pyproject.toml $(MAKE) --no-print-directory $(COVERAGE_TARGET); \
+	status=$$?; $(VENV)/bin/coverage combine -q; $(VENV)/bin/coverage report | tail -1; exit $$status
 
 lint-imports: venv
 	$(VENV)/bin/lint-imports

@@ -89,7 +89,8 @@ def _flush_without_the_statement_timeout():
     and checkpoints, that TRUNCATE once outlasted it ("couldn't be flushed", in CI and
     in 2 of 4 CI-like runs). Emptying the test database is not what the timeout bounds
     (a stale worker's hold on rows), so the flush runs without it; a deadlock there, with
-    a session that started writing after the test's end, is tried again."""
+    a session that started writing after the test's end, is tried again. (After the
+    first such test, most are put back table by table instead: _undo_what_the_test_changed.)"""
     from django.db import transaction
     from django.db.backends.postgresql.operations import DatabaseOperations
     from django.db.utils import OperationalError
@@ -278,11 +279,11 @@ def live(transactional_db):
 
 
 def _quiet_before_the_flush() -> None:
-    """pytest-django empties the database after a `live` test: one TRUNCATE of every
-    table, which waits for every other session's open transaction (a killed worker's
-    backend until it notices its client is gone, a web server's request still finishing)
-    and fails once the settings' statement timeout passes. Wait for those to end first;
-    one that does not is named here, not left as "couldn't be flushed"."""
+    """The database is emptied after a `live` test (tests/fresh.py: DELETEs of the tables
+    it changed, or pytest-django's TRUNCATE of every table), which waits for every other
+    session's open transaction that holds those rows (a killed worker's backend until it
+    notices its client is gone, a web server's request still finishing). Wait for those
+    to end first; one that does not is named here, not left as "couldn't be flushed"."""
 
     def in_a_transaction():
         with connection.cursor() as cur:

@@ -36,8 +36,9 @@ SCHEMA = "steward_test_baseline"
 class Baseline:
     """What a database holds right after a full flush, and how to get back to it."""
 
-    def __init__(self, connection):
+    def __init__(self, connection, *, schema: str = SCHEMA):
         self.connection = connection
+        self.schema = schema
         self.tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
         self.seen: dict[str, tuple[int, int]] = {}
         self.columns: dict[str, str] = {}
@@ -47,14 +48,14 @@ class Baseline:
         self.seen = fingerprints(self.connection, self.tables)
         quote = self.connection.ops.quote_name
         with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cur:
-            cur.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
-            cur.execute(f"CREATE SCHEMA {SCHEMA}")
+            cur.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+            cur.execute(f"CREATE SCHEMA {self.schema}")
             for table, (rows, _) in self.seen.items():
                 if not rows:
                     continue
                 names = self._columns(cur, table)
                 self.columns[table] = names
-                cur.execute(f"CREATE TABLE {SCHEMA}.{quote(table)} AS SELECT {names} FROM {quote(table)}")
+                cur.execute(f"CREATE TABLE {self.schema}.{quote(table)} AS SELECT {names} FROM {quote(table)}")
 
     def restore(self) -> bool:
         """Put back every table the test changed; False if it could not (nothing changed)."""
@@ -75,7 +76,7 @@ class Baseline:
                         names = self.columns[table]
                         cur.execute(
                             f"INSERT INTO {quote(table)} ({names}) OVERRIDING SYSTEM VALUE "
-                            f"SELECT {names} FROM {SCHEMA}.{quote(table)}"
+                            f"SELECT {names} FROM {self.schema}.{quote(table)}"
                         )
         except DatabaseError as exc:
             log.warning("the fast reset failed (%s); flushing every table", exc)
