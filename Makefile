@@ -58,9 +58,9 @@ run: venv
 # The inner loop: lint, format, import contracts, template lint, then every test that
 # starts no process (in-process, on the harness: runtime/testing.py), in TEST_WORKERS
 # workers, test by test (--dist load: no module here starts anything worth keeping).
+# (No migrate of the database itself: pytest-django makes and migrates its own.)
 check: lint
-	$(TESTENV) $(SERVICES) sh -c '$(PY) manage.py migrate --noinput -v0 || exit; \
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist load -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)'
+	$(TESTENV) $(SERVICES) $(PY) -m pytest -n $(TEST_WORKERS) --dist load -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .
