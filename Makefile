@@ -3,6 +3,8 @@
 # the application connects as `steward_app` and migrations run as `steward_owner`, the two
 # roles docs/deploy.md prescribes; the tests and benches also get the server's superuser
 # (--tests: STEWARD_TEST_DATABASE_URL) to create their databases with.
+# The tiers (docs/testing.md): `make check` (lint and every test that starts no process,
+# the inner loop), `make test` (everything but the many-trial runs), `make stress` (those).
 
 PYTHON ?= python3
 VENV := .venv
@@ -13,9 +15,15 @@ TEST_SERVICES := $(PY) -m console.dev.services run --tests --
 # what the Makefile runs: a deploy that sets nothing runs with STEWARD_DEBUG off and
 # refuses to start without a key.
 DEV := STEWARD_DEBUG=1 STEWARD_AGENT_MODULES=$${STEWARD_AGENT_MODULES-console.dev.demo.agents}
+# Python may keep compiled (and pytest's assertion-rewritten) modules: a shell that sets
+# PYTHONDONTWRITEBYTECODE made every run and every xdist worker compile the 500 test and
+# source modules again, 10 to 20 s each before the first test.
+TESTENV := env -u PYTHONDONTWRITEBYTECODE $(DEV)
 
-# `make test` skips the many-trial fault runs; `make stress` runs only those.
+# `make test` skips the many-trial fault runs; `make stress` runs only those. `make check`
+# runs the tests that start no process of their own (the `process` marker: tests/conftest.py).
 TEST_MARKERS ?= not stress
+CHECK_MARKERS ?= not process and not stress
 PYTEST_ARGS ?=
 # `make test` and `make test-integration` run the tests in this many pytest-xdist worker
 # processes at once, a test module to a worker (--dist loadfile, in the order
@@ -40,14 +48,14 @@ FUZZ_SEED ?= 17
 # tests in $(2) workers, then the ones marked `serial` (pyproject.toml) in one process
 # with nothing beside them. Exit 5 (nothing selected) from one of them is no failure.
 define pytest
-$(DEV) $(TEST_SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
+$(TESTENV) $(TEST_SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
 	$(PY) -m pytest -n $(2) --dist loadfile --no-loadscope-reorder -m "($(1)) and not serial" $(PYTEST_ARGS); workers=$$?; \
 	$(PY) -m pytest -p no:xdist -m "($(1)) and serial" $(PYTEST_ARGS); alone=$$?; \
 	for code in $$workers $$alone; do case $$code in 0|5) ;; *) exit $$code ;; esac; done; \
 	[ $$workers = 5 ] && [ $$alone = 5 ] && exit 5; exit 0'
 endef
 
-.PHONY: venv run test test-integration stress fuzz bench bench-scale lint-imports clean
+.PHONY: venv run check lint test test-integration stress fuzz coverage bench bench-scale lint-imports clean
 
 venv: $(VENV)/.installed
 
@@ -59,6 +67,19 @@ $(VENV)/.installed: pyproject.toml
 run: venv
 	$(DEV) $(SERVICES) $(PY) -m console.dev.run
 
+# The inner loop: lint, format, import contracts, template lint, then every test that
+# starts no process (in-process, on the harness: runtime/testing.py), in TEST_WORKERS
+# workers, test by test (--dist load: no module here starts anything worth keeping).
+# (No migrate of the database itself: pytest-django makes and migrates its own.)
+check: lint
+	$(TESTENV) $(TEST_SERVICES) $(PY) -m pytest -n $(TEST_WORKERS) --dist load -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/djlint templates --lint
+
 test: venv
 	$(call pytest,$(TEST_MARKERS),$(TEST_WORKERS))
 
@@ -69,7 +90,7 @@ stress: venv
 	$(call pytest,stress,$(STRESS_WORKERS))
 
 fuzz: venv
-	STEWARD_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) STEWARD_FUZZ_SEED=$(FUZZ_SEED) $(DEV) $(SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
+	STEWARD_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) STEWARD_FUZZ_SEED=$(FUZZ_SEED) $(TESTENV) $(TEST_SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
 	$(PY) -m pytest -n $(FUZZ_WORKERS) --dist load tests/api/test_fuzz.py $(PYTEST_ARGS)'
 
 bench: venv
@@ -79,6 +100,16 @@ bench: venv
 # loads for several minutes and about 8 GB; later runs reuse the load.
 bench-scale: venv
 	$(DEV) $(TEST_SERVICES) $(PY) -m tests.bench_scale
+
+# Line coverage of runtime/ and console/ over `make test` (COVERAGE_TARGET=check: over
+# `make check`), worker and web processes included: docs/testing.md has the figures.
+COVERAGE_TARGET ?= test
+coverage: venv
+	$(VENV)/bin/pip install -q "coverage>=7.6"
+	echo 'import os; os.environ.get("COVERAGE_PROCESS_START") and __import__("coverage").process_startup()' > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/steward-coverage.pth"
+	rm -rf .steward/coverage && mkdir -p .steward/coverage
+	COVERAGE_PROCESS_START=$(CURDIR)/pyproject.toml $(MAKE) --no-print-directory $(COVERAGE_TARGET); \
+	status=$$?; $(VENV)/bin/coverage combine -q; $(VENV)/bin/coverage report | tail -1; exit $$status
 
 lint-imports: venv
 	$(VENV)/bin/lint-imports

@@ -7,6 +7,10 @@ exactly that point. Each (task, point, step) fires once across all processes (th
 marker is created with a hard link, which fails if it exists), so the replacement
 worker passes through. A test that wants the held worker to go on (to check that its
 late writes are refused) creates "<marker>.release".
+
+In-process, the public test harness (runtime/testing.py) crashes the attempt at a point
+instead: it hands reach() a callable through intercept(), and that raises there. Only
+code in the process can set it; no setting or environment variable does.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 BEFORE_EFFECT = "before_effect"  # before the intent is recorded
@@ -54,9 +59,17 @@ def _parse(raw: str) -> frozenset[tuple[str, str | None]]:
 
 _WANTED = _parse(os.environ.get("STEWARD_FAULT_POINTS", ""))
 _DIR = Path(os.environ.get("STEWARD_FAULT_DIR", "/tmp/steward-faults"))
+_intercept: list[Callable[..., None]] = []  # at most one: runtime/testing.py's, while it runs
+
+
+def intercept(fn: Callable[..., None] | None) -> None:
+    """Call fn(point, task_id=, step=, epoch=) at every point reached, or stop (None)."""
+    _intercept[:] = [fn] if fn is not None else []
 
 
 def reach(point: str, *, task_id, step: str, epoch: int) -> None:
+    for fn in _intercept:
+        fn(point, task_id=task_id, step=step, epoch=epoch)
     if not _WANTED or ((point, step) not in _WANTED and (point, None) not in _WANTED):
         return
     marker = _DIR / f"{task_id}.{point}.{step}"

@@ -24,13 +24,17 @@ import pytest
 import redis
 from django.conf import settings
 from django.db import connection
+from django.test import TransactionTestCase
 
 import tests.agents  # noqa: F401 - registers the test agents in this process
 from console import env as console_env
 from console.dev.demo.fake_service import FakeService
 from runtime.attempts.lease import keeper
+from runtime.models import Attempt
+from runtime.testing import install_clock
 from tests.counts import count_drift
-from tests.harness import Fleet, wait_until
+from tests.fresh import Baseline, full_flush
+from tests.harness import Fleet, WarmFleet, wait_until
 from tests.tamper import TRUNCATE_GUARDS, triggers_off
 
 TIMING = {
@@ -46,6 +50,14 @@ QUEUE = f"steward-test-{uuid.uuid4().hex[:8]}"
 # before the session takes STEWARD_TEST_DATABASE_URL's (django_db_modify_db_settings).
 CONNECT_AS = ("USER", "PASSWORD", "HOST", "PORT")
 CHILDREN_CONNECT_AS: dict[str, str] = {}
+
+
+def pytest_itemcollected(item):
+    """What a test starts, it starts with child_env (workers, supervisors, the web server,
+    manage.py): mark it `process`, before `-m` selects, and `make check` leaves it to
+    `make test`. A test that starts one otherwise says so itself."""
+    if item.get_closest_marker("integration") or "child_env" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.process)
 
 
 @pytest.hookimpl(trylast=True)  # after tests/e2e/conftest.py has marked its journeys
@@ -91,7 +103,8 @@ def _flush_without_the_statement_timeout():
     and checkpoints, that TRUNCATE once outlasted it ("couldn't be flushed", in CI and
     in 2 of 4 CI-like runs). Emptying the test database is not what the timeout bounds
     (a stale worker's hold on rows), so the flush runs without it; a deadlock there, with
-    a session that started writing after the test's end, is tried again.
+    a session that started writing after the test's end, is tried again. (After the
+    first such test, most are put back table by table instead: _undo_what_the_test_changed.)
 
     The flush is the one TRUNCATE the tests mean. The tables that keep every row refuse it
     (migration 0022), so it goes past their guards as only their owner can (tests/tamper.py),
@@ -115,7 +128,42 @@ def _flush_without_the_statement_timeout():
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(DatabaseOperations, "execute_sql_flush", execute_sql_flush)
+        patch.setattr(TransactionTestCase, "_fixture_teardown", _undo_what_the_test_changed)
         yield
+
+
+_baselines: dict[str, Baseline] = {}
+
+
+def _undo_what_the_test_changed(case) -> None:
+    """After a transactional test: the first one flushes every table as pytest-django does
+    and keeps what that leaves; each later one puts back only the tables it changed
+    (tests/fresh.py), which leaves the same rows at a tenth of the cost or less."""
+    from django.db import connections
+
+    for alias in case._databases_names(include_mirrors=False):
+        conn = connections[alias]
+        baseline = _baselines.get(alias)
+        if baseline is not None and baseline.restore():
+            continue
+        full_flush(conn)
+        if baseline is None:
+            baseline = _baselines[alias] = Baseline(conn)
+            baseline.capture()
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(request):
+    """The personas' passwords are hashed for every test that makes them (the database is
+    emptied after each), and PBKDF2's deliberate cost was most of the console tests'
+    setup: a second a test. A test that starts processes keeps the real hasher, since a
+    web server it starts (tests/e2e/) checks the passwords with its own settings."""
+    if request.node.get_closest_marker("process"):
+        yield
+        return
+    settings = request.getfixturevalue("settings")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    yield
 
 
 @pytest.fixture(scope="session")
@@ -142,7 +190,13 @@ def django_db_setup(django_db_setup, django_db_blocker):
     runs under the settings' statement timeout (a third of the lease), and after a suite
     of real processes PostgreSQL's checkpoint before DROP DATABASE outlasted it on a
     loaded machine; a session a killed process left behind would also block it. So:
-    no timeout, the leftover sessions ended, a checkpoint first."""
+    no timeout, the leftover sessions ended, a checkpoint first.
+
+    Before the tests, the test database gets the harness's clock (runtime/testing.py),
+    at no skew: every process the tests start then reads now() through the same
+    functions, and a test that moves the clock moves it for them too."""
+    with django_db_blocker.unblock():
+        install_clock()
     yield
     with django_db_blocker.unblock():
         options = connection.settings_dict.setdefault("OPTIONS", {})
@@ -211,6 +265,29 @@ def fleet(child_env):
     started.stop_all()
 
 
+@pytest.fixture(scope="module")
+def warm_fleet(child_env):
+    """The module's warm workers (tests/harness.py WarmFleet), killed when it ends."""
+    started = WarmFleet(child_env)
+    yield started
+    started.close()
+
+
+@pytest.fixture
+def shared_fleet(warm_fleet, live):
+    """`fleet` for a module whose tests may share workers: a module opts in with
+
+        @pytest.fixture
+        def fleet(shared_fleet):
+            return shared_fleet
+
+    After the test, a warm worker still running an attempt (one the test left running)
+    is killed, not lent to the next test, and so is any the test killed or froze."""
+    yield warm_fleet
+    running = Attempt.objects.filter(ended_at__isnull=True).values_list("worker", flat=True)
+    warm_fleet.end_test(int(name.rpartition(":")[2]) for name in running if name.rpartition(":")[2].isdigit())
+
+
 @pytest.fixture
 def fake():
     with FakeService() as service:
@@ -234,11 +311,11 @@ def live(transactional_db):
 
 
 def _quiet_before_the_flush() -> None:
-    """pytest-django empties the database after a `live` test: one TRUNCATE of every
-    table, which waits for every other session's open transaction (a killed worker's
-    backend until it notices its client is gone, a web server's request still finishing)
-    and fails once the settings' statement timeout passes. Wait for those to end first;
-    one that does not is named here, not left as "couldn't be flushed"."""
+    """The database is emptied after a `live` test (tests/fresh.py: DELETEs of the tables
+    it changed, or pytest-django's TRUNCATE of every table), which waits for every other
+    session's open transaction that holds those rows (a killed worker's backend until it
+    notices its client is gone, a web server's request still finishing). Wait for those
+    to end first; one that does not is named here, not left as "couldn't be flushed"."""
 
     def in_a_transaction():
         with connection.cursor() as cur:

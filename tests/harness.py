@@ -241,7 +241,10 @@ class Fleet:
 
     def stop_all(self) -> None:
         for process in self.processes:
-            process.kill()
+            if os.environ.get("COVERAGE_PROCESS_START"):
+                process.stop(grace=5)  # `make coverage`: a process saves its data as it exits
+            else:
+                process.kill()
         self.processes.clear()
 
 
@@ -251,3 +254,75 @@ class Beat(Process):
     def __init__(self, name: str, env: dict, schedule: Path):
         argv = [sys.executable, "-m", "celery", "-A", "console", "beat", "-l", "warning", "-s", str(schedule)]
         super().__init__(name, argv, env)
+
+
+class WarmFleet(Fleet):
+    """A module's workers, started once and lent to each of its tests (tests/conftest.py
+    `warm_fleet`): a Celery worker takes 2 to 3 s to start, and most integration tests
+    start one or more and kill none.
+
+    Between tests a warm worker consumes nothing: Celery's remote control cancels its
+    consumer of the session's queue, so a test that submits before it starts workers, or
+    starts none, finds its tasks queued, as with a fresh fleet. workers(n) with no env and
+    the solo pool lends n warm workers (each call in a test lends others: two calls, two
+    sets), starting those missing; the worker consumes again before it is handed over.
+    Everything else (an env of its own: a fault point, another queue; the prefork pool;
+    supervisors, whose sweep some tests must not have; beat) is started for the test
+    alone, as Fleet does, and killed at its end. A warm worker the test killed, stopped or
+    froze, or one still running an attempt when the test ends, is killed, not lent again.
+    """
+
+    def __init__(self, env: dict):
+        super().__init__(env)
+        self.warm: list[Worker] = []
+        self.lent: list[Worker] = []
+
+    def workers(self, n: int, *, env: dict | None = None, wait: bool = True, pool: str = "solo") -> list[Worker]:
+        if env or pool != "solo":
+            return super().workers(n, env=env, wait=wait, pool=pool)
+        idle = [w for w in self.warm if w not in self.lent and _lendable(w)]
+        taken = [w for w in idle[:n] if _consume(w, True)]
+        started = super().workers(n - len(taken), wait=wait) if n > len(taken) else []
+        for worker in started:  # warm from now on: the fleet's, not the test's to kill
+            self.processes.remove(worker)
+        self.warm += started
+        self.lent += taken + started
+        return taken + started
+
+    def end_test(self, busy_pids) -> None:
+        """Kill the test's own processes, and every warm worker that is dead, frozen or
+        still holds an attempt (`busy_pids`); the rest stop consuming until lent again."""
+        self.stop_all()
+        busy = set(busy_pids)
+        for worker in self.warm:
+            if not _lendable(worker) or worker.pid in busy or (worker in self.lent and not _consume(worker, False)):
+                worker.kill()
+        self.warm = [w for w in self.warm if w.alive()]
+        self.lent.clear()
+
+    def close(self) -> None:
+        self.stop_all()
+        for worker in self.warm:
+            worker.kill()
+        self.warm.clear()
+
+
+def _lendable(worker: Worker) -> bool:
+    if not worker.alive():
+        return False
+    try:
+        return psutil.Process(worker.pid).status() != psutil.STATUS_STOPPED
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _consume(worker: Worker, on: bool) -> bool:
+    """Start or stop the worker's consumer of its queue; whether it answered that it did."""
+    from console.celery import app
+
+    control = app.control.add_consumer if on else app.control.cancel_consumer
+    try:
+        replies = control(worker.env["STEWARD_QUEUE"], destination=[worker.node], reply=True, timeout=5)
+    except (OSError, redis.RedisError, kombu.exceptions.OperationalError):
+        return False
+    return any(worker.node in reply for reply in replies or [])

@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.harness import REPO
+
+pytestmark = pytest.mark.process  # lint-imports, as `make check` runs it itself
 
 CONTRACTS = [
     "runtime never imports the web side KEPT",

@@ -40,6 +40,7 @@ def test_steward_port_chooses_the_web_servers_port(monkeypatch, raw, port):
     assert run.service_commands(port)["web"][-2] == f"127.0.0.1:{port}"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("raw", ["", "0", "65536", "80a", "-1", " 8000", "8e3"])
 def test_a_steward_port_that_is_not_a_port_stops_make_run_before_it_starts_anything(raw):
     ran = subprocess.run(
@@ -56,6 +57,7 @@ def test_a_steward_port_that_is_not_a_port_stops_make_run_before_it_starts_anyth
     assert ran.stdout == ""  # not even migrate ran
 
 
+@pytest.mark.process
 def test_the_demos_notification_service_as_make_run_starts_it_drops_the_first_send():
     argv = run.service_commands(8000)["notify"]
     argv[argv.index("--port") + 1] = "0"  # any free port, not the demo's

@@ -16,6 +16,13 @@ from tests.harness import wait_until
 
 pytestmark = [pytest.mark.integration]
 
+
+@pytest.fixture
+def fleet(shared_fleet):
+    """Warm workers, lent to each test in turn (tests/harness.py WarmFleet)."""
+    return shared_fleet
+
+
 DEMO = {"tenant": "demo", "owner": "user:alice", "actor": "demo-seed"}
 
 

@@ -16,6 +16,12 @@ from tests.harness import wait_until
 pytestmark = [pytest.mark.integration]
 
 
+@pytest.fixture
+def fleet(shared_fleet):
+    """Warm workers, lent to each test in turn (tests/harness.py WarmFleet)."""
+    return shared_fleet
+
+
 def test_queued_work_whose_wake_up_was_lost_still_runs(live, fleet):
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     sub = task_submit(agent="t.steps", input={"n": 2}, tenant="acme", owner="user:alice", actor="user:alice")

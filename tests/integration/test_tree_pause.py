@@ -21,6 +21,13 @@ from tests.harness import wait_until
 
 pytestmark = [pytest.mark.integration]
 
+
+@pytest.fixture
+def fleet(shared_fleet):
+    """Warm workers, lent to each test in turn (tests/harness.py WarmFleet)."""
+    return shared_fleet
+
+
 ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
 STEPS = 60
 PACE = 0.05

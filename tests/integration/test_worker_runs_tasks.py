@@ -10,6 +10,12 @@ from tests.harness import wait_until
 pytestmark = [pytest.mark.integration]
 
 
+@pytest.fixture
+def fleet(shared_fleet):
+    """Warm workers, lent to each test in turn (tests/harness.py WarmFleet)."""
+    return shared_fleet
+
+
 def test_a_submitted_task_completes_on_a_real_worker(live, fleet):
     (worker,) = fleet.workers(1)
     sub = task_submit(agent="t.steps", input={"n": 5}, tenant="acme", owner="user:alice", actor="user:alice")

@@ -126,6 +126,7 @@ def test_drop_every_must_be_a_positive_integer(every):
         FakeService(drop_every=every)
 
 
+@pytest.mark.process
 def test_the_standalone_server_drops_what_drop_every_says():
     """As `make run` starts the demo's notification service (console/dev/run.py)."""
     with subprocess.Popen(
@@ -157,6 +158,7 @@ def test_the_standalone_server_drops_what_drop_every_says():
             assert server.wait(JOIN) == 0
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("every", ["0", "-2", "often"])
 def test_the_standalone_server_refuses_a_drop_every_that_is_not_positive(every):
     ran = subprocess.run(
