@@ -75,7 +75,7 @@ class Baseline:
                 # Replica mode skips every trigger but the ALWAYS ones: the guards of the
                 # tables that keep every row (migration 0022), which only their owner can
                 # switch off, inside this transaction.
-                always = "tgenabled = 'A' AND tgrelid = ANY(%s::regclass[])" % _array(changed)
+                always = f"tgenabled = 'A' AND tgrelid = ANY({_array(changed)}::regclass[])"
                 with triggers_off(cur, always):
                     for table in changed:
                         cur.execute(f"DELETE FROM {quote(table)}")
