@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 from django.db.models import CharField, Func, UUIDField, Value
 
@@ -52,6 +53,12 @@ def with_via(data: dict | None) -> dict:
     return {**(data or {}), "via": via} if via else dict(data or {})
 
 
+@db.reads("audit_insert")
+@dataclass(frozen=True, slots=True)
+class Appended:
+    id: int  # the event's id, in order of insertion
+
+
 def audit_append(*, actor: str, tenant: str, kind: str, task_id=None, data: dict | None = None) -> int:
     """Append one event and return its id. Runs on the caller's transaction."""
     row = db.fetchone(
@@ -63,5 +70,6 @@ def audit_append(*, actor: str, tenant: str, kind: str, task_id=None, data: dict
             "kind": kind,
             "data": json.dumps(with_via(data), default=str),
         },
+        row=Appended,
     )
-    return row[0]
+    return row.id
