@@ -96,6 +96,7 @@ def decisions_page(
     return keyset_page(driving, keyset=DECISIONS_BY_ID, filters=filters, after=after, limit=limit, residual=residual)
 
 
+@db.reads("authz_tasks_under")
 @dataclass(frozen=True)
 class TaskUnder:
     id: uuid.UUID
@@ -109,8 +110,9 @@ def tasks_under(*, tenant: str, principal: str) -> list[TaskUnder]:
     grant_revoke and grant_narrow record this list's length in their audit event."""
     arguments.tenant(tenant)
     patterns.principal(principal)
-    rows = db.fetchall("authz_tasks_under", {"tenant": tenant, "principal": principal, "live": sorted(states.LIVE)})
-    return [TaskUnder(*row) for row in rows]
+    return db.fetchall(
+        "authz_tasks_under", {"tenant": tenant, "principal": principal, "live": sorted(states.LIVE)}, row=TaskUnder
+    )
 
 
 @dataclass(frozen=True)
