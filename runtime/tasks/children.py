@@ -97,6 +97,15 @@ def spawn(
         raise SpawnRefused(name, exc.code, exc.message) from exc
 
 
+@db.reads("children_results")
+@dataclass(frozen=True, slots=True)
+class _Child:
+    id: uuid.UUID
+    status: str
+    output: str | None  # jsonb, as text on this connection
+    error: str | None
+
+
 def wait(lease: Lease, seq: int, recorded: Recorded | None, children) -> list[ChildResult]:
     """Every child's result once all are terminal, in the order given; until then the
     attempt ends `waiting` (Suspend) and holds no worker and no slot."""
@@ -108,11 +117,8 @@ def wait(lease: Lease, seq: int, recorded: Recorded | None, children) -> list[Ch
         # either sees us waiting or we see it finished (runtime/attempts/transitions.py).
         fence(lease, "status", exclusive=True)
         found = {
-            child_id: (status, encoding.decode(output), encoding.decode(error))
-            for child_id, status, output, error in db.cursor().execute(
-                "SELECT id, status, output, error FROM steward_task WHERE id = ANY(%s) AND parent_id = %s",
-                (ids, lease.task_id),
-            )
+            child.id: (child.status, encoding.decode(child.output), encoding.decode(child.error))
+            for child in db.fetchall("children_results", {"ids": ids, "parent": lease.task_id}, row=_Child)
         }
         strangers = [str(i) for i in ids if i not in found]
         if strangers:  # NotJournalable: agent code must not carry on past a used seq

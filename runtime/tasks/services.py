@@ -123,39 +123,53 @@ def insert_task(
             )
         ),
     }
-    outcome, found_id, status, admitted, max_running, max_queued, wake = _submit(params)
-    if outcome == "no_pool":
+    done = _submit(params)
+    if done.outcome == "no_pool":
         why = first_use_reason(pool, agent=agent, agent_pool=agents.get(agent).pool)
         if why is None:
             raise unknown_pool(pool)
         pool_create_on_first_use(name=pool, actor=actor, why=why)
-        outcome, found_id, status, admitted, max_running, max_queued, wake = _submit(params)
-        if outcome == "no_pool":  # removed again between the two statements (pool_remove)
+        done = _submit(params)
+        if done.outcome == "no_pool":  # removed again between the two statements (pool_remove)
             raise unknown_pool(pool)
-    if outcome == "conflict":
+    if done.outcome == "conflict":
         raise IdempotencyConflict(
-            f"idempotency key {key!r} was already used for a different agent or input", task_id=str(found_id)
+            f"idempotency key {key!r} was already used for a different agent or input", task_id=str(done.task_id)
         )
-    if outcome == "queue_full":
+    if done.outcome == "queue_full":
         raise QueueFull(
-            f"pool {pool!r} is full: {admitted} tasks running or queued, "
-            f"limit {max_running} running + {max_queued} queued",
+            f"pool {pool!r} is full: {done.admitted} tasks running or queued, "
+            f"limit {done.max_running} running + {done.max_queued} queued",
             pool=pool,
-            admitted=admitted,
-            max_running=max_running,
-            max_queued=max_queued,
+            admitted=done.admitted,
+            max_running=done.max_running,
+            max_queued=done.max_queued,
         )
-    if requested_scope is not None and outcome == "created":
+    if requested_scope is not None and done.outcome == "created":
         # Before the child can be claimed: the caller's transaction has not committed.
-        Task.objects.filter(id=found_id, requested_scope__isnull=True).update(requested_scope=requested_scope)
-    if wake:
+        Task.objects.filter(id=done.task_id, requested_scope__isnull=True).update(requested_scope=requested_scope)
+    if done.wake:
         dispatch.pool_has_work(pool)
-    return Submission(found_id, outcome == "created", status)
+    return Submission(done.task_id, done.outcome == "created", done.status)
 
 
-def _submit(params: dict):
+@db.reads("submit")
+@dataclass(frozen=True, slots=True)
+class _Submitted:
+    """What steward_submit() answers."""
+
+    outcome: str  # created, existing, conflict, queue_full or no_pool
+    task_id: uuid.UUID | None  # the task made, or the one the caller's key already made
+    status: str | None  # that task's status
+    admitted: int | None  # the pool's queued + running, once admission was checked
+    max_running: int | None  # the pool's limits
+    max_queued: int | None
+    wake: bool | None  # created with a free slot to spare: send the pool a wake-up
+
+
+def _submit(params: dict) -> _Submitted:
     try:
-        return db.fetchone("submit", params)
+        return db.fetchone("submit", params, row=_Submitted)
     except psycopg.Error as exc:
         if exc.sqlstate != AGENT_STOPPED_SQLSTATE:
             raise
