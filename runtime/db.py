@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import types
 import typing
 from collections.abc import Callable, Sequence
 from functools import cache
@@ -175,12 +176,15 @@ def _plan(row: type, columns: tuple[str, ...]) -> Callable[[Sequence], Any]:
         if target is not None:
             by_model.setdefault(target, []).append((column, columns.index(column)))
     hints = typing.get_type_hints(row)
-    models_of = {field: (hints[field], by_model.get(field, [])) for field in by_model}
+    models_of = {field: (*_model_of(hints[field]), by_model.get(field, [])) for field in by_model}
 
     def make(values: Sequence) -> Any:
         kwargs = {field: values[i] for field, i in plain}
-        for field, (model, cols) in models_of.items():
-            kwargs[field] = model_from(model, {column: values[i] for column, i in cols})
+        for field, (model, optional, cols) in models_of.items():
+            found = {column: values[i] for column, i in cols}
+            # `Model | None`: a row of an outer join that found none (every column NULL).
+            none = optional and all(value is None for value in found.values())
+            kwargs[field] = None if none else model_from(model, found)
         return row(**kwargs)
 
     return make
@@ -192,9 +196,9 @@ def reader_columns(row: type) -> dict[str, str | None]:
     hints = typing.get_type_hints(row)
     takes: dict[str, str | None] = {}
     for field in dataclasses.fields(row):
-        kind = hints[field.name]
-        if isinstance(kind, type) and issubclass(kind, models.Model):
-            for model_field in kind._meta.concrete_fields:
+        model, _ = _model_of(hints[field.name])
+        if model is not None:
+            for model_field in model._meta.concrete_fields:
                 if model_field.column in takes:
                     raise TypeError(f"{row.__qualname__}: column {model_field.column} is read twice")
                 takes[model_field.column] = field.name
@@ -203,6 +207,13 @@ def reader_columns(row: type) -> dict[str, str | None]:
         else:
             takes[field.name] = None
     return takes
+
+
+def _model_of(hint) -> tuple[type[models.Model] | None, bool]:
+    """The model a field's type names (`Model` or `Model | None`), and whether it may be None."""
+    args = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    found = [a for a in args if isinstance(a, type) and issubclass(a, models.Model)]
+    return (found[0] if found else None), type(None) in args
 
 
 def model_from(model: type[models.Model], values: dict[str, Any]) -> Any:
