@@ -11,6 +11,7 @@ a trigger once, and a crash between the two writes rolls both back.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.db.models.functions import Now
@@ -82,11 +83,17 @@ def dependency_get(trigger_id, *, tenant: str | None = None) -> DependencyTrigge
     return target.get(DependencyTrigger, TriggerNotFound, "dependency trigger", trigger_id, tenant)
 
 
+@db.reads("dependency_ready")
+@dataclass(frozen=True, slots=True)
+class _Ready:
+    id: uuid.UUID  # a waiting trigger whose prerequisites decide it
+
+
 def dependencies_settle(*, actor: str, limit: int = 200) -> int:
     """The sweep's step: settle every waiting trigger whose prerequisites decide it."""
     settled = 0
-    for (trigger_id,) in db.fetchall("dependency_ready", {"limit": limit}):
-        settled += dependency_settle(trigger_id=trigger_id, actor=actor)
+    for ready in db.fetchall("dependency_ready", {"limit": limit}, row=_Ready):
+        settled += dependency_settle(trigger_id=ready.id, actor=actor)
     return settled
 
 

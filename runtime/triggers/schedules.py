@@ -164,10 +164,18 @@ class Fired:
     task_id: uuid.UUID | None = None
 
 
+@db.reads("schedule_due")
+@dataclass(frozen=True, slots=True)
+class _Due:
+    id: uuid.UUID  # the schedule
+    next_fire_at: dt.datetime  # its due tick
+
+
 def schedules_fire_due(*, actor: str, limit: int = 100) -> list[Fired]:
     """The sweep's step: fire every due tick (runtime/worker/supervisor.py)."""
     done = []
-    for schedule_id, tick in db.fetchall("schedule_due", {"limit": limit}):
+    for due in db.fetchall("schedule_due", {"limit": limit}, row=_Due):
+        schedule_id, tick = due.id, due.next_fire_at
         try:
             done.append(schedule_fire(schedule_id=schedule_id, tick=tick, actor=actor))
         except StewardError as exc:
