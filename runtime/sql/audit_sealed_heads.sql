@@ -1,5 +1,5 @@
 -- Each chain's latest sealed head (chain_seq, hash), for verifying only what came after.
-SELECT DISTINCT ON (h.key) h.key, (h.value ->> 0)::integer, decode(h.value ->> 1, 'hex')
+SELECT DISTINCT ON (h.key) h.key AS chain, (h.value ->> 0)::integer AS seq, decode(h.value ->> 1, 'hex') AS hash
 FROM steward_audit_seal s CROSS JOIN LATERAL jsonb_each(s.heads) h
 WHERE s.tenant = ANY(%(tenants)s)
 ORDER BY h.key, s.seq DESC

@@ -54,6 +54,20 @@ class SealProblem:
         return f"audit chain {self.chain} of {self.tenant}: {self.detail}"
 
 
+@db.reads("audit_tenants")
+@dataclass(frozen=True, slots=True)
+class _Tenant:
+    tenant: str
+
+
+@db.reads("audit_seal_heads")
+@dataclass(frozen=True, slots=True)
+class _Head:
+    chain: str
+    chain_seq: int  # the chain's newest row
+    hash: bytes  # and its hash
+
+
 def audit_seal(*, every: float | None = None) -> list[AuditSeal]:
     """Seal each tenant whose latest seal is older than `every` seconds (SEAL_SECONDS).
 
@@ -64,7 +78,7 @@ def audit_seal(*, every: float | None = None) -> list[AuditSeal]:
     every = config.audit_seal_seconds() if every is None else every
     key_id, key = config.audit_seal_keys()[0]
     made = []
-    for (tenant,) in db.fetchall("audit_tenants", {}):
+    for tenant in [t.tenant for t in db.fetchall("audit_tenants", {}, row=_Tenant)]:
         now = db.clock()
         previous = AuditSeal.objects.filter(tenant=tenant).order_by("-seq").first()
         if previous is not None and previous.sealed_at > now - timedelta(seconds=every):
@@ -75,8 +89,8 @@ def audit_seal(*, every: float | None = None) -> list[AuditSeal]:
             else datetime.min.replace(tzinfo=now.tzinfo)
         )
         heads = {
-            chain: [seq, bytes(digest).hex()]
-            for chain, seq, digest in db.fetchall("audit_seal_heads", {"tenant": tenant, "since": since})
+            head.chain: [head.chain_seq, bytes(head.hash).hex()]
+            for head in db.fetchall("audit_seal_heads", {"tenant": tenant, "since": since}, row=_Head)
         }
         if previous is not None and not _moved(heads, previous.heads):
             continue
@@ -93,6 +107,23 @@ def audit_seal(*, every: float | None = None) -> list[AuditSeal]:
         except IntegrityError:
             continue  # another supervisor sealed this tenant first
     return made
+
+
+@db.reads("audit_sealed_heads_missing")
+@dataclass(frozen=True, slots=True)
+class _Unsealed:
+    chain: str
+    seq: int  # a row a seal recorded
+    seal: int  # the newest seal that recorded it
+    what: str  # missing (the row is gone) or changed (its hash is not the one sealed)
+
+
+@db.reads("audit_sealed_heads")
+@dataclass(frozen=True, slots=True)
+class _Sealed:
+    chain: str
+    seq: int  # the chain's newest sealed row
+    hash: bytes  # its hash as sealed
 
 
 def seal_problems(*, tenant: str | None = None) -> list[SealProblem]:
@@ -144,20 +175,21 @@ def seal_problems(*, tenant: str | None = None) -> list[SealProblem]:
                     )
                 )
             previous = seal
-        for chain, seq, seal_seq, what in db.fetchall("audit_sealed_heads_missing", {"tenant": name}):
+        for gone in db.fetchall("audit_sealed_heads_missing", {"tenant": name}, row=_Unsealed):
             detail = (
-                f"row #{seq}, sealed by seal #{seal_seq}, is gone (its newest rows or the whole chain were deleted)"
-                if what == "missing"
-                else f"row #{seq} no longer has the hash seal #{seal_seq} recorded"
+                f"row #{gone.seq}, sealed by seal #{gone.seal}, is gone (its newest rows or the whole chain were deleted)"
+                if gone.what == "missing"
+                else f"row #{gone.seq} no longer has the hash seal #{gone.seal} recorded"
             )
-            problems.append(SealProblem(name, what, detail, chain=chain, chain_seq=seq, seal=seal_seq))
+            problems.append(SealProblem(name, gone.what, detail, chain=gone.chain, chain_seq=gone.seq, seal=gone.seal))
     return problems
 
 
 def sealed_heads(*, tenants: list[str]) -> dict[str, tuple[int, bytes]]:
     """Each chain's latest sealed head, to verify only the rows written after it."""
     return {
-        chain: (seq, bytes(digest)) for chain, seq, digest in db.fetchall("audit_sealed_heads", {"tenants": tenants})
+        head.chain: (head.seq, bytes(head.hash))
+        for head in db.fetchall("audit_sealed_heads", {"tenants": tenants}, row=_Sealed)
     }
 
 
