@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db import transaction
 from django.db.models.functions import Now
@@ -114,8 +115,8 @@ def agent_stop(*, tenant: str, agent: str, actor: str, reason: str, bound_second
         rows = _lock_tree(roots)
         if rows:
             # A parent outside the stop waits for its stopped child: lock those first.
-            inside = {row[0] for row in rows}
-            for parent in sorted({row[1] for row in rows if row[1] and row[1] not in inside}):
+            inside = {row.id for row in rows}
+            for parent in sorted({row.parent_id for row in rows if row.parent_id and row.parent_id not in inside}):
                 db.execute("lock_task", {"task": parent})
         return _stop_rows(stop, rows, requested_on=None)
 
@@ -126,7 +127,23 @@ def _live_roots(tenant: str, agent: str) -> list:
     )
 
 
-def _lock_tree(roots: list) -> list:
+@db.reads("stop_tree")
+@dataclass(frozen=True, slots=True)
+class _Stopping:
+    """A live task of a stopped tree, locked, with what each boundary needs to know of it."""
+
+    id: uuid.UUID
+    parent_id: uuid.UUID | None
+    status: str
+    epoch: int
+    wake_at: datetime | None  # its timer, if it sleeps
+    waiting_on: int  # the children it waits for
+    depth: int  # below the stop's root
+    attempt_open: bool  # an attempt of it has not ended: the worker must answer
+    calls: list[str]  # its gateway calls in flight: the gateway must answer
+
+
+def _lock_tree(roots: list) -> list[_Stopping]:
     """stop_tree.sql, read again until it finds no task it had not already locked.
 
     Races a spawn: the statement reads the tree from its snapshot, taken before it
@@ -147,10 +164,10 @@ def _lock_tree(roots: list) -> list:
     if not roots:
         return []
     params = {"roots": roots, "in_flight": config.gateway_timeout_seconds()}
-    rows = db.fetchall("stop_tree", params)
+    rows = db.fetchall("stop_tree", params, row=_Stopping)
     while rows:
-        again = db.fetchall("stop_tree", params)
-        if {row[0] for row in again} == {row[0] for row in rows}:
+        again = db.fetchall("stop_tree", params, row=_Stopping)
+        if {row.id for row in again} == {row.id for row in rows}:
             return again
         rows = again
     return rows
@@ -173,15 +190,16 @@ def agent_reopen(*, tenant: str, agent: str, actor: str, reason: str = "") -> bo
         return bool(won)
 
 
-def _stop_rows(stop: Stop, rows, *, requested_on) -> StopStarted:
+def _stop_rows(stop: Stop, rows: list[_Stopping], *, requested_on) -> StopStarted:
     started = StopStarted(stop_id=stop.id)
     heights = _heights(rows)
-    ids, deadlines = [row[0] for row in rows], [stop.bound_seconds * (1 + heights[row[0]]) for row in rows]
+    ids, deadlines = [row.id for row in rows], [stop.bound_seconds * (1 + heights[row.id]) for row in rows]
     db.execute(
         "stop_begin", {"ids": ids, "after": deadlines, "stop": stop.id, "note": f"stopping: {stop.reason}"[:500]}
     )
     acks = []
-    for task_id, _parent, status, epoch, wake_at, waiting_on, _depth, attempt_open, calls in rows:
+    for row in rows:
+        task_id, status, epoch, calls = row.id, row.status, row.epoch, row.calls
         started.tasks.append(task_id)
         acks.append(
             StopAck(
@@ -200,14 +218,14 @@ def _stop_rows(stop: Stop, rows, *, requested_on) -> StopStarted:
                 by="scheduler",
                 detail={
                     "was": status,
-                    "timer_cancelled": wake_at.isoformat() if wake_at else None,
+                    "timer_cancelled": row.wake_at.isoformat() if row.wake_at else None,
                     "queued_dropped": status == states.QUEUED,
-                    "children_wait_cleared": waiting_on,
+                    "children_wait_cleared": row.waiting_on,
                     "messages": "a queued or late wake-up of this task finds nothing to claim",
                 },
             )
         )
-        if not attempt_open:
+        if not row.attempt_open:
             acks.append(
                 StopAck(
                     stop=stop,
@@ -237,7 +255,7 @@ def _stop_rows(stop: Stop, rows, *, requested_on) -> StopStarted:
                 "reason": stop.reason,
                 "was": status,
                 **({"requested_on": str(requested_on)} if requested_on else {"agent": stop.agent}),
-                **({"attempt_running": epoch} if attempt_open else {}),
+                **({"attempt_running": epoch} if row.attempt_open else {}),
                 **({"calls_in_flight": calls} if calls else {}),
             },
         )
@@ -246,23 +264,29 @@ def _stop_rows(stop: Stop, rows, *, requested_on) -> StopStarted:
     # at their next write; delivered at commit, so never for a stop that rolled back.
     db.execute("stop_notify", {"payload": str(stop.id)})
     # Leaves first: deepest rows first, so each parent is tried after its children.
-    for task_id in [row[0] for row in sorted(rows, key=lambda r: -r[6])]:
+    for task_id in [row.id for row in sorted(rows, key=lambda r: -r.depth)]:
         if _settle_one(task_id, actor=stop.actor, due=False):  # the whole tree is locked already
             started.cancelled.append(task_id)
     started.stopping = [t for t in started.tasks if t not in started.cancelled]
     return started
 
 
-def _heights(rows) -> dict:
+def _heights(rows: list[_Stopping]) -> dict:
     """Each stopped task's height in the stopped tree (a leaf is 0): its deadline is
     (1 + height) bounds after the request, so a level waits for the one below it."""
     children: dict = {}
     for row in rows:
-        children.setdefault(row[1], []).append(row[0])
+        children.setdefault(row.parent_id, []).append(row.id)
     heights: dict = {}
-    for task_id in [row[0] for row in sorted(rows, key=lambda r: -r[6])]:
+    for task_id in [row.id for row in sorted(rows, key=lambda r: -r.depth)]:
         heights[task_id] = 1 + max((heights[c] for c in children.get(task_id, ()) if c in heights), default=-1)
     return heights
+
+
+@db.reads("stop_ack_insert")
+@dataclass(frozen=True, slots=True)
+class _Acked:
+    id: int  # the acknowledgment made (none: the boundary had answered already)
 
 
 def stop_ack(*, task_id, boundary: str, by: str, detail: dict, stop_id=None) -> bool:
@@ -288,6 +312,7 @@ def stop_ack(*, task_id, boundary: str, by: str, detail: dict, stop_id=None) -> 
                 "by": by,
                 "detail": json.dumps(detail, default=str),
             },
+            row=_Acked,
         )
         if made is None:
             return False
@@ -310,13 +335,19 @@ def stops_settle_due(*, actor: str, limit: int = 500) -> int:
     return cancelled
 
 
+@db.reads("lock_ancestors")
+@dataclass(frozen=True, slots=True)
+class _Locked:
+    id: uuid.UUID  # a task locked, from the task up to its root
+
+
 def lock_chain(task_id) -> list:
     """Lock the task and its ancestors, root first (the order every writer locks a
     tree in); return their ids from the task up. A worker acknowledging its stop calls
     this before it ends its attempt (runtime/worker/executor.py, stop_watch.py): the
     attempt's end writes the task's audit chain, and a stop or the sweep holding the
     task's row while it appends to that chain would otherwise deadlock with it."""
-    return [row[0] for row in db.fetchall("lock_ancestors", {"task": task_id})]
+    return [row.id for row in db.fetchall("lock_ancestors", {"task": task_id}, row=_Locked)]
 
 
 def _settle_chain(chain: list, *, actor: str, due: bool) -> int:
@@ -331,13 +362,25 @@ def _settle_chain(chain: list, *, actor: str, due: bool) -> int:
     return cancelled
 
 
+@db.reads("stop_settle")
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    id: uuid.UUID  # the task cancelled
+    parent_id: uuid.UUID | None
+    stop_id: uuid.UUID
+    acknowledged: bool  # every boundary answered (else its bound passed)
+    stop_finished: int  # 1 when this ended the stop (no task of it is stopping any more)
+
+
 def _settle_one(task_id, *, actor: str, due: bool) -> bool:
     """stop_settle.sql for one task, whose parent's row lock the caller holds. Returns
     whether the task was cancelled; wakes its parent if that waits for it."""
-    row = db.fetchone("stop_settle", {"task": task_id, "actor": actor, "due": due, "via": json.dumps(with_via({}))})
+    row = db.fetchone(
+        "stop_settle", {"task": task_id, "actor": actor, "due": due, "via": json.dumps(with_via({}))}, row=_Settled
+    )
     if row is None:
         return False
-    parent_id = row[1]
+    parent_id = row.parent_id
     if parent_id is not None:
         wake_parent(parent_id=parent_id, child_id=task_id, actor=actor)  # matches only a waiting parent
     return True
