@@ -1,8 +1,8 @@
 """Writing the append-only, hash-chained audit trail (verifying and reading it is
 runtime/trail/).
 
-Rows are linked and hashed by a PostgreSQL trigger (migration 0006 holds its current
-definition), so this module only says what happened. Callers write their audit row inside the same
+Rows are linked and hashed by a PostgreSQL trigger (its current definition:
+runtime/sql/schema/steward_audit_link.sql), so this module only says what happened. Callers write their audit row inside the same
 transaction as the change it describes; many hot transitions do so inside their own
 SQL statement (runtime/sql/*.sql) for the same reason.
 """

@@ -47,7 +47,7 @@ def task_submit(
     1. Check the identifiers against their columns (INVALID_IDENTIFIER), the agent name
        against the registry, and the input (a JSON object within the limits of
        docs/limits.md, and the agent's input model if it declares one: `@agent(..., input=Model)`).
-    2. In one statement (steward_submit(), defined by migration 0007): lock the
+    2. In one statement (steward_submit(), runtime/sql/schema/steward_submit.sql): lock the
        pool row, look up the caller key, check admission, insert the task and its
        audit row. Same key with the same agent and input returns the existing task
        whatever its status (a cancelled task stays cancelled); a different one raises
