@@ -62,7 +62,7 @@ from runtime.errors import (
     TokenNotFound,
     Unauthenticated,
 )
-from runtime.trail.services import acting_through, audit_record
+from runtime.trail.services import AuditKind, acting_through, audit_record
 
 # What a principal asks to do. Reading is every member's; operating (submit, cancel,
 # resume, resolve, pool limits) needs an operator and an `operate` credential;
@@ -288,7 +288,7 @@ def token_create(
         audit_record(
             actor=principal.actor,
             tenant=principal.tenant,
-            kind="token.created",
+            kind=AuditKind.TOKEN_CREATED,
             data={
                 "token": token.prefix,
                 "name": token.name,
@@ -319,7 +319,7 @@ def token_revoke(*, principal: Principal, token_id: int) -> ApiToken:
         audit_record(
             actor=principal.actor,
             tenant=principal.tenant,
-            kind="token.revoked",
+            kind=AuditKind.TOKEN_REVOKED,
             data={"token": token.prefix, "name": token.name, "owner": token.user.get_username()},
         )
     token.refresh_from_db()
@@ -404,7 +404,7 @@ def member_set_role(*, principal: Principal, username: str, role: str, reason: s
             audit_record(
                 actor=principal.actor,
                 tenant=principal.tenant,
-                kind="member.added",
+                kind=AuditKind.MEMBER_ADDED,
                 data={"person": username, "role": role, "reason": reason},
             )
             return membership
@@ -423,7 +423,7 @@ def member_set_role(*, principal: Principal, username: str, role: str, reason: s
         audit_record(
             actor=principal.actor,
             tenant=principal.tenant,
-            kind="member.role",
+            kind=AuditKind.MEMBER_ROLE,
             data={"person": username, "from": before, "role": role, "reason": reason},
         )
     membership.refresh_from_db()
@@ -473,7 +473,7 @@ def member_remove(*, principal: Principal, username: str, reason: str = "") -> R
         audit_record(
             actor=principal.actor,
             tenant=principal.tenant,
-            kind="member.removed",
+            kind=AuditKind.MEMBER_REMOVED,
             data={"person": username, "role": membership.role, "tokens_revoked": revoked, "reason": reason},
         )
     return Removed(person=username, role=membership.role, tokens_revoked=revoked)
@@ -626,7 +626,7 @@ def agent_steward_set(*, principal: Principal, name: str, username: str, allowed
         audit_record(
             actor=principal.actor,
             tenant=principal.tenant,
-            kind="agent.steward_added" if allowed else "agent.steward_removed",
+            kind=AuditKind.AGENT_STEWARD_ADDED if allowed else AuditKind.AGENT_STEWARD_REMOVED,
             data={"agent": f"{AGENT_PREFIX}{name}", "person": membership.user.get_username(), "reason": reason},
         )
     return True

@@ -27,9 +27,9 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpResponse
 
 from runtime.limits.services import SYSTEM_TENANT
-from runtime.trail.services import audit_record_once
+from runtime.trail.services import AuditKind, audit_record_once
 
-LOCKED_OUT = "signin.locked_out"  # the audit kind of a lockout
+LOCKED_OUT = AuditKind.SIGNIN_LOCKED_OUT  # the audit kind of a lockout
 USERNAME_SHOWN = 150  # auth_user.username; a longer name never reaches authenticate()
 
 

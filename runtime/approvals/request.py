@@ -26,7 +26,7 @@ from runtime.approvals import package
 from runtime.attempts import journal
 from runtime.attempts.journal import Recorded
 from runtime.attempts.transitions import end_attempt, fence
-from runtime.audit import audit_append
+from runtime.audit import AuditKind, audit_append
 from runtime.errors import Fenced, InvalidArgument, Suspend
 from runtime.meter import meter
 from runtime.models import Approval, Step
@@ -170,12 +170,12 @@ def _ask(ctx, seq: int, *, name: str, drafts: list[Draft]):
             lease,
             seq=seq,
             name=name,
-            kind="approval",
+            kind=states.StepKind.APPROVAL,
             output=encoding.encode({"approval_ids": ids}, what="the approval"),
         )
         end_attempt(
             lease,
-            "await",
+            states.TaskEvent.AWAIT,
             note=f"waiting for approval {', '.join(ids)}",
             audit={
                 "approval_ids": ids,
@@ -241,14 +241,17 @@ def _settle_locked(ctx, check_seq: int, name: str, ids: list, drafts: list[Draft
                     actor=lease.actor,
                     tenant=lease.tenant,
                     task_id=lease.task_id,
-                    kind="approval.expired",
+                    kind=AuditKind.APPROVAL_EXPIRED,
                     data={"approval_id": str(approval_id)},
                 )
         stored, facts = _read(lease, ids)  # a new snapshot, taken after the lock
         waiting = [str(p.id) for p in stored if p.state == states.PENDING]
         if waiting:
             end_attempt(
-                lease, "await", note=f"waiting for approval {', '.join(waiting)}", audit={"approval_ids": waiting}
+                lease,
+                states.TaskEvent.AWAIT,
+                note=f"waiting for approval {', '.join(waiting)}",
+                audit={"approval_ids": waiting},
             )
             results = None
         else:

@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from runtime import arguments, db
-from runtime.audit import audit_append, with_via
+from runtime.audit import AuditKind, audit_append, with_via
 from runtime.authz import POLICY_VERSION, patterns
 from runtime.authz.selectors import TASKS_SHOWN, grant_get, tasks_under
 from runtime.errors import (
@@ -101,7 +101,7 @@ def grant_create(
         audit_append(
             actor=actor,
             tenant=tenant,
-            kind="grant.created",
+            kind=AuditKind.GRANT_CREATED,
             data={
                 "grant": grant.id,
                 "principal": principal,
@@ -163,7 +163,7 @@ def grant_narrow(
         audit_append(
             actor=actor,
             tenant=tenant,
-            kind="grant.narrowed",
+            kind=AuditKind.GRANT_NARROWED,
             data={
                 "grant": grant.id,
                 "principal": grant.principal,
@@ -206,7 +206,7 @@ def grant_revoke(*, grant_id, tenant: str, actor: str, reason: str) -> Grant:
         audit_append(
             actor=actor,
             tenant=tenant,
-            kind="grant.revoked",
+            kind=AuditKind.GRANT_REVOKED,
             data={
                 "grant": grant.id,
                 "principal": grant.principal,

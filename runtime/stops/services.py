@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 
 from runtime import arguments, config, db, states
 from runtime.attempts.transitions import wake_parent
-from runtime.audit import audit_append, with_via
+from runtime.audit import AuditKind, audit_append, with_via
 from runtime.errors import InvalidTransition
 from runtime.models import AgentSwitch, Stop, StopAck, Task
 from runtime.tasks.selectors import task_get
@@ -105,12 +105,12 @@ def agent_stop(*, tenant: str, agent: str, actor: str, reason: str, bound_second
         audit_append(
             actor=actor,
             tenant=tenant,
-            kind="agent.stopped",
+            kind=AuditKind.AGENT_STOPPED,
             data={"agent": agent, "stop": str(stop.id), "reason": reason},
         )
         roots = _live_roots(tenant, agent)
         if not roots:  # nothing to wait for: the stop is over as it starts
-            Stop.objects.filter(id=stop.id).update(finished_at=Now(), outcome="acknowledged")
+            Stop.objects.filter(id=stop.id).update(finished_at=Now(), outcome=states.StopOutcome.ACKNOWLEDGED)
             return StopStarted(stop_id=stop.id)
         rows = _lock_tree(roots)
         if rows:
@@ -123,7 +123,9 @@ def agent_stop(*, tenant: str, agent: str, actor: str, reason: str, bound_second
 
 def _live_roots(tenant: str, agent: str) -> list:
     return list(
-        Task.objects.filter(tenant=tenant, agent=agent, status__in=states.sources("stop")).values_list("id", flat=True)
+        Task.objects.filter(tenant=tenant, agent=agent, status__in=states.sources(states.TaskEvent.STOP)).values_list(
+            "id", flat=True
+        )
     )
 
 
@@ -186,7 +188,9 @@ def agent_reopen(*, tenant: str, agent: str, actor: str, reason: str = "") -> bo
             closed=False, changed_by=actor, reason=reason
         )
         if won:
-            audit_append(actor=actor, tenant=tenant, kind="agent.reopened", data={"agent": agent, "reason": reason})
+            audit_append(
+                actor=actor, tenant=tenant, kind=AuditKind.AGENT_REOPENED, data={"agent": agent, "reason": reason}
+            )
         return bool(won)
 
 
@@ -249,7 +253,7 @@ def _stop_rows(stop: Stop, rows: list[_Stopping], *, requested_on) -> StopStarte
             actor=stop.actor,
             tenant=stop.tenant,
             task_id=task_id,
-            kind="task.stopping",
+            kind=AuditKind.TASK_STOPPING,
             data={
                 "stop": str(stop.id),
                 "reason": stop.reason,
@@ -421,14 +425,14 @@ def task_rerun(*, task_id, actor: str, reason: str) -> uuid.UUID:
             actor=actor,
             tenant=old.tenant,
             task_id=old.id,
-            kind="task.rerun",
+            kind=AuditKind.TASK_RERUN,
             data={"new_task": str(made.task_id), "reason": reason},
         )
         audit_append(
             actor=actor,
             tenant=old.tenant,
             task_id=made.task_id,
-            kind="task.rerun_of",
+            kind=AuditKind.TASK_RERUN_OF,
             data={"old_task": str(old.id), "reason": reason},
         )
         return made.task_id

@@ -85,14 +85,24 @@ def spawn(
                 requested_scope=requested_scope,
             ).task_id
             journal.write(
-                lease, seq=seq, name=name, kind="spawn", output=json.dumps({"task_id": str(child)}), started=started
+                lease,
+                seq=seq,
+                name=name,
+                kind=states.StepKind.SPAWN,
+                output=json.dumps({"task_id": str(child)}),
+                started=started,
             )
         return child
     except BreakerTripped:
         raise  # nothing journaled: the executor blocks the task, a resume asks again
     except StewardError as exc:
         journal.write(
-            lease, seq=seq, name=name, kind="spawn", error={"type": exc.code, "message": exc.message}, started=started
+            lease,
+            seq=seq,
+            name=name,
+            kind=states.StepKind.SPAWN,
+            error={"type": exc.code, "message": exc.message},
+            started=started,
         )
         raise SpawnRefused(name, exc.code, exc.message) from exc
 
@@ -125,9 +135,16 @@ def wait(lease: Lease, seq: int, recorded: Recorded | None, children) -> list[Ch
             raise NotJournalable(f"ctx.wait() takes this task's children only; not children: {strangers}")
         pending = [i for i in dict.fromkeys(ids) if found[i][0] not in states.TERMINAL]
         if pending:
-            end_attempt(lease, "wait", waiting_on=pending, note=f"waiting for {len(pending)} of {len(ids)} children")
+            end_attempt(
+                lease,
+                states.TaskEvent.WAIT,
+                waiting_on=pending,
+                note=f"waiting for {len(pending)} of {len(ids)} children",
+            )
         else:
             results = [ChildResult(str(i), *found[i]) for i in ids]
-            journal.write(lease, seq=seq, name="wait", kind="wait", output=json.dumps([r.__dict__ for r in results]))
+            journal.write(
+                lease, seq=seq, name="wait", kind=states.StepKind.WAIT, output=json.dumps([r.__dict__ for r in results])
+            )
             return results
     raise Suspend("wait")

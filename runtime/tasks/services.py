@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 
 from runtime import agents, arguments, config, db, encoding, states
 from runtime.attempts import dispatch
-from runtime.audit import audit_append, with_via
+from runtime.audit import AuditKind, audit_append, with_via
 from runtime.errors import AgentStopped, IdempotencyConflict, InvalidInput, InvalidTransition, QueueFull
 from runtime.limits import pauses
 from runtime.limits.services import default_pool_name, first_use_reason, pool_create_on_first_use, unknown_pool
@@ -286,7 +286,9 @@ def task_resume(*, task_id, actor: str, note: str = "", limits: dict | None = No
         unchanged = (
             Q(breaker_limits__isnull=True) if task.breaker_limits is None else Q(breaker_limits=task.breaker_limits)
         )
-        won = Task.objects.filter(resumable, unchanged, id=task.id, status__in=states.sources("resume")).update(
+        won = Task.objects.filter(
+            resumable, unchanged, id=task.id, status__in=states.sources(states.TaskEvent.RESUME)
+        ).update(
             status=states.QUEUED,
             next_reason=states.RESUME,
             crash_count=0,
@@ -319,7 +321,7 @@ def task_resume(*, task_id, actor: str, note: str = "", limits: dict | None = No
                     blocked_reason=now["blocked_reason"],
                 )
             raise InvalidTransition(
-                f"task {task.id} is {now['status']}; resume starts from {', '.join(states.sources('resume'))}",
+                f"task {task.id} is {now['status']}; resume starts from {', '.join(states.sources(states.TaskEvent.RESUME))}",
                 status=now["status"],
             )
         blocked = {}
@@ -334,7 +336,7 @@ def task_resume(*, task_id, actor: str, note: str = "", limits: dict | None = No
             actor=actor,
             tenant=task.tenant,
             task_id=task.id,
-            kind="task.resumed",
+            kind=AuditKind.TASK_RESUMED,
             data={
                 "from": task.status,
                 "note": note,
@@ -349,7 +351,11 @@ def task_resume(*, task_id, actor: str, note: str = "", limits: dict | None = No
 
 # The reasons a resume releases (states.BLOCKED_BY): a denial (`resume`), a breaker
 # (`reset`) and its tree's pause (`release`).
-RESUMABLE_BLOCKS = (states.BLOCKED_BY["resume"], states.BLOCKED_BY["reset"], states.BLOCKED_BY["release"])
+RESUMABLE_BLOCKS = (
+    states.BLOCKED_BY[states.TaskEvent.RESUME],
+    states.BLOCKED_BY[states.TaskEvent.RESET],
+    states.BLOCKED_BY[states.TaskEvent.RELEASE],
+)
 
 
 def input_parse(text: str | bytes):

@@ -15,11 +15,12 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from runtime import arguments, db
-from runtime.audit import acting_through, audit_append
+from runtime.audit import AuditKind, acting_through, audit_append
 from runtime.models import AuditEvent
 from runtime.trail.seals import SealProblem, audit_seal, seal_problems
 
 __all__ = [
+    "AuditKind",  # the web side names the kinds it records through audit_record
     "acting_through",
     "audit_record",
     "audit_record_once",
@@ -33,7 +34,7 @@ __all__ = [
 ]
 
 
-def audit_record(*, actor: str, tenant: str, kind: str, data: dict | None = None, task_id=None) -> int:
+def audit_record(*, actor: str, tenant: str, kind: AuditKind, data: dict | None = None, task_id=None) -> int:
     """Record an action that is not a runtime transition (an API token made or revoked,
     a person's role changed): on the caller's transaction when there is one, so the
     change and its event commit together, else in a transaction of its own."""
@@ -44,7 +45,7 @@ def audit_record(*, actor: str, tenant: str, kind: str, data: dict | None = None
 
 
 def audit_record_once(
-    *, actor: str, tenant: str, kind: str, about: str, within: timedelta, data: dict | None = None
+    *, actor: str, tenant: str, kind: AuditKind, about: str, within: timedelta, data: dict | None = None
 ) -> int | None:
     """Record an event about a condition that lasts (a sign-in lockout, asked about by every
     request it refuses) once per `within`: the new event's id, or None when the tenant's

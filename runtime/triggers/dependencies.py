@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from runtime import arguments, db, states
-from runtime.audit import audit_append
+from runtime.audit import AuditKind, audit_append
 from runtime.errors import InvalidArgument, StewardError, TriggerNotFound
 from runtime.models import DependencyTrigger, Task
 from runtime.models.trigger import DEPENDENCY_POLICIES
@@ -73,7 +73,7 @@ def dependency_create(
         audit_append(
             actor=actor,
             tenant=tenant,
-            kind="dependency.created",
+            kind=AuditKind.DEPENDENCY_CREATED,
             data={"trigger": str(trigger.id), "agent": agent, "prerequisites": ids, "on_failure": on_failure},
         )
     return trigger
@@ -131,6 +131,14 @@ def dependency_settle(*, trigger_id, actor: str) -> bool:
         )
 
 
+# A settled trigger's state -> its audit kind.
+SETTLED = {
+    "fired": AuditKind.DEPENDENCY_FIRED,
+    "skipped": AuditKind.DEPENDENCY_SKIPPED,
+    "failed": AuditKind.DEPENDENCY_FAILED,
+}
+
+
 def _settle(trigger: DependencyTrigger, actor: str, *, state: str, reason: str) -> bool:
     task_id = None
     if state == "fired":
@@ -157,7 +165,7 @@ def _settle(trigger: DependencyTrigger, actor: str, *, state: str, reason: str) 
         actor=actor,
         tenant=trigger.tenant,
         task_id=task_id,
-        kind=f"dependency.{state}",
+        kind=SETTLED[state],
         data={
             "trigger": str(trigger.id),
             "reason": reason,
