@@ -10,7 +10,7 @@ docs/adr/0026-admin-scope-and-sign-in-throttling.md). This module is what Stewar
   and the lockout's audit event, one per lockout, in the system tenant's trail.
 
 Everything goes through django.contrib.auth.authenticate(), which only the two sign-in
-forms call: API bearer tokens (console/access.py token_principal) never do, so a lockout
+forms call: API bearer tokens (console/access/tokens.py token_principal) never do, so a lockout
 leaves a person's tokens, and the sessions they already have, working.
 """
 
