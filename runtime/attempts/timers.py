@@ -34,14 +34,14 @@ def sleep(
     """
     if recorded is not None:
         wake_at = recorded.output["wake_at"]
-        now, _ = db.fetchone("clock", {"seconds": 0})
+        now = db.fetchone("clock", {"seconds": 0}, row=db.Clock).now
         if now >= wake_at:
             return
         end_attempt(lease, "sleep", wake_at=_utc(wake_at), note=_until(wake_at))
         raise Suspend("sleep")
     with transaction.atomic(durable=True):
-        now, later = db.fetchone("clock", {"seconds": seconds or 0})
-        wake_at = until.timestamp() if until is not None else later
+        clock = db.fetchone("clock", {"seconds": seconds or 0}, row=db.Clock)
+        now, wake_at = clock.now, until.timestamp() if until is not None else clock.later
         journal.write(lease, seq=seq, name="sleep", kind="sleep", output=json.dumps({"wake_at": wake_at}))
         if wake_at <= now:
             return

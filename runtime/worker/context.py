@@ -324,4 +324,4 @@ def _utc(timestamp: float) -> datetime:
 
 
 def _database_now() -> float:
-    return db.fetchone("clock", {"seconds": 0})[0]
+    return db.fetchone("clock", {"seconds": 0}, row=db.Clock).now
