@@ -28,7 +28,7 @@ from runtime.meter import meter
 
 def end_attempt(
     lease: Lease,
-    event: str,
+    event: states.TaskEvent,
     *,
     output: str | None = None,
     error: dict | None = None,
@@ -58,7 +58,7 @@ def end_attempt(
         "blocked_reason": states.BLOCKED_BY[event] if target == states.BLOCKED else None,
         "blocked_decision": str(blocked_decision) if blocked_decision is not None else None,
         "breaker": breaker,
-        "next_reason": states.RETRY if event == "yield" else states.RESUME,
+        "next_reason": states.RETRY if event == states.TaskEvent.YIELD else states.RESUME,
         "terminal": target in states.TERMINAL,
         "end_reason": event,
         "event": event,
@@ -99,8 +99,8 @@ def _end(params: dict, lease: Lease) -> None:
         raise Fenced(lease.task_id, lease.epoch, "status")
     if row.status == states.QUEUED:
         dispatch.pool_has_work(row.pool)
-    if params["end_reason"] in ("complete", "fail"):
-        counted = "completed" if params["end_reason"] == "complete" else "failed"
+    if params["end_reason"] in (states.TaskEvent.COMPLETE, states.TaskEvent.FAIL):
+        counted = "completed" if params["end_reason"] == states.TaskEvent.COMPLETE else "failed"
         db.after_commit(db.cursor(), lambda: meter.count(counted))
 
 

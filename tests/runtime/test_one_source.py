@@ -350,6 +350,7 @@ EVENT_ARGUMENTS = {
     "sources": 0,  # states.sources(event, table)
     "target": 0,  # states.target(event, table)
     "end_attempt": 1,  # end_attempt(lease, event, ...)
+    "_end": 2,  # the executor's _end(claim, then_claim, event, ...)
     "_settle": 2,  # the ledger's _settle(call, row, event, ...)
     "_next": 1,  # Context._next(name, kind)
     "_run": 2,  # Context._run(seq, name, kind, ...)
