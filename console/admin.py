@@ -7,7 +7,7 @@ journal (steward_step, keyed by (task, seq)) is shown by `manage.py steward show
 admin does not support composite primary keys.
 
 Every ModelAdmin here derives from `Scoped`: its rows are those of the tenants where the
-signed-in person reads (console/access.py admin_scope; a superuser reads all). The
+signed-in person reads (console/access/principals.py admin_scope; a superuser reads all). The
 changelist, its filters' choices, its search, the change form, history and delete pages,
 the actions and the autocomplete all start from `get_queryset`, so each sees the same
 rows, and another tenant's object is 404 exactly like one that does not exist
@@ -199,7 +199,7 @@ class GrantAdmin(ReadOnly, InTenant):
     """Grants, read-only but for two actions: narrow and revoke, each after a page that
     previews what it reaches and asks for a reason, each through runtime.authz.services
     as the signed-in person, who must have the right in the grant's tenant exactly as in
-    the console (console/access.py): being a superuser here is no right over a tenant."""
+    the console (console/access/): being a superuser here is no right over a tenant."""
 
     list_display = [
         "id",

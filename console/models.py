@@ -1,6 +1,6 @@
 """People on the web side: tenants, who belongs to which with what role, and their API
 tokens. The runtime knows a tenant only as the slug on its rows and a person as an actor
-string ("user:alice"); who may see and do what is decided in console/access.py.
+string ("user:alice"); who may see and do what is decided in console/access/.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     created_by = models.CharField(max_length=200)
     expires_at = models.DateTimeField(null=True, blank=True)
-    # Written at most once a minute (console/access.py): a write per request would cost
+    # Written at most once a minute (console/access/tokens.py): a write per request would cost
     # every API call a commit.
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -83,10 +83,10 @@ class ApiToken(models.Model):
 
 
 # The django-guardian object permission that lets an operator change one agent's grants
-# (console/access.py may_change_grants). Admins need none: they change every grant.
+# (console/access/rights.py may_change_grants). Admins need none: they change every grant.
 CHANGE_AGENT_GRANTS = "change_agent_grants"
 # Once any operator holds this on an agent's identity, only they (and admins) approve
-# that agent's requests in the tenant; until then every operator may (console/access.py).
+# that agent's requests in the tenant; until then every operator may (console/access/rights.py).
 APPROVE_AGENT_REQUESTS = "approve_agent_requests"
 
 

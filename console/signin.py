@@ -10,7 +10,7 @@ docs/adr/0026-admin-scope-and-sign-in-throttling.md). This module is what Stewar
   and the lockout's audit event, one per lockout, in the system tenant's trail.
 
 Everything goes through django.contrib.auth.authenticate(), which only the two sign-in
-forms call: API bearer tokens (console/access.py token_principal) never do, so a lockout
+forms call: API bearer tokens (console/access/tokens.py token_principal) never do, so a lockout
 leaves a person's tokens, and the sessions they already have, working.
 """
 
@@ -27,9 +27,9 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpResponse
 
 from runtime.limits.services import SYSTEM_TENANT
-from runtime.trail.services import audit_record_once
+from runtime.trail.services import AuditKind, audit_record_once
 
-LOCKED_OUT = "signin.locked_out"  # the audit kind of a lockout
+LOCKED_OUT = AuditKind.SIGNIN_LOCKED_OUT  # the audit kind of a lockout
 USERNAME_SHOWN = 150  # auth_user.username; a longer name never reaches authenticate()
 
 

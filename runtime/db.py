@@ -6,18 +6,30 @@ times per task, so these statements use a server-binding psycopg cursor on the s
 connection and ask for a prepared statement: PostgreSQL then skips parse and plan on
 every call (docs/adr/0003-hot-path-sql.md). They share Django's transaction: inside
 `transaction.atomic()` they commit with it; outside it they autocommit.
+
+A statement's result is read by name, never by position: each has a reader, a frozen
+dataclass declared with `@reads("<statement>")` beside the code that calls it, and
+fetchone/fetchall(..., row=Reader) build one per row from the columns the statement
+names. A column added, dropped or renamed without its reader fails at once, instead of
+shifting what row[3] means; tests/runtime/test_sql_rows.py holds every statement's
+columns, as PostgreSQL describes them, to its reader's fields.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import types
+import typing
+from collections.abc import Callable, Sequence
 from functools import cache
 from importlib import resources
+from typing import Any, TypeVar, overload
 
 import django.db
 import psycopg
 import psycopg._queries
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 
 # What a lost or refused database connection raises: Django's wrappers for the ORM's
 # statements, psycopg's own for the runtime's (cursor() below bypasses Django's error
@@ -81,12 +93,145 @@ def execute(name: str, params: dict | tuple = (), *, prepare: bool = True) -> ps
     return cur
 
 
-def fetchone(name: str, params: dict | tuple = ()):
-    return execute(name, params).fetchone()
+R = TypeVar("R")
+
+# statement name -> the readers declared for its rows (@reads); the test walks it.
+READERS: dict[str, list[type]] = {}
 
 
-def fetchall(name: str, params: dict | tuple = ()):
-    return execute(name, params).fetchall()
+def reads(*statements: str) -> Callable[[type[R]], type[R]]:
+    """Declare a frozen dataclass the reader of `statements`' rows: each field takes the
+    column of its name, and a field whose type is a model takes that model's columns
+    (for a statement that returns a table's rows, `RETURNING a.*`), built as the ORM
+    would have loaded them. fetchone/fetchall refuse a reader not declared for the
+    statement they run."""
+
+    def declare(cls: type[R]) -> type[R]:
+        params = getattr(cls, "__dataclass_params__", None)
+        if params is None or not params.frozen:
+            raise TypeError(f"{cls.__qualname__}: a statement's reader is a frozen dataclass")
+        cls.__reads__ = frozenset(statements) | getattr(cls, "__reads__", frozenset())
+        for name in statements:
+            READERS.setdefault(name, []).append(cls)
+        return cls
+
+    return declare
+
+
+@overload
+def fetchone(name: str, params: dict | tuple = (), *, row: type[R]) -> R | None: ...
+@overload
+def fetchone(name: str, params: dict | tuple = (), *, row: None = None) -> Any: ...
+def fetchone(name: str, params: dict | tuple = (), *, row=None):
+    """The statement's first row, as a `row` (None when it returned none)."""
+    cur = execute(name, params)
+    values = cur.fetchone()
+    if row is None or values is None:
+        return values  # without `row`: a caller not yet reading by name (the test lists them)
+    return _maker(cur, name, row)(values)
+
+
+@overload
+def fetchall(name: str, params: dict | tuple = (), *, row: type[R], prepare: bool = True) -> list[R]: ...
+@overload
+def fetchall(name: str, params: dict | tuple = (), *, row: None = None, prepare: bool = True) -> Any: ...
+def fetchall(name: str, params: dict | tuple = (), *, row=None, prepare: bool = True):
+    """Every row the statement returned, each as a `row`."""
+    cur = execute(name, params, prepare=prepare)
+    if row is None:
+        return cur.fetchall()
+    return rows(cur, name, row)
+
+
+def rows(cur: psycopg.Cursor, name: str, row: type[R]) -> list[R]:
+    """The rows of statement `name` that `cur` just ran, each as a `row`: for a statement
+    run on a connection of the caller's own (the stop watch's listener)."""
+    make = _maker(cur, name, row)
+    return [make(values) for values in cur.fetchall()]
+
+
+def _maker(cur: psycopg.Cursor, name: str, row: type[R]) -> Callable[[Sequence], R]:
+    if name not in getattr(row, "__reads__", ()):
+        raise TypeError(f"{row.__qualname__} is not declared a reader of {name}.sql (@db.reads)")
+    result = cur.pgresult
+    columns = tuple(result.fname(i).decode() for i in range(result.nfields))
+    return _plan(row, columns)
+
+
+@cache
+def _plan(row: type, columns: tuple[str, ...]) -> Callable[[Sequence], Any]:
+    """How to build a `row` from values in `columns`' order: each plain field takes its
+    column's value, each model field the values of its model's columns. Made once per
+    reader and column list; a column that no field takes, or a field no column feeds,
+    raises here rather than read a wrong value."""
+    takes = reader_columns(row)
+    if sorted(columns) != sorted(takes):
+        raise TypeError(
+            f"{row.__qualname__} reads {', '.join(takes)}; the statement returns {', '.join(columns)}"
+            " (a column added or renamed needs its reader changed with it)"
+        )
+    plain = [(field, columns.index(field)) for field, target in takes.items() if target is None]
+    by_model: dict[str, list[tuple[str, int]]] = {}
+    for column, target in takes.items():
+        if target is not None:
+            by_model.setdefault(target, []).append((column, columns.index(column)))
+    hints = typing.get_type_hints(row)
+    models_of = {field: (*_model_of(hints[field]), by_model.get(field, [])) for field in by_model}
+
+    def make(values: Sequence) -> Any:
+        kwargs = {field: values[i] for field, i in plain}
+        for field, (model, optional, cols) in models_of.items():
+            found = {column: values[i] for column, i in cols}
+            # `Model | None`: a row of an outer join that found none (every column NULL).
+            none = optional and all(value is None for value in found.values())
+            kwargs[field] = None if none else model_from(model, found)
+        return row(**kwargs)
+
+    return make
+
+
+def reader_columns(row: type) -> dict[str, str | None]:
+    """The columns a reader takes, in its fields' order: column -> None for a plain field
+    (named as its column), or -> the field whose model takes the column."""
+    hints = typing.get_type_hints(row)
+    takes: dict[str, str | None] = {}
+    for field in dataclasses.fields(row):
+        model, _ = _model_of(hints[field.name])
+        if model is not None:
+            for model_field in model._meta.concrete_fields:
+                if model_field.column in takes:
+                    raise TypeError(f"{row.__qualname__}: column {model_field.column} is read twice")
+                takes[model_field.column] = field.name
+        elif field.name in takes:
+            raise TypeError(f"{row.__qualname__}: column {field.name} is read twice")
+        else:
+            takes[field.name] = None
+    return takes
+
+
+def _model_of(hint) -> tuple[type[models.Model] | None, bool]:
+    """The model a field's type names (`Model` or `Model | None`), and whether it may be None."""
+    args = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    found = [a for a in args if isinstance(a, type) and issubclass(a, models.Model)]
+    return (found[0] if found else None), type(None) in args
+
+
+def model_from(model: type[models.Model], values: dict[str, Any]) -> Any:
+    """An instance of `model` from a statement's values by column, as the ORM would have
+    loaded it (Model.from_db): each value through its field's converters (this
+    connection hands jsonb over as text), a column not given deferred."""
+    fields = model._meta.concrete_fields
+    loaded = []
+    for field in fields:
+        if field.column not in values:
+            loaded.append(models.DEFERRED)
+            continue
+        value = values[field.column]
+        if value is not None and not (isinstance(field, models.JSONField) and not isinstance(value, str)):
+            for convert in field.get_db_converters(connection):
+                value = convert(value, None, connection)
+        loaded.append(value)
+    return model.from_db(connection.alias, [f.attname for f in fields], loaded)
 
 
 _IDLE = psycopg.pq.TransactionStatus.IDLE.value  # compared with libpq's own int: no Python objects made
@@ -114,7 +259,14 @@ def discard_connection() -> None:
         pass  # closing a dead connection can fail too; it is gone either way
 
 
+@reads("clock")
+@dataclasses.dataclass(frozen=True, slots=True)
+class Clock:
+    now: float  # the database's now(), in seconds since the epoch
+    later: float  # now plus the statement's %(seconds)s
+
+
 def clock() -> datetime.datetime:
     """The database's clock (clock.sql), the one every stored time comes from, as an
     aware UTC datetime: for comparing with stored times and computing the next ones."""
-    return datetime.datetime.fromtimestamp(fetchone("clock", {"seconds": 0})[0], tz=datetime.UTC)
+    return datetime.datetime.fromtimestamp(fetchone("clock", {"seconds": 0}, row=Clock).now, tz=datetime.UTC)

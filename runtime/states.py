@@ -7,6 +7,8 @@ conditional UPDATE whose WHERE clause names the sources listed here (states.sour
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 # --- Task statuses ---------------------------------------------------------------
 QUEUED = "queued"  # admitted to its pool; waits for a free slot and a worker
 RUNNING = "running"  # an attempt holds the lease and one pool slot
@@ -23,33 +25,62 @@ TASK_STATUSES = (QUEUED, RUNNING, SLEEPING, WAITING, BLOCKED, DEAD, STOPPING, CO
 TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
 LIVE = frozenset(TASK_STATUSES) - TERMINAL
 
-# event -> (sources, target). Each event is one conditional UPDATE in the code.
-TASK_TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
-    "claim": (frozenset({QUEUED}), RUNNING),  # a worker took the lease and a slot
-    "complete": (frozenset({RUNNING}), COMPLETED),  # the agent function returned
-    "fail": (frozenset({RUNNING}), FAILED),  # the agent raised / nondeterminism
-    "sleep": (frozenset({RUNNING}), SLEEPING),  # ctx.sleep() with time left
-    "wait": (frozenset({RUNNING}), WAITING),  # ctx.wait() with children pending
-    "block": (frozenset({RUNNING}), BLOCKED),  # an effect became `unknown`
-    "deny": (frozenset({RUNNING}), BLOCKED),  # authorize() denied what the agent asked for
-    "await": (frozenset({RUNNING}), BLOCKED),  # ctx.request_approval() persisted a package
-    "trip": (frozenset({RUNNING}), BLOCKED),  # a fan-out or runaway breaker refused the next step
-    "pause": (frozenset({RUNNING}), BLOCKED),  # its tree is paused: ended before its next new step
-    "hold": (frozenset({QUEUED, SLEEPING, WAITING}), BLOCKED),  # its tree was paused (a fan-out trip) while it was idle
-    "yield": (frozenset({RUNNING}), QUEUED),  # database error: retry (dead-letter past MAX_CRASHES)
-    "recover": (frozenset({RUNNING}), QUEUED),  # lease expired: supervisor re-queues
-    "dead_letter": (frozenset({RUNNING}), DEAD),  # lease expired MAX_CRASHES times
-    "wake": (frozenset({SLEEPING, WAITING}), QUEUED),  # timer due / children finished
-    "unblock": (frozenset({BLOCKED}), QUEUED),  # an operator resolved the effect (effect_unknown only)
-    "decided": (frozenset({BLOCKED}), QUEUED),  # its approval was approved, denied or expired
-    "reset": (frozenset({BLOCKED}), QUEUED),  # an operator resumed it past its breaker (task_resume)
-    "release": (frozenset({BLOCKED}), QUEUED),  # an operator lifted its tree's pause (task_resume in the tree)
-    "resume": (frozenset({DEAD, FAILED, BLOCKED, CANCELLED}), QUEUED),  # explicit, audited; blocked: denied only
+
+class TaskEvent(StrEnum):
+    """What moves a task from one status to another (TASK_TRANSITIONS). Each is one
+    conditional UPDATE in the code; an attempt's end names its event (end_reason)."""
+
+    CLAIM = "claim"  # a worker took the lease and a slot
+    COMPLETE = "complete"  # the agent function returned
+    FAIL = "fail"  # the agent raised / nondeterminism
+    SLEEP = "sleep"  # ctx.sleep() with time left
+    WAIT = "wait"  # ctx.wait() with children pending
+    BLOCK = "block"  # an effect became `unknown`
+    DENY = "deny"  # authorize() denied what the agent asked for
+    AWAIT = "await"  # ctx.request_approval() persisted a package
+    TRIP = "trip"  # a fan-out or runaway breaker refused the next step
+    PAUSE = "pause"  # its tree is paused: ended before its next new step
+    HOLD = "hold"  # its tree was paused (a fan-out trip) while it was idle
+    YIELD = "yield"  # database error: retry (dead-letter past MAX_CRASHES)
+    RECOVER = "recover"  # lease expired: supervisor re-queues
+    DEAD_LETTER = "dead_letter"  # lease expired MAX_CRASHES times
+    WAKE = "wake"  # timer due / children finished
+    UNBLOCK = "unblock"  # an operator resolved the effect (effect_unknown only)
+    DECIDED = "decided"  # its approval was approved, denied or expired
+    RESET = "reset"  # an operator resumed it past its breaker (task_resume)
+    RELEASE = "release"  # an operator lifted its tree's pause (task_resume in the tree)
+    RESUME = "resume"  # explicit, audited; blocked: denied only
+    STOP = "stop"  # operator stop (the tree, or an agent's tasks)
+    CANCEL = "cancel"  # acknowledged, or the stop's bound passed
+
+
+# event -> (sources, target).
+TASK_TRANSITIONS: dict[TaskEvent, tuple[frozenset[str], str]] = {
+    TaskEvent.CLAIM: (frozenset({QUEUED}), RUNNING),
+    TaskEvent.COMPLETE: (frozenset({RUNNING}), COMPLETED),
+    TaskEvent.FAIL: (frozenset({RUNNING}), FAILED),
+    TaskEvent.SLEEP: (frozenset({RUNNING}), SLEEPING),
+    TaskEvent.WAIT: (frozenset({RUNNING}), WAITING),
+    TaskEvent.BLOCK: (frozenset({RUNNING}), BLOCKED),
+    TaskEvent.DENY: (frozenset({RUNNING}), BLOCKED),
+    TaskEvent.AWAIT: (frozenset({RUNNING}), BLOCKED),
+    TaskEvent.TRIP: (frozenset({RUNNING}), BLOCKED),
+    TaskEvent.PAUSE: (frozenset({RUNNING}), BLOCKED),
+    TaskEvent.HOLD: (frozenset({QUEUED, SLEEPING, WAITING}), BLOCKED),
+    TaskEvent.YIELD: (frozenset({RUNNING}), QUEUED),
+    TaskEvent.RECOVER: (frozenset({RUNNING}), QUEUED),
+    TaskEvent.DEAD_LETTER: (frozenset({RUNNING}), DEAD),
+    TaskEvent.WAKE: (frozenset({SLEEPING, WAITING}), QUEUED),
+    TaskEvent.UNBLOCK: (frozenset({BLOCKED}), QUEUED),
+    TaskEvent.DECIDED: (frozenset({BLOCKED}), QUEUED),
+    TaskEvent.RESET: (frozenset({BLOCKED}), QUEUED),
+    TaskEvent.RELEASE: (frozenset({BLOCKED}), QUEUED),
+    TaskEvent.RESUME: (frozenset({DEAD, FAILED, BLOCKED, CANCELLED}), QUEUED),
     # A stop (runtime/stops/): every live task of the tree moves to stopping in one
     # transaction, which closes its admission; each becomes cancelled once its four
     # boundaries acknowledged and its children are cancelled, or its bound passed.
-    "stop": (frozenset(LIVE - {STOPPING}), STOPPING),  # operator stop (the tree, or an agent's tasks)
-    "cancel": (frozenset({STOPPING}), CANCELLED),  # acknowledged, or the stop's bound passed
+    TaskEvent.STOP: (frozenset(LIVE - {STOPPING}), STOPPING),
+    TaskEvent.CANCEL: (frozenset({STOPPING}), CANCELLED),
 }
 
 # --- Stop boundaries: each writes one acknowledgment per stopped task (steward_stop_ack) --
@@ -58,6 +89,14 @@ STORAGE = "storage"  # the fence is in place: every write of the task is refused
 CREDENTIAL_GATEWAY = "credential_gateway"  # its tokens are refused; its in-flight calls cut or unresolved
 SCHEDULER = "scheduler"  # its timers and queued work dropped
 STOP_BOUNDARIES = (WORKER, STORAGE, CREDENTIAL_GATEWAY, SCHEDULER)
+
+
+class StopOutcome(StrEnum):
+    """How a stop ended (steward_stop.outcome), once no task it covers is stopping."""
+
+    ACKNOWLEDGED = "acknowledged"  # every boundary of every task answered
+    BOUNDED = "bounded"  # the bound passed first for some task: it was cancelled without every answer
+
 
 # --- Why a task is blocked (steward_task.blocked_reason) ---------------------------------
 # Both wait for a person, but for different acts: an unknown effect is settled by
@@ -72,18 +111,18 @@ BLOCKED_REASONS = (EFFECT_UNKNOWN, AUTHORITY_DENIED, APPROVAL_PENDING, BREAKER_T
 
 # event -> the blocked_reason it writes (into blocked) or requires (out of blocked). An
 # event out of `blocked` that is not listed here does not leave it (cancel leaves any).
-BLOCKED_BY: dict[str, str] = {
-    "block": EFFECT_UNKNOWN,
-    "deny": AUTHORITY_DENIED,
-    "unblock": EFFECT_UNKNOWN,  # resolving an effect never releases a denied task
-    "resume": AUTHORITY_DENIED,  # resuming never skips past an unknown effect
-    "await": APPROVAL_PENDING,
-    "decided": APPROVAL_PENDING,  # only a decision (or expiry) of its approval releases it
-    "trip": BREAKER_TRIPPED,
-    "reset": BREAKER_TRIPPED,  # task_resume, usually with raised limits; it is checked again
-    "pause": TREE_PAUSED,
-    "hold": TREE_PAUSED,
-    "release": TREE_PAUSED,  # task_resume of any task in the tree lifts the pause for all it holds
+BLOCKED_BY: dict[TaskEvent, str] = {
+    TaskEvent.BLOCK: EFFECT_UNKNOWN,
+    TaskEvent.DENY: AUTHORITY_DENIED,
+    TaskEvent.UNBLOCK: EFFECT_UNKNOWN,  # resolving an effect never releases a denied task
+    TaskEvent.RESUME: AUTHORITY_DENIED,  # resuming never skips past an unknown effect
+    TaskEvent.AWAIT: APPROVAL_PENDING,
+    TaskEvent.DECIDED: APPROVAL_PENDING,  # only a decision (or expiry) of its approval releases it
+    TaskEvent.TRIP: BREAKER_TRIPPED,
+    TaskEvent.RESET: BREAKER_TRIPPED,  # task_resume, usually with raised limits; it is checked again
+    TaskEvent.PAUSE: TREE_PAUSED,
+    TaskEvent.HOLD: TREE_PAUSED,
+    TaskEvent.RELEASE: TREE_PAUSED,  # task_resume of any task in the tree lifts the pause for all it holds
 }
 
 # --- Breakers (runtime/limits/breakers.py): which one tripped (steward_task.breaker) ---------
@@ -108,13 +147,25 @@ CONSUMED = "consumed"  # approved and re-checked unchanged: the agent acts on it
 APPROVAL_STATES = (PENDING, APPROVED, DENIED, EXPIRED, STALE, CONSUMED)
 APPROVAL_DECIDED = frozenset({APPROVED, DENIED, EXPIRED, STALE, CONSUMED})
 
-APPROVAL_TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
-    "approve": (frozenset({PENDING}), APPROVED),  # a person, before expires_at (approval_decide)
-    "deny": (frozenset({PENDING}), DENIED),  # a person (approval_decide)
-    "expire": (frozenset({PENDING}), EXPIRED),  # the sweep, the executor on replay or a decision, past expires_at
-    "outdate": (frozenset({PENDING}), STALE),  # an approve found the context changed (approval_decide)
-    "invalidate": (frozenset({APPROVED}), STALE),  # the executor's re-check found a change
-    "consume": (frozenset({APPROVED}), CONSUMED),  # the executor's re-check found none
+
+class ApprovalEvent(StrEnum):
+    """What moves an approval package (APPROVAL_TRANSITIONS)."""
+
+    APPROVE = "approve"  # a person, before expires_at (approval_decide)
+    DENY = "deny"  # a person (approval_decide)
+    EXPIRE = "expire"  # the sweep, the executor on replay or a decision, past expires_at
+    OUTDATE = "outdate"  # an approve found the context changed (approval_decide)
+    INVALIDATE = "invalidate"  # the executor's re-check found a change
+    CONSUME = "consume"  # the executor's re-check found none
+
+
+APPROVAL_TRANSITIONS: dict[ApprovalEvent, tuple[frozenset[str], str]] = {
+    ApprovalEvent.APPROVE: (frozenset({PENDING}), APPROVED),
+    ApprovalEvent.DENY: (frozenset({PENDING}), DENIED),
+    ApprovalEvent.EXPIRE: (frozenset({PENDING}), EXPIRED),
+    ApprovalEvent.OUTDATE: (frozenset({PENDING}), STALE),
+    ApprovalEvent.INVALIDATE: (frozenset({APPROVED}), STALE),
+    ApprovalEvent.CONSUME: (frozenset({APPROVED}), CONSUMED),
 }
 
 # --- Attempt reasons: why a new attempt was made ------------------------------------
@@ -132,15 +183,29 @@ UNKNOWN = "unknown"  # may or may not have happened; an operator must resolve it
 PARTIAL = "partial"  # a boundary cut the call after part of the answer; its receipt says what came
 EFFECT_STATES = (INTENT, COMMITTED, EFFECT_FAILED, UNKNOWN, PARTIAL)
 
-EFFECT_TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
-    "commit": (frozenset({INTENT}), COMMITTED),  # receipt recorded
-    "reject": (frozenset({INTENT}), EFFECT_FAILED),  # the service refused the action
-    "doubt": (frozenset({INTENT, PARTIAL}), UNKNOWN),  # outcome cannot be known safely
-    "cut": (frozenset({INTENT}), PARTIAL),  # the gateway cut a stream mid-answer (AUTHZ_REVOKED)
-    "retake": (frozenset({PARTIAL}), INTENT),  # a resumed attempt sends a partial call again, same key
-    "resolve_committed": (frozenset({UNKNOWN}), COMMITTED),  # operator: it happened
-    "resolve_failed": (frozenset({UNKNOWN}), EFFECT_FAILED),  # operator: it did not happen
-    "resolve_retry": (frozenset({UNKNOWN}), INTENT),  # operator: send it again, same key
+
+class EffectEvent(StrEnum):
+    """What moves an effect's ledger row (EFFECT_TRANSITIONS)."""
+
+    COMMIT = "commit"  # receipt recorded
+    REJECT = "reject"  # the service refused the action
+    DOUBT = "doubt"  # outcome cannot be known safely
+    CUT = "cut"  # the gateway cut a stream mid-answer (AUTHZ_REVOKED)
+    RETAKE = "retake"  # a resumed attempt sends a partial call again, same key
+    RESOLVE_COMMITTED = "resolve_committed"  # operator: it happened
+    RESOLVE_FAILED = "resolve_failed"  # operator: it did not happen
+    RESOLVE_RETRY = "resolve_retry"  # operator: send it again, same key
+
+
+EFFECT_TRANSITIONS: dict[EffectEvent, tuple[frozenset[str], str]] = {
+    EffectEvent.COMMIT: (frozenset({INTENT}), COMMITTED),
+    EffectEvent.REJECT: (frozenset({INTENT}), EFFECT_FAILED),
+    EffectEvent.DOUBT: (frozenset({INTENT, PARTIAL}), UNKNOWN),
+    EffectEvent.CUT: (frozenset({INTENT}), PARTIAL),
+    EffectEvent.RETAKE: (frozenset({PARTIAL}), INTENT),
+    EffectEvent.RESOLVE_COMMITTED: (frozenset({UNKNOWN}), COMMITTED),
+    EffectEvent.RESOLVE_FAILED: (frozenset({UNKNOWN}), EFFECT_FAILED),
+    EffectEvent.RESOLVE_RETRY: (frozenset({UNKNOWN}), INTENT),
 }
 
 # --- Effect classes ------------------------------------------------------------------
@@ -151,12 +216,28 @@ IRREVERSIBLE = "irreversible"  # changes the world for good; never re-sent autom
 EFFECT_CLASSES = (READ, IDEMPOTENT, REVERSIBLE, IRREVERSIBLE)
 
 
-def sources(event: str, table: dict[str, tuple[frozenset[str], str]] = TASK_TRANSITIONS) -> list[str]:
+# --- Step kinds: what a journal row records (steward_step.kind) ---------------------------
+class StepKind(StrEnum):
+    """Which Context call a journal row records. A replay that finds another kind at a
+    seq than the code asks for is nondeterministic (runtime/worker/context.py)."""
+
+    STEP = "step"  # ctx.step(): a function's output or error
+    NOW = "now"  # ctx.now(): the database's clock
+    RANDOM = "random"  # ctx.random()
+    EFFECT = "effect"  # ctx.effect(), ctx.model(), ctx.tool(): the ledger's receipt or error
+    SLEEP = "sleep"  # ctx.sleep(): the wake time
+    SPAWN = "spawn"  # ctx.spawn(): the child's id, or the refusal
+    WAIT = "wait"  # ctx.wait(): the children's results
+    APPROVAL = "approval"  # ctx.request_approval(): the packages requested
+    APPROVAL_CHECK = "approval_check"  # their re-check once decided: each one's outcome
+
+
+def sources(event: str, table: dict = TASK_TRANSITIONS) -> list[str]:
     """The statuses an event may start from, sorted so generated SQL is stable."""
     return sorted(table[event][0])
 
 
-def target(event: str, table: dict[str, tuple[frozenset[str], str]] = TASK_TRANSITIONS) -> str:
+def target(event: str, table: dict = TASK_TRANSITIONS) -> str:
     return table[event][1]
 
 

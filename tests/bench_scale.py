@@ -653,6 +653,7 @@ def seal_check_before(chains: int = 100_000) -> dict:
 
     from runtime import db as rdb
     from runtime.models import AuditSeal
+    from runtime.trail.selectors import audit_tenants
 
     class Rollback(Exception):
         pass
@@ -670,7 +671,7 @@ def seal_check_before(chains: int = 100_000) -> dict:
                 FROM generate_series(1, %s) g""",
                 [chains],
             )
-            tenants = [t for (t,) in rdb.fetchall("audit_tenants", {})]
+            tenants = audit_tenants()
 
             def old_check():
                 for tenant in tenants:

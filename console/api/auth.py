@@ -1,6 +1,6 @@
 """API authentication: a bearer token turned into a Principal by the one access module.
 
-Every route but /health needs it. The token row is read on each request (console/access.py
+Every route but /health needs it. The token row is read on each request (console/access/tokens.py
 token_principal), so a revoked or expired token is refused on its next use, not after a
 cache expires.
 """

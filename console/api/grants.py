@@ -2,7 +2,7 @@
 revocation reaches), the tenant's decisions filtered, and its agents as principals.
 
 Changing a grant is an action of a person with the right over that grant's principal
-(console/access.py may_change_grants): an admin's operate token changes any, an
+(console/access/rights.py may_change_grants): an admin's operate token changes any, an
 operator's only the grants of agents they were given the right over; read tokens and
 viewers are FORBIDDEN. Another tenant's grant is GRANT_NOT_FOUND (404), never 403.
 """

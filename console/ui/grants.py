@@ -1,7 +1,7 @@
 """Grants: the tenant's list with its filters in the URL (principal, action, resource,
 state), each grant's own page with its history (created, narrowed, revoked: by whom,
 when, why), and creating one with a resource pattern and an expiry. Who may change
-which grant is console/access.py's (may_change_grants)."""
+which grant is console/access/rights.py's (may_change_grants)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What every console view shares: who is asking (console/access.py), how a refusal is
+"""What every console view shares: who is asking (console/access/), how a refusal is
 shown, and rendering a screen with its header. No decisions about access live here:
-they are access.py's; this only turns its answers into pages.
+they are the access package's; this only turns its answers into pages.
 
 `@screen` is the first step of every view's recipe: it asks `session_principal` who
 this is (not signed in: a redirect to the login page, or 401 for an htmx fragment, whose

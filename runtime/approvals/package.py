@@ -5,6 +5,7 @@ comparing the two says whether anything the person approved has changed."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from runtime import db, encoding
@@ -14,7 +15,9 @@ from runtime.errors import InvalidArgument, NotJournalable
 from runtime.models import Approval
 
 
-class Facts(NamedTuple):
+@db.reads("approval_context")
+@dataclass(frozen=True, slots=True)
+class Facts:
     """What the context covers that the database holds (runtime/sql/approval_context.sql)."""
 
     input_digest: str
@@ -22,7 +25,7 @@ class Facts(NamedTuple):
 
 
 def facts(task_id) -> Facts:
-    return Facts(*db.fetchone("approval_context", {"task": task_id}))
+    return db.fetchone("approval_context", {"task": task_id}, row=Facts)
 
 
 class Built(NamedTuple):

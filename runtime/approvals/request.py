@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import NamedTuple
 
@@ -25,7 +26,7 @@ from runtime.approvals import package
 from runtime.attempts import journal
 from runtime.attempts.journal import Recorded
 from runtime.attempts.transitions import end_attempt, fence
-from runtime.audit import audit_append
+from runtime.audit import AuditKind, audit_append
 from runtime.errors import Fenced, InvalidArgument, Suspend
 from runtime.meter import meter
 from runtime.models import Approval, Step
@@ -143,7 +144,7 @@ def _ask(ctx, seq: int, *, name: str, drafts: list[Draft]):
         read_untrusted = Step.objects.filter(task_id=lease.task_id, seq__lt=seq, untrusted=True).count()
         made = []
         for part, (b, d) in enumerate(zip(built, drafts, strict=True)):
-            _, later = db.fetchone("clock", {"seconds": d.expires_in})
+            later = db.fetchone("clock", {"seconds": d.expires_in}, row=db.Clock).later
             made.append(
                 Approval.objects.create(
                     tenant=lease.tenant,
@@ -169,12 +170,12 @@ def _ask(ctx, seq: int, *, name: str, drafts: list[Draft]):
             lease,
             seq=seq,
             name=name,
-            kind="approval",
+            kind=states.StepKind.APPROVAL,
             output=encoding.encode({"approval_ids": ids}, what="the approval"),
         )
         end_attempt(
             lease,
-            "await",
+            states.TaskEvent.AWAIT,
             note=f"waiting for approval {', '.join(ids)}",
             audit={
                 "approval_ids": ids,
@@ -185,13 +186,42 @@ def _ask(ctx, seq: int, *, name: str, drafts: list[Draft]):
     raise Suspend("approval")
 
 
+@db.reads("approval_read")
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """A package as the re-check reads it, beside the context's facts now."""
+
+    id: uuid.UUID
+    state: str
+    decided_by: str | None
+    comment: str
+    stale_reason: str
+    action_hash: str
+    context_digest: str
+    context: str | dict  # jsonb, as text on this connection
+    input_digest: str  # the task's, now
+    authz_revision: int  # the tenant's, now
+
+
 def _read(lease, ids: list) -> tuple[list[package.Stored], package.Facts]:
     """The packages in the order asked for, and the context's facts (approval_read.sql)."""
-    rows = db.fetchall("approval_read", {"task": lease.task_id, "ids": ids})
+    rows = db.fetchall("approval_read", {"task": lease.task_id, "ids": ids}, row=_Read)
     found = {
-        row[0]: package.Stored(*row[:7], encoding.decode(row[7]) if isinstance(row[7], str) else row[7]) for row in rows
+        row.id: package.Stored(
+            id=row.id,
+            state=row.state,
+            decided_by=row.decided_by,
+            comment=row.comment,
+            stale_reason=row.stale_reason,
+            action_hash=row.action_hash,
+            context_digest=row.context_digest,
+            context=encoding.decode(row.context) if isinstance(row.context, str) else row.context,
+        )
+        for row in rows
     }
-    return [found[i] for i in ids], package.Facts(*rows[0][8:])
+    return [found[i] for i in ids], package.Facts(
+        input_digest=rows[0].input_digest, authz_revision=rows[0].authz_revision
+    )
 
 
 def _settle_locked(ctx, check_seq: int, name: str, ids: list, drafts: list[Draft]) -> list[ApprovalResult]:
@@ -211,14 +241,17 @@ def _settle_locked(ctx, check_seq: int, name: str, ids: list, drafts: list[Draft
                     actor=lease.actor,
                     tenant=lease.tenant,
                     task_id=lease.task_id,
-                    kind="approval.expired",
+                    kind=AuditKind.APPROVAL_EXPIRED,
                     data={"approval_id": str(approval_id)},
                 )
         stored, facts = _read(lease, ids)  # a new snapshot, taken after the lock
         waiting = [str(p.id) for p in stored if p.state == states.PENDING]
         if waiting:
             end_attempt(
-                lease, "await", note=f"waiting for approval {', '.join(waiting)}", audit={"approval_ids": waiting}
+                lease,
+                states.TaskEvent.AWAIT,
+                note=f"waiting for approval {', '.join(waiting)}",
+                audit={"approval_ids": waiting},
             )
             results = None
         else:
@@ -226,6 +259,15 @@ def _settle_locked(ctx, check_seq: int, name: str, ids: list, drafts: list[Draft
     if results is None:
         raise Suspend("approval")  # the attempt ended `await` again, and that committed
     return results
+
+
+@db.reads("approval_check")
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    owned: bool  # the attempt still holds the task (its fence)
+    current: bool  # and the tenant's authz_revision is still the one checked against
+    moved: int  # approved packages moved (consumed or stale)
+    journaled: bool  # the check's journal row was written
 
 
 def _check(
@@ -239,7 +281,7 @@ def _check(
     while True:
         results = [_outcome(ctx, p, _build(ctx, d, facts)) for p, d in zip(stored, drafts, strict=True)]
         moves = [r for r, p in zip(results, stored, strict=True) if p.state == states.APPROVED]
-        cur = db.execute(
+        checked = db.fetchone(
             "approval_check",
             {
                 "task": lease.task_id,
@@ -253,18 +295,18 @@ def _check(
                 "name": name,
                 "output": encoding.encode({"results": [r._asdict() for r in results]}, what="the approval's outcome"),
             },
+            row=_Checked,
         )
-        owned, current, moved, journaled = cur.fetchone()
-        if not owned:
+        if not checked.owned:
             raise Fenced(lease.task_id, lease.epoch, "approval_check")
-        if current:
+        if checked.current:
             # Only this attempt moves an approved package (it holds the task's lease).
-            assert moved == len(moves), "only the attempt holding the lease re-checks an approval"
-            if not journaled:
+            assert checked.moved == len(moves), "only the attempt holding the lease re-checks an approval"
+            if not checked.journaled:
                 raise RuntimeError(
                     f"journal row {lease.task_id}#{check_seq} already exists for the live epoch {lease.epoch}"
                 )
-            db.after_commit(cur, lambda: meter.count("steps"))
+            db.after_commit(db.cursor(), lambda: meter.count("steps"))
             return results
         stored, facts = _read(lease, ids)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 
 import psycopg
-from django.db import connection, transaction
-from django.db.models import JSONField
+from django.db import transaction
 
 from runtime import arguments, config, db, encoding, states
 from runtime.attempts import dispatch
@@ -26,7 +26,18 @@ from runtime.models import Approval
 
 DECISIONS = {"approve": states.APPROVED, "deny": states.DENIED}
 COMMENT_MAX = 2000
-FOUND = 6  # approval_decide.sql's columns before the package as moved
+
+
+@db.reads("approval_decide")
+@dataclass(frozen=True, slots=True)
+class _Decided:
+    found_owner: str  # the package as found: its task's owner, state and task
+    found_state: str
+    found_task_id: uuid.UUID
+    task_status: str | None  # the task's status, under its row lock
+    requeued_pool: str | None  # the task's pool, when the decision queued it again
+    changes: str | dict | None  # an approve that found the context changed: what changed (jsonb)
+    approval: Approval | None  # the package as this decision moved it; None: it moved nothing
 
 
 def approval_decide(*, approval_id, tenant: str, actor: str, decision: str, comment: str = "") -> Approval:
@@ -80,18 +91,23 @@ def approval_decide(*, approval_id, tenant: str, actor: str, decision: str, comm
         "data": json.dumps(with_via({"approval_id": str(ident), "comment": comment})),
     }
     try:
-        cur = db.execute("approval_decide", params)
+        found = db.fetchone("approval_decide", params, row=_Decided)
     except psycopg.errors.InsufficientPrivilege:
         # Migration 0017's trigger: this connection runs agent code.
         raise ApprovalRequiresPerson("an approval is never decided while agent code runs") from None
-    row = cur.fetchone()
-    if row is None:
+    if found is None:
         raise ApprovalNotFound(f"no approval {ident} in tenant {tenant}", approval_id=str(ident))
-    (owner, state, task_id, status, pool, changes), decided = row[:FOUND], row[FOUND:]
-    if decided[0] is not None:
-        if pool is not None:
-            dispatch.pool_has_work(pool)
-        moved = _approval_from(decided, [c.name for c in cur.description[FOUND:]])
+    owner, state, task_id, status, changes = (
+        found.found_owner,
+        found.found_state,
+        found.found_task_id,
+        found.task_status,
+        found.changes,
+    )
+    moved = found.approval
+    if moved is not None:
+        if found.requeued_pool is not None:
+            dispatch.pool_has_work(found.requeued_pool)
         if moved.state == states.STALE:
             changes = encoding.decode(changes) if isinstance(changes, str) else changes
             raise ApprovalStale(
@@ -141,29 +157,22 @@ def approval_decide(*, approval_id, tenant: str, actor: str, decision: str, comm
     )
 
 
+@db.reads("approval_expire_due")
+@dataclass(frozen=True, slots=True)
+class _Woken:
+    pool: str
+    count: int  # tasks of the pool queued again
+
+
 def approvals_expire_due(*, actor: str) -> int:
     """Expire every pending approval past its expires_at and re-queue its task, in one
     statement (runtime/sql/approval_expire_due.sql); return how many tasks it woke."""
     woken = 0
     with transaction.atomic():
-        for pool, count in db.fetchall("approval_expire_due", {"actor": actor}):
-            dispatch.pool_has_work(pool, count)
-            woken += count
+        for woke in db.fetchall("approval_expire_due", {"actor": actor}, row=_Woken):
+            dispatch.pool_has_work(woke.pool, woke.count)
+            woken += woke.count
     return woken
-
-
-def _approval_from(row, names) -> Approval:
-    """The Approval a statement returned (`a.*`, named by `names`), each value as the ORM
-    would have loaded it: this connection hands jsonb over as text."""
-    fields = {f.column: f for f in Approval._meta.concrete_fields}
-    values = {}
-    for name, raw in zip(names, row, strict=True):
-        field = fields[name]
-        decoded = isinstance(field, JSONField) and isinstance(raw, str)
-        values[field.attname] = field.from_db_value(raw, None, connection) if decoded else raw
-    approval = Approval(**values)
-    approval._state.adding, approval._state.db = False, connection.alias
-    return approval
 
 
 def _approval_id(value):

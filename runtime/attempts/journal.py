@@ -25,12 +25,22 @@ class Recorded:
     error: dict | None
 
 
+@db.reads("journal_load")
+@dataclass(frozen=True, slots=True)
+class _Row:
+    seq: int
+    name: str
+    kind: str
+    output: str | None  # jsonb, as text on this connection
+    error: str | None
+
+
 def load(task_id) -> list[Recorded]:
     """The journal in seq order. Seqs are dense from 0 because each attempt writes them
     in order and replays every earlier one first."""
-    rows = db.fetchall("journal_load", {"task": task_id})
+    rows = db.fetchall("journal_load", {"task": task_id}, row=_Row)
     # Django's connection loads jsonb as text (it decodes JSON itself), so decode here.
-    journal = [Recorded(seq, name, kind, decode(output), decode(error)) for seq, name, kind, output, error in rows]
+    journal = [Recorded(r.seq, r.name, r.kind, decode(r.output), decode(r.error)) for r in rows]
     for expected, record in enumerate(journal):
         if record.seq != expected:
             raise RuntimeError(f"journal of task {task_id} has a gap before seq {record.seq}")
@@ -72,11 +82,18 @@ def write(
     db.after_commit(cur, lambda: meter.count("steps"))
 
 
+@db.reads("task_epoch")
+@dataclass(frozen=True, slots=True)
+class _Now:
+    epoch: int
+    status: str
+
+
 def _refusal(task_id, epoch: int, seq: int) -> BaseException:
     # Nothing was written: either a newer attempt (or a stop) moved the task on, or a
     # row for this seq already exists, which only a writer with our epoch could have
     # made and would be a bug in the executor.
-    row = db.cursor().execute("SELECT epoch, status FROM steward_task WHERE id = %s", (task_id,)).fetchone()
-    if row is None or row[0] != epoch or row[1] != "running":
+    row = db.fetchone("task_epoch", {"task": task_id}, row=_Now)
+    if row is None or row.epoch != epoch or row.status != "running":
         return Fenced(task_id, epoch, "journal")
     return RuntimeError(f"journal row {task_id}#{seq} already exists for the live epoch {epoch}")

@@ -53,19 +53,34 @@ class Claim:
     root_id: object
 
 
+@db.reads("claim")
+@dataclass(frozen=True, slots=True)
+class _Claimed:
+    id: object  # the task
+    epoch: int
+    next_reason: str
+    agent: str
+    input: str  # jsonb, as text on this connection
+    tenant: str
+    owner: str
+    parent_id: object | None
+    root_id: object
+    pool: str
+    attempt_id: int
+    waited: float  # seconds it waited in the queue
+
+
 def claim_next(*, pool: str, worker: str) -> Claim | None:
     """Claim the oldest queued task of `pool` if a slot is free (runtime/sql/claim.sql)."""
-    db.cursor()  # check the connection out first, so a fault test can cut it under us
+    cur = db.cursor()  # check the connection out first, so a fault test can cut it under us
     faults.reach(faults.BEFORE_CLAIM, task_id=pool, step="claim", epoch=0)
-    cur = db.execute("claim", {"pool": pool, "worker": worker, "lease": config.lease_seconds()})
-    row = cur.fetchone()
+    row = db.fetchone("claim", {"pool": pool, "worker": worker, "lease": config.lease_seconds()}, row=_Claimed)
     if row is None:
         return None
-    task_id, epoch, reason, agent, input, tenant, owner, parent_id, root_id, pool, attempt_id, waited = row
     # Counted once the claim commits: it may share a transaction with an attempt's end.
-    db.after_commit(cur, lambda: meter.waited(waited))
-    lease = Lease(task_id, epoch, tenant, pool, parent_id, worker, attempt_id)
-    return Claim(lease, reason, agent, input, owner, root_id)
+    db.after_commit(cur, lambda: meter.waited(row.waited))
+    lease = Lease(row.id, row.epoch, row.tenant, row.pool, row.parent_id, worker, row.attempt_id)
+    return Claim(lease, row.next_reason, row.agent, row.input, row.owner, row.root_id)
 
 
 class LeaseKeeper:
@@ -127,7 +142,9 @@ class LeaseKeeper:
 
     def _renew(self, task_id, epoch: int) -> None:
         try:
-            renewed = db.fetchone("lease_renew", {"task": task_id, "epoch": epoch, "lease": config.lease_seconds()})
+            renewed = db.fetchone(
+                "lease_renew", {"task": task_id, "epoch": epoch, "lease": config.lease_seconds()}, row=_Renewed
+            )
         except db.CONNECTION_ERRORS as exc:
             # The next heartbeat retries on a fresh connection. If the database stays
             # away past the lease, the supervisor recovers the task and this attempt's
@@ -145,12 +162,18 @@ class LeaseKeeper:
             with self._lock:
                 self._held.discard((task_id, epoch))
             return
-        status, paused = renewed
-        if paused:  # its tree's pause, if the stop watcher missed the notification
+        if renewed.paused:  # its tree's pause, if the stop watcher missed the notification
             interrupts.pause_seen(task_id, epoch)
-        if status != "running":
+        if renewed.status != "running":
             for observer in self._observers:
-                observer(task_id, epoch, status)
+                observer(task_id, epoch, renewed.status)
+
+
+@db.reads("lease_renew")
+@dataclass(frozen=True, slots=True)
+class _Renewed:
+    status: str  # the task's status now
+    paused: bool  # its tree has an open pause
 
 
 keeper = LeaseKeeper()

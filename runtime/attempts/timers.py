@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from django.db import transaction
 
-from runtime import db
+from runtime import db, states
 from runtime.attempts import journal
 from runtime.attempts.journal import Recorded
 from runtime.attempts.lease import Lease
@@ -34,18 +34,18 @@ def sleep(
     """
     if recorded is not None:
         wake_at = recorded.output["wake_at"]
-        now, _ = db.fetchone("clock", {"seconds": 0})
+        now = db.fetchone("clock", {"seconds": 0}, row=db.Clock).now
         if now >= wake_at:
             return
-        end_attempt(lease, "sleep", wake_at=_utc(wake_at), note=_until(wake_at))
+        end_attempt(lease, states.TaskEvent.SLEEP, wake_at=_utc(wake_at), note=_until(wake_at))
         raise Suspend("sleep")
     with transaction.atomic(durable=True):
-        now, later = db.fetchone("clock", {"seconds": seconds or 0})
-        wake_at = until.timestamp() if until is not None else later
-        journal.write(lease, seq=seq, name="sleep", kind="sleep", output=json.dumps({"wake_at": wake_at}))
+        clock = db.fetchone("clock", {"seconds": seconds or 0}, row=db.Clock)
+        now, wake_at = clock.now, until.timestamp() if until is not None else clock.later
+        journal.write(lease, seq=seq, name="sleep", kind=states.StepKind.SLEEP, output=json.dumps({"wake_at": wake_at}))
         if wake_at <= now:
             return
-        end_attempt(lease, "sleep", wake_at=_utc(wake_at), note=_until(wake_at))
+        end_attempt(lease, states.TaskEvent.SLEEP, wake_at=_utc(wake_at), note=_until(wake_at))
     raise Suspend("sleep")
 
 

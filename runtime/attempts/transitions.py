@@ -14,6 +14,7 @@ wake-up cannot be lost between the two (tests/integration/test_children.py races
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
@@ -27,7 +28,7 @@ from runtime.meter import meter
 
 def end_attempt(
     lease: Lease,
-    event: str,
+    event: states.TaskEvent,
     *,
     output: str | None = None,
     error: dict | None = None,
@@ -57,7 +58,7 @@ def end_attempt(
         "blocked_reason": states.BLOCKED_BY[event] if target == states.BLOCKED else None,
         "blocked_decision": str(blocked_decision) if blocked_decision is not None else None,
         "breaker": breaker,
-        "next_reason": states.RETRY if event == "yield" else states.RESUME,
+        "next_reason": states.RETRY if event == states.TaskEvent.YIELD else states.RESUME,
         "terminal": target in states.TERMINAL,
         "end_reason": event,
         "event": event,
@@ -85,40 +86,69 @@ def end_attempt(
         wake_parent(parent_id=lease.parent_id, child_id=lease.task_id, actor=lease.actor)
 
 
+@db.reads("attempt_end")
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    pool: str
+    status: str  # where the task went
+
+
 def _end(params: dict, lease: Lease) -> None:
-    cur = db.execute("attempt_end", params)
-    row = cur.fetchone()
+    row = db.fetchone("attempt_end", params, row=_Ended)
     if row is None:
         raise Fenced(lease.task_id, lease.epoch, "status")
-    pool, status = row
-    if status == states.QUEUED:
-        dispatch.pool_has_work(pool)
-    if params["end_reason"] in ("complete", "fail"):
-        counted = "completed" if params["end_reason"] == "complete" else "failed"
-        db.after_commit(cur, lambda: meter.count(counted))
+    if row.status == states.QUEUED:
+        dispatch.pool_has_work(row.pool)
+    if params["end_reason"] in (states.TaskEvent.COMPLETE, states.TaskEvent.FAIL):
+        counted = "completed" if params["end_reason"] == states.TaskEvent.COMPLETE else "failed"
+        db.after_commit(db.cursor(), lambda: meter.count(counted))
+
+
+@db.reads("wake_parent")
+@dataclass(frozen=True, slots=True)
+class _Woken:
+    pool: str  # the parent's, queued again
 
 
 def wake_parent(*, parent_id, child_id, actor: str) -> None:
     """Call with the parent's row lock held (lock_task.sql)."""
-    row = db.fetchone("wake_parent", {"parent": parent_id, "child": str(child_id), "actor": actor})
+    row = db.fetchone("wake_parent", {"parent": parent_id, "child": str(child_id), "actor": actor}, row=_Woken)
     if row is not None:
-        dispatch.pool_has_work(row[0])
+        dispatch.pool_has_work(row.pool)
+
+
+@db.reads("attempt_release")
+@dataclass(frozen=True, slots=True)
+class _Released:
+    ended: int  # 1 when this call ended the attempt
+    pool: str | None  # the pool whose slot it freed, if it held one
 
 
 def release_stopped(*, task_id, epoch: int, end_reason: str, actor: str) -> bool:
     """A superseded attempt's worker has stopped running agent code: end the attempt
     and give its slot back, audited as `attempt.stopped`. Returns whether this call
     ended it."""
-    ended, pool = db.fetchone(
-        "attempt_release", {"task": task_id, "epoch": epoch, "end_reason": end_reason, "actor": actor}
+    released = db.fetchone(
+        "attempt_release",
+        {"task": task_id, "epoch": epoch, "end_reason": end_reason, "actor": actor},
+        row=_Released,
     )
-    if pool is not None:
-        dispatch.pool_has_work(pool)
-    return bool(ended)
+    if released.pool is not None:
+        dispatch.pool_has_work(released.pool)
+    return bool(released.ended)
+
+
+@db.reads("fence", "fence_update")
+@dataclass(frozen=True, slots=True)
+class _Fenced:
+    tenant: str
+    pool: str
 
 
 def fence(lease: Lease, write: str, *, exclusive: bool = False) -> None:
     """First statement of a multi-statement write by an attempt (inside atomic())."""
-    row = db.fetchone("fence_update" if exclusive else "fence", {"task": lease.task_id, "epoch": lease.epoch})
+    row = db.fetchone(
+        "fence_update" if exclusive else "fence", {"task": lease.task_id, "epoch": lease.epoch}, row=_Fenced
+    )
     if row is None:
         raise Fenced(lease.task_id, lease.epoch, write)

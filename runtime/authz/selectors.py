@@ -12,6 +12,7 @@ from django.db.models.functions import Left, Length, Now
 from django.db.models.lookups import StartsWith
 
 from runtime import arguments, db, states
+from runtime.audit import AuditKind
 from runtime.authz import patterns
 from runtime.errors import GrantNotFound, InvalidArgument, InvalidInput
 from runtime.models import AuditEvent, AuthzRevision, Decision, Effect, GatewayCall, Grant, Task
@@ -97,6 +98,7 @@ def decisions_page(
     return keyset_page(driving, keyset=DECISIONS_BY_ID, filters=filters, after=after, limit=limit, residual=residual)
 
 
+@db.reads("authz_tasks_under")
 @dataclass(frozen=True)
 class TaskUnder:
     id: uuid.UUID
@@ -110,8 +112,9 @@ def tasks_under(*, tenant: str, principal: str) -> list[TaskUnder]:
     grant_revoke and grant_narrow record this list's length in their audit event."""
     arguments.tenant(tenant)
     patterns.principal(principal)
-    rows = db.fetchall("authz_tasks_under", {"tenant": tenant, "principal": principal, "live": sorted(states.LIVE)})
-    return [TaskUnder(*row) for row in rows]
+    return db.fetchall(
+        "authz_tasks_under", {"tenant": tenant, "principal": principal, "live": sorted(states.LIVE)}, row=TaskUnder
+    )
 
 
 @dataclass(frozen=True)
@@ -272,7 +275,7 @@ def seeded_grants(*, tenant: str) -> set[tuple[str, str, str]]:
     return {
         (data["principal"], data["action"], data["resource"])
         for data in grant_events(tenant=tenant)
-        .filter(kind="grant.created", actor=patterns.SEED)
+        .filter(kind=AuditKind.GRANT_CREATED, actor=patterns.SEED)
         .values_list("data", flat=True)
     }
 

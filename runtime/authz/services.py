@@ -6,6 +6,7 @@ decision is a row, and every denial also an audit event in the task's chain.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
@@ -13,7 +14,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from runtime import arguments, db
-from runtime.audit import audit_append, with_via
+from runtime.audit import AuditKind, audit_append, with_via
 from runtime.authz import POLICY_VERSION, patterns
 from runtime.authz.patterns import SEED  # noqa: F401 - the seed's actor, for the web side
 from runtime.authz.selectors import TASKS_SHOWN, grant_get, seeded_grants, tasks_under
@@ -62,8 +63,14 @@ def _expiry(value, field: str = "expires_at") -> datetime | None:
     return value
 
 
+@db.reads("authz_bump")
+@dataclass(frozen=True, slots=True)
+class _Bumped:
+    revision: int  # the tenant's authz_revision after this change
+
+
 def _bump(tenant: str) -> int:
-    return db.fetchone("authz_bump", {"tenant": tenant})[0]
+    return db.fetchone("authz_bump", {"tenant": tenant}, row=_Bumped).revision
 
 
 def grant_create(
@@ -154,7 +161,7 @@ def _insert(*, tenant, principal, action, resource, expires_at, actor, revision)
     audit_append(
         actor=actor,
         tenant=tenant,
-        kind="grant.created",
+        kind=AuditKind.GRANT_CREATED,
         data={
             "grant": grant.id,
             "principal": principal,
@@ -216,7 +223,7 @@ def grant_narrow(
         audit_append(
             actor=actor,
             tenant=tenant,
-            kind="grant.narrowed",
+            kind=AuditKind.GRANT_NARROWED,
             data={
                 "grant": grant.id,
                 "principal": grant.principal,
@@ -259,7 +266,7 @@ def grant_revoke(*, grant_id, tenant: str, actor: str, reason: str) -> Grant:
         audit_append(
             actor=actor,
             tenant=tenant,
-            kind="grant.revoked",
+            kind=AuditKind.GRANT_REVOKED,
             data={
                 "grant": grant.id,
                 "principal": grant.principal,
@@ -326,11 +333,10 @@ def decide(
     # failure marks the caller's transaction for rollback either way); alone, it is its
     # own transaction.
     with transaction.atomic(savepoint=False):
-        cur = db.execute("authz_decide", params)
-        row = cur.fetchone()
-        if row is None:
+        decided = db.fetchone("authz_decide", params, row=Decided)
+        if decided is None:
             raise TaskNotFound(f"no task {params['task']}", task=str(params["task"]))
-        return decision_from(row, [c.name for c in cur.description])
+        return decided.decision
 
 
 def decision_params(
@@ -373,11 +379,10 @@ def decision_params(
     }
 
 
-def decision_from(row, names) -> Decision:
-    """The Decision of a row authz_decide.sql returned (its columns as `names`, in order)."""
-    decision = Decision(**dict(zip(names, row, strict=True)))
-    decision._state.adding = False
-    return decision
+@db.reads("authz_decide")
+@dataclass(frozen=True, slots=True)
+class Decided:
+    decision: Decision  # the decision's row, as recorded
 
 
 def raise_if_denied(decision: Decision) -> Decision:

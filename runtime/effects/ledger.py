@@ -35,7 +35,7 @@ from runtime import encoding, faults, states
 from runtime.attempts import interrupts, journal
 from runtime.attempts.journal import Recorded
 from runtime.attempts.transitions import end_attempt, fence
-from runtime.audit import audit_append
+from runtime.audit import AuditKind, audit_append
 from runtime.errors import (
     AuthorityDenied,
     CapabilityRefused,
@@ -154,13 +154,20 @@ def _send(call: _Call, row: Effect):
             break
         except EffectNotApplied as exc:
             error = encoding.error_record(exc)
-            _settle(call, row, "reject", error=error, audit_kind="effect.failed")
+            _settle(call, row, states.EffectEvent.REJECT, error=error, audit_kind=AuditKind.EFFECT_FAILED)
             _journal_error(call, error)
         except Cut as cut:
             # The boundary cut the answer midway: record what came, durably and fenced,
             # before the denial ends the attempt (the task is then blocked by it).
             receipt = json.loads(encoding.encode(cut.receipt, what=f"partial receipt of effect {call.name!r}"))
-            _settle(call, row, "cut", receipt=receipt, audit_kind="effect.partial", denial=cut.denial.decision_id)
+            _settle(
+                call,
+                row,
+                states.EffectEvent.CUT,
+                receipt=receipt,
+                audit_kind=AuditKind.EFFECT_PARTIAL,
+                denial=cut.denial.decision_id,
+            )
             raise cut.denial from None
         except (AuthorityDenied, CapabilityRefused):
             # A boundary refused the call (the credential gateway, runtime/gateway/client.py):
@@ -179,7 +186,7 @@ def _send(call: _Call, row: Effect):
         # The action happened; keep what we can show rather than lose the receipt.
         text = json.dumps({"unserializable_receipt": repr(receipt)[:2000]})
     receipt = json.loads(text)
-    _settle(call, row, "commit", receipt=receipt, audit_kind="effect.committed")
+    _settle(call, row, states.EffectEvent.COMMIT, receipt=receipt, audit_kind=AuditKind.EFFECT_COMMITTED)
     meter.count("effects_committed")  # _settle committed it
     faults.reach(faults.AFTER_RECEIPT_BEFORE_JOURNAL, task_id=ctx.task_id, step=call.name, epoch=ctx.epoch)
     return _journal_receipt(call, receipt, text)
@@ -208,7 +215,7 @@ def _record_intent(call: _Call, *, effect_class: str, keyed: bool, digest: str) 
             )
             _audit(
                 lease,
-                "effect.intent",
+                AuditKind.EFFECT_INTENT,
                 row,
                 **{"class": effect_class, "keyed": keyed, "step": call.seq, "attempt": lease.attempt_id},
             )
@@ -225,7 +232,9 @@ def _take_over(call: _Call, row: Effect) -> None:
     retake = row.state == states.PARTIAL
     changes = {"epoch": lease.epoch, "attempt_id": lease.attempt_id, "sends": F("sends") + 1, "resend_approved": False}
     if retake:
-        changes.update(state=states.target("retake", states.EFFECT_TRANSITIONS), receipt=None, settled_at=None)
+        changes.update(
+            state=states.target(states.EffectEvent.RETAKE, states.EFFECT_TRANSITIONS), receipt=None, settled_at=None
+        )
     with transaction.atomic(durable=True):
         fence(lease, "effect")
         won = Effect.objects.filter(id=row.id, state=row.state, epoch=row.epoch).update(**changes)
@@ -233,7 +242,7 @@ def _take_over(call: _Call, row: Effect) -> None:
             raise Fenced(lease.task_id, lease.epoch, "effect")
         _audit(
             lease,
-            "effect.resent",
+            AuditKind.EFFECT_RESENT,
             row,
             previous_epoch=row.epoch,
             approved_by=row.resolved_by if row.resend_approved else None,
@@ -264,14 +273,14 @@ def _block(call: _Call, row: Effect, *, doubt: bool, cause: BaseException | None
     with transaction.atomic(durable=True):
         fence(lease, "status", exclusive=True)
         if doubt:
-            won = Effect.objects.filter(id=row.id, state__in=states.sources("doubt", states.EFFECT_TRANSITIONS)).update(
-                state=states.UNKNOWN, error=encoding.error_record(cause) if cause else None
-            )
+            won = Effect.objects.filter(
+                id=row.id, state__in=states.sources(states.EffectEvent.DOUBT, states.EFFECT_TRANSITIONS)
+            ).update(state=states.UNKNOWN, error=encoding.error_record(cause) if cause else None)
             if not won:
                 raise Fenced(lease.task_id, lease.epoch, "effect")
             _audit(
                 lease,
-                "effect.unknown",
+                AuditKind.EFFECT_UNKNOWN,
                 row,
                 **{
                     "class": row.effect_class,
@@ -281,7 +290,7 @@ def _block(call: _Call, row: Effect, *, doubt: bool, cause: BaseException | None
             )
         end_attempt(
             lease,
-            "block",
+            states.TaskEvent.BLOCK,
             note=f"effect {row.name!r} (#{row.id}) has an unknown outcome: resolve it",
             audit={"effect": row.id},
         )
@@ -293,7 +302,7 @@ def _journal_receipt(call: _Call, receipt, text: str | None = None):
         call.lease,
         seq=call.seq,
         name=call.name,
-        kind="effect",
+        kind=states.StepKind.EFFECT,
         output=text or json.dumps(receipt),
         untrusted=call.untrusted,
     )
@@ -301,7 +310,7 @@ def _journal_receipt(call: _Call, receipt, text: str | None = None):
 
 
 def _journal_error(call: _Call, error: dict):
-    journal.write(call.lease, seq=call.seq, name=call.name, kind="effect", error=error)
+    journal.write(call.lease, seq=call.seq, name=call.name, kind=states.StepKind.EFFECT, error=error)
     raise EffectFailed(call.name, error["type"], error["message"])
 
 

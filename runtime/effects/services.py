@@ -11,14 +11,14 @@ from django.db.models.functions import Now
 
 from runtime import arguments, config, db, encoding, states
 from runtime.attempts import dispatch
-from runtime.audit import audit_append
+from runtime.audit import AuditKind, audit_append
 from runtime.errors import EffectNotFound, InvalidArgument, InvalidTransition
 from runtime.models import Effect, Task
 
 RESOLUTIONS = {
-    "committed": "resolve_committed",  # it happened; the receipt (if any) is recorded
-    "failed": "resolve_failed",  # it did not happen; the agent sees EffectFailed
-    "retry": "resolve_retry",  # send it again under the same key
+    "committed": states.EffectEvent.RESOLVE_COMMITTED,  # it happened; the receipt (if any) is recorded
+    "failed": states.EffectEvent.RESOLVE_FAILED,  # it did not happen; the agent sees EffectFailed
+    "retry": states.EffectEvent.RESOLVE_RETRY,  # send it again under the same key
 }
 
 
@@ -66,13 +66,15 @@ def effect_resolve(*, effect_id: int, outcome: str, actor: str, receipt=None, no
             actor=actor,
             tenant=task.tenant,
             task_id=task.id,
-            kind="effect.resolved",
+            kind=AuditKind.EFFECT_RESOLVED,
             data={"effect": effect.id, "key": effect.key, "outcome": outcome, "note": note},
         )
         # Only a task blocked on an unknown effect: one blocked by a denial waits for its
         # grants to change and an explicit resume (states.BLOCKED_BY), whatever we settle.
         unblocked = Task.objects.filter(
-            id=task.id, status__in=states.sources("unblock"), blocked_reason=states.BLOCKED_BY["unblock"]
+            id=task.id,
+            status__in=states.sources(states.TaskEvent.UNBLOCK),
+            blocked_reason=states.BLOCKED_BY[states.TaskEvent.UNBLOCK],
         ).update(
             status=states.QUEUED,
             next_reason=states.RESUME,
@@ -84,7 +86,11 @@ def effect_resolve(*, effect_id: int, outcome: str, actor: str, receipt=None, no
         )
         if unblocked:
             audit_append(
-                actor=actor, tenant=task.tenant, task_id=task.id, kind="task.unblocked", data={"effect": effect.id}
+                actor=actor,
+                tenant=task.tenant,
+                task_id=task.id,
+                kind=AuditKind.TASK_UNBLOCKED,
+                data={"effect": effect.id},
             )
             dispatch.pool_has_work(task.pool_id)
     effect.refresh_from_db()

@@ -60,10 +60,20 @@ class Minute:
         return WAIT_BOUNDS[-1]
 
 
+@db.reads("fleet_minutes")
+@dataclass(frozen=True, slots=True)
+class _Summed:
+    minute: datetime
+    finished: int
+    failed: int
+    steps: int
+    waits: list[int] | None  # None: no process reported in that minute
+
+
 def throughput(*, minutes: int = 60) -> list[Minute]:
     """The fleet's last `minutes` minutes, one per minute (empty minutes included)."""
-    rows = db.fetchall("fleet_minutes", {"minutes": minutes})
-    return [Minute(m, f, x, s, list(w or [0] * len(WAIT_BOUNDS))) for m, f, x, s, w in rows]
+    rows = db.fetchall("fleet_minutes", {"minutes": minutes}, row=_Summed)
+    return [Minute(m.minute, m.finished, m.failed, m.steps, list(m.waits or [0] * len(WAIT_BOUNDS))) for m in rows]
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db.models.functions import Now
@@ -56,6 +57,12 @@ def process_stopped(*, kind: str) -> None:
     Process.objects.filter(name=process_name(kind)).update(stopped_at=Now())
 
 
+@db.reads("fleet_prune")
+@dataclass(frozen=True, slots=True)
+class _Pruned:
+    deleted: int  # processes and minutes forgotten
+
+
 def fleet_prune() -> int:
     """Forget processes gone for a week and minutes older than a day (runtime/sql/fleet_prune.sql)."""
-    return db.fetchone("fleet_prune", {"processes": KEEP_PROCESSES, "minutes": KEEP_MINUTES})[0]
+    return db.fetchone("fleet_prune", {"processes": KEEP_PROCESSES, "minutes": KEEP_MINUTES}, row=_Pruned).deleted

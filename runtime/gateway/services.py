@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -20,7 +21,6 @@ import psycopg
 from django.db import IntegrityError
 
 from runtime import arguments, config, db, encoding, states
-from runtime.authz.services import decision_from
 from runtime.authz.tokens import token_decide, token_decision_params, token_verify
 from runtime.errors import (
     CallInFlight,
@@ -52,7 +52,6 @@ MAX_BODY_BYTES = 1024 * 1024
 # long (the contract allows 1 s).
 RECHECK_SECONDS = 0.1
 STEP_MAX = 2**31 - 1
-DECISION_COLUMNS = 15  # gateway_admit.sql returns the decision's columns first, as authz_decide does
 
 
 @dataclass(slots=True)
@@ -154,21 +153,20 @@ def gateway_admit(
     # Inside a caller's transaction it commits with that transaction instead.
     outcome = None
     try:
-        cur = db.execute("gateway_admit", params)
-        row = cur.fetchone()
-        if row is None:
+        admitted = db.fetchone("gateway_admit", params, row=_Admitted)
+        if admitted is None:
             raise TaskNotFound(f"no task {params['task']}", task=str(params["task"]))
-        call_id, outcome, response, receipt, budget, _ = row[DECISION_COLUMNS:]
+        outcome = admitted.outcome
     finally:
         if taken is not None and outcome != "admitted":
             quota_give(taken)  # counted, but nothing is forwarded: the window keeps its place
-    decision = decision_from(row[:DECISION_COLUMNS], [c.name for c in cur.description[:DECISION_COLUMNS]])
+    decision, response, receipt, budget = admitted.decision, admitted.response, admitted.receipt, admitted.budget
     if outcome == "busy":
         raise CallInFlight(
             f"an earlier send of {key!r} is still in flight; send it again once it has answered", idempotency_key=key
         )
     return Admission(
-        call_id=call_id,
+        call_id=admitted.call_id,
         outcome=outcome,
         decision=decision,
         claims=claims,
@@ -182,6 +180,26 @@ def gateway_admit(
         budget=encoding.decode(budget) if isinstance(budget, str) else budget,
         quota=taken,
     )
+
+
+@db.reads("gateway_admit")
+@dataclass(frozen=True, slots=True)
+class _Admitted:
+    decision: Decision  # authz_decide's decision at credential_gateway: its columns come first
+    call_id: uuid.UUID  # the call's row
+    outcome: str  # denied, admitted, replayed or busy
+    response: str | dict | None  # a replayed call's recorded output (jsonb, as text on this connection)
+    receipt: str | dict | None  # and its receipt
+    budget: str | dict | None  # a budget_exhausted denial's budget: scope, limit, used
+    synchronous_commit: str  # set_config's answer: whether this statement's commit waits for its WAL flush
+
+
+@db.reads("gateway_recheck")
+@dataclass(frozen=True, slots=True)
+class _Rechecked:
+    revision: int  # the tenant's authz_revision now
+    status: str | None  # the task's status now
+    expired: bool  # a grant of the tenant for the call's action expired since the call was last decided
 
 
 def gateway_recheck(admission: Admission, *, now: float | None = None) -> Decision | None:
@@ -199,7 +217,7 @@ def gateway_recheck(admission: Admission, *, now: float | None = None) -> Decisi
     if now - admission.checked_at < RECHECK_SECONDS:
         return None
     admission.checked_at = now
-    revision, status, expired = db.fetchone(
+    now_is = db.fetchone(
         "gateway_recheck",
         {
             "tenant": admission.tenant,
@@ -207,8 +225,9 @@ def gateway_recheck(admission: Admission, *, now: float | None = None) -> Decisi
             "action": admission.action,
             "since": admission.decided_at or admission.decision.at,
         },
+        row=_Rechecked,
     )
-    if revision == admission.revision and status == states.RUNNING and not expired:
+    if now_is.revision == admission.revision and now_is.status == states.RUNNING and not now_is.expired:
         return None
     decision = token_decide(claims=admission.claims, action=admission.action, resource=admission.resource)
     admission.revision, admission.decided_at = decision.authz_revision, decision.at
@@ -276,16 +295,35 @@ def gateway_finish(
         return _finish({**params, "outcome": "partial"}, admission.task_id)
 
 
+@db.reads("gateway_call_finish")
+@dataclass(frozen=True, slots=True)
+class _Finished:
+    ended: bool  # this call ended it (it was still admitted)
+    status: str  # its task's status
+    stop_id: uuid.UUID | None  # its task's stop, if any
+    synchronous_commit: str  # set_config's answer (off: this commit does not wait for its WAL flush)
+
+
 def _finish(params: dict, task_id) -> bool:
     # One statement in autocommit (gateway_call_finish.sql): it reads the call's task FOR
     # KEY SHARE, ends the call and turns off its own commit's WAL-flush wait.
-    ended, status, stop_id, _ = db.fetchone("gateway_call_finish", params)
-    if not ended:
+    finished = db.fetchone("gateway_call_finish", params, row=_Finished)
+    if not finished.ended:
         return False
-    if status != states.RUNNING and stop_id is not None:
+    if finished.status != states.RUNNING and finished.stop_id is not None:
         # The call's task was stopped: was this the last of its calls in flight?
-        gateway_stop_ack(task_id=task_id, stop_id=stop_id)
+        gateway_stop_ack(task_id=task_id, stop_id=finished.stop_id)
     return True
+
+
+@db.reads("gateway_stop_report")
+@dataclass(frozen=True, slots=True)
+class _StopReport:
+    open_calls: int  # the task's calls still in flight
+    cut: list[str]  # calls the stop cut
+    finished: list[str]  # calls that ended by themselves since the stop
+    unresolved: list[str]  # admitted calls past the in-flight bound that never reported back
+    refused: int  # the task's tokens refused since the stop (task_stopped decisions)
 
 
 def gateway_stop_ack(*, task_id, stop_id) -> bool:
@@ -296,17 +334,24 @@ def gateway_stop_ack(*, task_id, stop_id) -> bool:
     commit, so the last one to end sees all the others ended; two that end together may
     both write it, and the acknowledgment is kept once (stop_ack). Returns whether this
     call wrote it."""
-    open_calls, cut, finished, unresolved, refused = db.fetchone(
-        "gateway_stop_report", {"stop": stop_id, "task": task_id, "in_flight": config.gateway_timeout_seconds()}
+    report = db.fetchone(
+        "gateway_stop_report",
+        {"stop": stop_id, "task": task_id, "in_flight": config.gateway_timeout_seconds()},
+        row=_StopReport,
     )
-    if open_calls:
+    if report.open_calls:
         return False  # another call of the task is still in flight: its end answers
     return stop_ack(
         task_id=task_id,
         boundary=states.CREDENTIAL_GATEWAY,
         by="credential_gateway",
         stop_id=stop_id,
-        detail={"cut": cut, "finished": finished, "unresolved": unresolved, "tokens_refused": refused},
+        detail={
+            "cut": report.cut,
+            "finished": report.finished,
+            "unresolved": report.unresolved,
+            "tokens_refused": report.refused,
+        },
     )
 
 

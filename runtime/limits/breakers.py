@@ -28,6 +28,7 @@ declaration (`@agent(..., breakers={...})`) and an operator's override of one ta
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from runtime import agents, config, db, states
 from runtime.attempts import interrupts
@@ -56,12 +57,17 @@ def limits_for(agent: str, overrides: dict | None = None) -> dict[str, int]:
     return {**config.breaker_limits(), **agents.get(agent).breakers, **(overrides or {})}
 
 
+@db.reads("breaker_limits")
+@dataclass(frozen=True, slots=True)
+class _TaskLimits:
+    agent: str
+    breaker_limits: str | dict | None  # an operator's override (jsonb, as text on this connection)
+
+
 def limits_of(task_id) -> dict[str, int]:
     """limits_for() a task, read from its row."""
-    agent, overrides = (
-        db.cursor().execute("SELECT agent, breaker_limits FROM steward_task WHERE id = %s", (task_id,)).fetchone()
-    )
-    return limits_for(agent, _decoded(overrides))
+    task = db.fetchone("breaker_limits", {"task": task_id}, row=_TaskLimits)
+    return limits_for(task.agent, _decoded(task.breaker_limits))
 
 
 def tripped(breaker: str, *, limit: int, observed, task_id) -> BreakerTripped:
@@ -75,6 +81,16 @@ def tripped(breaker: str, *, limit: int, observed, task_id) -> BreakerTripped:
     )
 
 
+@db.reads("spawn_breakers")
+@dataclass(frozen=True, slots=True)
+class _SpawnCounts:
+    breaker: str | None  # the fan-out breaker the spawn trips ('tree_paused' when paused), if any
+    depth: int  # the child's depth below the root
+    children: int  # the parent's children, counted to max_children at most
+    recent: int  # the tree's spawns in the last minute, counted to the rate at most
+    paused: int | None  # the tree's open pause
+
+
 def spawn_admit(lease, *, root_id, limits: dict[str, int]) -> None:
     """Raise BreakerTripped if a child of the attempt's task would pass a fan-out limit.
     Call inside the spawn's transaction, before the child's insert: the tree's lock is
@@ -82,7 +98,7 @@ def spawn_admit(lease, *, root_id, limits: dict[str, int]) -> None:
     db.execute("spawn_lock", {"root": str(root_id)})
     # A separate statement, after the lock: its snapshot includes any child that the
     # spawner we waited for committed (spawn_lock.sql).
-    breaker, depth, children, recent, paused = db.fetchone(
+    counted = db.fetchone(
         "spawn_breakers",
         {
             "parent": lease.task_id,
@@ -91,15 +107,28 @@ def spawn_admit(lease, *, root_id, limits: dict[str, int]) -> None:
             "max_children": limits["max_children"],
             "max_spawns_per_minute": limits["max_spawns_per_minute"],
         },
+        row=_SpawnCounts,
     )
-    if paused is not None:
+    if counted.paused is not None:
         # Read under the same lock the pause took: it stays open until this transaction ends.
         raise pauses.refusal(root_id, lease.task_id)
-    if breaker is not None:
-        observed = {states.FANOUT_DEPTH: depth, states.FANOUT_CHILDREN: children + 1, states.FANOUT_RATE: recent + 1}[
-            breaker
-        ]
-        raise tripped(breaker, limit=limits[_SAYS[breaker][0]], observed=observed, task_id=lease.task_id)
+    if counted.breaker is not None:
+        observed = {
+            states.FANOUT_DEPTH: counted.depth,
+            states.FANOUT_CHILDREN: counted.children + 1,
+            states.FANOUT_RATE: counted.recent + 1,
+        }[counted.breaker]
+        raise tripped(
+            counted.breaker, limit=limits[_SAYS[counted.breaker][0]], observed=observed, task_id=lease.task_id
+        )
+
+
+@db.reads("breaker_load")
+@dataclass(frozen=True, slots=True)
+class _Load:
+    breaker_limits: str | dict | None  # an operator's override (jsonb, as text on this connection)
+    age: float | None  # seconds since the task's first attempt started, on the database's clock
+    pause_id: int | None  # the tree's open pause
 
 
 class StepBreakers:
@@ -119,11 +148,11 @@ class StepBreakers:
 
     def load(self) -> dict[str, int]:
         if self.limits is None:
-            overrides, age, pause = db.fetchone("breaker_load", {"task": self.lease.task_id})
+            loaded = db.fetchone("breaker_load", {"task": self.lease.task_id}, row=_Load)
             self._read_at = time.monotonic()
-            self.limits = limits_for(self.agent, _decoded(overrides))
-            self._age_at = float(age or 0.0)
-            self._paused = pause is not None
+            self.limits = limits_for(self.agent, _decoded(loaded.breaker_limits))
+            self._age_at = float(loaded.age or 0.0)
+            self._paused = loaded.pause_id is not None
         return self.limits
 
     def check(self, seq: int) -> None:

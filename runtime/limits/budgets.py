@@ -17,7 +17,7 @@ from django.db.models import F, Sum
 from django.db.models.functions import Now
 
 from runtime import arguments
-from runtime.audit import audit_append
+from runtime.audit import AuditKind, audit_append
 from runtime.errors import BudgetRequiresPerson, InvalidArgument, InvalidIdentifier, QuotaNotFound, VersionConflict
 from runtime.models import Budget, Quota, TokenUsage
 from runtime.models.budget import BUDGET_SCOPES
@@ -96,7 +96,7 @@ def budget_set(*, tenant: str, actor: str, version: int | None = None, reason: s
         audit_append(
             actor=actor,
             tenant=tenant,
-            kind="budget.set",
+            kind=AuditKind.BUDGET_SET,
             data={
                 "before": {k: before[k] for k in LIMIT_FIELDS} if before else None,
                 "after": {k: getattr(budget, k) for k in LIMIT_FIELDS},
@@ -140,7 +140,7 @@ def quota_set(
         audit_append(
             actor=actor,
             tenant=tenant,
-            kind="quota.set",
+            kind=AuditKind.QUOTA_SET,
             data={
                 "service": service,
                 "before": before and {k: before[k] for k in ("calls", "window_seconds")},
@@ -173,7 +173,7 @@ def quota_remove(*, tenant: str, service: str, actor: str, version: int | None =
         audit_append(
             actor=actor,
             tenant=tenant,
-            kind="quota.removed",
+            kind=AuditKind.QUOTA_REMOVED,
             data={"service": service, "calls": current.calls, "window_seconds": current.window_seconds, "why": reason},
         )
         return current

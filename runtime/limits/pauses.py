@@ -45,6 +45,19 @@ from runtime.errors import BreakerTripped, TreePaused
 from runtime.models import TreePause
 
 
+@db.reads("tree_pause_open")
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    id: int  # the tree's open pause
+    opened: bool  # made by this statement (else another trip's, joined)
+
+
+@db.reads("tree_hold")
+@dataclass(frozen=True, slots=True)
+class _Held:
+    held: int  # idle tasks of the tree the pause blocked now
+
+
 def tree_pause(lease, *, root_id, tripped: BreakerTripped) -> dict:
     """Pause `root_id`'s tree because `tripped` (a fan-out breaker) refused a spawn of the
     lease's task; return what the tripped attempt's end records of it (pause_id,
@@ -53,7 +66,7 @@ def tree_pause(lease, *, root_id, tripped: BreakerTripped) -> dict:
     pause rolls back with it, and the task's next attempt replays the spawn and trips again."""
     tree_lock(root_id)
     db.execute("spawn_lock", {"root": str(root_id)})
-    pause_id, opened = db.fetchone(
+    pause = db.fetchone(
         "tree_pause_open",
         {
             "root": root_id,
@@ -63,20 +76,22 @@ def tree_pause(lease, *, root_id, tripped: BreakerTripped) -> dict:
             "limit": tripped.limit,
             "observed": int(tripped.observed),
         },
+        row=_Opened,
     )
     held = db.fetchone(
         "tree_hold",
         {
             "root": root_id,
             "task": str(lease.task_id),
-            "pause": pause_id,
+            "pause": pause.id,
             "breaker": tripped.breaker,
             "actor": lease.actor,
             "note": f"tree paused: breaker {tripped.breaker} tripped at task {lease.task_id}",
         },
-    )[0]
-    db.execute("stop_notify", {"payload": f"pause:{pause_id}"})  # delivered at commit
-    return {"pause_id": pause_id, "tree_held": held, "tree_paused": "opened" if opened else "joined"}
+        row=_Held,
+    ).held
+    db.execute("stop_notify", {"payload": f"pause:{pause.id}"})  # delivered at commit
+    return {"pause_id": pause.id, "tree_held": held, "tree_paused": "opened" if pause.opened else "joined"}
 
 
 def tree_lock(root_id) -> None:
@@ -88,6 +103,20 @@ def tree_lock(root_id) -> None:
 class Released:
     pause_id: int
     queued: int  # the other tasks of the tree the release queued again
+
+
+@db.reads("tree_release")
+@dataclass(frozen=True, slots=True)
+class _Freed:
+    pause_id: int  # the pause lifted
+    pool: str | None  # a pool of the tasks it queued again (None: it queued none)
+    queued: int  # how many of that pool
+
+
+@db.reads("pause_lifted")
+@dataclass(frozen=True, slots=True)
+class _Requeued:
+    pool: str
 
 
 def tree_release(*, root_id, task_id, actor: str, note: str) -> Released | None:
@@ -102,13 +131,20 @@ def tree_release(*, root_id, task_id, actor: str, note: str) -> Released | None:
             "actor": actor,
             "note": f"its tree's pause was lifted by {actor}"[:500],
         },
+        row=_Freed,
     )
     if not rows:
         return None
-    for _, pool, count in rows:
-        if pool is not None:
-            dispatch.pool_has_work(pool, count)
-    return Released(rows[0][0], sum(count for _, pool, count in rows if pool is not None))
+    for freed in rows:
+        if freed.pool is not None:
+            dispatch.pool_has_work(freed.pool, freed.queued)
+    return Released(rows[0].pause_id, sum(freed.queued for freed in rows if freed.pool is not None))
+
+
+@db.reads("tree_pause_close")
+@dataclass(frozen=True, slots=True)
+class _Closed:
+    id: int  # a pause the stop closed
 
 
 def tree_pauses_close(*, task_ids: list, stop_id, actor: str, reason: str) -> list[int]:
@@ -125,8 +161,9 @@ def tree_pauses_close(*, task_ids: list, stop_id, actor: str, reason: str) -> li
             "reason": reason,
             "via": json.dumps(with_via({})),
         },
+        row=_Closed,
     )
-    return [row[0] for row in rows]
+    return [row.id for row in rows]
 
 
 def open_pause(root_id) -> TreePause | None:
@@ -155,6 +192,6 @@ def requeue_if_lifted(*, task_id, actor: str) -> None:
     """After a running task ended `pause`, with its own row locked: if its tree's pause
     was lifted before that (the release did not see it blocked, so it did not queue it),
     queue it again now (pause_lifted.sql). Otherwise it waits for the release like the rest."""
-    row = db.fetchone("pause_lifted", {"task": task_id, "actor": actor})
+    row = db.fetchone("pause_lifted", {"task": task_id, "actor": actor}, row=_Requeued)
     if row is not None:
-        dispatch.pool_has_work(row[0])
+        dispatch.pool_has_work(row.pool)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db.models import Q
 
@@ -45,15 +46,27 @@ def pool_usage_of(name: str) -> PoolUsage:
     return found[0]
 
 
+@db.reads("pool_usage")
+@dataclass(frozen=True, slots=True)
+class _Usage:
+    name: str
+    max_running: int
+    max_queued: int
+    created_at: datetime
+    admitted: int  # queued + running, from the kept counts
+    running: int
+    held: int  # slots held
+
+
 def _usage(params: dict) -> list[PoolUsage]:
     return [
         PoolUsage(
-            Pool(name=name, max_running=max_running, max_queued=max_queued, created_at=created_at),
-            running,
-            admitted - running,
-            held,
+            Pool(name=u.name, max_running=u.max_running, max_queued=u.max_queued, created_at=u.created_at),
+            u.running,
+            u.admitted - u.running,
+            u.held,
         )
-        for name, max_running, max_queued, created_at, admitted, running, held in db.fetchall("pool_usage", params)
+        for u in db.fetchall("pool_usage", params, row=_Usage)
     ]
 
 
@@ -78,6 +91,7 @@ def breaker_tripped(task) -> Tripped | None:
     )
 
 
+@db.reads("tree_pause_view")
 @dataclass(frozen=True)
 class PauseView:
     """A tree's open pause (runtime/limits/pauses.py), as it stands now."""
@@ -97,8 +111,7 @@ class PauseView:
 def tree_pause_of(task) -> PauseView | None:
     """The open pause of the task's tree (None if it is not paused): one statement
     (runtime/sql/tree_pause_view.sql)."""
-    row = db.fetchone("tree_pause_view", {"root": task.root_id or task.id})
-    return PauseView(*row) if row is not None else None
+    return db.fetchone("tree_pause_view", {"root": task.root_id or task.id}, row=PauseView)
 
 
 def open_pauses(*, tenant: str, limit: int = 10) -> list:

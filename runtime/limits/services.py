@@ -16,7 +16,7 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 
 from runtime import arguments, config
-from runtime.audit import audit_append
+from runtime.audit import AuditKind, audit_append
 from runtime.errors import PoolExists, PoolInUse, UnknownPool
 from runtime.models import Pool, Slot, Task
 
@@ -89,7 +89,7 @@ def pool_set_limits(*, name: str, actor: str, max_running: int | None = None, ma
         audit_append(
             actor=actor,
             tenant=SYSTEM_TENANT,
-            kind="pool.limits",
+            kind=AuditKind.POOL_LIMITS,
             data={"pool": name, "max_running": pool.max_running, "max_queued": pool.max_queued},
         )
         return pool
@@ -118,7 +118,7 @@ def pool_remove(*, name: str, actor: str, note: str = "") -> None:
         audit_append(
             actor=actor,
             tenant=SYSTEM_TENANT,
-            kind="pool.removed",
+            kind=AuditKind.POOL_REMOVED,
             data={"pool": name, "max_running": pool.max_running, "max_queued": pool.max_queued, "why": note},
         )
 
@@ -136,7 +136,7 @@ def _insert(*, name: str, max_running: int, max_queued: int, actor: str, why: st
     audit_append(
         actor=actor,
         tenant=SYSTEM_TENANT,
-        kind="pool.created",
+        kind=AuditKind.POOL_CREATED,
         data={"pool": name, "max_running": max_running, "max_queued": max_queued, "why": why},
     )
     return pool

@@ -5,7 +5,7 @@ revocation needs a --reason, kept in its audit event.
 
 Who may run manage.py holds the database already: the CLI is the operators' own shell,
 so it checks the actor's form, not their role in the tenant (the web side does that,
-console/access.py, for people who reach Steward only through it)."""
+console/access/rights.py, for people who reach Steward only through it)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ class Step(models.Model):
     )
     seq = models.IntegerField()
     name = models.CharField(max_length=200)
-    kind = models.CharField(max_length=16)  # step, effect, sleep, spawn, wait, now, random
+    kind = models.CharField(max_length=16)  # states.StepKind
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     epoch = models.IntegerField(help_text="The attempt that wrote it.")

@@ -11,7 +11,7 @@ from runtime import states
 from runtime.ids import uuid7
 from runtime.models.choices import choices as _choices
 
-STOP_OUTCOMES = ("acknowledged", "bounded")  # every boundary answered / the bound passed first
+STOP_OUTCOMES = tuple(states.StopOutcome)
 
 # A stop's times are its transactions' time, now(): the instant its audit rows carry
 # (the link trigger stamps now()) and its cancellations stamp (stop_settle.sql). Django's

@@ -49,5 +49,5 @@ WITH owned AS (
     ON CONFLICT (task_id, seq) DO NOTHING
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM owned), EXISTS (SELECT 1 FROM go), (SELECT count(*) FROM moved),
-       EXISTS (SELECT 1 FROM journaled)
+SELECT EXISTS (SELECT 1 FROM owned) AS owned, EXISTS (SELECT 1 FROM go) AS current,
+       (SELECT count(*) FROM moved) AS moved, EXISTS (SELECT 1 FROM journaled) AS journaled

@@ -110,6 +110,7 @@ WITH found AS (
                                ELSE '{}'::jsonb END
     FROM decided d, changed c
 )
-SELECT f.owner, f.state, f.task_id, (SELECT status FROM task), (SELECT pool FROM requeued),
-       (SELECT changes FROM changed), d.*
+SELECT f.owner AS found_owner, f.state AS found_state, f.task_id AS found_task_id,
+       (SELECT status FROM task) AS task_status, (SELECT pool FROM requeued) AS requeued_pool,
+       (SELECT changes FROM changed) AS changes, d.*
 FROM found f LEFT JOIN decided d ON true

@@ -46,4 +46,4 @@ WITH due AS (
            jsonb_build_object('approval_id', expired.id, 'task_requeued', woken.id IS NOT NULL)
     FROM expired LEFT JOIN woken ON woken.id = expired.task_id
 )
-SELECT pool, count(*) FROM woken GROUP BY pool
+SELECT pool, count(*) AS count FROM woken GROUP BY pool

@@ -20,4 +20,4 @@ WITH ended AS (
                               'slot_freed', EXISTS (SELECT 1 FROM freed))
     FROM ended
 )
-SELECT (SELECT count(*) FROM ended), (SELECT pool FROM freed LIMIT 1)
+SELECT (SELECT count(*) FROM ended) AS ended, (SELECT pool FROM freed LIMIT 1) AS pool

@@ -12,7 +12,7 @@ WITH latest AS (
     LIMIT %(limit)s
 )
 SELECT l.chain, l.chain_seq, s.seq,
-       CASE WHEN a.id IS NULL THEN 'missing' WHEN a.hash <> l.hash THEN 'changed' END
+       CASE WHEN a.id IS NULL THEN 'missing' WHEN a.hash <> l.hash THEN 'changed' END AS what
 FROM latest l
 JOIN steward_audit_seal s ON s.id = l.seal_id
 LEFT JOIN steward_audit a ON a.chain = l.chain AND a.chain_seq = l.chain_seq

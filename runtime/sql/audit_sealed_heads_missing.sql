@@ -10,7 +10,7 @@ WITH latest AS (
     WHERE s.tenant = %(tenant)s
     ORDER BY h.key, s.seq DESC
 )
-SELECT l.chain, l.seq, l.seal, CASE WHEN a.id IS NULL THEN 'missing' ELSE 'changed' END
+SELECT l.chain, l.seq, l.seal, CASE WHEN a.id IS NULL THEN 'missing' ELSE 'changed' END AS what
 FROM latest l LEFT JOIN steward_audit a ON a.chain = l.chain AND a.chain_seq = l.seq
 WHERE a.id IS NULL OR a.hash <> l.hash
 ORDER BY l.chain

@@ -50,7 +50,7 @@ WITH next AS (
 )
 SELECT claimed.id, claimed.epoch, claimed.next_reason, claimed.agent, claimed.input,
        claimed.tenant, claimed.owner, claimed.parent_id, claimed.root_id, claimed.pool,
-       (SELECT id FROM attempt),
+       (SELECT id FROM attempt) AS attempt_id,
        -- How long it waited in the queue, for the fleet's metrics (runtime/meter.py).
-       extract(epoch FROM now() - claimed.queued_at)::float8
+       extract(epoch FROM now() - claimed.queued_at)::float8 AS waited
 FROM claimed

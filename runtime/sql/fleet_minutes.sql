@@ -12,7 +12,7 @@ WITH span AS (
     WHERE m.minute >= date_trunc('minute', now()) - make_interval(mins => %(minutes)s - 1)
     GROUP BY m.minute
 )
-SELECT span.minute, coalesce(finished, 0)::integer, coalesce(failed, 0)::integer, coalesce(steps, 0)::integer,
-       waits::integer[]
+SELECT span.minute, coalesce(finished, 0)::integer AS finished, coalesce(failed, 0)::integer AS failed,
+       coalesce(steps, 0)::integer AS steps, waits::integer[] AS waits
 FROM span LEFT JOIN summed USING (minute)
 ORDER BY span.minute

@@ -5,4 +5,4 @@ WITH gone AS (
 ), old AS (
     DELETE FROM steward_process_minute WHERE minute < now() - %(minutes)s::interval RETURNING 1
 )
-SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM old)
+SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM old) AS deleted

@@ -45,9 +45,11 @@
 -- The decision's columns first, as authz_decide returns them, then the call's.
 SELECT d.id, d.tenant, d.task_id, d.parent_task, d.epoch, d.actor, d.owner, d.boundary, d.action, d.resource,
        d.allowed, d.reason_code, d.policy_version, d.authz_revision, d.at,
-       o.id, o.outcome, (SELECT response FROM prior LIMIT 1), (SELECT receipt FROM prior LIMIT 1),
+       o.id AS call_id, o.outcome, (SELECT response FROM prior LIMIT 1) AS response,
+       (SELECT receipt FROM prior LIMIT 1) AS receipt,
        -- a budget_exhausted denial's budget: which, its limit, what was counted
        (SELECT jsonb_build_object('scope', e.scope, 'limit', e.limit_tokens, 'used', e.used) FROM exhausted e
-        WHERE d.reason_code = 'budget_exhausted'),
+        WHERE d.reason_code = 'budget_exhausted') AS budget,
        set_config('synchronous_commit', CASE WHEN %(durable)s OR NOT d.allowed THEN 'on' ELSE 'off' END, true)
+           AS synchronous_commit
 FROM decided d, opened o

@@ -49,5 +49,5 @@ WITH task AS MATERIALIZED (
     ON CONFLICT (scope, subject, shard) DO UPDATE
         SET tokens = u.tokens + excluded.tokens, calls = u.calls + 1, updated_at = excluded.updated_at
 )
-SELECT (SELECT count(*) FROM done) = 1, (SELECT status FROM task), (SELECT stop_id FROM task),
-       set_config('synchronous_commit', 'off', true)
+SELECT (SELECT count(*) FROM done) = 1 AS ended, (SELECT status FROM task) AS status,
+       (SELECT stop_id FROM task) AS stop_id, set_config('synchronous_commit', 'off', true) AS synchronous_commit

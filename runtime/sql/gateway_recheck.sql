@@ -5,8 +5,8 @@
 -- round trip. Only when one of them moved (a grant changed; a stop closed the task's
 -- admission; a grant's expiry passed, which moves no revision) is the call decided
 -- again. The expiry is read against statement_timestamp(), as authz_decide.sql reads it.
-SELECT coalesce((SELECT r.revision FROM steward_authz_revision r WHERE r.tenant = %(tenant)s), 0),
-       (SELECT t.status FROM steward_task t WHERE t.id = %(task)s),
+SELECT coalesce((SELECT r.revision FROM steward_authz_revision r WHERE r.tenant = %(tenant)s), 0) AS revision,
+       (SELECT t.status FROM steward_task t WHERE t.id = %(task)s) AS status,
        EXISTS (SELECT 1 FROM steward_grant g
                WHERE g.tenant = %(tenant)s AND g.action = %(action)s AND g.revoked_at IS NULL
-                 AND g.expires_at > %(since)s AND g.expires_at <= statement_timestamp())
+                 AND g.expires_at > %(since)s AND g.expires_at <= statement_timestamp()) AS expired

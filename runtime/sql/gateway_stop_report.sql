@@ -14,11 +14,11 @@ WITH s AS (
     WHERE c.task_id = %(task)s AND c.outcome IN ('admitted', 'committed', 'partial', 'failed')
       AND (c.outcome = 'admitted' OR c.finished_at >= s.requested_at)
 )
-SELECT (SELECT count(*) FROM calls WHERE outcome = 'admitted' AND in_flight),
-       ARRAY(SELECT id::text FROM calls WHERE outcome <> 'admitted' AND cut_by = 'task_stopped' ORDER BY id),
+SELECT (SELECT count(*) FROM calls WHERE outcome = 'admitted' AND in_flight) AS open_calls,
+       ARRAY(SELECT id::text FROM calls WHERE outcome <> 'admitted' AND cut_by = 'task_stopped' ORDER BY id) AS cut,
        ARRAY(SELECT id::text FROM calls WHERE outcome <> 'admitted' AND cut_by IS DISTINCT FROM 'task_stopped'
-             ORDER BY id),
-       ARRAY(SELECT id::text FROM calls WHERE outcome = 'admitted' AND NOT in_flight ORDER BY id),
+             ORDER BY id) AS finished,
+       ARRAY(SELECT id::text FROM calls WHERE outcome = 'admitted' AND NOT in_flight ORDER BY id) AS unresolved,
        (SELECT count(*) FROM steward_decision d, s
-        WHERE d.task_id = %(task)s AND d.reason_code = 'task_stopped' AND d.at >= s.requested_at)
+        WHERE d.task_id = %(task)s AND d.reason_code = 'task_stopped' AND d.at >= s.requested_at) AS refused
 FROM s

@@ -10,4 +10,4 @@ SET heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => %(lea
 FROM steward_task t
 WHERE a.task_id = %(task)s AND a.epoch = %(epoch)s AND a.ended_at IS NULL AND t.id = a.task_id
 RETURNING t.status,
-          EXISTS (SELECT 1 FROM steward_tree_pause p WHERE p.root_id = t.root_id AND p.released_at IS NULL)
+          EXISTS (SELECT 1 FROM steward_tree_pause p WHERE p.root_id = t.root_id AND p.released_at IS NULL) AS paused

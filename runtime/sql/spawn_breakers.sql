@@ -31,6 +31,6 @@ WITH RECURSIVE up AS (
 SELECT CASE WHEN paused IS NOT NULL THEN 'tree_paused'
             WHEN depth > %(max_depth)s THEN 'fanout_depth'
             WHEN children >= %(max_children)s THEN 'fanout_children'
-            WHEN recent >= %(max_spawns_per_minute)s THEN 'fanout_rate' END,
+            WHEN recent >= %(max_spawns_per_minute)s THEN 'fanout_rate' END AS breaker,
        depth, children, recent, paused
 FROM counted

@@ -42,5 +42,5 @@ WITH acks AS (
                                                     AND x.status = 'stopping')
     RETURNING s.id
 )
-SELECT done.id, done.parent_id, done.stop_id, done.acknowledged, (SELECT count(*) FROM finished)
+SELECT done.id, done.parent_id, done.stop_id, done.acknowledged, (SELECT count(*) FROM finished) AS stop_finished
 FROM done

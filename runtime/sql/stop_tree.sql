@@ -17,11 +17,11 @@ WITH RECURSIVE tree AS (
     ORDER BY once.depth, t.id
     FOR UPDATE OF t
 )
-SELECT l.id, l.parent_id, l.status, l.epoch, l.wake_at, coalesce(cardinality(l.waiting_on), 0), l.depth,
-       EXISTS (SELECT 1 FROM steward_attempt a WHERE a.task_id = l.id AND a.ended_at IS NULL),
+SELECT l.id, l.parent_id, l.status, l.epoch, l.wake_at, coalesce(cardinality(l.waiting_on), 0) AS waiting_on,
+       l.depth, EXISTS (SELECT 1 FROM steward_attempt a WHERE a.task_id = l.id AND a.ended_at IS NULL) AS attempt_open,
        ARRAY(SELECT c.id::text FROM steward_gateway_call c
              WHERE c.task_id = l.id AND c.outcome = 'admitted'
-               AND c.started_at > statement_timestamp() - make_interval(secs => %(in_flight)s::float8))
+               AND c.started_at > statement_timestamp() - make_interval(secs => %(in_flight)s::float8)) AS calls
 FROM locked l
 WHERE l.status IN ('blocked', 'dead', 'queued', 'running', 'sleeping', 'waiting')
 ORDER BY l.depth, l.id

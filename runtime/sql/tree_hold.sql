@@ -27,4 +27,4 @@ WITH was AS (
     UPDATE steward_tree_pause p SET held = p.held + (SELECT count(*) FROM held)
     WHERE p.id = %(pause)s
 )
-SELECT count(*) FROM held
+SELECT count(*) AS held FROM held

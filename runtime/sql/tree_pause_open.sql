@@ -8,7 +8,7 @@ WITH made AS (
     ON CONFLICT (root_id) WHERE released_at IS NULL DO NOTHING
     RETURNING id
 )
-SELECT id, true FROM made
+SELECT id, true AS opened FROM made
 UNION ALL
 SELECT p.id, false FROM steward_tree_pause p
 WHERE p.root_id = %(root)s AND p.released_at IS NULL AND NOT EXISTS (SELECT 1 FROM made)

@@ -27,6 +27,6 @@ WITH freed AS (
                               'by_resume_of', %(task)s::text, 'note', %(note)s::text)
     FROM queued
 )
-SELECT freed.id, queued.pool, count(queued.id)
+SELECT freed.id AS pause_id, queued.pool, count(queued.id) AS queued
 FROM freed LEFT JOIN queued ON true
 GROUP BY freed.id, queued.pool

@@ -24,4 +24,4 @@ WITH due AS (
            jsonb_build_object('by', woken.by)
     FROM woken
 )
-SELECT pool, count(*) FROM woken GROUP BY pool
+SELECT pool, count(*) AS count FROM woken GROUP BY pool

@@ -13,12 +13,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from runtime import arguments, config, states
-from runtime.audit import chain_of
+from runtime.audit import AuditKind, chain_of
 from runtime.errors import StopNotFound
 from runtime.models import AgentSwitch, AuditEvent, Effect, GatewayCall, Stop, StopAck, Task
 from runtime.tasks.selectors import SUBTREE_MAX, task_get, task_subtree_live
@@ -27,12 +28,18 @@ TASKS_SHOWN = 200  # a summary's per-task rows (four each); the rest are counted
 EFFECTS_SHOWN = 50  # each list of effects and of gateway calls
 PREVIEW_SHOWN = 200  # a preview's tasks
 
-# A row's state, in the words the console and the CLI show.
-ACKNOWLEDGED = "acknowledged"  # the boundary answered while the task was stopping
-WAITING = "waiting"  # not yet, and the task is still stopping
-MISSING = "missing"  # never: the task was cancelled (by its bound) without it
-LATE = "late"  # it answered after the task was cancelled by its bound
-ROW_STATES = (ACKNOWLEDGED, WAITING, MISSING, LATE)
+
+class AckState(StrEnum):
+    """Where one boundary's acknowledgment of one task's stop stands, in the words the
+    console, the API and the CLI show."""
+
+    ACKNOWLEDGED = "acknowledged"  # the boundary answered while the task was stopping
+    WAITING = "waiting"  # not yet, and the task is still stopping
+    MISSING = "missing"  # never: the task was cancelled (by its bound) without it
+    LATE = "late"  # it answered after the task was cancelled by its bound
+
+
+ROW_STATES = tuple(state.value for state in AckState)  # as plain text, for the API's schema
 
 # Effects whose outcome nobody knows yet: an intent recorded (the call may be under way),
 # a stream cut part-way (partial: its receipt says what came), or unknown (a person decides).
@@ -45,7 +52,7 @@ CALLS_UNRESOLVED = ("admitted", "partial")
 class BoundaryRow:
     task_id: uuid.UUID
     boundary: str
-    state: str  # one of ROW_STATES
+    state: AckState
     at: datetime | None  # when it acknowledged
     by: str  # the process or service that did
     detail: dict  # what it reported
@@ -64,11 +71,11 @@ class TaskStop:
 
     @property
     def missing(self) -> list[str]:
-        return [r.boundary for r in self.rows if r.state == MISSING]
+        return [r.boundary for r in self.rows if r.state == AckState.MISSING]
 
     @property
     def waiting(self) -> list[str]:
-        return [r.boundary for r in self.rows if r.state == WAITING]
+        return [r.boundary for r in self.rows if r.state == AckState.WAITING]
 
 
 @dataclass
@@ -119,7 +126,7 @@ class StopSummary:
             return "nothing was live"
         if not self.over:
             return "stopping"
-        return "cancelled" if self.stop.outcome == "acknowledged" else "cancelled at its bound"
+        return "cancelled" if self.stop.outcome == states.StopOutcome.ACKNOWLEDGED else "cancelled at its bound"
 
 
 def stop_get(*, stop_id, tenant: str) -> Stop:
@@ -226,10 +233,12 @@ def _task_stop(stop: Stop, task: Task, acks: dict, cancel, now) -> TaskStop:
     for boundary in states.STOP_BOUNDARIES:
         ack = acks.get((task.id, boundary))
         if ack is not None:
-            state = LATE if boundary in missing_then else ACKNOWLEDGED
+            state = AckState.LATE if boundary in missing_then else AckState.ACKNOWLEDGED
             rows.append(BoundaryRow(task.id, boundary, state, ack.at, ack.by, ack.detail))
         else:
-            rows.append(BoundaryRow(task.id, boundary, WAITING if stopping else MISSING, None, "", {}))
+            rows.append(
+                BoundaryRow(task.id, boundary, AckState.WAITING if stopping else AckState.MISSING, None, "", {})
+            )
     cancelled_at = (
         task.finished_at if under and task.status == states.CANCELLED else cancel.at if cancel is not None else None
     )
@@ -254,7 +263,7 @@ def _cancels(stop: Stop, tasks: list) -> dict:
         chains |= Q(chain=chain_of(task_id=task.id, tenant=task.tenant))
     return {
         event.task_id: event
-        for event in AuditEvent.objects.filter(chains, kind="task.cancelled", data__stop=str(stop.id)).only(
+        for event in AuditEvent.objects.filter(chains, kind=AuditKind.TASK_CANCELLED, data__stop=str(stop.id)).only(
             "task_id", "at", "data"
         )
     }
@@ -270,12 +279,12 @@ def _capped(query, shown: int = EFFECTS_SHOWN) -> Capped:
 def _unresolved(summary: StopSummary) -> list[str]:
     """What the stop leaves open, in words: never more than it knows."""
     out = []
-    missing = summary.counts[MISSING]
+    missing = summary.counts[AckState.MISSING]
     if missing:
         out.append(f"{missing} acknowledgment{'s' if missing != 1 else ''} never came before the bound")
-    if summary.counts[WAITING]:
+    if summary.counts[AckState.WAITING]:
         out.append(
-            f"{summary.counts[WAITING]} acknowledgment{'s' if summary.counts[WAITING] != 1 else ''} still awaited"
+            f"{summary.counts[AckState.WAITING]} acknowledgment{'s' if summary.counts[AckState.WAITING] != 1 else ''} still awaited"
         )
     n = len(summary.in_flight) + summary.in_flight.more
     if n:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db import transaction
 from django.db.models import F
@@ -14,7 +15,7 @@ from django.db.models.functions import Now
 
 from runtime import arguments, config, db, states
 from runtime.attempts.transitions import wake_parent
-from runtime.audit import audit_append, audit_append_many, with_via
+from runtime.audit import AuditKind, audit_append, audit_append_many, with_via
 from runtime.errors import InvalidTransition
 from runtime.limits.pauses import tree_pauses_close
 from runtime.models import AgentSwitch, Stop, StopAck, Task
@@ -106,29 +107,49 @@ def agent_stop(*, tenant: str, agent: str, actor: str, reason: str, bound_second
         audit_append(
             actor=actor,
             tenant=tenant,
-            kind="agent.stopped",
+            kind=AuditKind.AGENT_STOPPED,
             data={"agent": agent, "stop": str(stop.id), "reason": reason},
         )
         roots = _live_roots(tenant, agent)
         if not roots:  # nothing to wait for: the stop is over as it starts
-            Stop.objects.filter(id=stop.id).update(finished_at=F("requested_at"), outcome="acknowledged")
+            Stop.objects.filter(id=stop.id).update(
+                finished_at=F("requested_at"), outcome=states.StopOutcome.ACKNOWLEDGED
+            )
             return StopStarted(stop_id=stop.id)
         rows = _lock_tree(roots)
         if rows:
             # A parent outside the stop waits for its stopped child: lock those first.
-            inside = {row[0] for row in rows}
-            for parent in sorted({row[1] for row in rows if row[1] and row[1] not in inside}):
+            inside = {row.id for row in rows}
+            for parent in sorted({row.parent_id for row in rows if row.parent_id and row.parent_id not in inside}):
                 db.execute("lock_task", {"task": parent})
         return _stop_rows(stop, rows, requested_on=None)
 
 
 def _live_roots(tenant: str, agent: str) -> list:
     return list(
-        Task.objects.filter(tenant=tenant, agent=agent, status__in=states.sources("stop")).values_list("id", flat=True)
+        Task.objects.filter(tenant=tenant, agent=agent, status__in=states.sources(states.TaskEvent.STOP)).values_list(
+            "id", flat=True
+        )
     )
 
 
-def _lock_tree(roots: list) -> list:
+@db.reads("stop_tree")
+@dataclass(frozen=True, slots=True)
+class _Stopping:
+    """A live task of a stopped tree, locked, with what each boundary needs to know of it."""
+
+    id: uuid.UUID
+    parent_id: uuid.UUID | None
+    status: str
+    epoch: int
+    wake_at: datetime | None  # its timer, if it sleeps
+    waiting_on: int  # the children it waits for
+    depth: int  # below the stop's root
+    attempt_open: bool  # an attempt of it has not ended: the worker must answer
+    calls: list[str]  # its gateway calls in flight: the gateway must answer
+
+
+def _lock_tree(roots: list) -> list[_Stopping]:
     """stop_tree.sql, read again until it finds no task it had not already locked.
 
     Races a spawn: the statement reads the tree from its snapshot, taken before it
@@ -149,10 +170,10 @@ def _lock_tree(roots: list) -> list:
     if not roots:
         return []
     params = {"roots": roots, "in_flight": config.gateway_timeout_seconds()}
-    rows = db.fetchall("stop_tree", params)
+    rows = db.fetchall("stop_tree", params, row=_Stopping)
     while rows:
-        again = db.fetchall("stop_tree", params)
-        if {row[0] for row in again} == {row[0] for row in rows}:
+        again = db.fetchall("stop_tree", params, row=_Stopping)
+        if {row.id for row in again} == {row.id for row in rows}:
             return again
         rows = again
     return rows
@@ -171,19 +192,22 @@ def agent_reopen(*, tenant: str, agent: str, actor: str, reason: str = "") -> bo
             closed=False, changed_by=actor, reason=reason
         )
         if won:
-            audit_append(actor=actor, tenant=tenant, kind="agent.reopened", data={"agent": agent, "reason": reason})
+            audit_append(
+                actor=actor, tenant=tenant, kind=AuditKind.AGENT_REOPENED, data={"agent": agent, "reason": reason}
+            )
         return bool(won)
 
 
-def _stop_rows(stop: Stop, rows, *, requested_on) -> StopStarted:
+def _stop_rows(stop: Stop, rows: list[_Stopping], *, requested_on) -> StopStarted:
     started = StopStarted(stop_id=stop.id)
     heights = _heights(rows)
-    ids, deadlines = [row[0] for row in rows], [stop.bound_seconds * (1 + heights[row[0]]) for row in rows]
+    ids, deadlines = [row.id for row in rows], [stop.bound_seconds * (1 + heights[row.id]) for row in rows]
     db.execute(
         "stop_begin", {"ids": ids, "after": deadlines, "stop": stop.id, "note": f"stopping: {stop.reason}"[:500]}
     )
     acks, events = [], []
-    for task_id, _parent, status, epoch, wake_at, waiting_on, _depth, attempt_open, calls in rows:
+    for row in rows:
+        task_id, status, epoch, calls = row.id, row.status, row.epoch, row.calls
         started.tasks.append(task_id)
         acks.append(
             StopAck(
@@ -202,14 +226,14 @@ def _stop_rows(stop: Stop, rows, *, requested_on) -> StopStarted:
                 by="scheduler",
                 detail={
                     "was": status,
-                    "timer_cancelled": wake_at.isoformat() if wake_at else None,
+                    "timer_cancelled": row.wake_at.isoformat() if row.wake_at else None,
                     "queued_dropped": status == states.QUEUED,
-                    "children_wait_cleared": waiting_on,
+                    "children_wait_cleared": row.waiting_on,
                     "messages": "a queued or late wake-up of this task finds nothing to claim",
                 },
             )
         )
-        if not attempt_open:
+        if not row.attempt_open:
             acks.append(
                 StopAck(
                     stop=stop,
@@ -234,13 +258,13 @@ def _stop_rows(stop: Stop, rows, *, requested_on) -> StopStarted:
                 "actor": stop.actor,
                 "tenant": stop.tenant,
                 "task_id": task_id,
-                "kind": "task.stopping",
+                "kind": AuditKind.TASK_STOPPING,
                 "data": {
                     "stop": str(stop.id),
                     "reason": stop.reason,
                     "was": status,
                     **({"requested_on": str(requested_on)} if requested_on else {"agent": stop.agent}),
-                    **({"attempt_running": epoch} if attempt_open else {}),
+                    **({"attempt_running": epoch} if row.attempt_open else {}),
                     **({"calls_in_flight": calls} if calls else {}),
                 },
             }
@@ -257,23 +281,29 @@ def _stop_rows(stop: Stop, rows, *, requested_on) -> StopStarted:
     # Leaves first: deepest rows first, so each parent is tried after its children. A
     # parent under this stop is stopping, never waiting: nothing to wake there.
     stopping = set(ids)
-    for task_id in [row[0] for row in sorted(rows, key=lambda r: -r[6])]:
+    for task_id in [row.id for row in sorted(rows, key=lambda r: -r.depth)]:
         if _settle_one(task_id, actor=stop.actor, due=False, stopping=stopping):  # the tree is locked already
             started.cancelled.append(task_id)
     started.stopping = [t for t in started.tasks if t not in started.cancelled]
     return started
 
 
-def _heights(rows) -> dict:
+def _heights(rows: list[_Stopping]) -> dict:
     """Each stopped task's height in the stopped tree (a leaf is 0): its deadline is
     (1 + height) bounds after the request, so a level waits for the one below it."""
     children: dict = {}
     for row in rows:
-        children.setdefault(row[1], []).append(row[0])
+        children.setdefault(row.parent_id, []).append(row.id)
     heights: dict = {}
-    for task_id in [row[0] for row in sorted(rows, key=lambda r: -r[6])]:
+    for task_id in [row.id for row in sorted(rows, key=lambda r: -r.depth)]:
         heights[task_id] = 1 + max((heights[c] for c in children.get(task_id, ()) if c in heights), default=-1)
     return heights
+
+
+@db.reads("stop_ack_insert")
+@dataclass(frozen=True, slots=True)
+class _Acked:
+    id: int  # the acknowledgment made (none: the boundary had answered already)
 
 
 def stop_ack(*, task_id, boundary: str, by: str, detail: dict, stop_id=None) -> bool:
@@ -299,6 +329,7 @@ def stop_ack(*, task_id, boundary: str, by: str, detail: dict, stop_id=None) -> 
                 "by": by,
                 "detail": json.dumps(detail, default=str),
             },
+            row=_Acked,
         )
         if made is None:
             return False
@@ -321,13 +352,19 @@ def stops_settle_due(*, actor: str, limit: int = 500) -> int:
     return cancelled
 
 
+@db.reads("lock_ancestors")
+@dataclass(frozen=True, slots=True)
+class _Locked:
+    id: uuid.UUID  # a task locked, from the task up to its root
+
+
 def lock_chain(task_id) -> list:
     """Lock the task and its ancestors, root first (the order every writer locks a
     tree in); return their ids from the task up. A worker acknowledging its stop calls
     this before it ends its attempt (runtime/worker/executor.py, stop_watch.py): the
     attempt's end writes the task's audit chain, and a stop or the sweep holding the
     task's row while it appends to that chain would otherwise deadlock with it."""
-    return [row[0] for row in db.fetchall("lock_ancestors", {"task": task_id})]
+    return [row.id for row in db.fetchall("lock_ancestors", {"task": task_id}, row=_Locked)]
 
 
 def _settle_chain(chain: list, *, actor: str, due: bool) -> int:
@@ -342,14 +379,26 @@ def _settle_chain(chain: list, *, actor: str, due: bool) -> int:
     return cancelled
 
 
+@db.reads("stop_settle")
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    id: uuid.UUID  # the task cancelled
+    parent_id: uuid.UUID | None
+    stop_id: uuid.UUID
+    acknowledged: bool  # every boundary answered (else its bound passed)
+    stop_finished: int  # 1 when this ended the stop (no task of it is stopping any more)
+
+
 def _settle_one(task_id, *, actor: str, due: bool, stopping: set = frozenset()) -> bool:
     """stop_settle.sql for one task, whose parent's row lock the caller holds. Returns
     whether the task was cancelled; wakes its parent if that waits for it (a parent in
     `stopping`, moved to stopping in the caller's transaction, does not)."""
-    row = db.fetchone("stop_settle", {"task": task_id, "actor": actor, "due": due, "via": json.dumps(with_via({}))})
+    row = db.fetchone(
+        "stop_settle", {"task": task_id, "actor": actor, "due": due, "via": json.dumps(with_via({}))}, row=_Settled
+    )
     if row is None:
         return False
-    parent_id = row[1]
+    parent_id = row.parent_id
     if parent_id is not None and parent_id not in stopping:
         wake_parent(parent_id=parent_id, child_id=task_id, actor=actor)  # matches only a waiting parent
     return True
@@ -390,14 +439,14 @@ def task_rerun(*, task_id, actor: str, reason: str) -> uuid.UUID:
             actor=actor,
             tenant=old.tenant,
             task_id=old.id,
-            kind="task.rerun",
+            kind=AuditKind.TASK_RERUN,
             data={"new_task": str(made.task_id), "reason": reason},
         )
         audit_append(
             actor=actor,
             tenant=old.tenant,
             task_id=made.task_id,
-            kind="task.rerun_of",
+            kind=AuditKind.TASK_RERUN_OF,
             data={"old_task": str(old.id), "reason": reason},
         )
         return made.task_id

@@ -85,16 +85,35 @@ def spawn(
                 requested_scope=requested_scope,
             ).task_id
             journal.write(
-                lease, seq=seq, name=name, kind="spawn", output=json.dumps({"task_id": str(child)}), started=started
+                lease,
+                seq=seq,
+                name=name,
+                kind=states.StepKind.SPAWN,
+                output=json.dumps({"task_id": str(child)}),
+                started=started,
             )
         return child
     except BreakerTripped:
         raise  # nothing journaled: the executor blocks the task, a resume asks again
     except StewardError as exc:
         journal.write(
-            lease, seq=seq, name=name, kind="spawn", error={"type": exc.code, "message": exc.message}, started=started
+            lease,
+            seq=seq,
+            name=name,
+            kind=states.StepKind.SPAWN,
+            error={"type": exc.code, "message": exc.message},
+            started=started,
         )
         raise SpawnRefused(name, exc.code, exc.message) from exc
+
+
+@db.reads("children_results")
+@dataclass(frozen=True, slots=True)
+class _Child:
+    id: uuid.UUID
+    status: str
+    output: str | None  # jsonb, as text on this connection
+    error: str | None
 
 
 def wait(lease: Lease, seq: int, recorded: Recorded | None, children) -> list[ChildResult]:
@@ -108,20 +127,24 @@ def wait(lease: Lease, seq: int, recorded: Recorded | None, children) -> list[Ch
         # either sees us waiting or we see it finished (runtime/attempts/transitions.py).
         fence(lease, "status", exclusive=True)
         found = {
-            child_id: (status, encoding.decode(output), encoding.decode(error))
-            for child_id, status, output, error in db.cursor().execute(
-                "SELECT id, status, output, error FROM steward_task WHERE id = ANY(%s) AND parent_id = %s",
-                (ids, lease.task_id),
-            )
+            child.id: (child.status, encoding.decode(child.output), encoding.decode(child.error))
+            for child in db.fetchall("children_results", {"ids": ids, "parent": lease.task_id}, row=_Child)
         }
         strangers = [str(i) for i in ids if i not in found]
         if strangers:  # NotJournalable: agent code must not carry on past a used seq
             raise NotJournalable(f"ctx.wait() takes this task's children only; not children: {strangers}")
         pending = [i for i in dict.fromkeys(ids) if found[i][0] not in states.TERMINAL]
         if pending:
-            end_attempt(lease, "wait", waiting_on=pending, note=f"waiting for {len(pending)} of {len(ids)} children")
+            end_attempt(
+                lease,
+                states.TaskEvent.WAIT,
+                waiting_on=pending,
+                note=f"waiting for {len(pending)} of {len(ids)} children",
+            )
         else:
             results = [ChildResult(str(i), *found[i]) for i in ids]
-            journal.write(lease, seq=seq, name="wait", kind="wait", output=json.dumps([r.__dict__ for r in results]))
+            journal.write(
+                lease, seq=seq, name="wait", kind=states.StepKind.WAIT, output=json.dumps([r.__dict__ for r in results])
+            )
             return results
     raise Suspend("wait")

@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 
 from runtime import agents, arguments, config, db, encoding, states
 from runtime.attempts import dispatch
-from runtime.audit import audit_append, with_via
+from runtime.audit import AuditKind, audit_append, with_via
 from runtime.errors import AgentStopped, IdempotencyConflict, InvalidInput, InvalidTransition, QueueFull
 from runtime.limits import pauses
 from runtime.limits.services import default_pool_name, first_use_reason, pool_create_on_first_use, unknown_pool
@@ -47,7 +47,7 @@ def task_submit(
     1. Check the identifiers against their columns (INVALID_IDENTIFIER), the agent name
        against the registry, and the input (a JSON object within the limits of
        docs/limits.md, and the agent's input model if it declares one: `@agent(..., input=Model)`).
-    2. In one statement (steward_submit(), defined by migration 0007): lock the
+    2. In one statement (steward_submit(), runtime/sql/schema/steward_submit.sql): lock the
        pool row, look up the caller key, check admission, insert the task and its
        audit row. Same key with the same agent and input returns the existing task
        whatever its status (a cancelled task stays cancelled); a different one raises
@@ -123,39 +123,53 @@ def insert_task(
             )
         ),
     }
-    outcome, found_id, status, admitted, max_running, max_queued, wake = _submit(params)
-    if outcome == "no_pool":
+    done = _submit(params)
+    if done.outcome == "no_pool":
         why = first_use_reason(pool, agent=agent, agent_pool=agents.get(agent).pool)
         if why is None:
             raise unknown_pool(pool)
         pool_create_on_first_use(name=pool, actor=actor, why=why)
-        outcome, found_id, status, admitted, max_running, max_queued, wake = _submit(params)
-        if outcome == "no_pool":  # removed again between the two statements (pool_remove)
+        done = _submit(params)
+        if done.outcome == "no_pool":  # removed again between the two statements (pool_remove)
             raise unknown_pool(pool)
-    if outcome == "conflict":
+    if done.outcome == "conflict":
         raise IdempotencyConflict(
-            f"idempotency key {key!r} was already used for a different agent or input", task_id=str(found_id)
+            f"idempotency key {key!r} was already used for a different agent or input", task_id=str(done.task_id)
         )
-    if outcome == "queue_full":
+    if done.outcome == "queue_full":
         raise QueueFull(
-            f"pool {pool!r} is full: {admitted} tasks running or queued, "
-            f"limit {max_running} running + {max_queued} queued",
+            f"pool {pool!r} is full: {done.admitted} tasks running or queued, "
+            f"limit {done.max_running} running + {done.max_queued} queued",
             pool=pool,
-            admitted=admitted,
-            max_running=max_running,
-            max_queued=max_queued,
+            admitted=done.admitted,
+            max_running=done.max_running,
+            max_queued=done.max_queued,
         )
-    if requested_scope is not None and outcome == "created":
+    if requested_scope is not None and done.outcome == "created":
         # Before the child can be claimed: the caller's transaction has not committed.
-        Task.objects.filter(id=found_id, requested_scope__isnull=True).update(requested_scope=requested_scope)
-    if wake:
+        Task.objects.filter(id=done.task_id, requested_scope__isnull=True).update(requested_scope=requested_scope)
+    if done.wake:
         dispatch.pool_has_work(pool)
-    return Submission(found_id, outcome == "created", status)
+    return Submission(done.task_id, done.outcome == "created", done.status)
 
 
-def _submit(params: dict):
+@db.reads("submit")
+@dataclass(frozen=True, slots=True)
+class _Submitted:
+    """What steward_submit() answers."""
+
+    outcome: str  # created, existing, conflict, queue_full or no_pool
+    task_id: uuid.UUID | None  # the task made, or the one the caller's key already made
+    status: str | None  # that task's status
+    admitted: int | None  # the pool's queued + running, once admission was checked
+    max_running: int | None  # the pool's limits
+    max_queued: int | None
+    wake: bool | None  # created with a free slot to spare: send the pool a wake-up
+
+
+def _submit(params: dict) -> _Submitted:
     try:
-        return db.fetchone("submit", params)
+        return db.fetchone("submit", params, row=_Submitted)
     except psycopg.Error as exc:
         if exc.sqlstate != AGENT_STOPPED_SQLSTATE:
             raise
@@ -272,7 +286,9 @@ def task_resume(*, task_id, actor: str, note: str = "", limits: dict | None = No
         unchanged = (
             Q(breaker_limits__isnull=True) if task.breaker_limits is None else Q(breaker_limits=task.breaker_limits)
         )
-        won = Task.objects.filter(resumable, unchanged, id=task.id, status__in=states.sources("resume")).update(
+        won = Task.objects.filter(
+            resumable, unchanged, id=task.id, status__in=states.sources(states.TaskEvent.RESUME)
+        ).update(
             status=states.QUEUED,
             next_reason=states.RESUME,
             crash_count=0,
@@ -305,7 +321,7 @@ def task_resume(*, task_id, actor: str, note: str = "", limits: dict | None = No
                     blocked_reason=now["blocked_reason"],
                 )
             raise InvalidTransition(
-                f"task {task.id} is {now['status']}; resume starts from {', '.join(states.sources('resume'))}",
+                f"task {task.id} is {now['status']}; resume starts from {', '.join(states.sources(states.TaskEvent.RESUME))}",
                 status=now["status"],
             )
         blocked = {}
@@ -320,7 +336,7 @@ def task_resume(*, task_id, actor: str, note: str = "", limits: dict | None = No
             actor=actor,
             tenant=task.tenant,
             task_id=task.id,
-            kind="task.resumed",
+            kind=AuditKind.TASK_RESUMED,
             data={
                 "from": task.status,
                 "note": note,
@@ -335,7 +351,11 @@ def task_resume(*, task_id, actor: str, note: str = "", limits: dict | None = No
 
 # The reasons a resume releases (states.BLOCKED_BY): a denial (`resume`), a breaker
 # (`reset`) and its tree's pause (`release`).
-RESUMABLE_BLOCKS = (states.BLOCKED_BY["resume"], states.BLOCKED_BY["reset"], states.BLOCKED_BY["release"])
+RESUMABLE_BLOCKS = (
+    states.BLOCKED_BY[states.TaskEvent.RESUME],
+    states.BLOCKED_BY[states.TaskEvent.RESET],
+    states.BLOCKED_BY[states.TaskEvent.RELEASE],
+)
 
 
 def input_parse(text: str | bytes):

@@ -62,6 +62,61 @@ _BEGINNING = datetime(1, 1, 1, tzinfo=UTC)
 _LAST_CHAIN = ""  # every chain name sorts after it
 
 
+# The rows of this module's statements, read by name (runtime/db.py).
+@db.reads("audit_seal_due")
+@dataclass(frozen=True, slots=True)
+class _Due:
+    tenant: str  # a tenant whose trail moved since its latest seal, or is behind
+
+
+@db.reads("audit_seal_latest")
+@dataclass(frozen=True, slots=True)
+class _Latest:
+    seq: int
+    mac: bytes
+    sealed_at: datetime
+    version: int
+    through_at: datetime | None  # where the settled scan stopped (version 2)
+    through_id: int | None
+
+
+@db.reads("audit_seal_heads")
+@dataclass(frozen=True, slots=True)
+class _Moved:
+    n: int  # settled rows scanned (the same on every row)
+    at: datetime | None  # the last settled row's time and id: the next seal's position
+    id: int | None
+    chain: str | None  # a chain that moved, its highest row and hash (None: nothing moved)
+    chain_seq: int | None
+    hash: bytes | None
+
+
+@db.reads("audit_sealed_heads_missing")
+@dataclass(frozen=True, slots=True)
+class _Unsealed:
+    chain: str
+    seq: int  # a row a version 1 seal recorded
+    seal: int  # the newest seal that recorded it
+    what: str  # missing (the row is gone) or changed (its hash is not the one sealed)
+
+
+@db.reads("audit_seal_heads_check")
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    chain: str
+    chain_seq: int  # a row a version 2 seal recorded
+    seq: int  # that seal's seq
+    what: str | None  # missing, changed, or None when the row is as sealed
+
+
+@db.reads("audit_sealed_heads")
+@dataclass(frozen=True, slots=True)
+class _Sealed:
+    chain: str
+    seq: int  # the chain's newest row a version 1 seal recorded
+    hash: bytes  # its hash as sealed
+
+
 @dataclass(frozen=True)
 class SealProblem:
     tenant: str
@@ -94,7 +149,8 @@ def audit_seal(*, every: float | None = None, budget: float | None = None) -> li
     every = config.audit_seal_seconds() if every is None else every
     began = time.monotonic()
     made = []
-    for (tenant,) in db.fetchall("audit_seal_due", {"every": every}):
+    for due in db.fetchall("audit_seal_due", {"every": every}, row=_Due):
+        tenant = due.tenant
         while True:
             seal = seal_tenant(tenant)
             if seal is not None:
@@ -135,16 +191,15 @@ def seal_tenant(tenant: str) -> AuditSeal | None:
     """
     key_id, key = config.audit_seal_keys()[0]
     now = db.clock()
-    latest = db.fetchone("audit_seal_latest", {"tenant": tenant})
+    latest = db.fetchone("audit_seal_latest", {"tenant": tenant}, row=_Latest)
     seq, prev_mac, after_at, after_id = 1, b"", _BEGINNING, 0
     if latest is not None:
-        last_seq, last_mac, last_sealed, version, through_at, through_id = latest
-        seq, prev_mac = last_seq + 1, bytes(last_mac)
-        if version < VERSION:
-            after_at = last_sealed - _lookback()
-        elif through_at is not None:
-            after_at, after_id = through_at, through_id
-    rows = db.execute(
+        seq, prev_mac = latest.seq + 1, bytes(latest.mac)
+        if latest.version < VERSION:
+            after_at = latest.sealed_at - _lookback()
+        elif latest.through_at is not None:
+            after_at, after_id = latest.through_at, latest.through_id
+    rows = db.fetchall(
         "audit_seal_heads",
         {
             "tenant": tenant,
@@ -153,10 +208,14 @@ def seal_tenant(tenant: str) -> AuditSeal | None:
             "horizon": now - _lookback(),
             "rows": SEAL_ROWS,
         },
+        row=_Moved,
         prepare=False,  # planned for its own range each time: a generic plan cannot see the LIMIT
-    ).fetchall()
-    scanned, last_at, last_id = rows[0][:3]
-    heads = sorted(((chain, n, bytes(digest)) for _, _, _, chain, n, digest in rows if chain is not None), key=_order)
+    )
+    scanned, last_at, last_id = rows[0].n, rows[0].at, rows[0].id
+    heads = sorted(
+        ((r.chain, r.chain_seq, bytes(r.hash)) for r in rows if r.chain is not None),
+        key=_order,
+    )
     if not heads and not scanned:
         return None
     if scanned:
@@ -207,17 +266,20 @@ def seal_problems(*, tenant: str | None = None) -> list[SealProblem]:
         for seal in AuditSeal.objects.filter(tenant=name).order_by("seq").iterator(chunk_size=100):
             problems += _seal_chain_problems(name, seal, previous, keys)
             previous = seal
-        for chain, seq, seal_seq, what in db.fetchall("audit_sealed_heads_missing", {"tenant": name}):
-            problems.append(_head_problem(name, chain, seq, seal_seq, what))
+        for gone in db.fetchall("audit_sealed_heads_missing", {"tenant": name}, row=_Unsealed):
+            problems.append(_head_problem(name, gone.chain, gone.seq, gone.seal, gone.what))
         after = _LAST_CHAIN
         while True:
-            batch = db.execute(
-                "audit_seal_heads_check", {"tenant": name, "after": after, "limit": CHECK_BATCH}, prepare=False
-            ).fetchall()
-            problems += [_head_problem(name, c, s, seal_seq, what) for c, s, seal_seq, what in batch if what]
+            batch = db.fetchall(
+                "audit_seal_heads_check",
+                {"tenant": name, "after": after, "limit": CHECK_BATCH},
+                row=_Checked,
+                prepare=False,
+            )
+            problems += [_head_problem(name, h.chain, h.chain_seq, h.seq, h.what) for h in batch if h.what]
             if len(batch) < CHECK_BATCH:
                 break
-            after = batch[-1][0]
+            after = batch[-1].chain
     return problems
 
 
@@ -285,7 +347,8 @@ def sealed_heads(*, tenants: list[str]) -> dict[str, tuple[int, bytes]]:
     """Each chain's highest sealed head (of either version), to verify only the rows
     written after it."""
     found = {
-        chain: (seq, bytes(digest)) for chain, seq, digest in db.fetchall("audit_sealed_heads", {"tenants": tenants})
+        head.chain: (head.seq, bytes(head.hash))
+        for head in db.fetchall("audit_sealed_heads", {"tenants": tenants}, row=_Sealed)
     }
     for chain, seq, digest in (
         AuditSealHead.objects.filter(tenant__in=tenants).order_by("chain", "-chain_seq").distinct("chain")

@@ -4,9 +4,10 @@ newest first, or one task's chain."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from runtime import arguments
+from runtime import arguments, db
 from runtime.audit import chain_of
 from runtime.errors import AuditEventNotFound, InvalidInput
 from runtime.models import AuditEvent, AuditSeal
@@ -81,6 +82,17 @@ def _micros(when: datetime) -> int:
 
 def _from_micros(micros: int) -> datetime:
     return _EPOCH + timedelta(microseconds=micros)
+
+
+@db.reads("audit_tenants")
+@dataclass(frozen=True, slots=True)
+class _Tenant:
+    tenant: str
+
+
+def audit_tenants() -> list[str]:
+    """Every tenant with audit events (audit_tenants.sql: an index probe a tenant)."""
+    return [row.tenant for row in db.fetchall("audit_tenants", {}, row=_Tenant)]
 
 
 def audit_seals(*, tenant: str | None = None):

@@ -15,11 +15,12 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from runtime import arguments, db
-from runtime.audit import acting_through, audit_append
+from runtime.audit import AuditKind, acting_through, audit_append
 from runtime.models import AuditEvent
 from runtime.trail.seals import SealProblem, audit_seal, audit_seal_now, seal_problems
 
 __all__ = [
+    "AuditKind",  # the web side names the kinds it records through audit_record
     "acting_through",
     "audit_record",
     "audit_record_once",
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 
-def audit_record(*, actor: str, tenant: str, kind: str, data: dict | None = None, task_id=None) -> int:
+def audit_record(*, actor: str, tenant: str, kind: AuditKind, data: dict | None = None, task_id=None) -> int:
     """Record an action that is not a runtime transition (an API token made or revoked,
     a person's role changed): on the caller's transaction when there is one, so the
     change and its event commit together, else in a transaction of its own."""
@@ -45,7 +46,7 @@ def audit_record(*, actor: str, tenant: str, kind: str, data: dict | None = None
 
 
 def audit_record_once(
-    *, actor: str, tenant: str, kind: str, about: str, within: timedelta, data: dict | None = None
+    *, actor: str, tenant: str, kind: AuditKind, about: str, within: timedelta, data: dict | None = None
 ) -> int | None:
     """Record an event about a condition that lasts (a sign-in lockout, asked about by every
     request it refuses) once per `within`: the new event's id, or None when the tenant's
@@ -207,9 +208,9 @@ def audit_problems(
     if after_id is not None:
         last_id = after_id
         while True:
-            rows = _batch("audit_verify_after", {"after": last_id, "limit": batch})
-            problems += [Tampered(i, chain, seq, problem) for i, chain, seq, problem, _, _ in rows if problem]
-            ends = [(i, n) for i, _, _, _, last, n in rows if last]
+            rows = _batch("audit_verify_after", {"after": last_id, "limit": batch}, _After)
+            problems += [Tampered(r.id, r.chain, r.chain_seq, r.problem) for r in rows if r.problem]
+            ends = [(r.id, r.n) for r in rows if r.last]
             if not ends:
                 return problems
             last_id, n = ends[0]
@@ -229,9 +230,10 @@ def audit_problems(
             rows = _batch(
                 "audit_verify_batch",
                 {"chain": chain, "seq": seq, "hash": head, "last_chain": last_chain, "limit": batch, "tenant": tenant},
+                _Checked,
             )
-            found += [Tampered(i, c, s, problem) for i, c, s, _, problem, _, _ in rows if problem]
-            ends = [(c, s, bytes(h), n) for _, c, s, h, _, last, n in rows if last]
+            found += [Tampered(r.id, r.chain, r.chain_seq, r.problem) for r in rows if r.problem]
+            ends = [(r.chain, r.chain_seq, bytes(r.hash), r.n) for r in rows if r.last]
             if not ends:
                 return found
             chain, seq, head, n = ends[0]
@@ -253,13 +255,13 @@ def _chain_ranges(streams: int) -> list[tuple[str, int, bytes, str]]:
     """(after chain, after seq, that row's hash, last chain) for each stream: from the
     first chain to the last, cut at chain names sampled from the table. Ranges whose
     cuts coincide merge; an empty trail has none."""
-    top = db.fetchone("audit_last_chain", {})[0]
+    top = db.fetchone("audit_last_chain", {}, row=_Top).chain
     if top is None:
         return []
     cuts = []
     if streams > 1:
         fractions = [i / streams for i in range(1, streams)]
-        sampled = db.fetchone("audit_chain_cuts", {"fractions": fractions})[0] or []
+        sampled = db.fetchone("audit_chain_cuts", {"fractions": fractions}, row=_Cuts).cuts or []
         cuts = sorted({cut for cut in sampled if cut is not None and cut < top})
     bounds = ["", *cuts]
     return [
@@ -278,8 +280,45 @@ def _on_own_connection(fn):
     return run
 
 
-def _batch(name: str, params: dict) -> list:
+@db.reads("audit_verify_batch")
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """A row of a batch that is bad, or the batch's last (which the next batch starts after)."""
+
+    id: int
+    chain: str
+    chain_seq: int
+    hash: bytes
+    problem: str | None
+    last: bool
+    n: int  # rows in the batch
+
+
+@db.reads("audit_verify_after")
+@dataclass(frozen=True, slots=True)
+class _After:
+    id: int
+    chain: str
+    chain_seq: int
+    problem: str | None
+    last: bool
+    n: int
+
+
+@db.reads("audit_last_chain")
+@dataclass(frozen=True, slots=True)
+class _Top:
+    chain: str | None  # the greatest chain name; None: the trail is empty
+
+
+@db.reads("audit_chain_cuts")
+@dataclass(frozen=True, slots=True)
+class _Cuts:
+    cuts: list[str | None] | None  # chain names at the fractions asked for, from a sample
+
+
+def _batch(name: str, params: dict, row: type) -> list:
     # Not a prepared statement: a generic plan cannot see the LIMIT, and on a large
     # trail it could choose to sort the whole table for every batch. Planning each
     # batch for its own parameters costs well under a millisecond.
-    return db.execute(name, params, prepare=False).fetchall()
+    return db.fetchall(name, params, row=row, prepare=False)

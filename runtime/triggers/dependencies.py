@@ -11,12 +11,13 @@ a trigger once, and a crash between the two writes rolls both back.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.db.models.functions import Now
 
 from runtime import arguments, db, states
-from runtime.audit import audit_append
+from runtime.audit import AuditKind, audit_append
 from runtime.errors import InvalidArgument, StewardError, TriggerNotFound
 from runtime.models import DependencyTrigger, Task
 from runtime.models.trigger import DEPENDENCY_POLICIES
@@ -72,7 +73,7 @@ def dependency_create(
         audit_append(
             actor=actor,
             tenant=tenant,
-            kind="dependency.created",
+            kind=AuditKind.DEPENDENCY_CREATED,
             data={"trigger": str(trigger.id), "agent": agent, "prerequisites": ids, "on_failure": on_failure},
         )
     return trigger
@@ -82,11 +83,17 @@ def dependency_get(trigger_id, *, tenant: str | None = None) -> DependencyTrigge
     return target.get(DependencyTrigger, TriggerNotFound, "dependency trigger", trigger_id, tenant)
 
 
+@db.reads("dependency_ready")
+@dataclass(frozen=True, slots=True)
+class _Ready:
+    id: uuid.UUID  # a waiting trigger whose prerequisites decide it
+
+
 def dependencies_settle(*, actor: str, limit: int = 200) -> int:
     """The sweep's step: settle every waiting trigger whose prerequisites decide it."""
     settled = 0
-    for (trigger_id,) in db.fetchall("dependency_ready", {"limit": limit}):
-        settled += dependency_settle(trigger_id=trigger_id, actor=actor)
+    for ready in db.fetchall("dependency_ready", {"limit": limit}, row=_Ready):
+        settled += dependency_settle(trigger_id=ready.id, actor=actor)
     return settled
 
 
@@ -124,6 +131,14 @@ def dependency_settle(*, trigger_id, actor: str) -> bool:
         )
 
 
+# A settled trigger's state -> its audit kind.
+SETTLED = {
+    "fired": AuditKind.DEPENDENCY_FIRED,
+    "skipped": AuditKind.DEPENDENCY_SKIPPED,
+    "failed": AuditKind.DEPENDENCY_FAILED,
+}
+
+
 def _settle(trigger: DependencyTrigger, actor: str, *, state: str, reason: str) -> bool:
     task_id = None
     if state == "fired":
@@ -150,7 +165,7 @@ def _settle(trigger: DependencyTrigger, actor: str, *, state: str, reason: str) 
         actor=actor,
         tenant=trigger.tenant,
         task_id=task_id,
-        kind=f"dependency.{state}",
+        kind=SETTLED[state],
         data={
             "trigger": str(trigger.id),
             "reason": reason,

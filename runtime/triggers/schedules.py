@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from runtime import arguments, db, faults, states
-from runtime.audit import audit_append
+from runtime.audit import AuditKind, audit_append
 from runtime.errors import InvalidCron, InvalidTransition, ScheduleNotFound, StewardError
 from runtime.models import Schedule, Task
 from runtime.models.trigger import MISSED_POLICIES, OVERLAP_POLICIES
@@ -90,7 +90,7 @@ def schedule_create(
         audit_append(
             actor=actor,
             tenant=tenant,
-            kind="schedule.created",
+            kind=AuditKind.SCHEDULE_CREATED,
             data={
                 "schedule": str(schedule.id),
                 "name": name,
@@ -119,7 +119,7 @@ def schedule_pause(*, schedule_id, actor: str, tenant: str | None = None) -> boo
             audit_append(
                 actor=actor,
                 tenant=schedule.tenant,
-                kind="schedule.paused",
+                kind=AuditKind.SCHEDULE_PAUSED,
                 data={"schedule": str(schedule.id), "name": schedule.name},
             )
     return won
@@ -142,7 +142,7 @@ def schedule_resume(*, schedule_id, actor: str, tenant: str | None = None) -> bo
             audit_append(
                 actor=actor,
                 tenant=schedule.tenant,
-                kind="schedule.resumed",
+                kind=AuditKind.SCHEDULE_RESUMED,
                 data={
                     "schedule": str(schedule.id),
                     "name": schedule.name,
@@ -164,10 +164,18 @@ class Fired:
     task_id: uuid.UUID | None = None
 
 
+@db.reads("schedule_due")
+@dataclass(frozen=True, slots=True)
+class _Due:
+    id: uuid.UUID  # the schedule
+    next_fire_at: dt.datetime  # its due tick
+
+
 def schedules_fire_due(*, actor: str, limit: int = 100) -> list[Fired]:
     """The sweep's step: fire every due tick (runtime/worker/supervisor.py)."""
     done = []
-    for schedule_id, tick in db.fetchall("schedule_due", {"limit": limit}):
+    for due in db.fetchall("schedule_due", {"limit": limit}, row=_Due):
+        schedule_id, tick = due.id, due.next_fire_at
         try:
             done.append(schedule_fire(schedule_id=schedule_id, tick=tick, actor=actor))
         except StewardError as exc:
@@ -233,7 +241,7 @@ def _decide(row: Schedule, tick: dt.datetime, actor: str) -> Fired:
         audit_append(
             actor=actor,
             tenant=row.tenant,
-            kind="schedule.overlap_skipped",
+            kind=AuditKind.SCHEDULE_OVERLAP_SKIPPED,
             data={**data, "previous": str(row.last_task_id), "previous_status": previous},
         )
         return Fired("overlap_skipped", tick)
@@ -251,7 +259,7 @@ def _decide(row: Schedule, tick: dt.datetime, actor: str) -> Fired:
             audit_append(
                 actor=actor,
                 tenant=row.tenant,
-                kind="schedule.missed",
+                kind=AuditKind.SCHEDULE_MISSED,
                 data={**data, "policy": "skip", "next_fire_at": _iso(after_now)},
             )
             return Fired("missed", tick)
@@ -273,7 +281,7 @@ def _decide(row: Schedule, tick: dt.datetime, actor: str) -> Fired:
         audit_append(
             actor=actor,
             tenant=row.tenant,
-            kind="schedule.refused",
+            kind=AuditKind.SCHEDULE_REFUSED,
             data={**data, "code": exc.code, "message": exc.message[:500]},
         )
         return Fired("refused", fire_tick)
@@ -282,7 +290,7 @@ def _decide(row: Schedule, tick: dt.datetime, actor: str) -> Fired:
         actor=actor,
         tenant=row.tenant,
         task_id=submission.task_id,
-        kind="schedule.fired",
+        kind=AuditKind.SCHEDULE_FIRED,
         data={
             **data,
             "fired_tick": fire_tick.isoformat(),

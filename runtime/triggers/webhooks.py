@@ -32,7 +32,7 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 
 from runtime import arguments, config, db, encoding
-from runtime.audit import audit_append
+from runtime.audit import AuditKind, audit_append
 from runtime.errors import (
     DeliveryReplayed,
     SignatureInvalid,
@@ -89,7 +89,7 @@ def webhook_create(
         audit_append(
             actor=actor,
             tenant=tenant,
-            kind="webhook.created",
+            kind=AuditKind.WEBHOOK_CREATED,
             data={"webhook": str(hook.id), "name": name, "agent": agent},
         )
     return hook, secret
@@ -108,7 +108,7 @@ def _set_paused(webhook_id, *, actor: str, tenant: str | None, paused: bool) -> 
             audit_append(
                 actor=actor,
                 tenant=hook.tenant,
-                kind="webhook.paused" if paused else "webhook.resumed",
+                kind=AuditKind.WEBHOOK_PAUSED if paused else AuditKind.WEBHOOK_RESUMED,
                 data={"webhook": str(hook.id), "name": hook.name},
             )
     return won
@@ -155,7 +155,7 @@ def webhook_deliver(
         raise SignatureInvalid("the signature does not match") from None
     if not hmac.compare_digest(sign(secret, timestamp, body).encode(), signature.strip().encode("utf-8", "replace")):
         raise SignatureInvalid("the signature does not match")
-    (now, _) = db.fetchone("clock", {"seconds": 0})
+    now = db.fetchone("clock", {"seconds": 0}, row=db.Clock).now
     if (
         not timestamp.isascii()
         or not timestamp.isdigit()
@@ -189,7 +189,7 @@ def webhook_deliver(
                 actor=f"webhook:{hook.id}",
                 tenant=hook.tenant,
                 task_id=submission.task_id,
-                kind="webhook.delivered",
+                kind=AuditKind.WEBHOOK_DELIVERED,
                 data={"webhook": str(hook.id), "delivery_id": delivery_id, "body_sha256": digest},
             )
     except IntegrityError:

@@ -91,27 +91,31 @@ class Context:
     @_not_the_agents_error
     def step(self, name: str, fn, *args, **kwargs):
         """Run fn(*args, **kwargs) once per task; its JSON output is journaled."""
-        seq, recorded = self._next(name, "step")
+        seq, recorded = self._next(name, states.StepKind.STEP)
         if recorded is not None:
             return _replay(recorded)
-        return self._run(seq, name, "step", fn, args, kwargs)
+        return self._run(seq, name, states.StepKind.STEP, fn, args, kwargs)
 
     @_not_the_agents_error
     def now(self) -> datetime:
         """The time, journaled: a replay sees the same clock reading. It is the database's
         clock, which timers and every stored time read too (a deadline computed from
         ctx.now() and passed to sleep_until() means what it says on any worker)."""
-        seq, recorded = self._next("now", "now")
-        value = _replay(recorded) if recorded is not None else self._run(seq, "now", "now", _database_now, (), {})
+        seq, recorded = self._next("now", states.StepKind.NOW)
+        value = (
+            _replay(recorded)
+            if recorded is not None
+            else self._run(seq, "now", states.StepKind.NOW, _database_now, (), {})
+        )
         return _utc(value)
 
     @_not_the_agents_error
     def random(self) -> float:
         """A random float in [0, 1), journaled."""
-        seq, recorded = self._next("random", "random")
+        seq, recorded = self._next("random", states.StepKind.RANDOM)
         if recorded is not None:
             return _replay(recorded)
-        return self._run(seq, "random", "random", _RANDOM.random, (), {})
+        return self._run(seq, "random", states.StepKind.RANDOM, _RANDOM.random, (), {})
 
     @_not_the_agents_error
     def effect(
@@ -138,7 +142,7 @@ class Context:
         if effect_class not in states.EFFECT_CLASSES:
             raise ValueError(f"effect_class must be one of {states.EFFECT_CLASSES}")
         needed = authority.need(requires) if requires is not None else None
-        seq, recorded = self._next(name, "effect")
+        seq, recorded = self._next(name, states.StepKind.EFFECT)
         if recorded is not None:
             return ledger.replayed(recorded)
         before = (lambda: authority.check(self, *needed)) if needed else None
@@ -196,8 +200,8 @@ class Context:
         for spec in requests if isinstance(requests, list) else []:
             if isinstance(spec, dict) and spec.get("requires") is not None:
                 authority.check(self, *authority.need(spec["requires"]))
-        seq, recorded = self._next(name, "approval")
-        check_seq, checked = self._next(name, "approval_check")
+        seq, recorded = self._next(name, states.StepKind.APPROVAL)
+        check_seq, checked = self._next(name, states.StepKind.APPROVAL_CHECK)
         return approvals.request(self, seq, recorded, check_seq, checked, name=name, specs=requests)
 
     # --- the credential gateway (runtime/gateway/client.py) -----------------------------
@@ -209,7 +213,7 @@ class Context:
         `UntrustedText`: data from a model, never an instruction. AuthorityDenied, naming
         its boundary, if the task's current authority does not allow `model.call` on
         `model:<model>`, or stops allowing it while the reply streams."""
-        seq, recorded = self._next(name or f"model:{model}", "effect")
+        seq, recorded = self._next(name or f"model:{model}", states.StepKind.EFFECT)
         return gateway.model(
             self, seq, recorded, name or f"model:{model}", messages, model=model, stream=stream, params=params
         )
@@ -224,7 +228,7 @@ class Context:
         if effect_class is not None and effect_class not in states.EFFECT_CLASSES:
             raise ValueError(f"effect_class must be one of {states.EFFECT_CLASSES}")
         label = step or f"tool:{name}"
-        seq, recorded = self._next(label, "effect")
+        seq, recorded = self._next(label, states.StepKind.EFFECT)
         return gateway.tool(self, seq, recorded, label, name, method, path, json, effect_class)
 
     # --- durable timers (runtime/attempts/timers.py) -----------------------------------
@@ -232,14 +236,14 @@ class Context:
     @_not_the_agents_error
     def sleep(self, seconds: float) -> None:
         """Sleep durably: the attempt ends and holds no worker and no slot until then."""
-        seq, recorded = self._next("sleep", "sleep")
+        seq, recorded = self._next("sleep", states.StepKind.SLEEP)
         timers.sleep(self.lease, seq, recorded, seconds=float(seconds))
 
     @_not_the_agents_error
     def sleep_until(self, when: datetime) -> None:
         if when.tzinfo is None:
             raise ValueError("sleep_until needs an aware datetime")
-        seq, recorded = self._next("sleep", "sleep")
+        seq, recorded = self._next("sleep", states.StepKind.SLEEP)
         timers.sleep(self.lease, seq, recorded, until=when)
 
     # --- children (runtime/tasks/children.py) -------------------------------------------
@@ -253,7 +257,7 @@ class Context:
         with its own agent's and owner's grants and its parent's authority, read again
         on every check; None asks for whatever the parent holds."""
         requested = authority.scope(scope)
-        seq, recorded = self._next(f"spawn:{agent}", "spawn")
+        seq, recorded = self._next(f"spawn:{agent}", states.StepKind.SPAWN)
         return children.spawn(
             self.lease,
             seq,
@@ -270,12 +274,12 @@ class Context:
     def wait(self, tasks) -> list[ChildResult]:
         """Wait durably until every child is terminal; results follow the given order.
         While any is still live the attempt ends and holds no worker and no slot."""
-        seq, recorded = self._next("wait", "wait")
+        seq, recorded = self._next("wait", states.StepKind.WAIT)
         return children.wait(self.lease, seq, recorded, tasks)
 
     # --- internals -------------------------------------------------------------------------
 
-    def _next(self, name: str, kind: str) -> tuple[int, Recorded | None]:
+    def _next(self, name: str, kind: states.StepKind) -> tuple[int, Recorded | None]:
         if not isinstance(name, str) or not name or len(name) > 200:
             raise ValueError("step names are 1-200 characters")
         seq = self._seq
@@ -293,7 +297,7 @@ class Context:
             )
         return seq, recorded
 
-    def _run(self, seq: int, name: str, kind: str, fn, args, kwargs):
+    def _run(self, seq: int, name: str, kind: states.StepKind, fn, args, kwargs):
         started = time.monotonic()
         try:
             with interrupts.region(interrupts.AGENT):  # the step's own code: a stop interrupts it
@@ -324,4 +328,4 @@ def _utc(timestamp: float) -> datetime:
 
 
 def _database_now() -> float:
-    return db.fetchone("clock", {"seconds": 0})[0]
+    return db.fetchone("clock", {"seconds": 0}, row=db.Clock).now

@@ -29,7 +29,7 @@ from runtime import agents, config, db, encoding, faults, outages, states
 from runtime.attempts import dispatch, interrupts, journal
 from runtime.attempts.lease import Claim, claim_next, keeper
 from runtime.attempts.transitions import end_attempt, fence, release_stopped
-from runtime.audit import audit_append
+from runtime.audit import AuditKind, audit_append
 from runtime.errors import (
     AuthorityDenied,
     BreakerTripped,
@@ -164,11 +164,11 @@ def _run(claim: Claim, then_claim: bool) -> Claim | None:
         halt = ctx.halt if ctx is not None and ctx.halt is not None else exc
         if isinstance(halt, (AuthorityDenied, BreakerTripped)):
             return _halt(claim, halt)
-        return _end(claim, then_claim, "fail", error=_failure(exc))
+        return _end(claim, then_claim, states.TaskEvent.FAIL, error=_failure(exc))
     if ctx.halt is not None:  # agent code caught the denial or the breaker's refusal and returned anyway
         return _halt(claim, ctx.halt)
     faults.reach(faults.BEFORE_STATUS, task_id=lease.task_id, step="complete", epoch=lease.epoch)
-    return _end(claim, then_claim, "complete", output=output)
+    return _end(claim, then_claim, states.TaskEvent.COMPLETE, output=output)
 
 
 def _halt(claim: Claim, halt: AuthorityDenied | BreakerTripped) -> None:
@@ -198,11 +198,11 @@ def _deny(claim: Claim, denied: AuthorityDenied) -> None:
         "decision_id": denied.decision_id,
     }
     if not Decision.objects.filter(id=_uuid(denied.decision_id), task_id=lease.task_id, allowed=False).exists():
-        end_attempt(lease, "fail", error=error)
+        end_attempt(lease, states.TaskEvent.FAIL, error=error)
         return None
     end_attempt(
         lease,
-        "deny",
+        states.TaskEvent.DENY,
         error=error,
         blocked_decision=denied.decision_id,
         note=f"denied at {denied.boundary}: {denied.reason_code}; change the grants, then resume",
@@ -233,7 +233,7 @@ def _trip(claim: Claim, tripped: BreakerTripped) -> None:
             paused = pauses.tree_pause(lease, root_id=claim.root_id, tripped=tripped)
         end_attempt(
             lease,
-            "trip",
+            states.TaskEvent.TRIP,
             error={
                 "code": tripped.code,
                 "type": type(tripped).__name__,
@@ -260,7 +260,7 @@ def _paused(claim: Claim, paused: TreePaused) -> None:
         fence(lease, "status", exclusive=True)
         end_attempt(
             lease,
-            "pause",
+            states.TaskEvent.PAUSE,
             error={"code": paused.code, "type": type(paused).__name__, "message": str(paused), **details},
             audit=details,
             note=f"tree paused: breaker {paused.breaker} tripped at task {paused.tripped_task}; resume the tree",
@@ -309,7 +309,7 @@ def _failure(exc: BaseException) -> dict:
     return {"code": "AGENT_ERROR", **encoding.error_record(exc)}
 
 
-def _end(claim: Claim, then_claim: bool, event: str, **fields) -> Claim | None:
+def _end(claim: Claim, then_claim: bool, event: states.TaskEvent, **fields) -> Claim | None:
     lease = claim.lease
     if not then_claim:
         end_attempt(lease, event, **fields)
@@ -336,7 +336,7 @@ def _yield(claim: Claim, cause: BaseException) -> None:
         try:
             end_attempt(
                 lease,
-                "yield",
+                states.TaskEvent.YIELD,
                 note=f"retrying after a database error: {type(cause).__name__}",
                 error={"code": InfrastructureError.code, **encoding.error_record(cause)},
             )
@@ -396,7 +396,11 @@ def _leave(lease, run: interrupts.Running | None, *, end_reason: str, at: str, r
             lock_chain(lease.task_id)  # before the attempt's row and the task's audit chain
             if refusal is not None:
                 audit_append(
-                    actor=lease.actor, tenant=lease.tenant, task_id=lease.task_id, kind="write.refused", data=refusal
+                    actor=lease.actor,
+                    tenant=lease.tenant,
+                    task_id=lease.task_id,
+                    kind=AuditKind.WRITE_REFUSED,
+                    data=refusal,
                 )
             if release_stopped(task_id=lease.task_id, epoch=lease.epoch, end_reason=end_reason, actor=lease.actor):
                 stop_ack(

@@ -40,6 +40,7 @@ import signal
 import socket
 import threading
 import time
+from dataclasses import dataclass
 
 import psycopg
 from django.conf import settings
@@ -60,6 +61,15 @@ STOPPED = (states.STOPPING, states.CANCELLED)
 EXIT_FORCED = 70  # EX_SOFTWARE: what billiard's own forced exits use
 # Django's options that are not libpq's (console/settings.py).
 _NOT_LIBPQ = {"pool", "prepare_threshold", "isolation_level", "server_side_binding", "assume_role", "cursor_factory"}
+
+
+@db.reads("watch_tasks")
+@dataclass(frozen=True, slots=True)
+class _Watched:
+    id: object  # a task this process runs
+    epoch: int
+    status: str
+    paused: bool  # its tree has an open pause
 
 
 class StopWatch:
@@ -148,12 +158,12 @@ class StopWatch:
         runs = interrupts.running()
         if not runs:
             return
-        rows = listener.execute(db.sql("watch_tasks"), {"tasks": [run.task_id for run in runs]}).fetchall()
-        for task_id, epoch, status, paused in rows:
-            if status in STOPPED:
-                self._seen(task_id, epoch, "notified")
-            elif paused:
-                interrupts.pause_seen(task_id, epoch)  # it ends before its next new step
+        cur = listener.execute(db.sql("watch_tasks"), {"tasks": [run.task_id for run in runs]})
+        for watched in db.rows(cur, "watch_tasks", _Watched):
+            if watched.status in STOPPED:
+                self._seen(watched.id, watched.epoch, "notified")
+            elif watched.paused:
+                interrupts.pause_seen(watched.id, watched.epoch)  # it ends before its next new step
 
     def _renewed(self, task_id, epoch: int, status: str) -> None:
         """The lease keeper's renewal read the task's status (its thread). It also tends

@@ -121,17 +121,39 @@ def _seal(report: SweepReport) -> None:
     report.sealed += len(audit_seal(every=every, budget=SEAL_BUDGET_SECONDS))
 
 
+@db.reads("recover_expired")
+@dataclass(frozen=True, slots=True)
+class _Moved:
+    pool: str
+    status: str  # queued (recovered) or dead (dead-lettered)
+
+
 def _recover_expired(report: SweepReport, actor: str) -> None:
     """1. Running tasks whose lease expired: end the attempt, free the slot, and
     re-queue (reason `recovery`) or dead-letter after MAX_CRASHES in a row."""
     with transaction.atomic(durable=True):
-        rows = db.fetchall("recover_expired", {"actor": actor, "max_crashes": config.max_crashes()})
-        for pool, status in rows:
-            if status == "queued":
+        rows = db.fetchall("recover_expired", {"actor": actor, "max_crashes": config.max_crashes()}, row=_Moved)
+        for moved in rows:
+            if moved.status == "queued":
                 report.recovered += 1
-                dispatch.pool_has_work(pool)
+                dispatch.pool_has_work(moved.pool)
             else:
                 report.dead_lettered += 1
+
+
+@db.reads("abandoned_attempts")
+@dataclass(frozen=True, slots=True)
+class _Abandoned:
+    task_id: object
+
+
+@db.reads("release_abandoned")
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    pool: str | None  # the slot's pool, if the attempt held one
+    task_id: object
+    epoch: int
+    worker: str
 
 
 def _release_abandoned(report: SweepReport, actor: str) -> None:
@@ -141,13 +163,14 @@ def _release_abandoned(report: SweepReport, actor: str) -> None:
     sweep's settling take them). Releasing first would append to the task's audit chain
     before the acknowledgment locked its rows: the order that deadlocked a worker's
     forced release with the sweep (docs/adr/0016-stops.md)."""
-    for (task_id,) in db.fetchall("abandoned_attempts", {}):
+    for task_id in [row.task_id for row in db.fetchall("abandoned_attempts", {}, row=_Abandoned)]:
         with transaction.atomic(durable=True):
             lock_chain(task_id)
-            for pool, _, epoch, worker in db.fetchall("release_abandoned", {"actor": actor, "task": task_id}):
+            for ended in db.fetchall("release_abandoned", {"actor": actor, "task": task_id}, row=_Ended):
+                epoch, worker = ended.epoch, ended.worker
                 report.released += 1
-                if pool:
-                    dispatch.pool_has_work(pool)
+                if ended.pool:
+                    dispatch.pool_has_work(ended.pool)
                 # If a stop was waiting for this worker, it never will answer: the attempt
                 # ended because its lease lapsed, and the acknowledgment says exactly that.
                 stop_ack(
@@ -170,13 +193,20 @@ def _fold_counts() -> None:
     db.execute("pool_count_fold", {})
 
 
+@db.reads("wake_due")
+@dataclass(frozen=True, slots=True)
+class _Woken:
+    pool: str
+    count: int  # tasks of the pool queued again
+
+
 def _wake(report: SweepReport, actor: str) -> None:
     """3. Due timers, and waiting parents whose children all finished (normally the
     last child wakes its parent; this catches a wake-up lost to a crash)."""
     with transaction.atomic(durable=True):
-        for pool, count in db.fetchall("wake_due", {"actor": actor}):
-            report.woken += count
-            dispatch.pool_has_work(pool, count)
+        for woke in db.fetchall("wake_due", {"actor": actor}, row=_Woken):
+            report.woken += woke.count
+            dispatch.pool_has_work(woke.pool, woke.count)
 
 
 def _expire_approvals(report: SweepReport, actor: str) -> None:
@@ -199,9 +229,15 @@ def _triggers(report: SweepReport, actor: str) -> None:
     report.triggered += dependencies_settle(actor=actor)
 
 
+@db.reads("stale_queued")
+@dataclass(frozen=True, slots=True)
+class _Stale:
+    name: str  # a pool with queued work waiting too long and a free slot
+
+
 def _redispatch(report: SweepReport) -> None:
     """4. Queued tasks older than REDISPATCH_SECONDS in a pool with free slots: their
     wake-up was lost (broker restart, worker killed with a prefetched message)."""
-    for (pool,) in db.fetchall("stale_queued", {"age": config.redispatch_seconds()}):
+    for stale in db.fetchall("stale_queued", {"age": config.redispatch_seconds()}, row=_Stale):
         report.redispatched += 1
-        dispatch.send(pool)
+        dispatch.send(stale.name)

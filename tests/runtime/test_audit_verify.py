@@ -192,7 +192,9 @@ def test_chain_ranges_verified_at_once_find_tampering_on_either_side_of_each_cut
     monkeypatch.setattr(
         audit_module.db,
         "fetchone",
-        lambda name, params=(): [[chains[1], chains[3]]] if name == "audit_chain_cuts" else real(name, params),
+        lambda name, params=(), *, row=None: (
+            row(cuts=[chains[1], chains[3]]) if name == "audit_chain_cuts" else real(name, params, row=row)
+        ),
     )
     assert [(a, b) for a, _, _, b in audit_module._chain_ranges(3)] == [
         ("", chains[1]),

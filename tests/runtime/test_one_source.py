@@ -7,6 +7,11 @@
   the link trigger applies; no statement spells a chain, and every insert names only
   what happened.
 * Error codes: runtime/errors.py, one code per class, each class raised somewhere.
+* Vocabularies, each one StrEnum: audit kinds (runtime/audit.py AuditKind), the events of
+  the three state machines, step kinds and stop outcomes (runtime/states.py). Every kind
+  written anywhere, by Python or by a statement or database function, is a member, and
+  every member is written somewhere; docs/api.md lists the audit kinds with their
+  meanings; runtime code names an event or a step kind by its member, never by its text.
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ import pytest
 from django.db import connection
 
 from runtime import errors, states
+from runtime.audit import AuditKind
 
 REPO = Path(__file__).resolve().parents[2]
 SQL = {path.name: path.read_text() for path in sorted((REPO / "runtime" / "sql").glob("*.sql"))}
+# The current text of every database function (runtime/sql/schema/, held to the database).
+FUNCTIONS = {path.name: path.read_text() for path in sorted((REPO / "runtime" / "sql" / "schema").glob("*.sql"))}
 
 STATUS_WORDS = set(states.TASK_STATUSES)
 # A comparison or assignment of a task's status: `status = 'x'`, `c.status IN ('x', 'y')`.
@@ -209,3 +217,184 @@ def test_no_error_class_is_one_that_nothing_raises():
 def test_nothing_raises_a_bare_steward_error():
     for path in [*REPO.glob("runtime/**/*.py"), *REPO.glob("console/**/*.py")]:
         assert "raise StewardError(" not in path.read_text(), path
+
+
+# --- vocabularies --------------------------------------------------------------------------
+
+KIND = re.compile(r"'([a-z_]+\.[a-z_]+)'")
+# A kind made from the row's new status or state: 'task.' || moved.status.
+MADE = re.compile(r"'([a-z_]+\.)'\s*\|\|\s*\w+\.(status|state)\b")
+# What such a kind can be, per statement: the targets of the transitions it makes.
+MADE_FROM = {
+    "attempt_end.sql": {states.target(e) for e in EVENTS["attempt_end.sql"]},
+    "approval_check.sql": {
+        states.target(e, states.APPROVAL_TRANSITIONS)
+        for e in (states.ApprovalEvent.INVALIDATE, states.ApprovalEvent.CONSUME)
+    },
+    "approval_decide.sql": {
+        states.target(e, states.APPROVAL_TRANSITIONS)
+        for e in (
+            states.ApprovalEvent.APPROVE,
+            states.ApprovalEvent.DENY,
+            states.ApprovalEvent.EXPIRE,
+            states.ApprovalEvent.OUTDATE,
+        )
+    },
+}
+
+
+def _inserts(text: str, table: str) -> list[str]:
+    """The text of each INSERT INTO `table` in a statement or function: up to the end of
+    its CTE (a `)` at the start of a line) or its `;`."""
+    found = []
+    for match in re.finditer(rf"INSERT INTO {table}\b", text):
+        rest = text[match.start() :]
+        ends = [i for i in (rest.find("\n)"), rest.find(";")) if i >= 0]
+        found.append(rest[: min(ends)] if ends else rest)
+    return found
+
+
+def _sql_kinds() -> dict[str, set[str]]:
+    """Every audit kind each statement and function writes, its made ones spelled out."""
+    kinds: dict[str, set[str]] = {}
+    for name, text in {**SQL, **FUNCTIONS}.items():
+        for insert in _inserts(text, "steward_audit"):
+            written = kinds.setdefault(name, set())
+            written |= set(KIND.findall(insert))
+            for prefix, _ in MADE.findall(insert):
+                assert name in MADE_FROM, f"{name} makes a kind from a status: say which in MADE_FROM"
+                written |= {prefix + value for value in MADE_FROM[name]}
+    return kinds
+
+
+def _python_trees() -> dict[str, ast.AST]:
+    paths = [*REPO.glob("runtime/**/*.py"), *REPO.glob("console/**/*.py")]
+    return {str(p.relative_to(REPO)): ast.parse(p.read_text()) for p in paths if "migrations" not in p.parts}
+
+
+def _members_named(enum: str) -> set[str]:
+    """The members of `enum` (a class name) that Python code names: Enum.MEMBER."""
+    named = set()
+    for tree in _python_trees().values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name | ast.Attribute):
+                owner = node.value.id if isinstance(node.value, ast.Name) else node.value.attr
+                if owner == enum:
+                    named.add(node.attr)
+    return named
+
+
+def test_every_audit_kind_a_statement_or_function_writes_is_in_the_catalogue():
+    written = _sql_kinds()
+    assert {"claim.sql", "attempt_end.sql", "steward_submit.sql"} <= written.keys()
+    for name, kinds in written.items():
+        assert kinds <= set(AuditKind), (name, sorted(kinds - set(AuditKind)))
+
+
+def test_python_writes_audit_kinds_only_by_their_members():
+    """No kind spelled as text, nor made with an f-string, where an audit row is written
+    (`kind=` of audit_append, audit_record, audit_record_once; the ledger's `audit_kind=`)."""
+    spelled = []
+    for path, tree in _python_trees().items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            for keyword in node.keywords:
+                value = keyword.value
+                text = isinstance(value, ast.Constant) and isinstance(value.value, str) and "." in value.value
+                if keyword.arg in ("kind", "audit_kind") and (text or isinstance(value, ast.JoinedStr)):
+                    spelled.append(f"{path}:{node.lineno}")
+    assert spelled == []
+
+
+def test_every_audit_kind_is_written_somewhere():
+    """The catalogue holds no kind that nothing writes: each member is named by Python
+    code or written by a statement or function."""
+    named = _members_named("AuditKind")
+    assert named <= set(AuditKind.__members__), sorted(named - set(AuditKind.__members__))
+    written = {AuditKind[m] for m in named} | set().union(*_sql_kinds().values())
+    assert sorted(set(AuditKind) - written) == []
+
+
+def _comments(path: str, enum: str) -> dict[str, str]:
+    """Each member's value and the comment on its line, from the enum's source."""
+    source = (REPO / path).read_text()
+    body = source[source.index(f"class {enum}(StrEnum):") :]
+    body = body[: body.index("\n\n\n")] if "\n\n\n" in body else body
+    return dict(re.findall(r'^    [A-Z_]+ = "([^"]+)"  # (.+)$', body, re.M))
+
+
+def test_every_member_of_every_vocabulary_says_what_it_means():
+    for path, enum, members in [
+        ("runtime/audit.py", "AuditKind", AuditKind),
+        ("runtime/states.py", "TaskEvent", states.TaskEvent),
+        ("runtime/states.py", "ApprovalEvent", states.ApprovalEvent),
+        ("runtime/states.py", "EffectEvent", states.EffectEvent),
+        ("runtime/states.py", "StepKind", states.StepKind),
+        ("runtime/states.py", "StopOutcome", states.StopOutcome),
+    ]:
+        assert sorted(_comments(path, enum)) == sorted(m.value for m in members), enum
+
+
+def test_docs_api_lists_every_audit_kind_with_its_meaning():
+    """docs/api.md's table of audit kinds is AuditKind: the same kinds, in the same order,
+    each with its member's comment as its meaning."""
+    text = (REPO / "docs" / "api.md").read_text()
+    section = text[text.index("## Audit kinds") :]
+    section = section[: section.index("\n## ", 1)] if "\n## " in section[1:] else section
+    rows = re.findall(r"^\| `([a-z_.]+)` \| (.+?) \|$", section, re.M)
+    assert [kind for kind, _ in rows] == [m.value for m in AuditKind]
+    assert dict(rows) == _comments("runtime/audit.py", "AuditKind")
+
+
+# Where runtime code names an event of a state machine or a step kind.
+EVENT_ARGUMENTS = {
+    "sources": 0,  # states.sources(event, table)
+    "target": 0,  # states.target(event, table)
+    "end_attempt": 1,  # end_attempt(lease, event, ...)
+    "_end": 2,  # the executor's _end(claim, then_claim, event, ...)
+    "_settle": 2,  # the ledger's _settle(call, row, event, ...)
+    "_next": 1,  # Context._next(name, kind)
+    "_run": 2,  # Context._run(seq, name, kind, ...)
+}
+
+
+def test_runtime_code_names_events_and_step_kinds_by_their_members():
+    spelled = []
+    for path, tree in _python_trees().items():
+        if not path.startswith("runtime/"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                at = EVENT_ARGUMENTS.get(func)
+                given = [node.args[at]] if at is not None and len(node.args) > at else []
+                given += [k.value for k in node.keywords if func == "write" and k.arg == "kind"]  # journal.write
+                for arg in given:
+                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                        spelled.append(f"{path}:{node.lineno}: {func}({arg.value!r})")
+            elif (
+                isinstance(node, ast.Subscript)
+                and getattr(node.value, "attr", "") == "BLOCKED_BY"
+                and isinstance(node.slice, ast.Constant)
+            ):
+                spelled.append(f"{path}:{node.lineno}: BLOCKED_BY[{node.slice.value!r}]")
+    assert spelled == []
+
+
+def test_every_step_kind_is_journaled_somewhere_and_statements_journal_only_step_kinds():
+    in_sql = set()
+    for text in SQL.values():
+        for insert in _inserts(text, "steward_step"):
+            in_sql |= set(LITERAL.findall(insert)) - STATUS_WORDS
+    assert in_sql <= set(states.StepKind), sorted(in_sql - set(states.StepKind))
+    named = _members_named("StepKind")
+    assert sorted(set(states.StepKind) - {states.StepKind[m] for m in named} - in_sql) == []
+
+
+def test_a_stop_ends_only_in_its_outcomes():
+    settle = SQL["stop_settle.sql"]
+    written = set(re.findall(r"(?:THEN|ELSE) '([a-z_]+)'", settle[settle.index("outcome = CASE") :]))
+    assert written <= set(states.StopOutcome) and written | {
+        states.StopOutcome[m] for m in _members_named("StopOutcome")
+    } == set(states.StopOutcome)

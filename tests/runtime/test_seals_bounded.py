@@ -22,6 +22,7 @@ from runtime import config, db
 from runtime.models import AuditEvent, AuditSeal, AuditSealHead
 from runtime.trail import seals
 from runtime.trail.seals import audit_seal, audit_seal_now, seal_heads, seal_problems, sealed_heads
+from runtime.trail.selectors import audit_tenants
 from runtime.trail.services import audit_check, audit_problems
 from tests.plans import explain, rows_read
 from tests.runtime.inprocess import run, submit
@@ -125,7 +126,7 @@ def test_the_check_reads_each_tenants_latest_seal_row_and_never_its_heads(live):
     statement = db.sql("audit_seal_due")
     assert "heads" not in statement.split("--")[-1] and "s.heads" not in statement
     plan = explain(statement, {"every": 3600})
-    tenants = len(db.fetchall("audit_tenants", {}))
+    tenants = len(audit_tenants())
     assert rows_read(plan, "steward_audit_seal") == tenants, plan
     assert audit_seal(every=3600) == []
 
@@ -134,7 +135,7 @@ def test_a_looks_budget_stops_making_seals_and_leaves_the_rest_due_for_the_next(
     for tenant in ("acme", "globex"):
         submit("t.steps", {"n": 1}, tenant=tenant)
     run()
-    tenants = len(db.fetchall("audit_tenants", {}))  # acme, globex and system (the pools')
+    tenants = len(audit_tenants())  # acme, globex and system (the pools')
     looks = [audit_seal(every=3600, budget=0) for _ in range(tenants + 1)]
     # One seal a look, each of a tenant never sealed before (they are due first), then none due.
     assert [len(made) for made in looks] == [1] * tenants + [0]

@@ -1,0 +1,23 @@
+CREATE OR REPLACE FUNCTION public.steward_approval_not_decided_by_agent_code()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF coalesce(current_setting('steward.agent_task', true), '') = '' THEN
+        RETURN coalesce(NEW, OLD);
+    END IF;
+    IF TG_OP = 'INSERT' AND NEW.state = 'pending' AND NEW.decided_by IS NULL THEN
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'UPDATE' AND NEW.state IN ('expired', 'stale', 'consumed')
+       AND NEW.decided_by IS NOT DISTINCT FROM OLD.decided_by
+       AND NEW.comment = OLD.comment
+       AND NEW.action_hash = OLD.action_hash AND NEW.context_digest = OLD.context_digest
+       AND NEW.expires_at = OLD.expires_at AND NEW.task_id = OLD.task_id THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'refused at storage: an approval is never decided while agent code runs (task %)',
+        current_setting('steward.agent_task') USING ERRCODE = 'insufficient_privilege';
+END $function$;
+
+CREATE TRIGGER steward_approval_not_decided_by_agent_code BEFORE INSERT OR DELETE OR UPDATE ON public.steward_approval FOR EACH ROW EXECUTE FUNCTION steward_approval_not_decided_by_agent_code();

@@ -1,0 +1,53 @@
+CREATE OR REPLACE FUNCTION public.steward_submit(p_id uuid, p_agent text, p_input jsonb, p_digest text, p_tenant text, p_owner text, p_pool text, p_key text, p_actor text, p_audit jsonb, p_parent uuid, p_root uuid, p_spawn_seq integer, OUT outcome text, OUT task_id uuid, OUT status text, OUT admitted bigint, OUT max_running integer, OUT max_queued integer, OUT wake boolean)
+ RETURNS record
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_id uuid := coalesce(p_id, steward_uuid7(now()));
+BEGIN
+    SELECT p.max_running, p.max_queued INTO max_running, max_queued
+    FROM steward_pool p WHERE p.name = p_pool FOR UPDATE;
+    IF NOT FOUND THEN
+        outcome := 'no_pool';
+        RETURN;
+    END IF;
+
+    IF p_key IS NOT NULL THEN
+        SELECT t.id, t.status, CASE WHEN t.input_digest = p_digest THEN 'existing' ELSE 'conflict' END
+        INTO task_id, status, outcome
+        FROM steward_task t WHERE t.tenant = p_tenant AND t.idempotency_key = p_key;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+
+    -- A handful of rows (one per backend that changed the pool's tasks since the last
+    -- fold), whatever the backlog (migration 0004).
+    SELECT coalesce(sum(c.admitted), 0) INTO admitted FROM steward_pool_count c WHERE c.pool = p_pool;
+    IF admitted >= max_running + max_queued THEN
+        outcome := 'queue_full';
+        RETURN;
+    END IF;
+
+    INSERT INTO steward_task (id, agent, input, input_digest, tenant, owner, pool, status, epoch,
+                              next_reason, parent_id, root_id, spawn_seq, idempotency_key,
+                              crash_count, status_note, created_at, updated_at, queued_at)
+    VALUES (v_id, p_agent, p_input, p_digest, p_tenant, p_owner, p_pool, 'queued', 0, 'first',
+            p_parent, coalesce(p_root, v_id), p_spawn_seq, p_key, 0, '', now(), now(), now())
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        -- The same caller key committed through another pool while we waited: theirs stands.
+        SELECT t.id, t.status, CASE WHEN t.input_digest = p_digest THEN 'existing' ELSE 'conflict' END
+        INTO task_id, status, outcome
+        FROM steward_task t WHERE t.tenant = p_tenant AND t.idempotency_key = p_key;
+        RETURN;
+    END IF;
+
+    INSERT INTO steward_audit (actor, tenant, task_id, kind, data)
+    VALUES (p_actor, p_tenant, v_id, 'task.submitted', p_audit);
+    outcome := 'created';
+    task_id := v_id;
+    status := 'queued';
+    wake := admitted < max_running;
+END
+$function$;
