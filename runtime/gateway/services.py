@@ -4,16 +4,17 @@ A call is admitted in three steps, each refusing before anything is written when
 can: gateway_verify (the token proves who calls: 401 otherwise, nothing written),
 gateway_body (the request is plain JSON within limits: 4xx otherwise, nothing
 written), gateway_admit (decide at credential_gateway and record the call: one
-decision row, one call row). A stream then asks gateway_recheck between chunks, and
-every admitted call ends in gateway_finish. Attribution is the token's alone: nothing
+decision row, one call row). The streams a process relays are re-checked together,
+gateway_recheck (one statement for all of them) then gateway_redecide for each whose
+authority may have changed, and every admitted call ends in gateway_finish. Attribution is the token's alone: nothing
 here reads a tenant, an actor or a task from the request.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import psycopg
 from django.db import IntegrityError
@@ -46,9 +47,9 @@ from runtime.stops.services import stop_ack
 
 # A request body larger than this is refused before it is parsed (INPUT_TOO_LARGE).
 MAX_BODY_BYTES = 1024 * 1024
-# How often a stream looks at its tenant's authz_revision and its task's status between
-# chunks: a revocation or a stop cuts the stream at the first chunk after at most this
-# long (the contract allows 1 s).
+# How often a process's streams look at their tenants' authz_revision and their tasks'
+# status (gateway_recheck, one statement for all of them): a revocation or a stop is
+# seen within this long, and the stream cut right after (the contract allows 1 s).
 RECHECK_SECONDS = 0.1
 STEP_MAX = 2**31 - 1
 DECISION_COLUMNS = 15  # gateway_admit.sql returns the decision's columns first, as authz_decide does
@@ -71,7 +72,6 @@ class Admission:
     receipt: dict | None = None
     budget: dict | None = None  # a budget_exhausted denial's budget: {scope, limit, used}
     quota: Taken | None = None  # a quota_exceeded or quota_unavailable denial's quota, and when to retry
-    checked_at: float = field(default_factory=time.monotonic)
 
     @property
     def admitted(self) -> bool:
@@ -182,22 +182,36 @@ def gateway_admit(
     )
 
 
-def gateway_recheck(admission: Admission, *, now: float | None = None) -> Decision | None:
-    """Between a stream's chunks: None while the call may go on, or the denying Decision.
+def gateway_recheck(admissions: Sequence[Admission]) -> list[Admission]:
+    """Which of these calls in flight must be decided again: those whose tenant's
+    authz_revision moved since their last decision (a grant changed) or whose task is no
+    longer running (a stop), read for all of them in one round trip
+    (runtime/sql/gateway_recheck.sql, primary-key reads). Writes nothing: an unchanged
+    revision of a running task means the last decision stands (an expiry passing
+    mid-stream is seen at the next call)."""
+    if not admissions:
+        return []
+    rows = db.fetchall(
+        "gateway_recheck",
+        {
+            "calls": [a.call_id for a in admissions],
+            "tenants": [a.tenant for a in admissions],
+            "tasks": [a.task_id for a in admissions],
+        },
+    )
+    by_call = {a.call_id: a for a in admissions}
+    return [
+        by_call[call]
+        for call, revision, status in rows
+        if status != states.RUNNING or revision != by_call[call].revision
+    ]
 
-    At most every RECHECK_SECONDS, one round trip (runtime/sql/gateway_recheck.sql)
-    reads the tenant's authz_revision and the task's status by their primary keys; only
-    when the revision moved (a grant changed) or the task is no longer running (a stop)
-    is the call decided again on current rows, recorded like any decision: a stopped
-    task's token is denied task_stopped. An unchanged revision of a running task means
-    the last decision stands (an expiry passing mid-stream is seen at the next call)."""
-    now = time.monotonic() if now is None else now
-    if now - admission.checked_at < RECHECK_SECONDS:
-        return None
-    admission.checked_at = now
-    revision, status = db.fetchone("gateway_recheck", {"tenant": admission.tenant, "task": admission.task_id})
-    if revision == admission.revision and status == states.RUNNING:
-        return None
+
+def gateway_redecide(admission: Admission) -> Decision | None:
+    """Decide a call in flight again on current rows (one decision, recorded like any):
+    None while it may go on, or the denying Decision (a stopped task's token is denied
+    task_stopped). The admission remembers the revision decided on, so the next
+    gateway_recheck asks again only if it moves once more."""
     decision = token_decide(claims=admission.claims, action=admission.action, resource=admission.resource)
     admission.revision = decision.authz_revision
     return None if decision.allowed else decision

@@ -44,6 +44,7 @@ def gateway_web(child_env, fake_model, django_db_blocker):
         yield web.wait_ready()
     finally:
         web.stop()
+        print("WEBOUT", web.output()[-6000:])  # TEMP
         with django_db_blocker.unblock():
             _until_its_sessions_are_gone()
 
@@ -115,7 +116,8 @@ def post(
     method: str = "POST",
     timeout: float = 30.0,
 ):
-    """(status, JSON answer, response headers) of one gateway call."""
+    """(status, JSON answer, response headers) of one gateway call. The headers are
+    looked up case-insensitively, as HTTP's are (uvicorn sends their names lower-case)."""
     sent = {"Content-Type": "application/json", **(headers or {})}
     if token is not None:
         sent["Authorization"] = f"Bearer {token}"
@@ -125,10 +127,10 @@ def post(
     request = urllib.request.Request(url, data=data, headers=sent, method=method)
     try:
         with _NO_PROXY.open(request, timeout=timeout) as response:
-            return response.status, json.loads(response.read()), dict(response.headers)
+            return response.status, json.loads(response.read()), response.headers
     except urllib.error.HTTPError as err:
         with err:
-            return err.code, json.loads(err.read()), dict(err.headers)
+            return err.code, json.loads(err.read()), err.headers
 
 
 def open_stream(url: str, *, token: str, body: dict, key: str = "k-stream"):
