@@ -227,10 +227,23 @@ class FakeModel:
         )
 
 
-def _pieces(text: str, n: int) -> list[str]:
+def _pieces(text: str, n: int):
     n = max(1, min(n, len(text) or 1))
     size = -(-len(text) // n) or 1
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+    return _Slices(text, size) if text else [""]
+
+
+class _Slices:
+    """The reply's pieces, sliced as they are sent (a test's reply may be tens of MB)."""
+
+    def __init__(self, text: str, size: int):
+        self.text, self.size = text, size
+
+    def __len__(self) -> int:
+        return -(-len(self.text) // self.size)
+
+    def __iter__(self):
+        return (self.text[i : i + self.size] for i in range(0, len(self.text), self.size))
 
 
 def main(argv=None) -> None:

@@ -44,7 +44,6 @@ def gateway_web(child_env, fake_model, django_db_blocker):
         yield web.wait_ready()
     finally:
         web.stop()
-        print("WEBOUT", web.output()[-6000:])  # TEMP
         with django_db_blocker.unblock():
             _until_its_sessions_are_gone()
 
