@@ -145,7 +145,9 @@ class Streams:
         started = time.monotonic()
         while self.flowing() < n:
             if time.monotonic() - started > timeout:
-                endings = Counter(s.ended or ("waiting" if s.first_at is None else "flowing") for s in self.seen.values())
+                endings = Counter(
+                    s.ended or ("waiting" if s.first_at is None else "flowing") for s in self.seen.values()
+                )
                 raise AssertionError(f"{self.flowing()} of {n} streams flowing after {timeout}s: {endings}")
             time.sleep(0.05)
         return time.monotonic() - started

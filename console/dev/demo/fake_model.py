@@ -240,7 +240,7 @@ class _Slices:
         self.text, self.size = text, size
 
     def __len__(self) -> int:
-        return -(-len(self.text) // self.size)
+        return (len(self.text) + self.size - 1) // self.size
 
     def __iter__(self):
         return (self.text[i : i + self.size] for i in range(0, len(self.text), self.size))

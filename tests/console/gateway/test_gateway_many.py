@@ -46,9 +46,7 @@ def web_connections(web) -> int:
         return cur.fetchone()[0]
 
 
-def test_with_200_streams_a_stop_cuts_its_own_and_a_revocation_cuts_every_one_within_a_second(
-    live, gateway_web, model
-):
+def test_with_200_streams_a_stop_cuts_its_own_and_a_revocation_cuts_every_one_within_a_second(live, gateway_web, model):
     tenant = f"many-{uuid.uuid4().hex[:8]}"
     agent_grant, _ = give_both("model.call", "model:fake-1", tenant=tenant)
     tasks = [running_task(tenant=tenant) for _ in range(STREAMS)]
