@@ -12,6 +12,11 @@ it ended (`[DONE]`, or its terminal error event and when that came), so a test a
         streams.open(tokens)                 # one stream per capability token
         streams.wait_flowing(len(tokens))
         ...
+
+or as a process of its own (the bench, so that its reading costs the measuring process
+nothing): `python -m tests.gateway_load URL OUT < tokens.json` opens the streams, writes
+what it has seen to OUT (JSON, times from time.time()) twice a second, and ends when
+every stream has ended or on SIGTERM.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import json
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import aiohttp
 
@@ -36,7 +41,14 @@ class Seen:
     chunks: int = 0
     ended: str | None = None  # "done", an error code (AUTHZ_REVOKED, TASK_STOPPED, ...), or "broken"
     ended_at: float | None = None
+    ended_wall: float | None = None  # time.time() of ended_at, for another process's clock
     details: dict = field(default_factory=dict)
+
+
+def _end(seen: Seen, how: str, details: dict | None = None) -> None:
+    seen.ended, seen.ended_at, seen.ended_wall = how, time.monotonic(), time.time()
+    if details is not None:
+        seen.details = details
 
 
 class Streams:
@@ -102,7 +114,7 @@ class Streams:
                 seen.status = response.status
                 if response.status != 200:
                     seen.details = await response.json(content_type=None)
-                    seen.ended, seen.ended_at = seen.details.get("code", "refused"), time.monotonic()
+                    _end(seen, seen.details.get("code", "refused"))
                     return
                 event = None
                 async for raw in response.content:
@@ -114,26 +126,29 @@ class Streams:
                     elif line.startswith(b"data:"):
                         payload = line[5:].strip()
                         if payload == b"[DONE]":
-                            seen.ended, seen.ended_at = "done", time.monotonic()
+                            _end(seen, "done")
                             return
                         if event == "error":
                             error = json.loads(payload)
-                            seen.ended, seen.ended_at, seen.details = error["code"], time.monotonic(), error
+                            _end(seen, error["code"], error)
                             return
                         if seen.first_at is None:
                             seen.first_at = time.monotonic()
                         seen.chunks += 1
-                seen.ended, seen.ended_at = "broken", time.monotonic()  # closed before [DONE]
+                _end(seen, "broken")  # closed before [DONE]
         except asyncio.CancelledError:
             seen.ended = seen.ended or "hung up"
             raise
         except (aiohttp.ClientError, OSError, ValueError) as exc:
-            seen.ended, seen.ended_at, seen.details = "broken", time.monotonic(), {"error": repr(exc)}
+            _end(seen, "broken", {"error": repr(exc)})
 
     def flowing(self) -> int:
         """Streams that have had a chunk and not ended."""
         with self._lock:
-            return sum(1 for s in self.seen.values() if s.first_at is not None and s.ended is None)
+            return self.flowing_unlocked()
+
+    def flowing_unlocked(self) -> int:
+        return sum(1 for s in self.seen.values() if s.first_at is not None and s.ended is None)
 
     def ended(self) -> int:
         with self._lock:
@@ -163,3 +178,33 @@ class Streams:
                 left = sum(1 for s in found if s.ended is None)
                 raise AssertionError(f"{left} of {len(found)} streams had not ended after {timeout}s")
             time.sleep(0.02)
+
+
+def main() -> None:
+    import os
+    import signal
+    import sys
+
+    url, out = sys.argv[1], sys.argv[2]
+    tokens = json.load(sys.stdin)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def dump(streams: Streams) -> None:
+        with streams._lock:
+            state = {"flowing": streams.flowing_unlocked(), "seen": [asdict(s) for s in streams.seen.values()]}
+        with open(out + ".tmp", "w") as f:
+            json.dump(state, f)
+        os.replace(out + ".tmp", out)
+
+    with Streams(url) as streams:
+        streams.open(tokens, spread=float(os.environ.get("STEWARD_LOAD_SPREAD", "0.002")))
+        while not stop.wait(0.5):
+            dump(streams)
+            if streams.ended() == len(tokens):
+                break
+        dump(streams)
+
+
+if __name__ == "__main__":
+    main()
