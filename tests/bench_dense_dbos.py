@@ -4,8 +4,8 @@ attempts read (the fake model, a chat completion streamed for the same time at t
 rate), in one process. Prints one JSON object: its version and settings, RSS idle and
 with N running, and its PostgreSQL connections meanwhile.
 
-Set up as DBOS's documentation says for that concurrency: a queue with the workflows'
-concurrency, `max_executor_threads` above it (each running step holds one of its
+Set up as DBOS's documentation says for that concurrency: a queue (registered after
+launch, DBOS 3.4) whose worker_concurrency is the workflows', `max_executor_threads` above it (each running step holds one of its
 threads while it waits on I/O), `sys_db_pool_size` 20; its own system database.
 
     python -m tests.bench_dense_dbos --database-url URL --model-url URL --key KEY --n 500
@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=10.0)
     args = parser.parse_args()
 
-    from dbos import DBOS, DBOSConfig, Queue
+    from dbos import DBOS, DBOSConfig
 
     settings = {"max_executor_threads": args.n + 50, "sys_db_pool_size": 20}
     config: DBOSConfig = {
@@ -66,7 +66,6 @@ def main() -> None:
         **settings,
     }
     DBOS(config=config)
-    queue = Queue("dense", concurrency=args.n)
     running = {"now": 0, "max": 0}
     lock = threading.Lock()
 
@@ -86,6 +85,9 @@ def main() -> None:
         return streamed(ident)
 
     DBOS.launch()
+    # DBOS 3.4: queues are registered after launch, in the system database.
+    DBOS.register_queue("dense", worker_concurrency=args.n, polling_interval_sec=0.2)
+    queue = DBOS.retrieve_queue("dense")
     me = psutil.Process()
     time.sleep(2)
     idle = me.memory_info().rss
@@ -102,7 +104,7 @@ def main() -> None:
         json.dumps(
             {
                 "dbos_version": version("dbos"),
-                "dbos_settings": {**settings, "queue_concurrency": args.n},
+                "dbos_settings": {**settings, "queue_worker_concurrency": args.n, "queue_polling_interval_sec": 0.2},
                 "dbos_running_at_once": peak_running,
                 "dbos_rss_idle_mb": round(idle / 2**20, 1),
                 "dbos_rss_running_mb": round(rss / 2**20, 1),
