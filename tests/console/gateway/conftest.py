@@ -1,4 +1,4 @@
-"""The credential gateway as it runs: the web process (runserver on a free port, the only
+"""The credential gateway as it runs: the web process (uvicorn on a free port, the only
 process given the provider keys), the fake model server on loopback, and helpers that
 call the gateway over real HTTP as a worker would."""
 
