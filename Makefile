@@ -55,7 +55,7 @@ $(TESTENV) $(TEST_SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
 	[ $$workers = 5 ] && [ $$alone = 5 ] && exit 5; exit 0'
 endef
 
-.PHONY: venv run check lint test test-integration stress fuzz coverage bench bench-scale lint-imports clean
+.PHONY: venv run check lint test test-integration stress fuzz coverage bench bench-dense bench-scale lint-imports clean
 
 venv: $(VENV)/.installed
 
@@ -116,3 +116,8 @@ lint-imports: venv
 
 clean:
 	rm -rf $(VENV) .steward
+
+# A thousand agents on one host (issue 19): the gateway's 1,000 streams, the workers'
+# scaling table, DBOS beside them, sleepers (tests/bench_dense.py); about 20 minutes.
+bench-dense: venv
+	@$(DEV) $(TEST_SERVICES) $(PY) -m tests.bench_dense

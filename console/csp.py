@@ -11,6 +11,7 @@ A view that needs a different policy sets its own header; this leaves it alone.
 
 from __future__ import annotations
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 
 HEADER = "Content-Security-Policy"
@@ -22,13 +23,29 @@ def policy(directives: dict[str, list[str]]) -> str:
 
 
 class ContentSecurityPolicyMiddleware:
+    """Sync and async alike: under an ASGI server it adds no hop to a thread
+    (console/gateway/handler.py)."""
+
+    sync_capable = async_capable = True
+
     def __init__(self, get_response):
         self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
 
     def __call__(self, request):
-        response = self.get_response(request)
-        # Read per response, not once: a test (or a settings override) changes it.
-        directives = getattr(settings, "SECURE_CSP", None)
-        if directives and HEADER not in response:
-            response[HEADER] = policy(directives)
-        return response
+        if self.is_async:
+            return self._acall(request)
+        return _with_policy(self.get_response(request))
+
+    async def _acall(self, request):
+        return _with_policy(await self.get_response(request))
+
+
+def _with_policy(response):
+    # Read per response, not once: a test (or a settings override) changes it.
+    directives = getattr(settings, "SECURE_CSP", None)
+    if directives and HEADER not in response:
+        response[HEADER] = policy(directives)
+    return response

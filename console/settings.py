@@ -61,6 +61,14 @@ MIDDLEWARE = [
     # answer (console/signin.py locked_out).
     "axes.middleware.AxesMiddleware",
 ]
+# The credential gateway's routes (/gateway/, console/gateway/handler.py) run this chain
+# instead: a machine's call with a capability token needs no session, CSRF check,
+# sign-in or messages, and each sync middleware is a hop to a thread per request. It
+# keeps the security headers and the Content-Security-Policy every answer carries.
+GATEWAY_MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "console.csp.ContentSecurityPolicyMiddleware",
+]
 
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "console.wsgi.application"
@@ -291,6 +299,17 @@ GATEWAY = {
     "TOOLS": env.gateway_tools("STEWARD_TOOLS"),
     # How long the gateway waits for a provider's answer (or its next chunk).
     "TIMEOUT_SECONDS": env.get_number("STEWARD_GATEWAY_TIMEOUT_SECONDS", 120.0, minimum=0.1),
+    # Threads that run the gateway's database statements (console/gateway/database.py),
+    # each holding at most one of the process's pooled connections: however many streams
+    # are open, the gateway holds no more connections than this (4, or the pool's size if
+    # smaller; never more than the pool's size, or its threads would wait on each other).
+    "DB_THREADS": env.get_number(
+        "STEWARD_GATEWAY_DB_THREADS",
+        min(4, _default_db["OPTIONS"]["pool"]["max_size"]),
+        minimum=1,
+        maximum=_default_db["OPTIONS"]["pool"]["max_size"],
+        integer=True,
+    ),
 }
 if GATEWAY["MODEL_URL"] and not GATEWAY["MODEL_KEY"]:
     raise ImproperlyConfigured("STEWARD_MODEL_URL is set but STEWARD_MODEL_KEY is not")

@@ -3,7 +3,7 @@
 
     gateway_added_ms_p50/p99  what a gateway call adds over calling the fake model
                               directly: the same chat completion, from this process,
-                              alternately direct and through the gateway (gunicorn, debug
+                              alternately direct and through the gateway (uvicorn, debug
                               off, as docs/deploy.md serves it), the difference per pair
     gateway_direct_ms_p50     the direct call itself, for scale
     authorize_per_s           authorize() decisions (one statement each, recorded) on one
@@ -132,22 +132,11 @@ def main() -> dict:
         STEWARD_MODEL_URL=model.url,
         STEWARD_MODEL_KEY=KEY,
         STEWARD_CAPABILITY_KEY=pem,
+        STEWARD_SSL_REDIRECT="0",
     )
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "console.wsgi",
-            "--workers",
-            "1",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--log-level",
-            "warning",
-        ],
-        env=env,
-    )
+    from console.dev.web import web_command
+
+    server = subprocess.Popen(web_command(port), env=env)  # uvicorn, as docs/deploy.md serves the gateway
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -156,7 +145,7 @@ def main() -> dict:
                 break
             except OSError:
                 if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("gunicorn did not start") from None
+                    raise RuntimeError("uvicorn did not start") from None
                 time.sleep(0.1)
         token = token_mint(task=child, audience=MODEL_ROUTE, seconds=3600)
         body = json.dumps({"model": "fake-1", "messages": [{"role": "user", "content": "hi"}]}).encode()

@@ -1,12 +1,12 @@
 """`make run`: migrate, seed the demo, then start and supervise every Steward process.
 
 Meant to run inside `python -m console.dev.services run --`, which provides DATABASE_URL and
-REDIS_URL. Children: the web server (on STEWARD_PORT, default 8000), two Celery workers,
+REDIS_URL. Children: the web server (uvicorn on STEWARD_PORT, default 8000), two Celery workers,
 Celery beat and the demo's fake external services; once the web server accepts
 connections, a summary (URLs, the demo login, how to stop) is printed last, and then the
 demo watcher (`manage.py watch_demo`) says as each demo task finishes or needs an
-operator. Each child's output is prefixed with its name; Celery's banners and the dev
-server's production warning are turned off, so the summary stays in view. Each child gets
+operator. Each child's output is prefixed with its name; Celery's banners and uvicorn's
+access log are turned off, so the summary stays in view. Each child gets
 its own process group, so a terminal Ctrl-C reaches only this supervisor, which then stops
 them in order: SIGTERM to each group, SIGKILL to whatever is left after a grace period. If
 a child dies on its own (other than the watcher finishing its work), the others are
@@ -28,6 +28,7 @@ import urllib.parse
 from pathlib import Path
 
 from console.dev.demo.logins import DEMO_ADMIN, DEMO_PEOPLE
+from console.dev.web import web_command
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -89,7 +90,7 @@ def service_commands(port: int) -> dict[str, list[str]]:
     celery = [PYTHON, "-m", "celery", "-A", "console", "--quiet"]
     worker = [*celery, "worker", "--pool=solo", "-Q", queue, "--without-gossip", "--without-mingle", "-l", "warning"]
     return {
-        "web": [PYTHON, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+        "web": web_command(port),
         "worker1": [*worker, "-n", "worker1@%h"],
         "worker2": [*worker, "-n", "worker2@%h"],
         "beat": [*celery, "beat", "-l", "warning", "-s", ".steward/celerybeat-schedule"],
@@ -127,13 +128,10 @@ def after_summary_commands() -> dict[str, list[str]]:
 
 
 MAY_FINISH = {"demo"}
-# Paragraphs that would push the summary out of view, about things a dev launcher means
-# to do: the dev server's "not for production" warning, and Celery's warning about a
-# worker run as root (a container or a fresh VM often is; a deploy must not be).
-QUIET = {
-    "DJANGO_RUNSERVER_HIDE_WARNING": "true",
-    "PYTHONWARNINGS": "ignore:You're running the worker with superuser privileges",
-}
+# A paragraph that would push the summary out of view, about a thing a dev launcher
+# means to do: Celery's warning about a worker run as root (a container or a fresh VM
+# often is; a deploy must not be).
+QUIET = {"PYTHONWARNINGS": "ignore:You're running the worker with superuser privileges"}
 WIDTH = max(map(len, [*setup_commands(), *service_commands(0), *after_summary_commands()]))
 # The summary's pages.
 PAGES = {"console": "/", "API docs": "/api/v1/docs", "admin": "/admin/"}
@@ -225,8 +223,8 @@ def signal_group(process: subprocess.Popen, signum: int) -> None:
 
 
 def accepts(port: int) -> bool:
-    """The dev server listens only once its checks have passed, so a connection that is
-    accepted means it is serving (and a bare connect leaves no line in its request log)."""
+    """uvicorn listens only once the application is loaded (Django set up, its checks
+    passed), so a connection that is accepted means it is serving."""
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
     except OSError:

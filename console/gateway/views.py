@@ -1,10 +1,22 @@
 """The credential gateway's routes. Each reads like the others: verify the capability
 token (401, nothing written), parse the body (4xx, nothing written), admit the call
 through runtime.gateway (the decision and the call row), forward it with the real key,
-record how it ended. Refusals are {"code", "message", "details"} (docs/api.md)."""
+record how it ended. Refusals are {"code", "message", "details"} (docs/api.md).
+
+The routes are async views, served by an ASGI server (docs/adr/0031-asgi-gateway.md): a
+stream is a coroutine on the process's event loop, not a thread, and holds no database
+connection. The runtime's statements (admission, finish) run in the gateway's database
+threads (console/gateway/database.py); the provider is called through aiohttp
+(console/gateway/upstream.py); streams are relayed and re-checked together
+(console/gateway/streams.py).
+
+A call, once admitted, is carried to its end even if the worker hangs up meanwhile
+(Django cancels the view): `_carried` runs the view's body as a task of its own, and an
+answer no one will read is closed, which finishes its call."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from django.conf import settings
@@ -15,6 +27,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from console.gateway import upstream
+from console.gateway.database import statements
+from console.gateway.streams import Relay, data, denial_details
 from runtime.errors import (
     GatewayNotConfigured,
     InputTooLarge,
@@ -27,8 +41,7 @@ from runtime.gateway import services
 from runtime.gateway.services import MODEL_ACTION, MODEL_ROUTE, TOOL_ACTION, model_resource, tool_route
 
 TOOL_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
-STREAM_CUT = "AUTHZ_REVOKED"  # the terminal SSE event of a stream whose authority went away
-STREAM_STOPPED = "TASK_STOPPED"  # ... and of a stream whose task was stopped (runtime/stops/)
+_carrying: set[asyncio.Task] = set()  # bodies whose worker hung up, carried to their end
 
 
 def refusal(status: int, code: str, message: str, details: dict | None = None) -> JsonResponse:
@@ -41,24 +54,12 @@ def _error(exc: StewardError) -> JsonResponse:
     return refusal(exc.status, exc.code, exc.message, exc.details)
 
 
-def _denial_details(decision) -> dict:
-    return {
-        "boundary": decision.boundary,
-        "reason_code": decision.reason_code,
-        "decision_id": str(decision.id),
-        "policy_version": decision.policy_version,
-        "authz_revision": decision.authz_revision,
-        "action": decision.action,
-        "resource": decision.resource,
-    }
-
-
 def _denied(admission) -> JsonResponse:
     """A recorded denial: 403 AUTHORITY_DENIED, or BUDGET_EXHAUSTED naming the budget
     reached; 429 QUOTA_EXCEEDED and 503 QUOTA_UNAVAILABLE carry Retry-After."""
     decision = admission.decision
     said = f"{decision.action} on {decision.resource} denied at {decision.boundary}: {decision.reason_code}"
-    details = _denial_details(decision)
+    details = denial_details(decision)
     if decision.reason_code == "budget_exhausted":
         return refusal(403, "BUDGET_EXHAUSTED", said, {**details, "budget": admission.budget})
     if decision.reason_code in ("quota_exceeded", "quota_unavailable") and admission.quota is not None:
@@ -85,9 +86,11 @@ def _body(request) -> bytes:
         raise InputTooLarge("the body is too large", limit=services.MAX_BODY_BYTES) from None
 
 
-def _admit(request, claims: dict, route: str, action: str, resource: str, service: str | None = None):
-    """Decide the call on current rows and record it (one transaction, runtime/gateway/)."""
-    return services.gateway_admit(
+async def _admit(request, claims: dict, route: str, action: str, resource: str, service: str | None = None):
+    """Decide the call on current rows and record it (one statement, runtime/gateway/),
+    in a database thread."""
+    return await statements.run(
+        services.gateway_admit,
         claims=claims,
         route=route,
         action=action,
@@ -99,6 +102,45 @@ def _admit(request, claims: dict, route: str, action: str, resource: str, servic
     )
 
 
+def _finish(admission, **ended) -> None:
+    """Record how a call ended, in a database thread, not awaited: the answer does not
+    wait for it (docs/adr/0014-credential-gateway.md)."""
+    statements.submit(services.gateway_finish, admission, **ended)
+
+
+def _served_by_asgi(request) -> None:
+    """The gateway needs an event loop that outlives the request: under a WSGI server
+    Django would run the view in a loop of its own and read a whole stream before
+    sending any of it (no cut, no backpressure)."""
+    if "wsgi.input" in request.META:
+        raise GatewayNotConfigured(
+            "the credential gateway is served by an ASGI server (uvicorn console.asgi:application; docs/deploy.md)"
+        )
+
+
+async def _carried(body, request, *args, **kwargs) -> HttpResponse:
+    """Run the view's body as a task of its own. If the worker hangs up, Django cancels
+    the view; the body goes on to its end, so an admitted call is forwarded and recorded
+    as it would have been, and the answer no one will read is closed (a relay's close
+    finishes its call partial)."""
+    work = asyncio.ensure_future(body(request, *args, **kwargs))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        _carrying.add(work)
+        work.add_done_callback(_abandoned)
+        raise
+
+
+def _abandoned(work: asyncio.Task) -> None:
+    _carrying.discard(work)
+    if work.cancelled() or work.exception() is not None:
+        return
+    relay = getattr(work.result(), "relay", None)
+    if relay is not None:
+        relay.close()  # never iterated: its call is finished partial
+
+
 def _step(request) -> int | None:
     raw = request.headers.get("Steward-Step")
     if raw is None:
@@ -106,16 +148,6 @@ def _step(request) -> int | None:
     if not raw.isdigit() or len(raw) > 10:
         raise InvalidArgument("Steward-Step must be a journal step number", field="Steward-Step")
     return int(raw)
-
-
-def _after(answer: HttpResponse, fn, *args, **kwargs) -> HttpResponse:
-    """Run fn once the answer has been handed to the server, when it closes the response
-    (the closers Django's HttpResponse.close() calls before request_finished, which
-    gives the database connection back): recording a committed call's receipt costs the
-    worker no wait. If the process dies first, the call stays `admitted`, and the
-    worker's ledger holds the receipt (docs/adr/0014-credential-gateway.md)."""
-    answer._resource_closers.append(lambda: fn(*args, **kwargs))
-    return answer
 
 
 def _tagged(response: HttpResponse, admission) -> HttpResponse:
@@ -131,14 +163,19 @@ def _tagged(response: HttpResponse, admission) -> HttpResponse:
 
 @csrf_exempt
 @require_POST
-def chat_completions(request):
+async def chat_completions(request):
+    return await _carried(_chat_completions, request)
+
+
+async def _chat_completions(request):
     try:
+        _served_by_asgi(request)
         claims = services.gateway_verify(authorization=request.headers.get("Authorization"), route=MODEL_ROUTE)
         body = services.gateway_body(_body(request), content_type=request.content_type)
         model, stream = _completion_request(body)
         if not settings.GATEWAY["MODEL_URL"]:
             raise GatewayNotConfigured("no model provider is configured (STEWARD_MODEL_URL)")
-        admission = _admit(request, claims, MODEL_ROUTE, MODEL_ACTION, model_resource(model))
+        admission = await _admit(request, claims, MODEL_ROUTE, MODEL_ACTION, model_resource(model))
     except StewardError as exc:
         return _error(exc)
     if admission.outcome == "denied":
@@ -146,11 +183,11 @@ def chat_completions(request):
     if admission.outcome == "replayed":
         completion = admission.response["body"]
         if stream:
-            return _tagged(_sse(iter([_data(_as_chunk(completion)), b"data: [DONE]\n\n"])), admission)
+            return _tagged(_sse(_replayed(_as_chunk(completion))), admission)
         return _tagged(JsonResponse(completion), admission)
     forwarded = json.dumps(body).encode()
     try:
-        answer = upstream.send(
+        answer = await upstream.send(
             "POST",
             settings.GATEWAY["MODEL_URL"] + "/chat/completions",
             key_header="Authorization",
@@ -161,24 +198,25 @@ def chat_completions(request):
             accept="text/event-stream" if stream else "application/json",
         )
     except UpstreamFailed as exc:
-        services.gateway_finish(admission, outcome="failed", receipt={"status": None})
+        _finish(admission, outcome="failed", receipt={"status": None})
         return _error(exc)
     if stream and answer.status == 200:
-        return _tagged(_sse(_relay(admission, answer, model, prompt=_estimate(body))), admission)
+        relay = Relay(admission, answer, model, prompt=_estimate(body))
+        response = _tagged(_sse(relay), admission)
+        response.relay = relay
+        return response
     try:
-        status, completion = answer.status, answer.json()
+        status, completion = answer.status, await answer.json()
     except UpstreamFailed as exc:
-        services.gateway_finish(admission, outcome="failed", status=answer.status, receipt={"status": answer.status})
+        _finish(admission, outcome="failed", status=answer.status, receipt={"status": answer.status})
         return _error(exc)
     finally:
         answer.close()
     if status != 200 or not isinstance(completion, dict):
         # The provider's error text is not passed on: some providers quote the key back.
-        services.gateway_finish(admission, outcome="failed", status=status, receipt={"status": status})
+        _finish(admission, outcome="failed", status=status, receipt={"status": status})
         return _error(UpstreamFailed(f"the provider answered HTTP {status}", status=status))
-    return _after(
-        _tagged(JsonResponse(completion), admission),
-        services.gateway_finish,
+    _finish(
         admission,
         outcome="committed",
         status=status,
@@ -188,6 +226,7 @@ def chat_completions(request):
             completion.get("usage"), fallback=_estimate(body) + _estimate(_content(completion))
         ),
     )
+    return _tagged(JsonResponse(completion), admission)
 
 
 def _estimate(value) -> int:
@@ -221,10 +260,6 @@ def _sse(chunks) -> StreamingHttpResponse:
     return response
 
 
-def _data(value) -> bytes:
-    return b"data: " + json.dumps(value).encode() + b"\n\n"
-
-
 def _as_chunk(completion: dict) -> dict:
     choice = (completion.get("choices") or [{}])[0]
     return {
@@ -241,113 +276,27 @@ def _as_chunk(completion: dict) -> dict:
     }
 
 
-def _relay(admission, answer, model: str, *, prompt: int):
-    """Pass the provider's chunks on, checking between them that the call's authority
-    still holds (services.gateway_recheck: the tenant's authz_revision and the task's
-    status, at most every RECHECK_SECONDS). A denial ends the stream at that chunk with a
-    terminal error event (TASK_STOPPED when a stop denied it, AUTHZ_REVOKED otherwise),
-    and the call is recorded partial with what was delivered, and why it was cut."""
-    text, ident, finish, ended, cut_by, usage = [], None, None, None, None, None
-    try:
-        for line in answer.lines():
-            if not line.startswith(b"data:"):
-                continue
-            payload = line[5:].strip()
-            if payload == b"[DONE]":
-                ended = "committed"
-                break
-            denial = services.gateway_recheck(admission)
-            if denial is not None:
-                ended, cut_by = "partial", denial.reason_code
-                yield _cut(denial)
-                return
-            try:
-                chunk = json.loads(payload)
-                usage = chunk.get("usage") or usage  # stream_options.include_usage: the last chunk's
-                if not chunk.get("choices") and usage:
-                    yield b"data: " + payload + b"\n\n"
-                    continue
-                choice = chunk["choices"][0]
-                ident = ident or chunk.get("id")
-                text.append(choice.get("delta", {}).get("content") or "")
-                finish = choice.get("finish_reason") or finish
-            except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-                ended = "failed"
-                yield b"event: error\n" + _data(
-                    {
-                        "code": UpstreamFailed.code,
-                        "message": "the provider sent a chunk that is not a chat completion chunk",
-                        "details": {},
-                    }
-                )
-                return
-            yield b"data: " + payload + b"\n\n"
-        if ended is None:
-            ended = "partial"  # the provider closed the stream before [DONE]
-            yield b"event: error\n" + _data(
-                {"code": UpstreamFailed.code, "message": "the provider ended the stream early", "details": {}}
-            )
-            return
-        yield b"data: [DONE]\n\n"
-    finally:
-        # GeneratorExit (the worker went away) lands here too: whatever was delivered is partial.
-        answer.close()
-        completion = {
-            "id": ident,
-            "object": "chat.completion",
-            "model": model,
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": "".join(text)}, "finish_reason": finish}
-            ],
-        }
-        services.gateway_finish(
-            admission,
-            outcome=ended or "partial",
-            status=answer.status,
-            receipt={
-                "id": ident,
-                "status": answer.status,
-                "model": model,
-                "chunks": len(text),
-                "stream": True,
-                **({"cut_by": cut_by} if cut_by else {}),
-            },
-            response=services.untrusted(model_resource(model), body=completion),
-            # No usage chunk (or a stream cut before it): each chunk
-            # delivered counts as one token, plus the prompt's guess.
-            tokens=services.usage_tokens(usage, fallback=prompt + len(text)),
-        )
-
-
-def _cut(decision) -> bytes:
-    if decision.reason_code == "task_stopped":
-        return b"event: error\n" + _data(
-            {
-                "code": STREAM_STOPPED,
-                "message": "the stream's task was stopped: the gateway cut it",
-                "details": _denial_details(decision),
-            }
-        )
-    return b"event: error\n" + _data(
-        {
-            "code": STREAM_CUT,
-            "message": f"the stream's authority changed: {decision.action} on {decision.resource} "
-            f"is now denied at {decision.boundary} ({decision.reason_code})",
-            "details": _denial_details(decision),
-        }
-    )
+async def _replayed(chunk: dict):
+    """A committed key's recorded completion, as a stream of one chunk."""
+    yield data(chunk)
+    yield b"data: [DONE]\n\n"
 
 
 # --- tools: outside HTTP APIs ----------------------------------------------------------------
 
 
 @csrf_exempt
-def tool(request, name: str, path: str = ""):
+async def tool(request, name: str, path: str = ""):
     """A call of the outside API `name`. Its path is decoded and checked once
     (services.tool_target: TOOL_PATH_REFUSED naming the rule otherwise), and from then on
     it is that one value: the call is decided on `target.resource` and forwarded to
     `target.url()`; `path` itself is never read again."""
+    return await _carried(_tool, request, name, path)
+
+
+async def _tool(request, name: str, path: str):
     try:
+        _served_by_asgi(request)
         route = tool_route(name)
         claims = services.gateway_verify(authorization=request.headers.get("Authorization"), route=route)
         spec = settings.GATEWAY["TOOLS"].get(name)
@@ -359,7 +308,7 @@ def tool(request, name: str, path: str = ""):
         target = services.tool_target(name, path, request.META.get("QUERY_STRING", ""))
         raw = _body(request)
         body = services.gateway_body(raw, content_type=request.content_type) if raw else None
-        admission = _admit(request, claims, route, TOOL_ACTION, target.resource, service=name)
+        admission = await _admit(request, claims, route, TOOL_ACTION, target.resource, service=name)
     except StewardError as exc:
         return _error(exc)
     if admission.outcome == "denied":
@@ -370,7 +319,7 @@ def tool(request, name: str, path: str = ""):
     header = spec["header"]
     value = f"Bearer {spec['key']}" if header.lower() == "authorization" else spec["key"]
     try:
-        answer = upstream.send(
+        answer = await upstream.send(
             method,
             target.url(spec["url"]),
             key_header=header,
@@ -380,24 +329,23 @@ def tool(request, name: str, path: str = ""):
             idempotency_key=request.headers["Idempotency-Key"],
         )
         try:
-            raw_answer = answer.read()
+            raw_answer = await answer.read()
         finally:
             answer.close()
     except UpstreamFailed as exc:
-        services.gateway_finish(admission, outcome="failed", receipt={"status": None})
+        _finish(admission, outcome="failed", receipt={"status": None})
         return _error(exc)
     try:
         shown = json.loads(raw_answer) if raw_answer else None
     except ValueError:
         shown = raw_answer.decode("utf-8", errors="replace")
     ident = answer.header("X-Request-Id") or (shown.get("id") if isinstance(shown, dict) else None)
-    # The tool's answer is wrapped, so a tool's 404 is never mistaken for the gateway's.
-    return _after(
-        _tagged(JsonResponse({"status": answer.status, "body": shown}), admission),
-        services.gateway_finish,
+    _finish(
         admission,
         outcome="committed",
         status=answer.status,
         receipt={"id": ident if isinstance(ident, (str, int)) else None, "status": answer.status},
         response=services.untrusted(target.resource, status=answer.status, body=shown),
     )
+    # The tool's answer is wrapped, so a tool's 404 is never mistaken for the gateway's.
+    return _tagged(JsonResponse({"status": answer.status, "body": shown}), admission)

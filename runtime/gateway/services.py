@@ -4,17 +4,18 @@ A call is admitted in three steps, each refusing before anything is written when
 can: gateway_verify (the token proves who calls: 401 otherwise, nothing written),
 gateway_body (the request is plain JSON within limits: 4xx otherwise, nothing
 written), gateway_admit (decide at credential_gateway and record the call: one
-decision row, one call row). A stream then asks gateway_recheck between chunks, and
-every admitted call ends in gateway_finish. Attribution is the token's alone: nothing
+decision row, one call row). The streams a process relays are re-checked together,
+gateway_recheck (one statement for all of them) then gateway_redecide for each whose
+authority may have changed, and every admitted call ends in gateway_finish. Attribution is the token's alone: nothing
 here reads a tenant, an actor or a task from the request.
 """
 
 from __future__ import annotations
 
 import json
-import time
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
@@ -47,9 +48,9 @@ from runtime.stops.services import stop_ack
 
 # A request body larger than this is refused before it is parsed (INPUT_TOO_LARGE).
 MAX_BODY_BYTES = 1024 * 1024
-# How often a stream looks at its tenant's authz_revision and its task's status between
-# chunks: a revocation or a stop cuts the stream at the first chunk after at most this
-# long (the contract allows 1 s).
+# How often a process's streams look at their tenants' authz_revision and their tasks'
+# status (gateway_recheck, one statement for all of them): a revocation or a stop is
+# seen within this long, and the stream cut right after (the contract allows 1 s).
 RECHECK_SECONDS = 0.1
 STEP_MAX = 2**31 - 1
 
@@ -71,7 +72,6 @@ class Admission:
     receipt: dict | None = None
     budget: dict | None = None  # a budget_exhausted denial's budget: {scope, limit, used}
     quota: Taken | None = None  # a quota_exceeded or quota_unavailable denial's quota, and when to retry
-    checked_at: float = field(default_factory=time.monotonic)
     decided_at: datetime | None = None  # the database time the call was last decided (gateway_recheck)
 
     @property
@@ -197,38 +197,45 @@ class _Admitted:
 @db.reads("gateway_recheck")
 @dataclass(frozen=True, slots=True)
 class _Rechecked:
-    revision: int  # the tenant's authz_revision now
-    status: str | None  # the task's status now
-    expired: bool  # a grant of the tenant for the call's action expired since the call was last decided
+    call: uuid.UUID  # the call in flight
+    revision: int  # its tenant's authz_revision now
+    status: str | None  # its task's status now
+    expired: bool  # a grant of its tenant for its action expired since it was last decided
 
 
-def gateway_recheck(admission: Admission, *, now: float | None = None) -> Decision | None:
-    """Between a stream's chunks: None while the call may go on, or the denying Decision.
-
-    At most every RECHECK_SECONDS, one round trip (runtime/sql/gateway_recheck.sql)
-    reads the tenant's authz_revision and the task's status by their primary keys, and
-    whether a grant of the tenant for the call's action expired since the call was last
-    decided. Only when the revision moved (a grant changed), the task is no longer
-    running (a stop), or such an expiry passed (which moves no revision: issue 20 found
-    a stream outliving its grant's expiry) is the call decided again on current rows,
-    recorded like any decision: a stopped task's token is denied task_stopped, an
-    expired grant grant_expired. Otherwise the last decision stands."""
-    now = time.monotonic() if now is None else now
-    if now - admission.checked_at < RECHECK_SECONDS:
-        return None
-    admission.checked_at = now
-    now_is = db.fetchone(
+def gateway_recheck(admissions: Sequence[Admission]) -> list[Admission]:
+    """Which of these calls in flight must be decided again: those whose tenant's
+    authz_revision moved since their last decision (a grant changed), whose task is no
+    longer running (a stop), or for whose action a grant of the tenant expired since that
+    decision (an expiry moves no revision: issue 20 found a stream outliving its grant's
+    expiry), read for all of them in one round trip (runtime/sql/gateway_recheck.sql).
+    Writes nothing: otherwise the last decision stands."""
+    if not admissions:
+        return []
+    rows = db.fetchall(
         "gateway_recheck",
         {
-            "tenant": admission.tenant,
-            "task": admission.task_id,
-            "action": admission.action,
-            "since": admission.decided_at or admission.decision.at,
+            "calls": [a.call_id for a in admissions],
+            "tenants": [a.tenant for a in admissions],
+            "tasks": [a.task_id for a in admissions],
+            "actions": [a.action for a in admissions],
+            "since": [a.decided_at or a.decision.at for a in admissions],
         },
         row=_Rechecked,
     )
-    if now_is.revision == admission.revision and now_is.status == states.RUNNING and not now_is.expired:
-        return None
+    by_call = {a.call_id: a for a in admissions}
+    return [
+        by_call[row.call]
+        for row in rows
+        if row.status != states.RUNNING or row.revision != by_call[row.call].revision or row.expired
+    ]
+
+
+def gateway_redecide(admission: Admission) -> Decision | None:
+    """Decide a call in flight again on current rows (one decision, recorded like any):
+    None while it may go on, or the denying Decision (a stopped task's token is denied
+    task_stopped). The admission remembers the revision decided on, so the next
+    gateway_recheck asks again only if it moves once more, or another grant expires."""
     decision = token_decide(claims=admission.claims, action=admission.action, resource=admission.resource)
     admission.revision, admission.decided_at = decision.authz_revision, decision.at
     return None if decision.allowed else decision

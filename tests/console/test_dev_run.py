@@ -37,7 +37,7 @@ def test_steward_port_chooses_the_web_servers_port(monkeypatch, raw, port):
     else:
         monkeypatch.setenv("STEWARD_PORT", raw)
     assert run.port_setting() == port
-    assert run.service_commands(port)["web"][-2] == f"127.0.0.1:{port}"
+    assert run.service_commands(port)["web"][-4:] == ["--host", "127.0.0.1", "--port", str(port)]
 
 
 @pytest.mark.process

@@ -62,7 +62,7 @@ def fake_model():
 
 @pytest.fixture(scope="session")
 def web(child_env, fake_model):
-    """`manage.py runserver --noreload` on a free loopback port, in the test database,
+    """uvicorn (tests/e2e/stack.py WebServer) on a free loopback port, in the test database,
     with the credential gateway pointed at the fake model."""
     env = {
         **child_env,

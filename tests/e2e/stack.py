@@ -2,8 +2,9 @@
 process, and small helpers that act as a person in Chromium would (sign in, read a
 CSRF token off a page, photograph a screen).
 
-The web server is `manage.py runserver --noreload` (debug serves the static files), in
-the test database the workers and the supervisor use (tests/conftest.py child_env).
+The web server is uvicorn over console.asgi, as `make run` and docs/deploy.md serve it
+(debug serves the static files), in the test database the workers and the supervisor
+use (tests/conftest.py child_env).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 
 from playwright.sync_api import BrowserContext, Page
 
+from console.dev.web import web_command
 from tests.harness import REPO, Process, wait_until
 from tests.people import PASSWORD
 
@@ -69,13 +70,17 @@ def free_port() -> int:
 
 
 class WebServer(Process):
-    """The console and API on a loopback port, as `make run` serves them."""
+    """The console, the API and the credential gateway on a loopback port, as `make run`
+    serves them."""
 
     def __init__(self, env: dict):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        argv = [sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"]
-        super().__init__("web", argv, env)
+        # The tests' DJANGO_ALLOW_ASYNC_UNSAFE (tests/e2e/conftest.py, for Playwright) is
+        # not passed on: the server keeps Django's guard against database work on its
+        # event loop.
+        env = {k: v for k, v in env.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+        super().__init__("web", web_command(self.port), env)
 
     def wait_ready(self, timeout: float = EVENT_S) -> WebServer:
         def answers():
@@ -95,9 +100,8 @@ class WebServer(Process):
 
 @contextlib.contextmanager
 def serving(env: dict):
-    """A WebServer in `env`, answering, until the block ends. A plain WSGI process: the
-    tests' DJANGO_ALLOW_ASYNC_UNSAFE is not passed on."""
-    server = WebServer({k: v for k, v in env.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}).start()
+    """A WebServer in `env`, answering, until the block ends."""
+    server = WebServer(env).start()
     try:
         yield server.wait_ready()
     finally:

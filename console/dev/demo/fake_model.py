@@ -1,6 +1,6 @@
-"""A fake OpenAI-compatible model server on loopback, for the tests and the demo.
+"""A fake OpenAI-compatible model server on loopback, for the tests, the demo and the benches.
 
-A real HTTP server (stdlib only, no Django), so the credential gateway talks to it as it
+A real HTTP server (aiohttp's, no Django), so the credential gateway talks to it as it
 would to a provider: ``POST /v1/chat/completions`` with ``Authorization: Bearer <key>``,
 answered as a chat completion or, with ``"stream": true``, as server-sent events
 (``data: {chunk}`` ... ``data: [DONE]``). It refuses any other key (401), which is how
@@ -11,6 +11,12 @@ Replies are deterministic: ``reply:`` followed by the last user message, or the 
 test scripted with ``POST /_control {"reply": "...", "chunks": N, "chunk_delay": S}``
 (a stream sends the reply in ``chunks`` pieces, ``chunk_delay`` seconds apart).
 
+It is asynchronous, one event loop in a thread of its own, so one process serves
+thousands of slow streams at once (`make bench-dense` streams a thousand replies of a
+minute each through the gateway). A stream's writes wait while its reader does not read:
+`sent` counts, per Idempotency-Key, the bytes a stream has handed to its socket, which is
+how a test sees that a gateway whose worker stopped reading stopped reading here too.
+
     python -m console.dev.demo.fake_model --port 8767     # the key: STEWARD_MODEL_KEY
 
 or in-process with ``FakeModel(key=...)`` (binds port 0, serves on a daemon thread).
@@ -19,13 +25,17 @@ or in-process with ``FakeModel(key=...)`` (binds port 0, serves on a daemon thre
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
+import socket
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections import Counter
+
+from aiohttp import web
 
 
 class FakeModel:
@@ -35,22 +45,52 @@ class FakeModel:
         self.key, self.tool_key = key, tool_key
         self.lock = threading.Lock()
         self.requests: list[dict] = []
+        self.sent: Counter = Counter()  # per Idempotency-Key: bytes of its streams written so far
+        self.streaming = 0  # streams being written now
         self.script = {"reply": None, "chunks": 4, "chunk_delay": 0.0}
-        self.server = ThreadingHTTPServer((host, port), _handler(self))
-        self.server.daemon_threads = True
-        self.base = f"http://{host}:{self.server.server_address[1]}"
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, port))
+        self.sock.listen(4096)  # a thousand streams may connect at once
+        self.base = f"http://{host}:{self.sock.getsockname()[1]}"
         self.url = self.base + "/v1"
         self.tool_url = self.base + "/tool"
         self.thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._stopped = threading.Event()
 
     def start(self) -> FakeModel:
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        ready = threading.Event()
+        self.thread = threading.Thread(target=self._serve, args=(ready,), daemon=True, name="fake-model")
         self.thread.start()
+        ready.wait(30)
         return self
 
+    def _serve(self, ready: threading.Event) -> None:
+        self._loop = loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        app = web.Application(client_max_size=8 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
+        loop.run_until_complete(self._runner.setup())
+        loop.run_until_complete(web.SockSite(self._runner, self.sock).start())
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(self._runner.cleanup())
+            loop.close()
+            self._stopped.set()
+
+    def serve_forever(self) -> None:
+        """Serve in this thread until stop() (the command line)."""
+        self._serve(threading.Event())
+
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._stopped.wait(10)
 
     def __enter__(self):
         return self.start()
@@ -73,151 +113,137 @@ class FakeModel:
         users = [m.get("content") for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "user"]
         return f"reply: {users[-1] if users else ''}"
 
+    # --- the server --------------------------------------------------------------------
 
-def _pieces(text: str, n: int) -> list[str]:
-    n = max(1, min(n, len(text) or 1))
-    size = -(-len(text) // n) or 1
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
-
-
-def _handler(model: FakeModel):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        # Headers and body go out as two writes. On a kept-alive connection (the gateway
-        # reuses its connections to a provider), Nagle would hold the body back until the
-        # client's delayed ACK of the headers, about 40 ms; real providers answer
-        # without that wait.
-        disable_nagle_algorithm = True
-
-        def log_message(self, *args):  # quiet: the tests read /_requests, not a log
-            pass
-
-        def _json(self, status: int, value) -> None:
-            data = json.dumps(value).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _read(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                return json.loads(raw) if raw else {}
-            except ValueError:
-                return None
-
-        def _record(self, body) -> None:
-            with model.lock:
-                model.requests.append(
-                    {
-                        "method": self.command,
-                        "path": self.path,
-                        "authorization": self.headers.get("Authorization"),
-                        "idempotency_key": self.headers.get("Idempotency-Key"),
-                        "headers": dict(self.headers.items()),
-                        "body": body,
-                    }
-                )
-
-        def _stray(self, body=None):
-            """Any other path: recorded all the same, so a test sees whatever reached the
-            server, wherever the gateway sent it."""
-            self._record(body)
-            return self._json(404, {"error": {"message": "not found"}})
-
-        def _tool(self, body):
-            """A stand-in outside API under /tool/: it needs the tool key and echoes the call."""
-            self._record(body)
-            if model.tool_key is None or self.headers.get("Authorization") != f"Bearer {model.tool_key}":
-                return self._json(401, {"error": "invalid tool key"})
-            return self._json(
-                200,
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = json.loads(raw) if raw else (None if request.method == "GET" else {})
+        except ValueError:
+            body = None
+        path = request.raw_path  # as sent: still percent-encoded, with its query
+        if path.startswith("/tool/"):
+            return self._tool(request, path, body)
+        if request.method == "GET" and path == "/_requests":
+            return web.json_response(self.recorded())
+        if request.method == "POST" and path == "/_control":
+            self.set(**(body or {}))
+            return web.json_response(self.script)
+        if request.method != "POST" or path.rstrip("/") != "/v1/chat/completions":
+            # Any other path: recorded all the same, so a test sees whatever reached the
+            # server, wherever the gateway sent it.
+            self._record(request, path, body)
+            return web.json_response({"error": {"message": "not found"}}, status=404)
+        self._record(request, path, body)
+        with self.lock:
+            script = dict(self.script)
+        if request.headers.get("Authorization") != f"Bearer {self.key}":
+            return web.json_response(
+                {"error": {"message": "invalid api key", "type": "invalid_request_error"}}, status=401
+            )
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return web.json_response({"error": {"message": "messages is required"}}, status=400)
+        ident = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        text = self.reply_to(body)
+        name = body.get("model", "fake")
+        if not body.get("stream"):
+            return web.json_response(
                 {
-                    "id": f"op-{uuid.uuid4().hex[:12]}",
-                    "method": self.command,
-                    "path": self.path[len("/tool") :],
-                    "json": body,
-                },
+                    "id": ident,
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": name,
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                    ],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": len(text.split()), "total_tokens": 1},
+                }
+            )
+        return await self._stream(request, script, ident, name, text)
+
+    async def _stream(self, request: web.Request, script: dict, ident: str, name: str, text: str):
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        response.force_close()  # as before: a stream's connection is not reused
+        await response.prepare(request)
+        key = request.headers.get("Idempotency-Key", "")
+        pieces = _pieces(text, int(script["chunks"]))
+        delay = float(script["chunk_delay"])
+        with self.lock:
+            self.streaming += 1
+        try:
+            for i, piece in enumerate(pieces):
+                if i and delay:
+                    await asyncio.sleep(delay)
+                chunk = {
+                    "id": ident,
+                    "object": "chat.completion.chunk",
+                    "model": name,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {"content": piece},
+                            "finish_reason": "stop" if i == len(pieces) - 1 else None,
+                        }
+                    ],
+                }
+                line = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+                await response.write(line)  # waits while the reader does not read
+                with self.lock:
+                    self.sent[key] += len(line)
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        except (ConnectionError, asyncio.CancelledError):  # the gateway cut the stream: some tests do
+            pass
+        finally:
+            with self.lock:
+                self.streaming -= 1
+        return response
+
+    def _record(self, request: web.Request, path: str, body) -> None:
+        with self.lock:
+            self.requests.append(
+                {
+                    "method": request.method,
+                    "path": path,
+                    "authorization": request.headers.get("Authorization"),
+                    "idempotency_key": request.headers.get("Idempotency-Key"),
+                    "headers": dict(request.headers.items()),
+                    "body": body,
+                }
             )
 
-        def do_GET(self):
-            if self.path == "/_requests":
-                return self._json(200, model.recorded())
-            if self.path.startswith("/tool/"):
-                return self._tool(None)
-            return self._stray()
+    def _tool(self, request: web.Request, path: str, body) -> web.Response:
+        """A stand-in outside API under /tool/: it needs the tool key and echoes the call."""
+        self._record(request, path, body)
+        if self.tool_key is None or request.headers.get("Authorization") != f"Bearer {self.tool_key}":
+            return web.json_response({"error": "invalid tool key"}, status=401)
+        return web.json_response(
+            {
+                "id": f"op-{uuid.uuid4().hex[:12]}",
+                "method": request.method,
+                "path": path[len("/tool") :],
+                "json": body,
+            }
+        )
 
-        def do_DELETE(self):
-            return self._tool(self._read()) if self.path.startswith("/tool/") else self._stray(self._read())
 
-        do_PUT = do_PATCH = do_DELETE
+def _pieces(text: str, n: int):
+    n = max(1, min(n, len(text) or 1))
+    size = -(-len(text) // n) or 1
+    return _Slices(text, size) if text else [""]
 
-        def do_POST(self):
-            body = self._read()
-            if self.path.startswith("/tool/"):
-                return self._tool(body)
-            if self.path == "/_control":
-                model.set(**(body or {}))
-                return self._json(200, model.script)
-            if self.path.rstrip("/") != "/v1/chat/completions":
-                return self._stray(body)
-            self._record(body)
-            with model.lock:
-                script = dict(model.script)
-            if self.headers.get("Authorization") != f"Bearer {model.key}":
-                return self._json(401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})
-            if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-                return self._json(400, {"error": {"message": "messages is required"}})
-            ident = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-            text = model.reply_to(body)
-            name = body.get("model", "fake")
-            if not body.get("stream"):
-                return self._json(
-                    200,
-                    {
-                        "id": ident,
-                        "object": "chat.completion",
-                        "created": int(time.time()),
-                        "model": name,
-                        "choices": [
-                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-                        ],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": len(text.split()), "total_tokens": 1},
-                    },
-                )
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
-            pieces = _pieces(text, int(script["chunks"]))
-            try:
-                for i, piece in enumerate(pieces):
-                    if i and script["chunk_delay"]:
-                        time.sleep(float(script["chunk_delay"]))
-                    chunk = {
-                        "id": ident,
-                        "object": "chat.completion.chunk",
-                        "model": name,
-                        "choices": [
-                            {
-                                "index": 0,
-                                "delta": {"content": piece},
-                                "finish_reason": "stop" if i == len(pieces) - 1 else None,
-                            }
-                        ],
-                    }
-                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                    self.wfile.flush()
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-            except OSError:  # the gateway cut the stream: that is what some tests do
-                pass
 
-    return Handler
+class _Slices:
+    """The reply's pieces, sliced as they are sent (a test's reply may be tens of MB)."""
+
+    def __init__(self, text: str, size: int):
+        self.text, self.size = text, size
+
+    def __len__(self) -> int:
+        return (len(self.text) + self.size - 1) // self.size
+
+    def __iter__(self):
+        return (self.text[i : i + self.size] for i in range(0, len(self.text), self.size))
 
 
 def main(argv=None) -> None:
@@ -231,7 +257,7 @@ def main(argv=None) -> None:
     model = FakeModel(key=key, host=args.host, port=args.port)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=model.stop, daemon=True).start())
     print(f"fake model on {model.url}", flush=True)
-    model.server.serve_forever()
+    model.serve_forever()
 
 
 if __name__ == "__main__":

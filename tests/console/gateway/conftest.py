@@ -1,4 +1,4 @@
-"""The credential gateway as it runs: the web process (runserver on a free port, the only
+"""The credential gateway as it runs: the web process (uvicorn on a free port, the only
 process given the provider keys), the fake model server on loopback, and helpers that
 call the gateway over real HTTP as a worker would."""
 
@@ -115,7 +115,8 @@ def post(
     method: str = "POST",
     timeout: float = 30.0,
 ):
-    """(status, JSON answer, response headers) of one gateway call."""
+    """(status, JSON answer, response headers) of one gateway call. The headers are
+    looked up case-insensitively, as HTTP's are (uvicorn sends their names lower-case)."""
     sent = {"Content-Type": "application/json", **(headers or {})}
     if token is not None:
         sent["Authorization"] = f"Bearer {token}"
@@ -125,10 +126,10 @@ def post(
     request = urllib.request.Request(url, data=data, headers=sent, method=method)
     try:
         with _NO_PROXY.open(request, timeout=timeout) as response:
-            return response.status, json.loads(response.read()), dict(response.headers)
+            return response.status, json.loads(response.read()), response.headers
     except urllib.error.HTTPError as err:
         with err:
-            return err.code, json.loads(err.read()), dict(err.headers)
+            return err.code, json.loads(err.read()), err.headers
 
 
 def open_stream(url: str, *, token: str, body: dict, key: str = "k-stream"):

@@ -1,4 +1,4 @@
-"""Token budgets over real HTTP (runserver, the fake model on loopback): per task, per
+"""Token budgets over real HTTP (uvicorn, the fake model on loopback): per task, per
 tree (a child's usage counts against its root's) and per tenant, each call's tokens
 counted at its finish, and a call once a budget is reached denied budget_exhausted at
 credential_gateway, recorded as a decision and an audit event, never forwarded."""
@@ -147,7 +147,7 @@ def test_raising_a_budget_lets_calls_through_again(live, gateway_web, model):
 
 def test_finishes_racing_through_the_gateway_lose_no_tokens_and_never_deadlock(live, gateway_web, model):
     """Eight callers end calls of one tree and tenant at once (a barrier per round,
-    runserver's threads on their own connections): every call's tokens arrive in the
+    the gateway's database threads on their own connections): every call's tokens arrive in the
     task, tree and tenant totals, exactly."""
     import threading
 

@@ -1,4 +1,4 @@
-"""The credential gateway over real HTTP (runserver, the fake model on loopback): each
+"""The credential gateway over real HTTP (uvicorn, the fake model on loopback): each
 token misuse is refused naming why, attribution comes from the token alone, authority is
 current rows, hostile bodies are refused with stable codes and write nothing, and a
 committed key is answered from its record."""

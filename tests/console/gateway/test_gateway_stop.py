@@ -11,6 +11,7 @@ two run the agent on a real worker (t.model, streaming through the real web proc
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -19,6 +20,8 @@ from runtime import states
 from runtime.models import AuditEvent, Decision, Effect, GatewayCall, Stop, Task
 from runtime.stops.services import task_stop
 from tests.console.gateway.conftest import (
+    MODEL_KEY,
+    _until_its_sessions_are_gone,
     completion_body,
     events,
     model_token,
@@ -27,6 +30,7 @@ from tests.console.gateway.conftest import (
     post,
     until_error,
 )
+from tests.e2e.stack import WebServer
 from tests.harness import race, wait_until
 from tests.runtime.authz.common import give_both, running_task
 from tests.stops import acks, cancelled, missing_at_cancel, since_stop, sweeping
@@ -154,22 +158,61 @@ def test_a_workers_streaming_model_call_is_cut_and_the_task_ends_cancelled_not_b
     assert not task.blocked_reason and task.output is None
 
 
-def test_a_gateway_call_that_never_returns_leaves_the_gateway_unresolved_and_the_bound_finishes_the_stop(
-    live, fleet, worker, gateway_web, model
-):
-    sweeping(fleet)
+def test_a_silent_providers_stream_is_cut_by_the_stop_at_once_not_at_its_next_chunk(live, worker, gateway_web, model):
     give_both("model.call", "model:fake-1", agent="t.model")
-    model.set(reply="first then nothing", chunks=2, chunk_delay=600)  # one chunk, then it hangs
+    model.set(reply="first then nothing", chunks=2, chunk_delay=600)  # one chunk, then silence
     from runtime.tasks.services import task_submit
 
     t = task_submit(agent="t.model", input={"stream": True}, tenant="acme", owner=ACTOR, actor=ACTOR).task_id
     call = _streaming(t)
     wait_until(model.recorded, message="the model to be streaming")
-    task_stop(task_id=t, actor=ACTOR, reason="the provider hangs", bound_seconds=2.0)
+    task_stop(task_id=t, actor=ACTOR, reason="the provider is silent")
+    task = cancelled(t, timeout=10)
+    took = since_stop(task, task.finished_at)
+    print(f"\nsilent provider: stream cut and task cancelled {took * 1000:.0f} ms after the stop")
+    assert took < 1.0
+    assert missing_at_cancel(t) == (True, [])
+    call.refresh_from_db()
+    assert (call.outcome, call.receipt["cut_by"]) == ("partial", "task_stopped")
+    answered = acks(t)
+    assert answered[states.CREDENTIAL_GATEWAY].detail["cut"] == [str(call.id)]
+    assert (answered[states.WORKER].detail["ended"], answered[states.WORKER].detail["at"]) == (
+        "cleanly",
+        "stream cut by the gateway",
+    )
+
+
+@pytest.fixture
+def frozen_web(child_env, fake_model, django_db_blocker):
+    """A web process of this test's own, to freeze (SIGSTOP) mid-call."""
+    env = {**child_env, "STEWARD_MODEL_URL": fake_model.url, "STEWARD_MODEL_KEY": MODEL_KEY}
+    web = WebServer(env).start()
+    try:
+        yield web.wait_ready()
+    finally:
+        web.kill()
+        with django_db_blocker.unblock():
+            _until_its_sessions_are_gone(web)
+
+
+def test_a_gateway_that_never_answers_leaves_its_call_unresolved_and_the_bound_finishes_the_stop(
+    live, fleet, frozen_web, model
+):
+    sweeping(fleet)
+    (started,) = fleet.workers(1, env={"STEWARD_GATEWAY_URL": frozen_web.url})
+    give_both("model.call", "model:fake-1", agent="t.model")
+    model.set(reply=LONG, chunks=60, chunk_delay=0.1)
+    from runtime.tasks.services import task_submit
+
+    t = task_submit(agent="t.model", input={"stream": True}, tenant="acme", owner=ACTOR, actor=ACTOR).task_id
+    call = _streaming(t)
+    wait_until(model.recorded, message="the model to be streaming")
+    frozen_web.signal(signal.SIGSTOP)  # the gateway holds the call and will never answer
+    task_stop(task_id=t, actor=ACTOR, reason="the gateway hangs", bound_seconds=2.0)
     task = cancelled(t, timeout=10)
     stop = Stop.objects.get(id=task.stop_id)
     bounded = since_stop(task, task.finished_at)
-    print(f"\ngateway call never returns: cancelled at the bound after {bounded * 1000:.0f} ms (bound 2000 ms)")
+    print(f"\ngateway never answers: cancelled at the bound after {bounded * 1000:.0f} ms (bound 2000 ms)")
     assert 1.9 <= bounded < 3.5  # requested_at is the insert's statement time, the deadline the transaction's
     assert missing_at_cancel(t) == (False, ["credential_gateway"])
     # The worker left the call (after its wait for the gateway's cut) and answered.
