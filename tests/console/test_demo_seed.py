@@ -16,7 +16,7 @@ from console.dev.demo.seed import GRANTS, POOLS, STEWARDS, TASKS, seed_demo
 from runtime.authz.services import SEED, grant_narrow, grant_revoke, grant_seed
 from runtime.models import AuditEvent, Grant
 from tests.harness import race
-from tests.runtime.test_audit import bypassing_the_triggers
+from tests.tamper import bypassing_the_triggers
 
 RESEARCH_SEARCH = {"tenant": "acme", "principal": "agent:research.batch", "action": "tool.search"}
 PEOPLE = ("user:alice", "user:bob", "user:carol", "user:dave")

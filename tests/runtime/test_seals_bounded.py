@@ -26,7 +26,7 @@ from runtime.trail.selectors import audit_tenants
 from runtime.trail.services import audit_check, audit_problems
 from tests.plans import explain, rows_read
 from tests.runtime.inprocess import run, submit
-from tests.runtime.test_audit import bypassing_the_triggers
+from tests.tamper import bypassing_the_triggers
 
 
 def _heads_now(tenant: str = "acme") -> dict:

@@ -76,7 +76,7 @@ def test_every_table_that_refuses_deletes_refuses_truncate_even_to_its_owner(gua
 @pytest.mark.parametrize(
     "statement",
     [
-        "TRUNCATE steward_audit, steward_audit_seal",
+        "TRUNCATE steward_audit, steward_audit_seal, steward_audit_seal_head",
         "TRUNCATE steward_audit RESTART IDENTITY",
         "TRUNCATE ONLY steward_decision CASCADE",
         # No guard on steward_task: the truncate cascades to tables that have one.

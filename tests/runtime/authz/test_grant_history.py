@@ -11,7 +11,7 @@ from runtime.authz.selectors import grant_history
 from runtime.authz.services import grant_narrow, grant_revoke
 from tests.plans import explain, rows_read
 from tests.runtime.authz.common import ADMIN, give
-from tests.runtime.test_audit import bypassing_the_triggers
+from tests.tamper import bypassing_the_triggers
 
 OTHER_EVENTS = 20_000
 
