@@ -6,6 +6,7 @@ docs/adr/0026-admin-scope-and-sign-in-throttling.md). This module is what Stewar
 * `client_address`: where a request comes from, the peer or a header the operator trusts;
 * `SignInForm`, `AdminSignInForm`: the console's and the admin's sign-in forms, which say
   "locked" instead of "wrong password" when the throttle refused the attempt;
+* `SignInThrottleMiddleware`: django-axes' middleware, with the page kept under ASGI;
 * `locked_out`: the answer to a locked-out sign-in (that page, as a 429 with Retry-After),
   and the lockout's audit event, one per lockout, in the system tenant's trail.
 
@@ -18,8 +19,10 @@ from __future__ import annotations
 
 import ipaddress
 
+from asgiref.sync import sync_to_async
 from axes.handlers.proxy import AxesProxyHandler
-from axes.helpers import get_client_username
+from axes.helpers import get_client_username, get_lockout_response
+from axes.middleware import AxesMiddleware
 from django import forms
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
@@ -97,6 +100,20 @@ class SignInForm(_Throttled, AuthenticationForm):
 
 class AdminSignInForm(_Throttled, AdminAuthenticationForm):
     pass
+
+
+class SignInThrottleMiddleware(AxesMiddleware):
+    """AxesMiddleware, whose async path (django-axes 8.3.1, the one uvicorn takes) hands
+    the lockout callable the credentials where its sync path hands the page the form
+    rendered: `locked_out` would then answer a bare text instead of the sign-in page that
+    says why. Here both paths pass the page."""
+
+    async def __acall__(self, request):
+        response = await self.get_response(request)
+        if settings.AXES_ENABLED and getattr(request, "axes_locked_out", None):
+            credentials = getattr(request, "axes_credentials", None)
+            response = await sync_to_async(get_lockout_response, thread_sensitive=True)(request, response, credentials)
+        return response
 
 
 def locked_out(request, response=None, credentials=None) -> HttpResponse:

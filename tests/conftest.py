@@ -144,12 +144,13 @@ def _undo_what_the_test_changed(case) -> None:
     for alias in case._databases_names(include_mirrors=False):
         conn = connections[alias]
         baseline = _baselines.get(alias)
-        if baseline is not None and baseline.restore():
-            continue
-        full_flush(conn)
+        if baseline is None or not baseline.restore():
+            full_flush(conn)
         if baseline is None:
             baseline = _baselines[alias] = Baseline(conn)
             baseline.capture()
+        changed = baseline.triggers_changed()
+        assert not changed, f"the test left triggers switched: {changed} ((table, trigger): (was, now))"
 
 
 @pytest.fixture(autouse=True)

@@ -40,15 +40,28 @@ class Baseline:
     """What a database holds right after a full flush, and how to get back to it."""
 
     def __init__(self, connection, *, schema: str = SCHEMA):
-        self.connection = connection
+        self.alias = connection.alias
         self.schema = schema
         self.tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
         self.seen: dict[str, tuple[int, int]] = {}
         self.columns: dict[str, str] = {}
+        self.triggers: dict[tuple[str, str], str] = {}
+
+    @property
+    def connection(self):
+        """This alias's connection as the code running now sees it, never one kept from the
+        first test: Django keeps connections per context (asgiref.local), and a browser
+        test's Playwright loop gives later tests another. The transaction below must be
+        opened on the connection whose cursor runs the statements: on a kept one, the
+        cursor ran in autocommit and its DISABLE TRIGGER stayed."""
+        from django.db import connections
+
+        return connections[self.alias]
 
     def capture(self) -> None:
         """Copy every non-empty table into SCHEMA and keep every table's fingerprint."""
         self.seen = fingerprints(self.connection, self.tables)
+        self.triggers = trigger_states(self.connection)
         quote = self.connection.ops.quote_name
         with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cur:
             cur.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
@@ -91,6 +104,13 @@ class Baseline:
             return False
         return True
 
+    def triggers_changed(self) -> dict[tuple[str, str], tuple[str, str | None]]:
+        """{(table, trigger): (as the migrations left it, now)} for each user trigger a test
+        switched (or dropped) and left so: a guard left off would let every later test of
+        this database pass where it should be refused."""
+        now = trigger_states(self.connection)
+        return {key: (was, now.get(key)) for key, was in self.triggers.items() if now.get(key) != was}
+
     def _columns(self, cur, table: str) -> str:
         cur.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
@@ -103,6 +123,13 @@ class Baseline:
 def _array(tables: list[str]) -> str:
     """An SQL array literal of table names (Django's own, never user input)."""
     return "ARRAY[" + ", ".join("'" + t.replace("'", "''") + "'" for t in tables) + "]"
+
+
+def trigger_states(connection) -> dict[tuple[str, str], str]:
+    """{(table, trigger): tgenabled} for every user trigger of the database."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT tgrelid::regclass::text, tgname, tgenabled::text FROM pg_trigger WHERE NOT tgisinternal")
+        return {(table, name): enabled for table, name, enabled in cur.fetchall()}
 
 
 def fingerprints(connection, tables: list[str]) -> dict[str, tuple[int, int]]:

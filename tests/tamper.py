@@ -21,7 +21,11 @@ AUDIT_TRIGGERS = "tgrelid IN ('steward_audit'::regclass, 'steward_audit_seal'::r
 
 @contextlib.contextmanager
 def triggers_off(cur, which: str):
-    """The enabled user triggers matching `which` (SQL over pg_trigger) off for the block."""
+    """The enabled user triggers matching `which` (SQL over pg_trigger) off for the block,
+    which must run in a transaction (`cur`'s own connection's): outside one, each DISABLE
+    would commit at once and stay if the block failed."""
+    if not cur.db.in_atomic_block:
+        raise RuntimeError("triggers_off needs a transaction on the cursor's own connection")
     cur.execute(
         "SELECT tgrelid::regclass::text, quote_ident(tgname), tgenabled FROM pg_trigger "
         f"WHERE NOT tgisinternal AND tgenabled <> 'D' AND {which}"

@@ -168,7 +168,7 @@ def test_production_defaults_and_what_each_variable_turns(monkeypatch):
     assert (default["SECURE_HSTS_INCLUDE_SUBDOMAINS"], default["SECURE_HSTS_PRELOAD"]) == (False, False)
     assert (default["SESSION_COOKIE_SECURE"], default["CSRF_COOKIE_SECURE"]) == (True, True)
     assert default["SECURE_PROXY_SSL_HEADER"] is None  # no header is believed unless named
-    assert default["SILENCED_SYSTEM_CHECKS"] == []
+    assert default["SILENCED_SYSTEM_CHECKS"] == ["axes.W002"]  # axes' middleware, as its subclass
     assert default["STEWARD_METRICS_ALLOW"] == [ip_network("127.0.0.0/8"), ip_network("::1")]
     assert default["STEWARD_TRUSTED_PROXIES"] == []
 
@@ -190,6 +190,7 @@ def test_production_defaults_and_what_each_variable_turns(monkeypatch):
     assert chosen["STEWARD_TRUSTED_PROXIES"] == [ip_network("10.0.0.0/8"), ip_network("fd00::1")]
     # Each turned off on purpose: check --deploy no longer asks.
     assert sorted(chosen["SILENCED_SYSTEM_CHECKS"]) == [
+        "axes.W002",
         "security.W004",
         "security.W005",
         "security.W008",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -90,7 +91,9 @@ async def call(url: str) -> dict:
 
 
 def run(calls):
-    """Run `calls` (a coroutine function) on a loop of its own, its session closed after."""
+    """Run `calls` (a coroutine function) on a loop of its own, its session closed after,
+    in a thread of its own: a browser test earlier in this process leaves Playwright's
+    loop running on the main thread, where asyncio.run() refuses to start another."""
 
     async def scenario():
         try:
@@ -98,7 +101,8 @@ def run(calls):
         finally:
             await upstream.close_sessions()
 
-    return asyncio.run(scenario())
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, scenario()).result()
 
 
 def test_calls_one_after_another_share_one_kept_connection(provider):
