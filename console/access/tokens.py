@@ -82,7 +82,11 @@ def token_create(
     if membership is None:
         raise TokenNotFound("no such member in this tenant")
     if scope == OPERATE and _RANK[membership.role] < _RANK[OPERATOR]:
-        raise Forbidden(f"a {membership.role} gets read tokens only", role=membership.role)
+        raise Forbidden(
+            f"a {membership.role} gets read tokens only: an operate token needs the operator role in {principal.tenant}",
+            role=membership.role,
+            scope=scope,
+        )
     secret = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
     with transaction.atomic(durable=True), acting(principal):
         token = ApiToken.objects.create(

@@ -1,5 +1,6 @@
 """API tokens: the person's own in this tenant (an admin sees everyone's), made with a
-name, a scope and an optional expiry, the secret shown once; and revoked at once."""
+name, a scope and an optional expiry, the secret shown once; and revoked at once. Every
+member makes and revokes their own: a viewer only `read` ones (console/access/tokens.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from django.contrib import messages
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from console.access import OPERATE_ACTION, require, token_create, token_revoke, tokens_visible_to
-from console.models import SCOPES
+from console.access import OPERATE_ACTION, token_create, token_revoke, tokens_visible_to
+from console.models import READ, SCOPES
 from console.ui.web import form_status, page, param, screen, when
 from runtime.errors import InvalidInput, StewardError, TokenNotFound
 
@@ -16,7 +17,7 @@ from runtime.errors import InvalidInput, StewardError, TokenNotFound
 def _context(principal, **extra) -> dict:
     return {
         "tokens": list(tokens_visible_to(principal)[:200]),
-        "scopes": SCOPES,
+        "scopes": SCOPES if principal.may(OPERATE_ACTION) else (READ,),
         "typed": {},
         "error": None,
         "made": None,
@@ -32,7 +33,6 @@ def token_list(request, principal):
 @require_POST
 @screen
 def token_new(request, principal):
-    require(principal, OPERATE_ACTION)
     typed = {k: param(request, k, request.POST) or "" for k in ("name", "scope", "expires_at")}
     try:
         expires = when(typed["expires_at"] or None, "expires_at")
@@ -57,8 +57,8 @@ def token_new(request, principal):
 @screen
 def token_revoke_view(request, principal, token_id):
     """GET: what revoking will do (the token, its owner, scope and last use; every program
-    using it refused from its next request on), and the button. POST: revoke it."""
-    require(principal, OPERATE_ACTION)
+    using it refused from its next request on), and the button. POST: revoke it. Only a
+    token the person sees (their own; an admin: anyone's here), whatever their role."""
     token = tokens_visible_to(principal).filter(id=token_id).first() if 1 <= token_id < 2**63 else None
     if token is None:
         raise TokenNotFound(f"no token {token_id}", token=token_id)

@@ -42,7 +42,8 @@ class Route:
     object: str = ""  # "task", "step", "effect", "audit", "pool", "token", "member", "agent", "grant", "stop",
     # "approval", "schedule", "webhook" or ""
     action: bool = False  # a POST that changes something: operators only (members: admins only; grants:
-    # admins, or operators with the right over that agent: console/access/rights.py)
+    # admins, or operators with the right over that agent: console/access/rights.py; tokens: every
+    # member their own, a viewer read ones only: console/access/tokens.py)
     fragment: bool = False  # an htmx fragment (401, not a redirect, when signed out)
     public: bool = False  # reachable signed out (the login page)
 

@@ -116,6 +116,9 @@ POSTS = {
     "webhook-resume": {},
 }
 ACME_ROLES = {"alice": "operator", "bob": "viewer", "dave": "admin"}
+# A viewer makes and revokes his own read tokens (docs/api.md): what he is refused is a
+# wider one, and another person's token, which he cannot see.
+VIEWER_REFUSED = {"token-new": ({"name": "crafted", "scope": "operate"}, 403), "token-revoke": ({}, 404)}
 POST_ONLY = {"logout", "tenant", "audit-verify", "token-new", "member-add", "schedule-new", "webhook-new"}
 
 
@@ -261,8 +264,9 @@ def test_bob_is_refused_every_action_even_a_crafted_post_and_nothing_changes(wor
     before = AuditEvent.objects.count()
     for route in ROUTES:
         if route.action:
-            response = client.post(acme[route.name], POSTS[route.name])
-            assert response.status_code == 403, (route.name, response.status_code)
+            body, status = VIEWER_REFUSED.get(route.name, (POSTS[route.name], 403))
+            response = client.post(acme[route.name], body)
+            assert response.status_code == status, (route.name, response.status_code)
     assert AuditEvent.objects.count() == before
     assert Task.objects.get(id=world.parent.id).status == "running"
     assert Task.objects.get(id=world.done.id).status == "completed"
@@ -310,6 +314,8 @@ def test_bob_sees_no_action_button_or_form_on_any_screen(world, as_person, acme)
             continue
         response = client.get(acme[route.name], headers={"HX-Request": "true"} if route.fragment else {})
         for marker in forbidden:
+            if route.name == "tokens" and marker == b"/tokens/new/":
+                continue  # his own read tokens: tests/console/test_pools_and_tokens.py
             assert marker not in response.content, (route.name, marker)
 
 

@@ -71,7 +71,7 @@ def test_revoking_first_shows_what_it_will_do_and_changes_nothing(world, as_pers
     assert "refused (<code>401 AUTH_REQUIRED</code>) from its very next request" in html and "never been used" in html
     assert f'action="/tokens/{token.id}/revoke/"' in html and ApiToken.objects.get(id=token.id).revoked_at is None
     assert client.get(f"/tokens/{2**63}/revoke/").status_code == 404
-    assert as_person(world.people.bob).get(f"/tokens/{token.id}/revoke/").status_code == 403
+    assert as_person(world.people.bob).get(f"/tokens/{token.id}/revoke/").status_code == 404  # not his
 
 
 def test_someone_elses_token_is_not_found(world, as_person):
@@ -80,3 +80,23 @@ def test_someone_elses_token_is_not_found(world, as_person):
     as_person(world.people.dave)  # an admin of acme may; an operator who is not the owner may not
     client = as_person(world.people.carol)
     assert client.post(f"/tokens/{token.id}/revoke/").status_code == 404
+
+
+def test_a_viewer_makes_and_revokes_read_tokens_only(world, as_person):
+    client = as_person(world.people.bob)
+    form = client.get("/tokens/").content.decode().split('action="/tokens/new/"')[1].split("</form>")[0]
+    assert '<option value="read"' in form and 'value="operate"' not in form
+
+    made = client.post("/tokens/new/", {"name": "dashboard", "scope": "read"})
+    assert made.status_code == 201 and b'id="token-secret"' in made.content
+    token = ApiToken.objects.get(name="dashboard")
+    assert (token.user, token.scope) == (world.people.bob, "read")
+
+    refused = client.post("/tokens/new/", {"name": "wider", "scope": "operate"})
+    assert refused.status_code == 403 and b'id="form-error"' in refused.content
+    assert b"read tokens only" in refused.content and b"<code>FORBIDDEN</code>" in refused.content
+    assert not ApiToken.objects.filter(name="wider").exists()
+
+    assert f'href="/tokens/{token.id}/revoke/"' in client.get("/tokens/").content.decode()
+    assert client.post(f"/tokens/{token.id}/revoke/").status_code == 302
+    assert ApiToken.objects.get(id=token.id).revoked_at is not None
