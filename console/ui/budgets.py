@@ -18,7 +18,7 @@ FIELDS = ("task_tokens", "tree_tokens", "tenant_tokens")
 
 @screen
 def budget_page(request, principal):
-    return page(request, principal, "console/budgets.html", _context(principal), nav="pools")
+    return page(request, principal, "console/budgets.html", _context(principal), nav="budgets")
 
 
 @screen
@@ -43,7 +43,7 @@ def budget_set_view(request, principal):
             "console/budgets.html",
             {**_context(principal), "typed": typed, "error": exc},
             status=form_status(exc),
-            nav="pools",
+            nav="budgets",
         )
 
 

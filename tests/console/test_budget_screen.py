@@ -63,3 +63,16 @@ def test_a_viewer_sees_the_use_without_the_form_and_cannot_post(world, as_person
     assert b"Save budgets" not in page and b"the whole tenant" in page
     assert client.post("/budgets/set/", {"task_tokens": "1"}).status_code == 403
     assert not Budget.objects.exists()
+
+
+def test_budgets_have_their_own_place_in_the_nav_and_the_dashboard_sends_people_there(world, as_person):
+    client = as_person(world.people.alice)
+    shown = client.get("/budgets/").content.decode()
+    refused = client.post("/budgets/set/", {"task_tokens": "-3", "version": "0"}).content.decode()
+    for html in (shown, refused):
+        nav = html.split('<nav aria-label="Screens">')[1].split("</nav>")[0]
+        assert '<a href="/budgets/" aria-current="page">Budgets</a>' in nav
+        assert nav.count("aria-current") == 1
+    dashboard = client.get("/").content.decode()
+    said = dashboard.split("Operators change them")[1].split("</p>")[0]
+    assert 'href="/budgets/"' in said
