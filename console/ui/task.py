@@ -74,6 +74,7 @@ def _live(principal, task_id) -> dict:
     attempt = detail.attempts[-1] if detail.attempts else None
     holder = live_attempt(task)  # the lease holder, as the API's task detail reads it
     tree = _subtree(principal, detail.task) if detail.children else []
+    finished = detail.task.status in states.TERMINAL
     return {
         "task": detail.task,
         "detail": detail,
@@ -82,7 +83,7 @@ def _live(principal, task_id) -> dict:
         "lease_expired": bool(holder and holder.lease_expires_at < timezone.now()),
         "tree": tree,
         "tree_cut": len(tree) >= TREE_SHOWN,
-        "finished": detail.task.status in states.TERMINAL,
+        "finished": finished,
         "version": _version(detail.task),
         "steps_total": step_count(task=task),
         "unknown_effects": [e for e in detail.effects if e.state == states.UNKNOWN],
@@ -90,7 +91,8 @@ def _live(principal, task_id) -> dict:
         "tripped": breaker_tripped(detail.task),
         "pause": tree_pause_of(detail.task),
         "approvals": approvals_of_task(task_id=task.id),
-        "authority": effective_authority(detail.task),
+        # A finished task takes no more steps: what its grants would allow it is moot.
+        "authority": [] if finished else effective_authority(detail.task),
         # A stopping task is left to the stop it is under (its panel shows it).
         "may_stop": detail.task.status in states.sources("stop"),
         "stoppable": frozenset(states.sources("stop")),

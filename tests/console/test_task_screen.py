@@ -95,3 +95,12 @@ def test_the_lineage_tree_nests_grandchildren_under_their_parent(world, as_perso
     assert child_at < grandchild_at
     assert 'class="indent-2" data-depth="2"' in html[grandchild_at : grandchild_at + 200]
     assert '<span class="state act">failed</span>' in html[grandchild_at:]
+
+
+def test_a_finished_task_says_it_holds_no_authority_any_more_not_that_it_may_do_nothing(world, as_person):
+    html = as_person(world.people.alice).get(f"/tasks/{world.done.id}/").content.decode()
+    said = html.split('id="task-authority"')[1].split("</p>")[0]
+    assert "finished" in said and "completed" in said and "no authority any more" in said
+    assert "no live grant" not in said
+    running = as_person(world.people.alice).get(f"/tasks/{world.parent.id}/").content.decode()
+    assert "no authority any more" not in running.split('id="task-authority"')[1].split("</section>")[0]
