@@ -6,8 +6,10 @@ A request decided elsewhere or found stale while the page was open is shown as s
 pressing approve then is refused by the runtime with the reason (APPROVAL_ALREADY_DECIDED
 names the state and who decided), and the page says so. An approve that finds what the
 request is bound to changed since the agent asked (APPROVAL_STALE: the authz_revision,
-the policy_version, the input digest) shows each change inline, before and after, and
-the request as stale, as the executor would have left it."""
+the policy_version, the input digest) shows the request as stale, as the executor would
+have left it. A stale request's page names each part that changed, before and after, by
+the words an operator reads it by (package.BOUND), whether an approve or the executor's
+re-check found it (the approval.stale audit row keeps what the 409 said)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from django.shortcuts import redirect
 from console.access import OPERATE_ACTION, acting, require, require_approval_right
 from console.ui.web import form_status, page, param, screen
 from runtime import states
-from runtime.approvals.selectors import ORDERS, approval_get, approvals_list, approvals_of_task
+from runtime.approvals.package import BOUND
+from runtime.approvals.selectors import ORDERS, approval_changes, approval_get, approvals_list, approvals_of_task
 from runtime.approvals.services import approval_decide
 from runtime.errors import StewardError
 from runtime.tasks.selectors import task_get
@@ -116,12 +119,19 @@ def _context(approval, *, comment: str = "", error=None) -> dict:
         if approval.state == states.STALE
         else []
     )
+    # What it went stale against: the refused approve's APPROVAL_STALE says so, and the
+    # approval.stale audit row keeps the same for every later look.
+    changed = (error.details.get("changed") if error is not None else None) or approval_changes(approval=approval)
     return {
         "approval": approval,
         "task": task,
         "arguments": laid_out,
         "asked_again": asked_again,
-        "context_items": sorted((approval.context or {}).items()),
+        # Each bound part under its operator-facing name, with its key (package.BOUND).
+        "context_items": [(key, BOUND.get(key), value) for key, value in sorted((approval.context or {}).items())],
+        "changed": [
+            (key, BOUND.get(key), change.get("before"), change.get("after")) for key, change in sorted(changed.items())
+        ],
         "comment": comment,
         "error": error,
         "decidable": approval.state == states.PENDING and task.status in states.LIVE - {states.STOPPING},

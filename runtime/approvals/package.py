@@ -14,6 +14,18 @@ from runtime.authz.services import authorize
 from runtime.errors import InvalidArgument, NotJournalable
 from runtime.models import Approval
 
+# What a package's context binds, keyed as build() stores it, each with the words an
+# operator reads it by (the console's approval pages show both: the key stays in the
+# API, the audit trail and the stale reason). One list, so a key added to build() has a
+# label beside it.
+BOUND = {
+    "input_digest": "The input",
+    "precondition": "The target as the agent read it",
+    "policy_version": "The policy version",
+    "authz_revision": "The agent's grants",
+    "requires": "The authority it needs",
+}
+
 
 @db.reads("approval_context")
 @dataclass(frozen=True, slots=True)
@@ -94,9 +106,7 @@ def changed(approval: Approval | Stored, built: Built, ctx) -> str:
     if built.action_hash != approval.action_hash:
         reasons.append("the action changed")
     if built.context_digest != approval.context_digest:
-        before = approval.context or {}
-        parts = [key for key in sorted(set(before) | set(built.context)) if before.get(key) != built.context.get(key)]
-        reasons.append("the context changed: " + ", ".join(parts or ["digest"]))
+        reasons.append("the context changed: " + ", ".join(moved(approval, built) or ["digest"]))
     if built.requires is not None:
         decision = authorize(
             task=ctx.task_id,
@@ -108,6 +118,17 @@ def changed(approval: Approval | Stored, built: Built, ctx) -> str:
         if not decision.allowed:
             reasons.append(f"authority no longer allows it ({decision.reason_code}, decision {decision.id})")
     return "; ".join(reasons)[:500]
+
+
+def moved(approval: Approval | Stored, built: Built) -> dict:
+    """Each part of the context that differs: {key: {"before", "after"}}, the shape an
+    approve's APPROVAL_STALE gives (approval_decide.sql), for the approval.stale audit row."""
+    before = approval.context or {}
+    return {
+        key: {"before": before.get(key), "after": built.context.get(key)}
+        for key in sorted(set(before) | set(built.context))
+        if before.get(key) != built.context.get(key)
+    }
 
 
 def need(value) -> tuple[str, str]:

@@ -279,8 +279,15 @@ def _check(
     new revision and check again."""
     lease = ctx.lease
     while True:
-        results = [_outcome(ctx, p, _build(ctx, d, facts)) for p, d in zip(stored, drafts, strict=True)]
+        built = [_build(ctx, d, facts) for d in drafts]
+        results = [_outcome(ctx, p, b) for p, b in zip(stored, built, strict=True)]
         moves = [r for r, p in zip(results, stored, strict=True) if p.state == states.APPROVED]
+        # What a stale one went stale against, before and after, for its audit row.
+        changes = [
+            package.moved(p, b) if r.state == states.STALE else {}
+            for r, p, b in zip(results, stored, built, strict=True)
+            if p.state == states.APPROVED
+        ]
         checked = db.fetchone(
             "approval_check",
             {
@@ -291,6 +298,7 @@ def _check(
                 "ids": [r.approval_id for r in moves],
                 "states": [r.state for r in moves],
                 "reasons": [r.reason for r in moves],
+                "changes": [encoding.encode(c, what="what changed") for c in changes],
                 "seq": check_seq,
                 "name": name,
                 "output": encoding.encode({"results": [r._asdict() for r in results]}, what="the approval's outcome"),

@@ -9,8 +9,9 @@ from django.db.models.functions import Now
 
 from runtime import arguments, states
 from runtime.approvals.services import _approval_id
+from runtime.audit import AuditKind, chain_of
 from runtime.errors import ApprovalNotFound, InvalidInput
-from runtime.models import Approval
+from runtime.models import Approval, AuditEvent
 
 ORDERS = {"newest": ("-id",), "expiry": ("expires_at", "id")}
 SOON_SECONDS = 3600  # "about to expire" on the dashboard: within the hour
@@ -48,6 +49,27 @@ def approvals_list(
     if agents is not None:
         rows = rows.filter(agent__in=agents)
     return list(rows.order_by(*ORDERS[order])[:limit])
+
+
+def approval_changes(*, approval: Approval) -> dict:
+    """What a stale package went stale against: each part of its context that changed,
+    {key: {"before", "after"}}, as its approval.stale audit row holds it (written by the
+    approve that found it, with the APPROVAL_STALE it raised, or by the executor's
+    re-check); {} for any other state, or a stale reason that names no such part. Read
+    from the task's chain (audit_chain_seq), a few rows."""
+    if approval.state != states.STALE:
+        return {}
+    data = (
+        AuditEvent.objects.filter(
+            chain=chain_of(task_id=approval.task_id, tenant=approval.tenant),
+            kind=AuditKind.APPROVAL_STALE,
+            data__approval_id=str(approval.id),
+        )
+        .order_by("-chain_seq")
+        .values_list("data", flat=True)
+        .first()
+    )
+    return (data or {}).get("changed") or {}
 
 
 def approvals_of_task(*, task_id) -> list[Approval]:

@@ -1,7 +1,9 @@
 -- Record an approval's re-check (runtime/approvals/request.py) in one statement: each
 -- approved package moved to `consumed`, or to `stale` with its reason, with its
--- `approval.consumed|stale` audit row, and what the agent is told journaled at the
--- check's seq; all of it or nothing, in one round trip where there were six.
+-- `approval.consumed|stale` audit row (a stale one's `changed`: each part of the context
+-- that differs, before and after, as an approve's APPROVAL_STALE names them), and what
+-- the agent is told journaled at the check's seq; all of it or nothing, in one round
+-- trip where there were six.
 --
 -- Races:
 -- * Recovery, or a stop: fenced as step_insert.sql is, on the task's row FOR SHARE and
@@ -24,8 +26,9 @@ WITH owned AS (
 ), go AS (
     SELECT id, tenant, epoch FROM owned WHERE current
 ), outcome AS (
-    SELECT o.id, o.state, o.reason, o.n
-    FROM unnest(%(ids)s::uuid[], %(states)s::text[], %(reasons)s::text[]) WITH ORDINALITY AS o(id, state, reason, n)
+    SELECT o.id, o.state, o.reason, o.changed::jsonb AS changed, o.n
+    FROM unnest(%(ids)s::uuid[], %(states)s::text[], %(reasons)s::text[], %(changes)s::text[])
+         WITH ORDINALITY AS o(id, state, reason, changed, n)
 ), moved AS (
     UPDATE steward_approval a
     SET state = o.state, stale_reason = o.reason, checked_at = now()
@@ -37,6 +40,7 @@ WITH owned AS (
     SELECT %(actor)s, go.tenant, go.id, 'approval.' || o.state,
            jsonb_build_object('approval_id', o.id)
                || CASE WHEN o.reason <> '' THEN jsonb_build_object('reason', o.reason) ELSE '{}'::jsonb END
+               || CASE WHEN o.changed <> '{}' THEN jsonb_build_object('changed', o.changed) ELSE '{}'::jsonb END
     FROM go, outcome o JOIN moved m ON m.id = o.id
     ORDER BY o.n
 ), journaled AS (

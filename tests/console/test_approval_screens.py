@@ -3,11 +3,13 @@ decided elsewhere or gone stale while its page was open shows."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from django.utils import timezone
 
 from runtime import states
+from runtime.audit import AuditKind, audit_append
 from runtime.authz.services import grant_create
 from runtime.models import Approval, AuditEvent
 
@@ -25,8 +27,16 @@ def test_a_request_shows_its_action_laid_out_the_digest_the_taint_and_the_time_l
     body = as_person(world.people.dave).get(f"/approvals/{world.approval.id}/").content.decode()
     assert "<dt>amount</dt><dd>10</dd>" in body and "<dt>op</dt><dd>pay</dd>" in body
     assert 'id="untrusted"' in body and "$.memo" in body
-    for covered in ("input_digest", "precondition", "policy_version", "authz_revision"):
-        assert f"<dt>{covered}</dt>" in body
+    # What it is bound to reads in an operator's words, each with its key beside it.
+    for covered, label in (
+        ("input_digest", "The input"),
+        ("precondition", "The target as the agent read it"),
+        ("policy_version", "The policy version"),
+        ("authz_revision", "The agent&#x27;s grants"),
+    ):
+        assert f'<dt>{label} <code class="key">{covered}</code></dt>' in body
+    assert not re.search(r"<dt>\s*[a-z]+_[a-z_]+\s*</dt>", body), "a bare key as a field's only name"
+    assert 'id="changed"' not in body  # waiting: nothing went stale
     assert 'id="time-left"' in body and "started by user:alice" in body and "irreversible" in body
     assert 'formaction="/approvals/' in body
 
@@ -73,10 +83,43 @@ def test_an_approve_of_a_request_gone_stale_shows_what_changed_inline(world, as_
     assert response.status_code == 409
     body = response.content.decode()
     assert "APPROVAL_STALE" in body and 'id="changed"' in body
-    assert f'<dt>authz_revision</dt><dd class="mono small">{before} → {before + 1}</dd>' in body
+    changed = f'The agent&#x27;s grants <code class="key">authz_revision</code></dt><dd class="mono small">{before} → {before + 1}</dd>'
+    assert changed in body
     assert 'data-state="stale"' in body and 'id="not-decidable"' in body and "formaction" not in body
     assert "found stale when user:dave approved it" in body
     assert Approval.objects.get(id=world.approval.id).state == states.STALE
+    # Looked at again later, the page still names what changed, before and after.
+    page = client.get(f"/approvals/{world.approval.id}/").content.decode()
+    assert 'id="changed"' in page and changed in page
+
+
+def test_a_request_the_executor_found_stale_shows_what_it_was_prepared_with_and_what_it_is_now(world, as_person):
+    # The executor's re-check (runtime/sql/approval_check.sql) leaves the package stale
+    # with its reason, and its audit row with each change, before and after.
+    Approval.objects.filter(id=world.approval.id).update(
+        state=states.STALE,
+        decided_by="user:dave",
+        decided_at=timezone.now(),
+        checked_at=timezone.now(),
+        stale_reason="the context changed: precondition",
+    )
+    audit_append(
+        actor="agent:t.steps",
+        tenant="acme",
+        kind=AuditKind.APPROVAL_STALE,
+        task_id=world.blocked.id,
+        data={
+            "approval_id": str(world.approval.id),
+            "reason": "the context changed: precondition",
+            "changed": {"precondition": {"before": "v1", "after": "v2"}},
+        },
+    )
+    page = as_person(world.people.bob).get(f"/approvals/{world.approval.id}/").content.decode()
+    assert 'id="changed"' in page and "What changed since the agent asked" in page
+    assert (
+        '<div id="changed-precondition"><dt>The target as the agent read it <code class="key">precondition</code></dt>'
+        '<dd class="mono small">v1 → v2</dd></div>'
+    ) in page
 
 
 def test_the_starter_is_refused_approving_their_own_request(world, as_person):

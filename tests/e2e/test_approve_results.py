@@ -130,7 +130,11 @@ def test_a_request_that_went_stale_while_open_is_refused_with_the_reason(person,
     error = alice.locator("#form-error")
     expect(error).to_contain_text("APPROVAL_STALE", timeout=EVENT_MS)
     expect(error).to_contain_text(f"authz_revision {before} → {before + 1}")
-    expect(alice.locator("#changed")).to_contain_text("authz_revision")
+    # In her words, the key beside it, and both values.
+    changed = alice.locator("#changed-authz_revision")
+    expect(changed).to_contain_text("The agent's grants")
+    expect(changed.locator("code.key")).to_have_text("authz_revision")
+    expect(changed.locator("dd")).to_have_text(f"{before} → {before + 1}")
     expect(alice.locator("#approval-state")).to_have_attribute("data-state", states.STALE)
     expect(alice.locator("#stale-reason")).to_contain_text(f"authz_revision {before} → {before + 1}")
     assert alice.get_by_role("button", name="Approve").count() == 0

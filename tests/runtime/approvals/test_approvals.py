@@ -255,18 +255,26 @@ def _grant_change():
 
 
 @pytest.mark.parametrize(
-    "change, why",
+    "change, why, changed",
     [
-        (lambda: world.update(amount=11), "the action changed"),
-        (lambda: world.update(etag="v2"), "the context changed: precondition"),
-        (_grant_change, "the context changed: authz_revision"),
+        (lambda: world.update(amount=11), "the action changed", None),
+        (lambda: world.update(etag="v2"), "the context changed: precondition", {"before": "v1", "after": "v2"}),
+        (_grant_change, "the context changed: authz_revision", "revision"),
     ],
     ids=["arguments", "etag", "authz-revision"],
 )
-def test_a_package_that_changed_after_approval_is_stale_and_the_effect_does_not_run(live, change, why):
+def test_a_package_that_changed_after_approval_is_stale_and_the_effect_does_not_run(live, change, why, changed):
     task, approval = _approved_then(change)
     assert approval.state == states.STALE
     assert approval.stale_reason == why
+    # Its audit row names what it went stale against, before and after, as an approve's
+    # APPROVAL_STALE would: the console shows it on the request's page.
+    data = AuditEvent.objects.get(kind="approval.stale", data__approval_id=str(approval.id)).data
+    if changed == "revision":
+        before = approval.context["authz_revision"]
+        changed = {"before": before, "after": before + 1}
+    key = why.removeprefix("the context changed: ")
+    assert data.get("changed") == ({key: changed} if changed else None)
     assert task.output == {"outcome": "stale", "reason": why}
     assert sent["pay"] == 0
     with pytest.raises(ApprovalAlreadyDecided) as refused:
