@@ -23,7 +23,10 @@ values (a list of objects for a text parameter) otherwise than the URL it record
 
 `make test` runs it at 25 examples a route; `make fuzz` at FUZZ_EXAMPLES (100). Each run
 draws the same cases (a fixed seed, and hypothesis's example database off), so a
-failure reproduces; FUZZ_SEED draws others.
+failure reproduces; FUZZ_SEED draws others. Marked `process`: it serves HTTP on a port,
+and it was 44 % of the check tier's time (its tests took 347 s with it and 194 s without,
+2026-12-03, one machine, one sitting), which the inner loop cannot afford; `make test`
+and CI run it.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ from runtime.tasks.services import task_submit
 from tests.api.conftest import make_token
 from tests.api.world import ALICE, blocked_task_with_unknown_effect
 from tests.people import make_people
+
+pytestmark = pytest.mark.process  # a server on a port, and the check tier's largest cost: see above
 
 EXAMPLES = int(os.environ.get("STEWARD_FUZZ_EXAMPLES", "25"))
 SEED = int(os.environ.get("STEWARD_FUZZ_SEED", "17"))
