@@ -186,11 +186,13 @@ def test_without_a_token_only_the_allowed_addresses_and_with_none_allowed_only_t
     guarded.STEWARD_METRICS_TOKEN = ""
     refusals(client, [("an empty bearer against no token", OUTSIDER, {"Authorization": "Bearer "}, "")])
     refusals(client, [("any bearer against no token", OUTSIDER, {"Authorization": "Bearer x"}, "")])
-    scrape(client, "127.0.0.1")
+    assert ("steward_processes_live", (("kind", "worker"),)) in scrape(client, "127.0.0.1")
     guarded.STEWARD_METRICS_TOKEN = TOKEN
     guarded.STEWARD_METRICS_ALLOW = []
     refusals(client, [("loopback when nothing is allowed", "127.0.0.1", {}, "")])
-    scrape(client, "127.0.0.1", Authorization=f"Bearer {TOKEN}")
+    assert ("steward_processes_live", (("kind", "worker"),)) in scrape(
+        client, "127.0.0.1", Authorization=f"Bearer {TOKEN}"
+    )
 
 
 def test_a_json_log_line_is_one_object_with_its_extras():
