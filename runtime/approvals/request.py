@@ -281,13 +281,10 @@ def _check(
     while True:
         built = [_build(ctx, d, facts) for d in drafts]
         results = [_outcome(ctx, p, b) for p, b in zip(stored, built, strict=True)]
-        moves = [r for r, p in zip(results, stored, strict=True) if p.state == states.APPROVED]
+        approved = [(r, p, b) for r, p, b in zip(results, stored, built, strict=True) if p.state == states.APPROVED]
+        moves = [r for r, _, _ in approved]
         # What a stale one went stale against, before and after, for its audit row.
-        changes = [
-            package.moved(p, b) if r.state == states.STALE else {}
-            for r, p, b in zip(results, stored, built, strict=True)
-            if p.state == states.APPROVED
-        ]
+        changes = [package.moved(p, b) if r.state == states.STALE else {} for r, p, b in approved]
         checked = db.fetchone(
             "approval_check",
             {
