@@ -50,7 +50,10 @@ from tests.api.conftest import make_token
 from tests.api.world import ALICE, blocked_task_with_unknown_effect
 from tests.people import make_people
 
-pytestmark = pytest.mark.process  # a server on a port, and the check tier's largest cost: see above
+# django_db: the database its fixtures read is set up even when only these tests run (pytest-django
+# sets up only the databases some collected test marks).
+# process: a server on a port, and the check tier's largest cost: see above.
+pytestmark = [pytest.mark.process, pytest.mark.django_db]
 
 EXAMPLES = int(os.environ.get("STEWARD_FUZZ_EXAMPLES", "25"))
 SEED = int(os.environ.get("STEWARD_FUZZ_SEED", "17"))

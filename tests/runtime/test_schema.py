@@ -25,6 +25,10 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+# pytest-django sets up the test database only for the databases some collected test marks;
+# these read it through module fixtures, so they mark it themselves (run alone, they found none).
+pytestmark = pytest.mark.django_db
+
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "runtime" / "sql" / "schema"
 WRITE = os.environ.get("STEWARD_SCHEMA_WRITE") == "1"

@@ -24,6 +24,10 @@ from psycopg.adapt import Transformer
 import runtime
 from runtime import db
 
+# pytest-django sets up the test database only for the databases some collected test marks;
+# these read it through module fixtures, so they mark it themselves (run alone, they found none).
+pytestmark = pytest.mark.django_db
+
 REPO = Path(__file__).resolve().parents[2]
 NAMES = sorted(p.name[:-4] for p in resources.files("runtime.sql").iterdir() if p.name.endswith(".sql"))
 
