@@ -233,6 +233,11 @@ class GrantNotFound(StewardError):
     status = 404
 
 
+class DecisionNotFound(StewardError):
+    code = "DECISION_NOT_FOUND"
+    status = 404
+
+
 class GrantRequiresPerson(StewardError):
     """Only a person (`user:<name>`) may create, narrow or revoke a grant: never an agent,
     a task, a worker or anything that came from agent code."""

@@ -25,7 +25,7 @@ from runtime.approvals.package import BOUND
 from runtime.approvals.selectors import ORDERS, approval_changes, approval_get, approvals_list, approvals_of_task
 from runtime.approvals.services import approval_decide
 from runtime.errors import StewardError
-from runtime.tasks.selectors import task_get
+from runtime.tasks.selectors import steps_journaled, task_get
 
 
 @screen
@@ -125,6 +125,7 @@ def _context(approval, *, comment: str = "", error=None) -> dict:
     return {
         "approval": approval,
         "task": task,
+        "step_journaled": bool(steps_journaled([(approval.task_id, approval.seq)])),
         "arguments": laid_out,
         "asked_again": asked_again,
         # Each bound part under its operator-facing name, with its key (package.BOUND).

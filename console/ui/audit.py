@@ -13,7 +13,14 @@ from django.http import StreamingHttpResponse
 from django.views.decorators.http import require_POST
 
 from console.ui.web import page, param, screen, when
-from runtime.trail.selectors import audit_export_line, audit_get, audit_iter, audit_page, audit_seals
+from runtime.trail.selectors import (
+    audit_export_line,
+    audit_get,
+    audit_iter,
+    audit_page,
+    audit_seals,
+    audit_subjects,
+)
 from runtime.trail.services import audit_check
 
 FIELDS = ("actor", "task", "kind", "since", "until")
@@ -66,7 +73,21 @@ def audit_list(request, principal):
 @screen
 def audit_event(request, principal, event_id):
     event = audit_get(event_id, tenant=principal.tenant)
-    return page(request, principal, "console/audit_event.html", {"event": event}, nav="audit")
+    subjects = [(s, SUBJECT_URLS[s.kind].format(id=s.id)) for s in audit_subjects(event)]
+    return page(request, principal, "console/audit_event.html", {"event": event, "subjects": subjects}, nav="audit")
+
+
+# Each kind of object an event names, and its page.
+SUBJECT_URLS = {
+    "grant": "/grants/{id}/",
+    "effect": "/effects/{id}/",
+    "approval": "/approvals/{id}/",
+    "decision": "/decisions/{id}/",
+    "stop": "/stops/{id}/",
+    "schedule": "/schedules/{id}/",
+    "webhook": "/webhooks/{id}/",
+    "task": "/tasks/{id}/",
+}
 
 
 @screen

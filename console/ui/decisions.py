@@ -1,10 +1,11 @@
 """Every allow and deny of the tenant, newest first, filtered in the URL (task, outcome,
-boundary, principal); a denial is marked and names the boundary that enforced it."""
+boundary, principal); a denial is marked and names the boundary that enforced it. Each
+decision has its own page."""
 
 from __future__ import annotations
 
 from console.ui.web import page, param, screen
-from runtime.authz.selectors import BOUNDARIES, decisions_page
+from runtime.authz.selectors import BOUNDARIES, decision_audit, decision_get, decisions_page
 from runtime.errors import InvalidArgument
 
 OUTCOMES = {"allowed": True, "denied": False}
@@ -29,5 +30,19 @@ def decision_list(request, principal):
         principal,
         "console/decisions.html",
         {"decisions": decisions, "filters": filters, "boundaries": BOUNDARIES},
+        nav="decisions",
+    )
+
+
+@screen
+def decision_page(request, principal, decision_id):
+    """One decision: who acted, on whose authority, in which task and attempt, at which
+    boundary and revision, and (a denial) its audit row in the task's chain."""
+    decision = decision_get(decision_id=decision_id, tenant=principal.tenant)
+    return page(
+        request,
+        principal,
+        "console/decision.html",
+        {"decision": decision, "event": decision_audit(decision)},
         nav="decisions",
     )

@@ -15,6 +15,7 @@ from runtime import states
 from runtime.effects.selectors import effect_get, effect_page
 from runtime.effects.services import effect_resolve, receipt_parse
 from runtime.errors import InvalidInput, StewardError
+from runtime.tasks.selectors import steps_journaled
 
 OUTCOMES = ("committed", "failed", "retry")
 
@@ -32,6 +33,9 @@ def effect_list(request, principal):
         after=param(request, "cursor"),
         limit=50,
     )
+    journaled = steps_journaled((e.task_id, e.step_seq) for e in rows.items)
+    for e in rows.items:  # its step is a link only when the journal holds it
+        e.step_journaled = (e.task_id, e.step_seq) in journaled
     given = {
         "state": state or "any",
         **({"task": task} if task else {}),
@@ -96,6 +100,7 @@ def _form(effect, *, outcome: str | None = None, receipt: str = "", note: str = 
     return {
         "effect": effect,
         "task": effect.task,
+        "step_journaled": bool(steps_journaled([(effect.task_id, effect.step_seq)])),
         "outcome": outcome,
         "receipt": receipt,
         "note": note,

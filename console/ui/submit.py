@@ -10,7 +10,8 @@ from django.shortcuts import redirect
 
 from console.access import OPERATE_ACTION, acting, require
 from console.ui.web import form_status, page, param, screen
-from runtime.errors import InvalidInput, StewardError, UnknownAgent
+from runtime.errors import InvalidInput, StewardError, UnknownAgent, UnknownPool
+from runtime.limits.selectors import pool_usage_of
 from runtime.tasks.selectors import agent_list
 from runtime.tasks.services import input_parse, task_submit
 
@@ -94,6 +95,8 @@ def submit(request, principal):
         "fields": fields,
         "typed": source,
         "error": None,
+        # The pool's page exists once the pool does (made with its first task).
+        "pool_made": bool(chosen) and pool_exists(chosen.pool),
         "schema_json": json.dumps(chosen.input_schema, indent=2) if chosen and chosen.input_schema else "",
     }
     if request.method == "POST":
@@ -133,3 +136,11 @@ def field_errors(exc: StewardError) -> dict[str, str]:
     if exc.details.get("field"):
         found.setdefault(str(exc.details["field"]), exc.message)
     return found
+
+
+def pool_exists(name: str) -> bool:
+    try:
+        pool_usage_of(name)
+    except UnknownPool:
+        return False
+    return True

@@ -31,6 +31,7 @@ from runtime.tasks.selectors import (
     live_attempt,
     step_count,
     step_get,
+    steps_journaled,
     task_detail,
     task_get,
     task_page,
@@ -75,6 +76,18 @@ def _live(principal, task_id) -> dict:
     holder = live_attempt(task)  # the lease holder, as the API's task detail reads it
     tree = _subtree(principal, detail.task) if detail.children else []
     finished = detail.task.status in states.TERMINAL
+    approvals = approvals_of_task(task_id=task.id)
+    # An effect's or an approval's step is a link only when the journal holds it.
+    journaled = {
+        seq
+        for _, seq in steps_journaled(
+            [(task.id, e.step_seq) for e in detail.effects] + [(task.id, a.seq) for a in approvals]
+        )
+    }
+    for named in detail.effects:
+        named.step_journaled = named.step_seq in journaled
+    for named in approvals:
+        named.step_journaled = named.seq in journaled
     return {
         "task": detail.task,
         "detail": detail,
@@ -90,7 +103,7 @@ def _live(principal, task_id) -> dict:
         "decisions": decisions_page(tenant=principal.tenant, task=task.id, limit=DECISIONS_SHOWN).items,
         "tripped": breaker_tripped(detail.task),
         "pause": tree_pause_of(detail.task),
-        "approvals": approvals_of_task(task_id=task.id),
+        "approvals": approvals,
         # A finished task takes no more steps: what its grants would allow it is moot.
         "authority": [] if finished else effective_authority(detail.task),
         # A stopping task is left to the stop it is under (its panel shows it).
@@ -148,7 +161,10 @@ def task_steps(request, principal, task_id):
 def task_step(request, principal, task_id, seq):
     task = task_get(task_id, tenant=principal.tenant)
     step = step_get(task=task, seq=seq)
-    return page(request, principal, "console/step.html", {"task": task, "step": step}, nav="tasks")
+    # The steps beside it, linked only when the journal holds them (the last has no next).
+    near = {s for _, s in steps_journaled([(task.id, seq - 1), (task.id, seq + 1)])}
+    context = {"task": task, "step": step, "previous": seq - 1 in near, "next": seq + 1 in near}
+    return page(request, principal, "console/step.html", context, nav="tasks")
 
 
 def _confirm(request, principal, task_id, action: str):

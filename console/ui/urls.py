@@ -40,7 +40,7 @@ class Route:
     pattern: str
     view: object
     object: str = ""  # "task", "step", "effect", "audit", "pool", "token", "member", "agent", "grant", "stop",
-    # "approval", "schedule", "webhook" or ""
+    # "approval", "schedule", "webhook", "decision" or ""
     action: bool = False  # a POST that changes something: operators only (members: admins only; grants:
     # admins, or operators with the right over that agent: console/access/rights.py; tokens: every
     # member their own, a viewer read ones only: console/access/tokens.py)
@@ -106,6 +106,7 @@ ROUTES = [
     Route("grant-narrow", "grants/<int:grant_id>/narrow/", grant_change.grant_narrow_view, object="grant", action=True),
     Route("owner", "owners/<str:username>/", owners.owner_page, object="member"),
     Route("decisions", "decisions/", decisions.decision_list),
+    Route("decision", "decisions/<uuid:decision_id>/", decisions.decision_page, object="decision"),
     Route("schedules", "schedules/", triggers.schedule_list_view),
     Route("schedule-new", "schedules/new/", triggers.schedule_new, action=True),
     Route("schedule", "schedules/<uuid:schedule_id>/", triggers.schedule_page, object="schedule"),

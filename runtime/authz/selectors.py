@@ -14,7 +14,7 @@ from django.db.models.lookups import StartsWith
 from runtime import arguments, db, states
 from runtime.audit import AuditKind
 from runtime.authz import patterns
-from runtime.errors import GrantNotFound, InvalidArgument, InvalidInput
+from runtime.errors import DecisionNotFound, GrantNotFound, InvalidArgument, InvalidInput
 from runtime.models import AuditEvent, AuthzRevision, Decision, Effect, GatewayCall, Grant, Task
 from runtime.models.decision import BOUNDARIES
 from runtime.paging import Keyset, Page, keyset_page
@@ -62,6 +62,32 @@ def authz_revision(*, tenant: str) -> int:
     """The tenant's current authz_revision; 0 before its first grant change."""
     row = AuthzRevision.objects.filter(tenant=arguments.tenant(tenant)).values_list("revision", flat=True).first()
     return row or 0
+
+
+def decision_get(*, decision_id, tenant: str) -> Decision:
+    """One decision of the tenant (another tenant's, or no such id: DECISION_NOT_FOUND)."""
+    arguments.tenant(tenant)
+    try:
+        key = uuid.UUID(str(decision_id))
+    except ValueError:
+        key = None
+    decision = Decision.objects.filter(id=key, tenant=tenant).select_related("task").first() if key else None
+    if decision is None:
+        raise DecisionNotFound(f"no decision {str(decision_id)[:40]}", decision=str(decision_id)[:40])
+    return decision
+
+
+def decision_audit(decision: Decision) -> AuditEvent | None:
+    """A denial's `authz.denied` row in its task's chain (an allow writes none)."""
+    if decision.allowed:
+        return None
+    return (
+        AuditEvent.objects.filter(
+            task_id=decision.task_id, kind=AuditKind.AUTHZ_DENIED, data__decision_id=str(decision.id)
+        )
+        .order_by("id")
+        .first()
+    )
 
 
 def decisions_page(

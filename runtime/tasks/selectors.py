@@ -314,6 +314,25 @@ def step_get(*, task, seq) -> Step:
     return step
 
 
+def steps_journaled(pairs) -> frozenset[tuple[uuid.UUID, int]]:
+    """Which of these (task id, seq) steps the journal holds, as (task id, seq): one read
+    of the step key's index. An effect or an approval names the step it belongs to even
+    when that step was never journaled (the attempt died between the ledger row and the
+    step row): a page links a step only when it is here, so a link never opens
+    STEP_NOT_FOUND."""
+    wanted = {
+        (uuid.UUID(str(task)), seq)
+        for task, seq in pairs
+        if isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq < 2**31
+    }
+    if not wanted:
+        return frozenset()
+    rows = Step.objects.filter(
+        task_id__in={task for task, _ in wanted}, seq__in={seq for _, seq in wanted}
+    ).values_list("task_id", "seq")
+    return frozenset(row for row in rows if row in wanted)
+
+
 def step_count(*, task) -> int:
     """How many calls a task's journal holds: one index-only count of its (task, seq) keys."""
     return Step.objects.filter(task_id=getattr(task, "id", task)).count()

@@ -7,10 +7,12 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from django.core.exceptions import ValidationError
+
 from runtime import arguments, db
 from runtime.audit import chain_of
 from runtime.errors import AuditEventNotFound, InvalidInput
-from runtime.models import AuditEvent, AuditSeal
+from runtime.models import Approval, AuditEvent, AuditSeal, Decision, Effect, Grant, Schedule, Stop, Task, Webhook
 from runtime.paging import Keyset, Page, keyset_page
 from runtime.tasks.selectors import task_get
 from runtime.trail.seals import seal_export
@@ -164,3 +166,47 @@ def audit_export_line(event: AuditEvent) -> str:
         )
         + "\n"
     )
+
+
+# What an event's data names, by key: the kind of object and the model it is a row of.
+SUBJECT_KEYS = {
+    "grant": ("grant", Grant),
+    "effect": ("effect", Effect),
+    "approval_id": ("approval", Approval),
+    "decision_id": ("decision", Decision),
+    "stop": ("stop", Stop),
+    "schedule": ("schedule", Schedule),
+    "webhook": ("webhook", Webhook),
+    "new_task": ("task", Task),
+    "old_task": ("task", Task),
+    "previous": ("task", Task),
+}
+
+
+@dataclass(frozen=True)
+class Subject:
+    key: str  # the data key that named it
+    kind: str  # grant, effect, approval, decision, stop, schedule, webhook, task
+    id: str
+
+
+def audit_subjects(event: AuditEvent) -> list[Subject]:
+    """The objects an event's data names (a grant, an effect, an approval, a decision, a
+    stop, a schedule, a webhook, another task) that its tenant still holds: what its page
+    links to. One primary-key read each; a value that names no such row is left out, so
+    no link opens a 404."""
+    data = event.data if isinstance(event.data, dict) else {}
+    found = []
+    for key, (kind, model) in SUBJECT_KEYS.items():
+        value = data.get(key)
+        if value is None or isinstance(value, (bool, dict, list)):
+            continue
+        try:
+            pk = model._meta.pk.to_python(value)
+        except (ValueError, TypeError, ValidationError):  # not an id of that kind: it names nothing
+            continue
+        if pk is None or (isinstance(pk, int) and not 0 < pk < 2**63):
+            continue
+        if model.objects.filter(pk=pk, tenant=event.tenant).exists():
+            found.append(Subject(key=key, kind=kind, id=str(pk)))
+    return found

@@ -10,7 +10,7 @@ import pytest
 from console.access import session_principal, token_create
 from console.models import ApiToken, Membership
 from console.ui.urls import ROUTES
-from runtime.authz.services import grant_create
+from runtime.authz.services import authorize, grant_create
 from runtime.models import Approval, AuditEvent, Effect, Grant, Schedule, Task, Webhook
 from runtime.stops.services import task_stop
 from runtime.triggers.services import schedule_create, webhook_create
@@ -74,6 +74,7 @@ ACME_URLS = {
     "grant-narrow": "/grants/{grant}/narrow/",
     "owner": "/owners/alice/",
     "decisions": "/decisions/",
+    "decision": "/decisions/{decision}/",
     "schedules": "/schedules/",
     "schedule-new": "/schedules/new/",
     "schedule": "/schedules/{schedule}/",
@@ -128,6 +129,7 @@ def acme(world: World):
     grant = grant_create(
         tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*", actor="user:dave"
     )
+    decision = authorize(task=world.parent.id, action="tool.search", resource="repo:acme/x", boundary="worker")
     stopped = submit("acme", "alice", n=9)
     stop = task_stop(task_id=stopped.id, actor="user:alice", reason="a stop to point at").stop_id
     schedule = schedule_create(
@@ -148,6 +150,7 @@ def acme(world: World):
         "audit": world.audit.id,
         "token": token.id,
         "grant": grant.id,
+        "decision": decision.id,
         "stop": stop,
         "stopped": stopped.id,
         "approval": world.approval.id,
