@@ -19,38 +19,44 @@ from django.contrib import messages
 from django.shortcuts import redirect
 
 from console.access import OPERATE_ACTION, acting, require, require_approval_right
-from console.ui.web import form_status, page, param, screen
+from console.ui.web import form_status, kept, listing, page, param, screen
 from runtime import states
 from runtime.approvals.package import BOUND
 from runtime.approvals.selectors import ORDERS, approval_changes, approval_get, approvals_list, approvals_of_task
 from runtime.approvals.services import approval_decide
 from runtime.errors import StewardError
-from runtime.tasks.selectors import steps_journaled, task_get
+from runtime.tasks.selectors import agent_list, steps_journaled, task_get
 
 
 @screen
 def approval_list(request, principal):
-    state = param(request, "state") or states.PENDING
-    order = param(request, "order") or "newest"
-    agent = param(request, "agent")
-    rows = approvals_list(
-        tenant=principal.tenant, state=None if state == "any" else state, agent=agent, order=order, limit=200
-    )
-    return page(
-        request,
-        principal,
-        "console/approvals.html",
-        {
+    typed = kept(request, ("state", "order", "agent"))
+    form = {
+        "rows": [],
+        "state": typed["state"] or states.PENDING,
+        "order": typed["order"] or "newest",
+        "agent": typed["agent"],
+        "states": states.APPROVAL_STATES,
+        "orders": tuple(ORDERS),
+        "agents": [a.name for a in agent_list()],
+    }
+
+    def read() -> dict:
+        state = param(request, "state") or states.PENDING
+        order = param(request, "order") or "newest"
+        agent = param(request, "agent")
+        rows = approvals_list(
+            tenant=principal.tenant, state=None if state == "any" else state, agent=agent, order=order, limit=200
+        )
+        return {
             "rows": rows,
             "state": state,
             "order": order,
             "agent": agent,
-            "states": states.APPROVAL_STATES,
-            "orders": tuple(ORDERS),
             "query": urlencode({"state": state, "order": order, **({"agent": agent} if agent else {})}),
-        },
-        nav="approvals",
-    )
+        }
+
+    return listing(request, principal, "console/approvals.html", form, read, nav="approvals")
 
 
 @screen

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 from django.http import StreamingHttpResponse
 from django.views.decorators.http import require_POST
 
-from console.ui.web import page, param, screen, when
+from console.ui.web import NO_ROWS, kept, listing, page, param, screen, when
 from runtime.trail.selectors import (
     audit_export_line,
     audit_get,
@@ -51,23 +51,34 @@ def _query(principal, shown: dict) -> dict:
 
 @screen
 def audit_list(request, principal):
-    shown = filters_of(request)
-    events = audit_page(**_query(principal, shown), after=param(request, "cursor"), limit=50)
-    given = {k: v for k, v in shown.items() if v}
-    return page(
-        request,
-        principal,
-        "console/audit.html",
-        {
+    typed = kept(request, (*FIELDS, "q"))
+    # The filters as typed, each field else its qualifier in `q`, as filters_of reads them.
+    words = dict(w.partition(":")[::2] for w in typed["q"].split() if ":" in w)
+    shown_typed = {name: typed[name] or words.get(name) or None for name in FIELDS}
+    given_typed = {k: v for k, v in shown_typed.items() if v}
+    form = {
+        "page": NO_ROWS,
+        "filters": shown_typed,
+        "given": given_typed,
+        "q": typed["q"],
+        "next_url": None,
+        "export_url": "/audit/export.jsonl",
+    }
+
+    def read() -> dict:
+        shown = filters_of(request)
+        events = audit_page(**_query(principal, shown), after=param(request, "cursor"), limit=50)
+        given = {k: v for k, v in shown.items() if v}
+        return {
             "page": events,
             "filters": shown,
             "given": given,
             "q": param(request, "q") or "",
             "next_url": "?" + urlencode({**given, "cursor": events.next}) if events.next else None,
             "export_url": "/audit/export.jsonl" + ("?" + urlencode(given) if given else ""),
-        },
-        nav="audit",
-    )
+        }
+
+    return listing(request, principal, "console/audit.html", form, read, nav="audit")
 
 
 @screen

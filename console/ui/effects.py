@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.shortcuts import redirect
 
 from console.access import OPERATE_ACTION, acting, require
-from console.ui.web import form_status, page, param, screen
+from console.ui.web import NO_ROWS, form_status, kept, listing, page, param, screen
 from runtime import states
 from runtime.effects.selectors import effect_get, effect_page
 from runtime.effects.services import effect_resolve, receipt_parse
@@ -22,40 +22,46 @@ OUTCOMES = ("committed", "failed", "retry")
 
 @screen
 def effect_list(request, principal):
-    state = param(request, "state") or states.UNKNOWN
-    state = None if state == "any" else state
-    task, effect_class = param(request, "task"), param(request, "effect_class")
-    rows = effect_page(
-        tenant=principal.tenant,
-        state=state,
-        task=task,
-        effect_class=effect_class,
-        after=param(request, "cursor"),
-        limit=50,
-    )
-    journaled = steps_journaled((e.task_id, e.step_seq) for e in rows.items)
-    for e in rows.items:  # its step is a link only when the journal holds it
-        e.step_journaled = (e.task_id, e.step_seq) in journaled
-    given = {
-        "state": state or "any",
-        **({"task": task} if task else {}),
-        **({"effect_class": effect_class} if effect_class else {}),
+    typed = kept(request, ("state", "task", "effect_class"))
+    form = {
+        "page": NO_ROWS,
+        "state": typed["state"] or states.UNKNOWN,
+        "task": typed["task"],
+        "effect_class": typed["effect_class"],
+        "states": states.EFFECT_STATES,
+        "classes": states.EFFECT_CLASSES,
+        "next_url": None,
     }
-    return page(
-        request,
-        principal,
-        "console/effects.html",
-        {
+
+    def read() -> dict:
+        state = param(request, "state") or states.UNKNOWN
+        state = None if state == "any" else state
+        task, effect_class = param(request, "task"), param(request, "effect_class")
+        rows = effect_page(
+            tenant=principal.tenant,
+            state=state,
+            task=task,
+            effect_class=effect_class,
+            after=param(request, "cursor"),
+            limit=50,
+        )
+        journaled = steps_journaled((e.task_id, e.step_seq) for e in rows.items)
+        for e in rows.items:  # its step is a link only when the journal holds it
+            e.step_journaled = (e.task_id, e.step_seq) in journaled
+        given = {
+            "state": state or "any",
+            **({"task": task} if task else {}),
+            **({"effect_class": effect_class} if effect_class else {}),
+        }
+        return {
             "page": rows,
             "state": state or "any",
             "task": task,
             "effect_class": effect_class,
-            "states": states.EFFECT_STATES,
-            "classes": states.EFFECT_CLASSES,
             "next_url": "?" + urlencode({**given, "cursor": rows.next}) if rows.next else None,
-        },
-        nav="effects",
-    )
+        }
+
+    return listing(request, principal, "console/effects.html", form, read, nav="effects")
 
 
 @screen

@@ -9,7 +9,7 @@ from django.contrib import messages
 from django.shortcuts import redirect
 
 from console.access import OPERATE_ACTION, acting, may_change_grants, require, require_grant_change
-from console.ui.web import form_status, page, screen, typed_from, when
+from console.ui.web import form_status, kept, listing, page, screen, typed_from, when
 from runtime.authz.selectors import GRANT_STATES, grant_get, grant_history, grants_filtered
 from runtime.authz.services import grant_create
 from runtime.errors import InvalidArgument, StewardError
@@ -19,22 +19,22 @@ FILTERS = ("principal", "action", "resource", "state")
 
 @screen
 def grant_list(request, principal):
-    typed = typed_from(request.GET, FILTERS)
-    state = typed["state"] or "live"
-    grants = grants_filtered(
-        tenant=principal.tenant,
-        principal=typed["principal"] or None,
-        action=typed["action"] or None,
-        resource=typed["resource"] or None,
-        state=state,
-    )
-    return page(
-        request,
-        principal,
-        "console/grants.html",
-        {"grants": grants, "filters": typed, "state": state, "states": GRANT_STATES},
-        nav="grants",
-    )
+    shown = kept(request, FILTERS)
+    form = {"grants": [], "filters": shown, "state": shown["state"] or "live", "states": GRANT_STATES}
+
+    def read() -> dict:
+        typed = typed_from(request.GET, FILTERS)
+        state = typed["state"] or "live"
+        grants = grants_filtered(
+            tenant=principal.tenant,
+            principal=typed["principal"] or None,
+            action=typed["action"] or None,
+            resource=typed["resource"] or None,
+            state=state,
+        )
+        return {"grants": grants, "filters": typed, "state": state}
+
+    return listing(request, principal, "console/grants.html", form, read, nav="grants")
 
 
 @screen

@@ -33,7 +33,7 @@ def fields_of(schema: dict | None) -> list[dict]:
             {
                 "name": name,
                 "type": kind,
-                "title": prop.get("title") or name,
+                "title": title_of(name, prop.get("title")),
                 "required": name in required,
                 "default": prop.get("default"),
                 "description": prop.get("description", ""),
@@ -43,6 +43,20 @@ def fields_of(schema: dict | None) -> list[dict]:
             }
         )
     return fields
+
+
+ACRONYMS = {"api", "id", "json", "http", "https", "url", "uri", "ip", "ttl"}
+
+
+def title_of(name: str, title: str | None) -> str:
+    """A field's label: the schema's own title when someone wrote one, else its name in
+    words (results_url: "Results URL"). pydantic fills every title in by title-casing
+    the name ("Results Url"), so a title equal to that is taken as no title."""
+    words = [w for w in name.replace("-", "_").split("_") if w]
+    if title and title != " ".join(w.capitalize() for w in words):
+        return title
+    spoken = [w.upper() if w.lower() in ACRONYMS else w.lower() for w in words] or [name]
+    return spoken[0][:1].upper() + spoken[0][1:] + "".join(" " + w for w in spoken[1:])
 
 
 def input_from(post, fields: list[dict]):

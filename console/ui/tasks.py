@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from django.http import HttpResponse
 
-from console.ui.web import page, param, screen, when
+from console.ui.web import NO_ROWS, kept, listing, page, param, screen, when
 from runtime import states
 from runtime.tasks.selectors import NEW_COUNTED_MAX, agent_list, task_changes, task_page
 
@@ -29,41 +29,49 @@ def filters_of(request) -> dict:
 
 @screen
 def task_list(request, principal):
-    shown = filters_of(request)
-    cursor = param(request, "cursor")
-    rows = task_page(
-        tenant=principal.tenant,
-        status=shown["status"],
-        agent=shown["agent"],
-        parent=shown["parent"],
-        root=shown["root"],
-        created_after=when(shown["created_after"], "created_after"),
-        created_before=when(shown["created_before"], "created_before"),
-        after=cursor,
-        limit=PAGE_SIZE,
-    )
-    given = {k: v for k, v in shown.items() if v}
-    # The newest id page 1 showed (the nil id when it showed none: every later task is new).
-    snapshot = param(request, "snapshot") or (None if cursor else str(rows.items[0].id) if rows.items else NIL)
-    at_snapshot = {"snapshot": snapshot} if snapshot else {}
-    return page(
-        request,
-        principal,
-        "console/tasks.html",
-        {
+    typed = kept(request, FILTERS)
+    given_typed = {k: v for k, v in typed.items() if v}
+    form = {
+        "filters": typed,
+        "given": given_typed,
+        "statuses": states.TASK_STATUSES,
+        "agents": [a.name for a in agent_list()],
+        "page": NO_ROWS,
+        "first_page": True,
+        "next_url": None,
+        "fresh_url": "/tasks/",
+        "newer": 0,
+    }
+
+    def read() -> dict:
+        shown = filters_of(request)
+        cursor = param(request, "cursor")
+        rows = task_page(
+            tenant=principal.tenant,
+            status=shown["status"],
+            agent=shown["agent"],
+            parent=shown["parent"],
+            root=shown["root"],
+            created_after=when(shown["created_after"], "created_after"),
+            created_before=when(shown["created_before"], "created_before"),
+            after=cursor,
+            limit=PAGE_SIZE,
+        )
+        given = {k: v for k, v in shown.items() if v}
+        # The newest id page 1 showed (the nil id when it showed none: every later task is new).
+        snapshot = param(request, "snapshot") or (None if cursor else str(rows.items[0].id) if rows.items else NIL)
+        at_snapshot = {"snapshot": snapshot} if snapshot else {}
+        return {
             "page": rows,
             "filters": shown,
             "given": given,
-            "statuses": states.TASK_STATUSES,
-            "agents": [a.name for a in agent_list()],
             "first_page": cursor is None,
             "next_url": "?" + urlencode({**given, "cursor": rows.next, **at_snapshot}) if rows.next else None,
             "live_url": "/tasks/live/?" + urlencode({**given, **at_snapshot}),
             "fresh_url": "/tasks/" + ("?" + urlencode(given) if given else ""),
-            "newer": 0,
-        },
-        nav="tasks",
-    )
+        }
+
+    return listing(request, principal, "console/tasks.html", form, read, nav="tasks")
 
 
 @screen

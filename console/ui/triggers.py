@@ -11,8 +11,9 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from console.access import OPERATE_ACTION, acting, require
-from console.ui.web import form_status, page, param, screen
-from runtime.errors import StewardError
+from console.ui.web import form_status, kept, listing, page, param, screen
+from runtime.errors import InvalidInput, StewardError
+from runtime.tasks.selectors import agent_list
 from runtime.tasks.services import input_parse
 from runtime.triggers.selectors import (
     DEPENDENCY_STATES,
@@ -38,30 +39,61 @@ OVERLAP = ("skip", "queue", "stop")
 SCHEDULE_FIELDS = ("name", "agent", "input", "cron", "timezone", "missed_policy", "overlap_policy", "pool")
 
 
-def _paused_filter(request):
+PAUSED = {"active": False, "paused": True}
+
+
+def _paused_filter(request) -> bool | None:
     state = param(request, "state")
-    return state, {"paused": True, "active": False}.get(state)
+    if state is not None and state not in PAUSED:
+        raise InvalidInput("state must be active or paused (or empty: any)", field="state")
+    return PAUSED.get(state)
 
 
-def _schedules(request, principal, **extra) -> dict:
-    state, paused = _paused_filter(request)
-    agent = param(request, "agent")
-    rows = [(s, schedule_upcoming(s, 1)) for s in schedule_list(tenant=principal.tenant, paused=paused, agent=agent)]
-    return {
-        "schedules": rows,
-        "state": state,
-        "agent": agent,
-        "missed": MISSED,
-        "overlap": OVERLAP,
-        "typed": {"timezone": "UTC", "input": "{}"},
-        "error": None,
-        **extra,
-    }
+def _trigger_list(request, principal, template: str, nav: str, rows, extra: dict):
+    """A trigger list: its filters (state, agent) from the URL, refused inline
+    (web.listing); `rows(paused, agent)` reads the rows; `extra` is the make form's."""
+    typed = kept(request, ("state", "agent"))
+    form = {"state": typed["state"], "agent": typed["agent"], "agents": [a.name for a in agent_list()], **extra}
+
+    def read() -> dict:
+        paused = _paused_filter(request)
+        return {
+            "state": param(request, "state"),
+            "agent": param(request, "agent"),
+            **rows(paused, param(request, "agent")),
+        }
+
+    return listing(request, principal, template, form, read, nav=nav)
+
+
+def _schedules(request, principal, *, status: int = 200, **extra):
+    def rows(paused, agent) -> dict:
+        found = schedule_list(tenant=principal.tenant, paused=paused, agent=agent)
+        return {"schedules": [(s, schedule_upcoming(s, 1)) for s in found]}
+
+    response = _trigger_list(
+        request,
+        principal,
+        "console/schedules.html",
+        "schedules",
+        rows,
+        {
+            "schedules": [],
+            "missed": MISSED,
+            "overlap": OVERLAP,
+            "typed": {"timezone": "UTC", "input": "{}"},
+            "error": None,
+            **extra,
+        },
+    )
+    if response.status_code == 200:
+        response.status_code = status
+    return response
 
 
 @screen
 def schedule_list_view(request, principal):
-    return page(request, principal, "console/schedules.html", _schedules(request, principal), nav="schedules")
+    return _schedules(request, principal)
 
 
 @require_POST
@@ -85,14 +117,7 @@ def schedule_new(request, principal):
                 pool=typed["pool"] or None,
             )
     except StewardError as exc:
-        return page(
-            request,
-            principal,
-            "console/schedules.html",
-            _schedules(request, principal, typed=typed, error=exc),
-            status=form_status(exc),
-            nav="schedules",
-        )
+        return _schedules(request, principal, typed=typed, error=exc, status=form_status(exc))
     messages.success(request, f"Schedule {made.name} made; it first runs at {made.next_fire_at:%Y-%m-%d %H:%M} UTC.")
     return redirect(f"/schedules/{made.id}/")
 
@@ -148,21 +173,23 @@ def schedule_resume_view(request, principal, schedule_id):
     return _schedule_toggle(request, principal, schedule_id, schedule_resume, "resumed")
 
 
-def _webhooks(request, principal, **extra) -> dict:
-    state, paused = _paused_filter(request)
-    return {
-        "webhooks": webhook_list(tenant=principal.tenant, paused=paused),
-        "state": state,
-        "typed": {},
-        "error": None,
-        "made": None,
-        **extra,
-    }
+def _webhooks(request, principal, *, status: int = 200, **extra):
+    response = _trigger_list(
+        request,
+        principal,
+        "console/webhooks.html",
+        "webhooks",
+        lambda paused, agent: {"webhooks": webhook_list(tenant=principal.tenant, paused=paused, agent=agent)},
+        {"webhooks": [], "typed": {}, "error": None, "made": None, **extra},
+    )
+    if response.status_code == 200:
+        response.status_code = status
+    return response
 
 
 @screen
 def webhook_list_view(request, principal):
-    return page(request, principal, "console/webhooks.html", _webhooks(request, principal), nav="webhooks")
+    return _webhooks(request, principal)
 
 
 @require_POST
@@ -181,23 +208,9 @@ def webhook_new(request, principal):
                 pool=typed["pool"] or None,
             )
     except StewardError as exc:
-        return page(
-            request,
-            principal,
-            "console/webhooks.html",
-            _webhooks(request, principal, typed=typed, error=exc),
-            status=form_status(exc),
-            nav="webhooks",
-        )
+        return _webhooks(request, principal, typed=typed, error=exc, status=form_status(exc))
     # The secret exists only in this response: no redirect, nothing kept to show it again.
-    response = page(
-        request,
-        principal,
-        "console/webhooks.html",
-        _webhooks(request, principal, made={"webhook": made, "secret": secret}),
-        status=201,
-        nav="webhooks",
-    )
+    response = _webhooks(request, principal, made={"webhook": made, "secret": secret}, status=201)
     response["Cache-Control"] = "no-store"
     return response
 
@@ -237,17 +250,12 @@ def webhook_resume_view(request, principal, webhook_id):
 
 @screen
 def dependency_list_view(request, principal):
-    state = param(request, "state")
-    if state not in (None, *DEPENDENCY_STATES):
-        state = None
-    return page(
-        request,
-        principal,
-        "console/dependencies.html",
-        {
-            "triggers": dependency_list(tenant=principal.tenant, state=state),
-            "state": state,
-            "states": DEPENDENCY_STATES,
-        },
-        nav="dependencies",
-    )
+    form = {"triggers": [], "state": kept(request, ("state",))["state"], "states": DEPENDENCY_STATES}
+
+    def read() -> dict:
+        state = param(request, "state")
+        if state not in (None, *DEPENDENCY_STATES):
+            raise InvalidInput(f"state must be one of {', '.join(DEPENDENCY_STATES)} (or empty: any)", field="state")
+        return {"triggers": dependency_list(tenant=principal.tenant, state=state), "state": state}
+
+    return listing(request, principal, "console/dependencies.html", form, read, nav="dependencies")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime
+from types import SimpleNamespace
 from urllib.parse import urlencode
 
 from django.contrib.auth.views import redirect_to_login
@@ -26,7 +27,19 @@ from runtime import states
 from runtime.effects.selectors import effect_page
 from runtime.errors import InvalidEncoding, InvalidInput, StewardError, Unauthenticated
 
-__all__ = ["screen", "page", "refusal", "form_status", "param", "typed_from", "when", "OPERATE_ACTION"]
+__all__ = [
+    "screen",
+    "page",
+    "refusal",
+    "form_status",
+    "param",
+    "typed_from",
+    "when",
+    "kept",
+    "listing",
+    "NO_ROWS",
+    "OPERATE_ACTION",
+]
 
 
 def screen(view):
@@ -71,8 +84,14 @@ def form_status(exc: StewardError) -> int:
     return exc.status if 400 <= exc.status < 500 else 400
 
 
+def refusal_status(exc: StewardError) -> int:
+    """What a refusal answers: its own status where a person must know it (not signed
+    in, forbidden, not found, a conflict, too large, too many), else 400."""
+    return exc.status if exc.status in (401, 403, 404, 409, 413, 429) else 400
+
+
 def refusal(request, principal, exc: StewardError, *, status: int | None = None):
-    status = status or (exc.status if exc.status in (401, 403, 404, 409, 413, 429) else 400)
+    status = status or refusal_status(exc)
     if request.htmx:
         return HttpResponse(f"{exc.code}: {exc.message}", status=status, content_type="text/plain")
     titles = {403: "Not allowed", 404: "Not found"}
@@ -157,6 +176,41 @@ def when(value: str | None, field: str) -> datetime | None:
     if parsed is None:
         raise InvalidInput(f"{field} must be a date or a date-time like 2026-12-01T09:30", field=field)
     return make_aware(parsed) if is_naive(parsed) else parsed
+
+
+def kept(request, names) -> dict:
+    """The filters as typed, to show again in the form whatever is wrong with them:
+    stripped, control characters left out (never refused here; `param` refuses them)."""
+    return {name: "".join(c for c in request.GET.get(name, "").strip() if c.isprintable()) for name in names}
+
+
+NO_ROWS = SimpleNamespace(items=[], next=None)  # what a refused filter lists: nothing
+
+
+def listing(request, principal, template: str, context: dict, read, *, nav: str = ""):
+    """A list page filtered from the URL. `context` is what the form needs whatever
+    happens (its choices, the filters as typed: `kept`); `read()` validates the filters,
+    reads the rows and returns the rest. A filter it refuses (malformed, huge, out of
+    range, another tenant's object) is shown inline on the same page, above no rows, with
+    every filter kept as typed and a link that drops only the refused one, answered with
+    the status a refusal page would have had (400, or 404 for another tenant's task):
+    never a dead-end refusal page."""
+    try:
+        found, status = read(), 200
+    except StewardError as exc:
+        if not 400 <= exc.status < 500:
+            raise
+        field = exc.details.get("field")
+        rest = {k: v for k, v in request.GET.items() if k not in (field, "cursor") and field and v}
+        if field and rest.get("q"):  # a qualifier in the search box is the same filter
+            rest["q"] = " ".join(w for w in rest["q"].split() if not w.startswith(f"{field}:"))
+        found = {
+            "filter_error": exc,
+            "filter_field": field,
+            "filter_clear_url": request.path + ("?" + urlencode(rest) if rest else ""),
+        }
+        status = refusal_status(exc)
+    return page(request, principal, template, {"filter_error": None, **context, **found}, status=status, nav=nav)
 
 
 def typed_from(source, names) -> dict:

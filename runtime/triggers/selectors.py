@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from runtime import arguments
 from runtime.models import DependencyTrigger, Schedule, Webhook, WebhookDelivery
 from runtime.models.trigger import DEPENDENCY_STATES
 from runtime.triggers import cron as cronlib
@@ -34,7 +35,7 @@ def schedule_list(
     if paused is not None:
         qs = qs.filter(paused=paused)
     if agent:
-        qs = qs.filter(agent=agent)
+        qs = qs.filter(agent=arguments.agent_name(agent))
     return list(qs.order_by("name")[: min(limit, LIST_MAX)])
 
 
@@ -46,10 +47,14 @@ def schedule_upcoming(schedule: Schedule, count: int = 5) -> list[dt.datetime]:
     return [schedule.next_fire_at, *parsed.upcoming(schedule.next_fire_at, tz, max(0, count - 1))]
 
 
-def webhook_list(*, tenant: str, paused: bool | None = None, limit: int = LIST_MAX) -> list[Webhook]:
+def webhook_list(
+    *, tenant: str, paused: bool | None = None, agent: str | None = None, limit: int = LIST_MAX
+) -> list[Webhook]:
     qs = Webhook.objects.filter(tenant=tenant).defer("secret_encrypted")
     if paused is not None:
         qs = qs.filter(paused=paused)
+    if agent:
+        qs = qs.filter(agent=arguments.agent_name(agent))
     return list(qs.order_by("name")[: min(limit, LIST_MAX)])
 
 
