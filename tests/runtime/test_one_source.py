@@ -359,7 +359,7 @@ EVENT_ARGUMENTS = {
     "_end": 2,  # the executor's _end(claim, then_claim, event, ...)
     "_settle": 2,  # the ledger's _settle(call, row, event, ...)
     "_next": 1,  # Context._next(name, kind)
-    "_run": 2,  # Context._run(seq, name, kind, ...)
+    "JournalCall": 2,  # JournalCall(seq, name, kind, recorded)
 }
 
 
