@@ -44,7 +44,7 @@ RESUME_EVENTS = (E.RESUME, E.RESET, E.RELEASE)
 # pause (`release`).
 RESUMABLE_BLOCKS = tuple(states.BLOCKED_BY[event] for event in RESUME_EVENTS)
 # A blocked task whose reason no resume releases: why (the reason's own code).
-_NOT_BY_RESUME = {
+_NOT_BY_RESUME: dict[str | None, Refusal] = {
     states.BLOCKED_BY[E.UNBLOCK]: Refusal.EFFECT_UNKNOWN,
     states.BLOCKED_BY[E.DECIDED]: Refusal.APPROVAL_PENDING,
 }

@@ -1,11 +1,13 @@
 """The replay protocol's one seam (runtime/attempts/journal.py): every journaled Context
 call gets a JournalCall from Context._next and goes through replay_or_run, and nothing
-else in runtime/ branches on whether a call was recorded."""
+else in runtime/ branches on whether a call was recorded. mypy holds the types
+(`make lint`, pyproject.toml [tool.mypy]); docs/testing.md names what it leaves out."""
 
 from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -70,3 +72,28 @@ def test_nothing_else_branches_on_whether_a_call_was_recorded():
             if re.search(r"\b(recorded|checked|\w+\.recorded) is (not )?None", line) and "assert" not in line:
                 found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
     assert found == []
+
+
+def test_the_type_checker_runs_in_make_lint_and_docs_name_what_it_leaves_out():
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert config["files"] == ["runtime"]
+    left_out = {m for o in config["overrides"] for m in o["module"] if o.get("ignore_errors")}
+    lint = (REPO / "Makefile").read_text().split("\nlint:", 1)[1].split("\n\n", 1)[0]
+    assert "$(VENV)/bin/mypy" in lint
+    text = (REPO / "docs" / "testing.md").read_text()
+    section = text[text.index("## Type checks") :]
+    section = section[: section.index("\n## ", 1)]
+    assert set(re.findall(r"`(runtime\.[\w.]+)`", section)) == left_out
+    # The replay protocol's modules are checked.
+    for module in (
+        "runtime.attempts.journal",
+        "runtime.attempts.context",
+        "runtime.worker.context",
+        "runtime.effects.ledger",
+        "runtime.gateway.client",
+        "runtime.attempts.timers",
+        "runtime.tasks.children",
+        "runtime.approvals.request",
+        "runtime.tasks.actions",
+    ):
+        assert module not in left_out, module
