@@ -452,8 +452,10 @@ def _derived_in_python(root: Path) -> list[str]:
 
 
 # `{% if task.status == "stopping" %}`, `child.status in stoppable`: a template comparing a
-# task's status or blocked reason to a value, or testing it against a set.
-TEMPLATE_COMPARED = re.compile(r"[\w.]*\b(status|blocked_reason)\s*(==|!=|not in|in)\s*([\"']?)([\w.]+)\3")
+# task's status or blocked reason to a value, or testing it against a set. A list's filter
+# form (`filters.status`) holds what the operator typed, not a task's status.
+TEMPLATE_COMPARED = re.compile(r"([\w.]*)\b(status|blocked_reason)\s*(==|!=|not in|in)\s*([\"']?)([\w.]+)\4")
+NOT_A_TASK = ("filters.",)
 
 
 def _derived_in_templates(root: Path) -> list[str]:
@@ -461,7 +463,9 @@ def _derived_in_templates(root: Path) -> list[str]:
     for path in sorted((root / "templates").rglob("*.html")):
         for number, line in enumerate(path.read_text().splitlines(), 1):
             for match in TEMPLATE_COMPARED.finditer(line):
-                _, op, quote, value = match.groups()
+                owner, _, op, _, value = match.groups()
+                if owner.startswith(NOT_A_TASK):
+                    continue
                 if value in TASK_WORDS or "in" in op:
                     found.append(f"{path.relative_to(root)}:{number}: {match.group(0)}")
     return found
