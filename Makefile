@@ -82,6 +82,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/djlint templates --lint
+	$(VENV)/bin/mypy
 
 # The check tier first (it fails fast), then the tests that start processes: every test
 # but `stress`, each once (CI ran the in-process ones twice, in `make check` and again

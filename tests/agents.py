@@ -317,13 +317,13 @@ def untrusted(ctx, input):
     from runtime.attempts import journal
     from runtime.effects import ledger
 
-    seq, recorded = ctx._next("reply", "step")
-    if recorded is None:
-        journal.write(ctx.lease, seq=seq, name="reply", kind="step", output=json.dumps(HOSTILE), untrusted=True)
-    seq, recorded = ctx._next("fetch", "effect")
-    if recorded is None:
+    call = ctx._next("reply", "step")
+    if call.recorded is None:
+        journal.write(ctx.lease, seq=call.seq, name="reply", kind="step", output=json.dumps(HOSTILE), untrusted=True)
+    call = ctx._next("fetch", "effect")
+    if call.recorded is None:
         ledger.perform(
-            ctx, seq, "fetch", _write, ("repo:acme/app",), {}, effect_class="read", key=None, keyed=True, untrusted=True
+            ctx, call, _write, ("repo:acme/app",), {}, effect_class="read", key=None, keyed=True, untrusted=True
         )
     return {"ok": True}
 

@@ -38,6 +38,7 @@ from runtime.errors import (
     UnknownPool,
 )
 from runtime.limits.selectors import tree_pause_of
+from runtime.tasks.actions import RELEASING, Refusal, task_actions
 from runtime.tasks.selectors import attempt_page, live_attempt, step_page, task_get, task_page
 from runtime.tasks.services import task_resume, task_submit
 from runtime.trail.selectors import audit_page
@@ -98,6 +99,25 @@ class LeaseOut(Schema):
     expired: bool = Field(description="past its expiry unrenewed: a sweep gives the task to another worker")
 
 
+class VerdictOut(Schema):
+    allowed: bool
+    refusal: Literal[tuple(r.value for r in Refusal)] | None = Field(
+        description="why not, while not allowed: status (its status is not one the action starts from), "
+        "finished, stopping (already, under an earlier stop), effect_unknown (resolve the effect), "
+        "approval_pending (its decision releases it) or child (rerun its root)"
+    )
+
+
+class ActionsOut(Schema):
+    resume: VerdictOut = Field(description="POST /tasks/{id}/resume")
+    stop: VerdictOut = Field(description="POST /tasks/{id}/stop")
+    rerun: VerdictOut = Field(description="POST /tasks/{id}/rerun")
+    released_by: Literal[tuple(e.value for e in RELEASING)] | None = Field(
+        description="while blocked: the event that releases it (docs/state-machines.md): unblock (its effect "
+        "resolved), decided (its approval decided or expired), or resume, reset, release (a resume)"
+    )
+
+
 class TaskOut(TaskSummary):
     input: Any
     output: Any
@@ -131,6 +151,10 @@ class TaskOut(TaskSummary):
     lease_holder: LeaseOut | None = Field(
         description="the live attempt holding the task's lease, as the console's task page shows it; "
         "null while no attempt runs"
+    )
+    actions: ActionsOut = Field(
+        description="what an operator may do to it now, as read, and why not: the console and the CLI "
+        "ask the same (the action's route still decides)"
     )
 
 
@@ -215,6 +239,7 @@ def task_out(task) -> dict:
         "breaker_limits": task.breaker_limits,
         "tree_pause": tree_pause_out(tree_pause_of(task)),
         "lease_holder": lease_out(live_attempt(task)),
+        "actions": task_actions(task).as_dict(),
     }
 
 

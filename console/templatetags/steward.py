@@ -1,4 +1,5 @@
-"""Small filters the console's templates share: short ids, ages, durations, hashes, JSON."""
+"""Small filters the console's templates share: short ids, ages, durations, hashes, JSON,
+and what an operator may do to a task (runtime/tasks/actions.py: never a status compared)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from django import template
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils import timezone
 from django.utils.safestring import mark_safe
+
+from runtime.tasks.actions import FACTS, task_actions
 
 register = template.Library()
 
@@ -25,6 +28,21 @@ def short(value) -> str:
 @register.filter
 def needs_action(value) -> bool:
     return str(value) in NEEDS_ACTION
+
+
+@register.filter
+def may(task, action: str) -> bool:
+    """`{% if child|may:"stop" %}`: whether an operator may take the action on the task."""
+    return task_actions(task).of(action).allowed
+
+
+@register.filter
+def task_is(task, fact: str) -> bool:
+    """`{% if task|task_is:"finished" %}`: a TaskActions flag (finished, stopping, running,
+    denied, tripped, paused); a name that is none of them is an error, not a quiet false."""
+    if fact not in FACTS:
+        raise template.TemplateSyntaxError(f"task_is: {fact!r} is not one of {sorted(FACTS)}")
+    return getattr(task_actions(task), fact)
 
 
 @register.filter

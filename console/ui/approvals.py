@@ -25,6 +25,7 @@ from runtime.approvals.package import BOUND
 from runtime.approvals.selectors import ORDERS, approval_changes, approval_get, approvals_list, approvals_of_task
 from runtime.approvals.services import approval_decide
 from runtime.errors import StewardError
+from runtime.tasks.actions import task_actions
 from runtime.tasks.selectors import agent_list, steps_journaled, task_get
 
 
@@ -141,5 +142,5 @@ def _context(approval, *, comment: str = "", error=None) -> dict:
         ],
         "comment": comment,
         "error": error,
-        "decidable": approval.state == states.PENDING and task.status in states.LIVE - {states.STOPPING},
+        "decidable": approval.state == states.PENDING and task_actions(task).takes_decisions,
     }

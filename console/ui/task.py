@@ -26,6 +26,7 @@ from runtime.approvals.selectors import approvals_of_task
 from runtime.authz.selectors import decisions_page, effective_authority
 from runtime.errors import InvalidInput
 from runtime.limits.selectors import breaker_tripped, tree_pause_holds, tree_pause_of
+from runtime.tasks.actions import Refusal, task_actions
 from runtime.tasks.selectors import (
     journal_page,
     live_attempt,
@@ -36,7 +37,7 @@ from runtime.tasks.selectors import (
     task_get,
     task_page,
 )
-from runtime.tasks.services import RESUMABLE_BLOCKS, task_resume
+from runtime.tasks.services import task_resume
 
 STEPS_PER_PAGE = 100
 TREE_SHOWN = 200
@@ -75,7 +76,8 @@ def _live(principal, task_id) -> dict:
     attempt = detail.attempts[-1] if detail.attempts else None
     holder = live_attempt(task)  # the lease holder, as the API's task detail reads it
     tree = _subtree(principal, detail.task) if detail.children else []
-    finished = detail.task.status in states.TERMINAL
+    actions = task_actions(detail.task)
+    finished = actions.finished
     approvals = approvals_of_task(task_id=task.id)
     # An effect's or an approval's step is a link only when the journal holds it.
     journaled = {
@@ -106,18 +108,18 @@ def _live(principal, task_id) -> dict:
         "approvals": approvals,
         # A finished task takes no more steps: what its grants would allow it is moot.
         "authority": [] if finished else effective_authority(detail.task),
-        # A stopping task is left to the stop it is under (its panel shows it).
-        "may_stop": detail.task.status in states.sources("stop"),
-        "stoppable": frozenset(states.sources("stop")),
-        # A deliberate new run (a new task, linked both ways) of a cancelled root task.
-        "may_rerun": detail.task.status == states.CANCELLED and not detail.task.parent_id,
+        # What the operator may do, and the facts the page shows (runtime/tasks/actions.py):
+        # a stopping task is left to the stop it is under (its panel shows it); a new run
+        # is made of a cancelled root task; a blocked task is resumed only if a denial, a
+        # breaker or its tree's pause blocked it (an unknown effect is settled on its page).
+        "actions": actions,
+        "may_stop": actions.stop.allowed,
+        "may_resume": actions.resume.allowed,
+        "may_rerun": actions.rerun.allowed,
+        # The new runs made of it, while it is one a new run can be made of.
         "reruns": list(detail.task.reruns.order_by("id").only("id", "status")[:20])
-        if detail.task.status == states.CANCELLED
+        if actions.rerun.refusal is not Refusal.STATUS
         else [],
-        # A blocked task is resumed only if a denial, a breaker or its tree's pause
-        # blocked it; an unknown effect is settled on its own page (states.BLOCKED_BY).
-        "may_resume": detail.task.status in states.sources("resume")
-        and (detail.task.status != states.BLOCKED or detail.task.blocked_reason in RESUMABLE_BLOCKS),
     }
 
 
@@ -151,7 +153,7 @@ def task_steps(request, principal, task_id):
     if cursor is not None and not cursor.isdigit():
         raise InvalidInput("cursor must be a step seq", field="cursor")
     steps = journal_page(task=task, after=int(cursor) if cursor is not None else None, limit=STEPS_PER_PAGE)
-    if request.htmx and not steps.items and task.status in states.LIVE:
+    if request.htmx and not steps.items and not task_actions(task).finished:
         return HttpResponse(status=204)  # nothing newer yet: the "newer steps" poll keeps going
     template = "console/task.html#step-rows" if request.htmx else "console/steps.html"
     return page(request, principal, template, {"task": task, "steps": steps, "cursor": cursor}, nav="tasks")

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 from django.db import transaction
 from django.db.models.functions import Now
@@ -24,7 +24,8 @@ from django.db.models.functions import Now
 from runtime import config, db, encoding, states
 from runtime.approvals import package
 from runtime.attempts import journal
-from runtime.attempts.journal import Recorded
+from runtime.attempts.context import Context
+from runtime.attempts.journal import JournalCall, Recorded, replay_or_run
 from runtime.attempts.transitions import end_attempt, fence
 from runtime.audit import AuditKind, audit_append
 from runtime.errors import Fenced, InvalidArgument, Suspend
@@ -60,9 +61,7 @@ class ApprovalResult(NamedTuple):
         return self.state == states.STALE
 
 
-def request(
-    ctx, seq: int, recorded: Recorded | None, check_seq: int, checked: Recorded | None, *, name: str, specs: list[dict]
-) -> list[ApprovalResult]:
+def request(ctx: Context, ask: JournalCall, check: JournalCall, *, specs: list[dict]) -> list[ApprovalResult]:
     """Ask a person to approve each of `specs` ({action, effect_class, expires_in,
     precondition?, requires?}: one package each, its own id); return once all are decided,
     in the given order. Each is decided on its own: one may be approved, another denied.
@@ -82,14 +81,24 @@ def request(
        past its expiry is expired; any still pending ends the attempt `await` again,
        otherwise the check goes on as above, inside that transaction.
     """
-    if checked is not None:
-        return [ApprovalResult(**r) for r in checked.output["results"]]
+    return replay_or_run(check, replay=_told, run=lambda check: _decided(ctx, ask, check, specs))
+
+
+def _told(checked: Recorded) -> list[ApprovalResult]:
+    """What the agent was told at the check, replayed."""
+    return [ApprovalResult(**r) for r in checked.output["results"]]
+
+
+def _decided(ctx: Context, ask: JournalCall, check: JournalCall, specs: list[dict]) -> list[ApprovalResult]:
     if not isinstance(specs, list) or not 1 <= len(specs) <= MAX_PARTS:
         raise InvalidArgument(f"ask for 1 to {MAX_PARTS} approvals at once", field="requests")
+    name, check_seq = ask.name, check.seq
     drafts = [_draft(spec) for spec in specs]
-    if recorded is None:
-        _ask(ctx, seq, name=name, drafts=drafts)
-    ids = [uuid.UUID(i) for i in recorded.output["approval_ids"]]
+    ids = replay_or_run(
+        ask,
+        replay=lambda asked: [uuid.UUID(i) for i in asked.output["approval_ids"]],
+        run=lambda ask: _ask(ctx, ask.seq, name=name, drafts=drafts),
+    )
     stored, facts = _read(ctx.lease, ids)
     if any(p.state == states.PENDING for p in stored):
         return _settle_locked(ctx, check_seq, name, ids, drafts)
@@ -135,7 +144,7 @@ def _build(ctx, draft: Draft, facts: package.Facts) -> package.Built:
     return package.build(ctx, draft.action, facts=facts, precondition=draft.precondition, requires=draft.requires)
 
 
-def _ask(ctx, seq: int, *, name: str, drafts: list[Draft]):
+def _ask(ctx: Context, seq: int, *, name: str, drafts: list[Draft]) -> NoReturn:
     lease = ctx.lease
     facts = package.facts(lease.task_id)
     built = [_build(ctx, d, facts) for d in drafts]
@@ -144,7 +153,9 @@ def _ask(ctx, seq: int, *, name: str, drafts: list[Draft]):
         read_untrusted = Step.objects.filter(task_id=lease.task_id, seq__lt=seq, untrusted=True).count()
         made = []
         for part, (b, d) in enumerate(zip(built, drafts, strict=True)):
-            later = db.fetchone("clock", {"seconds": d.expires_in}, row=db.Clock).later
+            clock = db.fetchone("clock", {"seconds": d.expires_in}, row=db.Clock)
+            assert clock is not None  # the statement always answers one row
+            later = clock.later
             made.append(
                 Approval.objects.create(
                     tenant=lease.tenant,
@@ -302,6 +313,7 @@ def _check(
             },
             row=_Checked,
         )
+        assert checked is not None  # the statement always answers one row
         if not checked.owned:
             raise Fenced(lease.task_id, lease.epoch, "approval_check")
         if checked.current:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from runtime import db
 from runtime.encoding import decode
 from runtime.errors import Fenced
 from runtime.meter import meter
+from runtime.states import StepKind
 
 
 @dataclass(slots=True)
@@ -21,8 +24,34 @@ class Recorded:
     seq: int
     name: str
     kind: str
-    output: object  # decoded JSON
+    output: Any  # decoded JSON
     error: dict | None
+
+
+@dataclass(frozen=True, slots=True)
+class JournalCall:
+    """One Context call's place in the journal (runtime/worker/context.py _next): its
+    seq, the name and kind the agent's code asked for, and what an earlier attempt
+    recorded there, already checked to match them. `recorded` None: a new call, run now
+    and journaled at `seq`; otherwise a replay, which runs nothing of the call again."""
+
+    seq: int
+    name: str
+    kind: StepKind
+    recorded: Recorded | None = None
+
+
+T = TypeVar("T")
+
+
+def replay_or_run(call: JournalCall, *, replay: Callable[[Recorded], T], run: Callable[[JournalCall], T]) -> T:
+    """The one branch every journaled call takes (step, now, random, effect, model, tool,
+    spawn, wait, sleep, approval): `replay(recorded)` when an earlier attempt journaled
+    the call (it returns what was recorded, or raises the recorded error, or for a sleep
+    or an approval goes on waiting), else `run(call)`, which does the work and journals it."""
+    if call.recorded is not None:
+        return replay(call.recorded)
+    return run(call)
 
 
 @db.reads("journal_load")

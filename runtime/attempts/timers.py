@@ -15,15 +15,13 @@ from django.db import transaction
 
 from runtime import db, states
 from runtime.attempts import journal
-from runtime.attempts.journal import Recorded
+from runtime.attempts.journal import JournalCall, Recorded, replay_or_run
 from runtime.attempts.lease import Lease
 from runtime.attempts.transitions import end_attempt
 from runtime.errors import Suspend
 
 
-def sleep(
-    lease: Lease, seq: int, recorded: Recorded | None, *, seconds: float | None = None, until: datetime | None = None
-) -> None:
+def sleep(lease: Lease, call: JournalCall, *, seconds: float | None = None, until: datetime | None = None) -> None:
     """Sleep for `seconds`, or until `until`; return once the time has come.
 
     1. Replaying a journaled sleep: return if its wake time has passed; if the task was
@@ -32,21 +30,31 @@ def sleep(
        attempt `sleeping` unless the time has already come. Raises Suspend when the
        attempt ended.
     """
-    if recorded is not None:
+
+    def replay(recorded: Recorded) -> None:
         wake_at = recorded.output["wake_at"]
-        now = db.fetchone("clock", {"seconds": 0}, row=db.Clock).now
-        if now >= wake_at:
+        if _clock(0).now >= wake_at:
             return
         end_attempt(lease, states.TaskEvent.SLEEP, wake_at=_utc(wake_at), note=_until(wake_at))
         raise Suspend("sleep")
-    with transaction.atomic(durable=True):
-        clock = db.fetchone("clock", {"seconds": seconds or 0}, row=db.Clock)
-        now, wake_at = clock.now, until.timestamp() if until is not None else clock.later
-        journal.write(lease, seq=seq, name="sleep", kind=states.StepKind.SLEEP, output=json.dumps({"wake_at": wake_at}))
-        if wake_at <= now:
-            return
-        end_attempt(lease, states.TaskEvent.SLEEP, wake_at=_utc(wake_at), note=_until(wake_at))
-    raise Suspend("sleep")
+
+    def run(call: JournalCall) -> None:
+        with transaction.atomic(durable=True):
+            clock = _clock(seconds or 0)
+            now, wake_at = clock.now, until.timestamp() if until is not None else clock.later
+            journal.write(lease, seq=call.seq, name=call.name, kind=call.kind, output=json.dumps({"wake_at": wake_at}))
+            if wake_at <= now:
+                return
+            end_attempt(lease, states.TaskEvent.SLEEP, wake_at=_utc(wake_at), note=_until(wake_at))
+        raise Suspend("sleep")
+
+    replay_or_run(call, replay=replay, run=run)
+
+
+def _clock(seconds: float) -> db.Clock:
+    clock = db.fetchone("clock", {"seconds": seconds}, row=db.Clock)
+    assert clock is not None  # the statement always answers one row
+    return clock
 
 
 def _utc(timestamp: float) -> datetime:

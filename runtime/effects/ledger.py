@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -33,7 +35,8 @@ from django.db.models.functions import Now
 
 from runtime import encoding, faults, states
 from runtime.attempts import interrupts, journal
-from runtime.attempts.journal import Recorded
+from runtime.attempts.context import Context
+from runtime.attempts.journal import JournalCall, Recorded
 from runtime.attempts.transitions import end_attempt, fence
 from runtime.audit import AuditKind, audit_append
 from runtime.errors import (
@@ -75,9 +78,8 @@ def replayed(recorded: Recorded):
 
 
 def perform(
-    ctx,
-    seq: int,
-    name: str,
+    ctx: Context,
+    journal_call: JournalCall,
     fn,
     args,
     kwargs,
@@ -92,7 +94,9 @@ def perform(
     intent is written and before an earlier attempt's intent is re-sent: the worker's
     authority check (runtime/worker/authority.py), which raises to stop the send; this
     package never decides authority itself. `untrusted`: the receipt comes from a model
-    or a tool (Effect.untrusted, and the journal row's)."""
+    or a tool (Effect.untrusted, and the journal row's). `journal_call`: a new call
+    (journal.replay_or_run runs this only when nothing is journaled at its seq)."""
+    seq, name = journal_call.seq, journal_call.name
     key = key or derive_key(ctx.task_id, seq, name)
     try:
         digest = encoding.digest({"name": name, "args": list(args), "kwargs": kwargs})
@@ -130,10 +134,10 @@ def perform(
 
 @dataclass(slots=True)
 class _Call:
-    ctx: object  # runtime.worker.context.Context
+    ctx: Context
     seq: int
     name: str
-    fn: object
+    fn: Callable[..., Any]
     args: tuple
     kwargs: dict
     key: str
@@ -253,7 +257,7 @@ def _take_over(call: _Call, row: Effect) -> None:
         row.state, row.receipt, row.settled_at = states.INTENT, None, None
 
 
-def _settle(call: _Call, row: Effect, event: str, *, receipt=None, error=None, audit_kind: str, **audit) -> None:
+def _settle(call: _Call, row: Effect, event: str, *, receipt=None, error=None, audit_kind: AuditKind, **audit) -> None:
     """One EFFECT_TRANSITIONS event out of this attempt's intent: commit, reject or cut."""
     lease = call.lease
     state = states.target(event, states.EFFECT_TRANSITIONS)
@@ -314,7 +318,7 @@ def _journal_error(call: _Call, error: dict):
     raise EffectFailed(call.name, error["type"], error["message"])
 
 
-def _audit(lease, kind: str, row: Effect, **data) -> None:
+def _audit(lease, kind: AuditKind, row: Effect, **data) -> None:
     """An effect.* audit row in the attempt's task chain (the caller's transaction)."""
     audit_append(
         actor=lease.actor,

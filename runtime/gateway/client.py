@@ -32,6 +32,8 @@ import urllib.request
 
 from runtime import config, states
 from runtime.attempts import interrupts
+from runtime.attempts.context import Context
+from runtime.attempts.journal import JournalCall, replay_or_run
 from runtime.authz.tokens import token_mint
 from runtime.effects import ledger
 from runtime.errors import AuthorityDenied, CapabilityRefused, EffectNotApplied, Fenced, StopRequested
@@ -54,6 +56,8 @@ class UntrustedText(str):
     record (response id, the gateway's call and decision ids)."""
 
     untrusted = True
+    source: str
+    receipt: dict
 
     def __new__(cls, text: str, *, source: str, receipt: dict):
         made = super().__new__(cls, text)
@@ -79,41 +83,44 @@ def token(ctx, audience: str) -> str:
     return minted
 
 
-def model(ctx, seq: int, recorded, name: str, messages, *, model: str, stream: bool, params: dict) -> UntrustedText:
+def model(ctx: Context, call: JournalCall, messages, *, model: str, stream: bool, params: dict) -> UntrustedText:
     """One chat completion through the gateway, as an effect; its text, untrusted."""
     source = model_resource(model)
-    if recorded is not None:
-        receipt = ledger.replayed(recorded)
-    else:
-        body = {**params, "model": model, "messages": messages, "stream": bool(stream)}
+    body = {**params, "model": model, "messages": messages, "stream": bool(stream)}
 
-        def call(body, *, idempotency_key):
-            return _chat(ctx, seq, body, idempotency_key)
+    def chat(body, *, idempotency_key):
+        return _chat(ctx, call.seq, body, idempotency_key)
 
-        receipt = ledger.perform(
-            ctx, seq, name, call, (body,), {}, effect_class="idempotent", key=None, keyed=True, untrusted=True
-        )  # a model wrote it (the journal and ledger say so)
+    receipt = replay_or_run(
+        call,
+        replay=ledger.replayed,
+        run=lambda call: ledger.perform(
+            ctx, call, chat, (body,), {}, effect_class="idempotent", key=None, keyed=True, untrusted=True
+        ),  # a model wrote it (the journal and ledger say so)
+    )
     return UntrustedText(receipt["text"], source=source, receipt=receipt)
 
 
 def tool(
-    ctx, seq: int, recorded, name: str, tool_name: str, method: str, path: str, payload, effect_class: str | None
+    ctx: Context, call: JournalCall, tool_name: str, method: str, path: str, payload, effect_class: str | None
 ) -> dict:
     """One call of an outside API through the gateway, as an effect. Its answer comes
     back as {"untrusted": true, "source", "status", "body", ...}: data, never an order."""
     method = method.upper()
-    if recorded is not None:
-        return ledger.replayed(recorded)
     request = {"tool": tool_name, "method": method, "path": path.lstrip("/"), "json": payload}
 
-    def call(request, *, idempotency_key):
-        return _tool(ctx, seq, request, idempotency_key)
+    def send(request, *, idempotency_key):
+        return _tool(ctx, call.seq, request, idempotency_key)
 
     # The gateway deduplicates committed keys, and passes the key on to the tool.
     chosen = effect_class or ("read" if method in READ_METHODS else "idempotent")
-    return ledger.perform(
-        ctx, seq, name, call, (request,), {}, effect_class=chosen, key=None, keyed=True, untrusted=True
-    )  # an outside API wrote it
+    return replay_or_run(
+        call,
+        replay=ledger.replayed,
+        run=lambda call: ledger.perform(
+            ctx, call, send, (request,), {}, effect_class=chosen, key=None, keyed=True, untrusted=True
+        ),  # an outside API wrote it
+    )
 
 
 def _chat(ctx, seq: int, body: dict, key: str) -> dict:

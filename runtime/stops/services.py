@@ -19,6 +19,7 @@ from runtime.audit import AuditKind, audit_append, audit_append_many, with_via
 from runtime.errors import InvalidTransition
 from runtime.limits.pauses import tree_pauses_close
 from runtime.models import AgentSwitch, Stop, StopAck, Task
+from runtime.tasks.actions import Refusal, task_actions
 from runtime.tasks.selectors import task_get
 from runtime.tasks.services import insert_task
 
@@ -416,11 +417,12 @@ def task_rerun(*, task_id, actor: str, reason: str) -> uuid.UUID:
         old = task_get(arguments.task_id(task_id))
         db.execute("lock_task", {"task": old.id})
         old.refresh_from_db(fields=["status"])
-        if old.status != states.CANCELLED:
+        refusal = task_actions(old).rerun.refusal
+        if refusal is Refusal.STATUS:
             raise InvalidTransition(
                 f"task {old.id} is {old.status}; a new run is made from a cancelled task", status=old.status
             )
-        if old.parent_id:
+        if refusal is Refusal.CHILD:
             raise InvalidTransition(
                 f"task {old.id} is a child of {old.parent_id}; a child runs again only with its parent",
                 status=old.status,

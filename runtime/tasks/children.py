@@ -16,7 +16,7 @@ from django.db import transaction
 
 from runtime import agents, db, encoding, faults, states
 from runtime.attempts import journal
-from runtime.attempts.journal import Recorded
+from runtime.attempts.journal import JournalCall, Recorded, replay_or_run
 from runtime.attempts.lease import Lease
 from runtime.attempts.transitions import end_attempt, fence
 from runtime.errors import BreakerTripped, NotJournalable, SpawnRefused, StewardError, Suspend
@@ -39,8 +39,7 @@ class ChildResult:
 
 def spawn(
     lease: Lease,
-    seq: int,
-    recorded: Recorded | None,
+    call: JournalCall,
     *,
     agent: str,
     input: dict,
@@ -58,11 +57,40 @@ def spawn(
     task's own, read in the transaction) raises
     BreakerTripped and journals nothing: the task is blocked for an operator, and the
     spawn asks again when it is resumed."""
-    name = f"spawn:{agent}"
-    if recorded is not None:
-        if recorded.error:
-            raise SpawnRefused(name, recorded.error["type"], recorded.error["message"])
-        return uuid.UUID(recorded.output["task_id"])
+    return replay_or_run(
+        call,
+        replay=_spawned,
+        run=lambda call: _spawn(
+            lease,
+            call,
+            agent=agent,
+            input=input,
+            owner=owner,
+            root_id=root_id,
+            limits=limits,
+            requested_scope=requested_scope,
+        ),
+    )
+
+
+def _spawned(recorded: Recorded) -> uuid.UUID:
+    if recorded.error:
+        raise SpawnRefused(recorded.name, recorded.error["type"], recorded.error["message"])
+    return uuid.UUID(recorded.output["task_id"])
+
+
+def _spawn(
+    lease: Lease,
+    call: JournalCall,
+    *,
+    agent: str,
+    input: dict,
+    owner: str,
+    root_id,
+    limits: dict[str, int] | None,
+    requested_scope: list[dict] | None,
+) -> uuid.UUID:
+    seq, name = call.seq, call.name
     faults.reach(faults.BEFORE_SPAWN, task_id=lease.task_id, step=name, epoch=lease.epoch)
     started = time.monotonic()
     try:
@@ -116,12 +144,19 @@ class _Child:
     error: str | None
 
 
-def wait(lease: Lease, seq: int, recorded: Recorded | None, children) -> list[ChildResult]:
+def wait(lease: Lease, call: JournalCall, children) -> list[ChildResult]:
     """Every child's result once all are terminal, in the order given; until then the
     attempt ends `waiting` (Suspend) and holds no worker and no slot."""
     ids = [uuid.UUID(str(child)) for child in children]
-    if recorded is not None:
-        return [ChildResult(**item) for item in recorded.output]
+    return replay_or_run(
+        call,
+        replay=lambda recorded: [ChildResult(**item) for item in recorded.output],
+        run=lambda call: _wait(lease, call, ids),
+    )
+
+
+def _wait(lease: Lease, call: JournalCall, ids: list[uuid.UUID]) -> list[ChildResult]:
+    seq = call.seq
     with transaction.atomic(durable=True):
         # Exclusive: a finishing child locks this row before it looks at us, so it
         # either sees us waiting or we see it finished (runtime/attempts/transitions.py).

@@ -19,6 +19,7 @@ from runtime.errors import AgentStopped, IdempotencyConflict, InvalidInput, Inva
 from runtime.limits import pauses
 from runtime.limits.services import default_pool_name, first_use_reason, pool_create_on_first_use, unknown_pool
 from runtime.models import Task
+from runtime.tasks.actions import RESUMABLE_BLOCKS
 from runtime.tasks.selectors import task_get
 
 # What migration 0014's trigger raises for a task of an agent whose kill switch is closed.
@@ -347,15 +348,6 @@ def task_resume(*, task_id, actor: str, note: str = "", limits: dict | None = No
         )
         dispatch.pool_has_work(task.pool_id)
     return Resumed(lifted.pause_id, lifted.queued) if lifted else Resumed()
-
-
-# The reasons a resume releases (states.BLOCKED_BY): a denial (`resume`), a breaker
-# (`reset`) and its tree's pause (`release`).
-RESUMABLE_BLOCKS = (
-    states.BLOCKED_BY[states.TaskEvent.RESUME],
-    states.BLOCKED_BY[states.TaskEvent.RESET],
-    states.BLOCKED_BY[states.TaskEvent.RELEASE],
-)
 
 
 def input_parse(text: str | bytes):

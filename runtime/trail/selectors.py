@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.core.exceptions import ValidationError
+from django.db import models
 
 from runtime import arguments, db
 from runtime.audit import chain_of
@@ -169,7 +170,7 @@ def audit_export_line(event: AuditEvent) -> str:
 
 
 # What an event's data names, by key: the kind of object and the model it is a row of.
-SUBJECT_KEYS = {
+SUBJECT_KEYS: dict[str, tuple[str, type[models.Model]]] = {
     "grant": ("grant", Grant),
     "effect": ("effect", Effect),
     "approval_id": ("approval", Approval),

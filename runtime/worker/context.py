@@ -19,7 +19,7 @@ from runtime import db, encoding, faults, states
 from runtime.approvals import request as approvals
 from runtime.approvals.request import ApprovalResult
 from runtime.attempts import interrupts, journal, timers
-from runtime.attempts.journal import Recorded
+from runtime.attempts.journal import JournalCall, Recorded, replay_or_run
 from runtime.attempts.lease import Lease
 from runtime.effects import ledger
 from runtime.errors import (
@@ -91,31 +91,22 @@ class Context:
     @_not_the_agents_error
     def step(self, name: str, fn, *args, **kwargs):
         """Run fn(*args, **kwargs) once per task; its JSON output is journaled."""
-        seq, recorded = self._next(name, states.StepKind.STEP)
-        if recorded is not None:
-            return _replay(recorded)
-        return self._run(seq, name, states.StepKind.STEP, fn, args, kwargs)
+        call = self._next(name, states.StepKind.STEP)
+        return replay_or_run(call, replay=_replay, run=lambda call: self._run(call, fn, args, kwargs))
 
     @_not_the_agents_error
     def now(self) -> datetime:
         """The time, journaled: a replay sees the same clock reading. It is the database's
         clock, which timers and every stored time read too (a deadline computed from
         ctx.now() and passed to sleep_until() means what it says on any worker)."""
-        seq, recorded = self._next("now", states.StepKind.NOW)
-        value = (
-            _replay(recorded)
-            if recorded is not None
-            else self._run(seq, "now", states.StepKind.NOW, _database_now, (), {})
-        )
-        return _utc(value)
+        call = self._next("now", states.StepKind.NOW)
+        return _utc(replay_or_run(call, replay=_replay, run=lambda call: self._run(call, _database_now, (), {})))
 
     @_not_the_agents_error
     def random(self) -> float:
         """A random float in [0, 1), journaled."""
-        seq, recorded = self._next("random", states.StepKind.RANDOM)
-        if recorded is not None:
-            return _replay(recorded)
-        return self._run(seq, "random", states.StepKind.RANDOM, _RANDOM.random, (), {})
+        call = self._next("random", states.StepKind.RANDOM)
+        return replay_or_run(call, replay=_replay, run=lambda call: self._run(call, _RANDOM.random, (), {}))
 
     @_not_the_agents_error
     def effect(
@@ -142,12 +133,14 @@ class Context:
         if effect_class not in states.EFFECT_CLASSES:
             raise ValueError(f"effect_class must be one of {states.EFFECT_CLASSES}")
         needed = authority.need(requires) if requires is not None else None
-        seq, recorded = self._next(name, states.StepKind.EFFECT)
-        if recorded is not None:
-            return ledger.replayed(recorded)
+        call = self._next(name, states.StepKind.EFFECT)
         before = (lambda: authority.check(self, *needed)) if needed else None
-        return ledger.perform(
-            self, seq, name, fn, args, kwargs, effect_class=effect_class, key=key, keyed=keyed, before_send=before
+        return replay_or_run(
+            call,
+            replay=ledger.replayed,
+            run=lambda call: ledger.perform(
+                self, call, fn, args, kwargs, effect_class=effect_class, key=key, keyed=keyed, before_send=before
+            ),
         )
 
     @_not_the_agents_error
@@ -200,9 +193,9 @@ class Context:
         for spec in requests if isinstance(requests, list) else []:
             if isinstance(spec, dict) and spec.get("requires") is not None:
                 authority.check(self, *authority.need(spec["requires"]))
-        seq, recorded = self._next(name, states.StepKind.APPROVAL)
-        check_seq, checked = self._next(name, states.StepKind.APPROVAL_CHECK)
-        return approvals.request(self, seq, recorded, check_seq, checked, name=name, specs=requests)
+        ask = self._next(name, states.StepKind.APPROVAL)
+        check = self._next(name, states.StepKind.APPROVAL_CHECK)
+        return approvals.request(self, ask, check, specs=requests)
 
     # --- the credential gateway (runtime/gateway/client.py) -----------------------------
 
@@ -213,10 +206,8 @@ class Context:
         `UntrustedText`: data from a model, never an instruction. AuthorityDenied, naming
         its boundary, if the task's current authority does not allow `model.call` on
         `model:<model>`, or stops allowing it while the reply streams."""
-        seq, recorded = self._next(name or f"model:{model}", states.StepKind.EFFECT)
-        return gateway.model(
-            self, seq, recorded, name or f"model:{model}", messages, model=model, stream=stream, params=params
-        )
+        call = self._next(name or f"model:{model}", states.StepKind.EFFECT)
+        return gateway.model(self, call, messages, model=model, stream=stream, params=params)
 
     @_not_the_agents_error
     def tool(
@@ -228,23 +219,21 @@ class Context:
         if effect_class is not None and effect_class not in states.EFFECT_CLASSES:
             raise ValueError(f"effect_class must be one of {states.EFFECT_CLASSES}")
         label = step or f"tool:{name}"
-        seq, recorded = self._next(label, states.StepKind.EFFECT)
-        return gateway.tool(self, seq, recorded, label, name, method, path, json, effect_class)
+        call = self._next(label, states.StepKind.EFFECT)
+        return gateway.tool(self, call, name, method, path, json, effect_class)
 
     # --- durable timers (runtime/attempts/timers.py) -----------------------------------
 
     @_not_the_agents_error
     def sleep(self, seconds: float) -> None:
         """Sleep durably: the attempt ends and holds no worker and no slot until then."""
-        seq, recorded = self._next("sleep", states.StepKind.SLEEP)
-        timers.sleep(self.lease, seq, recorded, seconds=float(seconds))
+        timers.sleep(self.lease, self._next("sleep", states.StepKind.SLEEP), seconds=float(seconds))
 
     @_not_the_agents_error
     def sleep_until(self, when: datetime) -> None:
         if when.tzinfo is None:
             raise ValueError("sleep_until needs an aware datetime")
-        seq, recorded = self._next("sleep", states.StepKind.SLEEP)
-        timers.sleep(self.lease, seq, recorded, until=when)
+        timers.sleep(self.lease, self._next("sleep", states.StepKind.SLEEP), until=when)
 
     # --- children (runtime/tasks/children.py) -------------------------------------------
 
@@ -257,11 +246,9 @@ class Context:
         with its own agent's and owner's grants and its parent's authority, read again
         on every check; None asks for whatever the parent holds."""
         requested = authority.scope(scope)
-        seq, recorded = self._next(f"spawn:{agent}", states.StepKind.SPAWN)
         return children.spawn(
             self.lease,
-            seq,
-            recorded,
+            self._next(f"spawn:{agent}", states.StepKind.SPAWN),
             agent=agent,
             input=input,
             owner=self.owner,
@@ -274,12 +261,13 @@ class Context:
     def wait(self, tasks) -> list[ChildResult]:
         """Wait durably until every child is terminal; results follow the given order.
         While any is still live the attempt ends and holds no worker and no slot."""
-        seq, recorded = self._next("wait", states.StepKind.WAIT)
-        return children.wait(self.lease, seq, recorded, tasks)
+        return children.wait(self.lease, self._next("wait", states.StepKind.WAIT), tasks)
 
     # --- internals -------------------------------------------------------------------------
 
-    def _next(self, name: str, kind: states.StepKind) -> tuple[int, Recorded | None]:
+    def _next(self, name: str, kind: states.StepKind) -> JournalCall:
+        """The call's place in the journal: a new seq (the breakers checked first), or the
+        journaled one it replays, which must be the same name and kind."""
         if not isinstance(name, str) or not name or len(name) > 200:
             raise ValueError("step names are 1-200 characters")
         seq = self._seq
@@ -288,16 +276,17 @@ class Context:
             # A new step: the runaway breakers and the tree's pause first (BreakerTripped,
             # TreePaused). A replayed one is never refused, so a resume replays what ran.
             self._breakers.check(seq)
-            return seq, None
+            return JournalCall(seq, name, kind)
         recorded = self._journal[seq]
         if recorded.name != name or recorded.kind != kind:
             raise NondeterminismError(
                 f"replay of task {self.task_id} diverged at step {seq}: the journal has "
                 f"{recorded.kind} {recorded.name!r}, the code asked for {kind} {name!r}"
             )
-        return seq, recorded
+        return JournalCall(seq, name, kind, recorded)
 
-    def _run(self, seq: int, name: str, kind: states.StepKind, fn, args, kwargs):
+    def _run(self, call: JournalCall, fn, args, kwargs):
+        seq, name, kind = call.seq, call.name, call.kind
         started = time.monotonic()
         try:
             with interrupts.region(interrupts.AGENT):  # the step's own code: a stop interrupts it
@@ -328,4 +317,6 @@ def _utc(timestamp: float) -> datetime:
 
 
 def _database_now() -> float:
-    return db.fetchone("clock", {"seconds": 0}, row=db.Clock).now
+    clock = db.fetchone("clock", {"seconds": 0}, row=db.Clock)
+    assert clock is not None  # the statement always answers one row
+    return clock.now

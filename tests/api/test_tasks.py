@@ -186,6 +186,33 @@ def test_cancel_stops_a_live_task_once_and_resume_queues_it_again(alice):
     assert kinds == ["task.resumed", "task.cancelled", "task.stopping", "task.submitted"]
 
 
+def test_the_detail_says_what_an_operator_may_do_and_the_routes_agree(alice):
+    """`actions` (runtime/tasks/actions.py, as the console and the CLI ask it): each
+    refused action's route refuses too, each allowed one's goes through."""
+    task_id = submit(alice).json()["id"]
+    queued = alice.get(f"tasks/{task_id}").json()["actions"]
+    assert queued == {
+        "resume": {"allowed": False, "refusal": "status"},
+        "stop": {"allowed": True, "refusal": None},
+        "rerun": {"allowed": False, "refusal": "status"},
+        "released_by": None,
+    }
+    assert_error(alice.post(f"tasks/{task_id}/resume", {"note": "early"}), 409, "INVALID_TRANSITION")
+    assert_error(alice.post(f"tasks/{task_id}/rerun", {"reason": "early"}), 409, "INVALID_TRANSITION")
+    assert alice.post(f"tasks/{task_id}/stop", {"reason": "wrong input"}).json()["cancelled"] == [task_id]
+
+    cancelled = alice.get(f"tasks/{task_id}").json()["actions"]
+    assert {name: cancelled[name]["refusal"] for name in ("resume", "stop", "rerun")} == {
+        "resume": None,
+        "stop": "finished",
+        "rerun": None,
+    }
+    assert_error(alice.post(f"tasks/{task_id}/stop", {"reason": "again"}), 409, "INVALID_TRANSITION")
+    assert alice.post(f"tasks/{task_id}/rerun", {"reason": "fixed input"}).status_code == 201
+    resumed = alice.post(f"tasks/{task_id}/resume", {"note": "fixed"}).json()
+    assert resumed["actions"]["resume"] == {"allowed": False, "refusal": "status"}  # queued again
+
+
 def test_an_unknown_task_is_404(alice):
     assert_error(alice.get(f"tasks/{uuid.uuid4()}"), 404, "TASK_NOT_FOUND")
     assert_error(alice.post(f"tasks/{uuid.uuid4()}/cancel", {"reason": "gone"}), 404, "TASK_NOT_FOUND")

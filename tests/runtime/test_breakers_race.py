@@ -17,10 +17,12 @@ from collections import Counter
 import pytest
 
 from runtime import states
+from runtime.attempts.journal import JournalCall
 from runtime.attempts.lease import claim_next
 from runtime.errors import BreakerTripped
 from runtime.limits.services import default_pool_name
 from runtime.models import Slot, Task
+from runtime.states import StepKind
 from runtime.tasks import children
 from runtime.tasks.services import task_submit
 from tests.harness import race
@@ -56,7 +58,13 @@ def test_racing_spawns_of_one_task_never_admit_more_than_its_maximum_of_children
         results = race(
             RACERS,
             lambda i, got=got: children.spawn(
-                got.lease, i, None, agent="t.child", input={"value": i}, owner="user:alice", root_id=root, limits=limits
+                got.lease,
+                JournalCall(i, "spawn:t.child", StepKind.SPAWN),
+                agent="t.child",
+                input={"value": i},
+                owner="user:alice",
+                root_id=root,
+                limits=limits,
             ),
         )
         counted = Counter(outcome(r) for r in results)
@@ -83,7 +91,13 @@ def test_racing_spawns_across_one_tree_never_pass_the_trees_rate(trials):
         up = claim_next(pool=default_pool_name(), worker="test")
         kids = [
             children.spawn(
-                up.lease, i, None, agent="t.fanout", input={"n": 0}, owner="user:alice", root_id=root, limits=limits
+                up.lease,
+                JournalCall(i, "spawn:t.fanout", StepKind.SPAWN),
+                agent="t.fanout",
+                input={"n": 0},
+                owner="user:alice",
+                root_id=root,
+                limits=limits,
             )
             for i in range(5)
         ]
@@ -94,8 +108,7 @@ def test_racing_spawns_across_one_tree_never_pass_the_trees_rate(trials):
             RACERS,
             lambda i, leases=leases: children.spawn(
                 leases[i],
-                100 + i,
-                None,
+                JournalCall(100 + i, "spawn:t.child", StepKind.SPAWN),
                 agent="t.child",
                 input={"value": i},
                 owner="user:alice",

@@ -112,6 +112,9 @@ def test_show_prints_a_tasks_record_attempts_journal_effects_children_and_audit(
 
     assert re.search(rf"^\s+task  {task.id}$", out, re.M)
     assert re.search(r"^\s+status  blocked$", out, re.M)
+    # What an operator may do, and why not (runtime/tasks/actions.py), as the API says.
+    assert re.search(r"^\s+blocked  effect_unknown \(resolve the effect: resolve-effect\)$", out, re.M)
+    assert re.search(r"^\s+actions  stop; resume refused \(effect_unknown\); rerun refused \(status\)$", out, re.M)
     assert re.search(r"^\s*tenant/owner  acme / user:alice$", out, re.M)
     for section in ("attempts", "journal", "effects", "children", "audit"):
         assert re.search(rf"^{section}$", out, re.M), section
@@ -140,7 +143,13 @@ def test_show_json_prints_the_whole_detail_as_one_json_object(db):
 
     detail = json.loads(steward("show", str(task.id)[:30], "--json"))
 
-    assert set(detail) == {"task", "attempts", "journal", "effects", "children", "audit", "tree_pause"}
+    assert set(detail) == {"task", "attempts", "journal", "effects", "children", "audit", "tree_pause", "actions"}
+    assert detail["actions"] == {
+        "resume": {"allowed": False, "refusal": "effect_unknown"},
+        "stop": {"allowed": True, "refusal": None},
+        "rerun": {"allowed": False, "refusal": "status"},
+        "released_by": "unblock",
+    }
     assert detail["tree_pause"] is None  # its tree is not paused (tests/runtime/test_tree_pause.py)
     assert detail["task"]["id"] == str(task.id) and detail["task"]["status"] == states.BLOCKED
     assert detail["task"]["output"] == {"blob": "y" * 5000}
@@ -421,7 +430,12 @@ def test_the_real_command_exits_0_on_success_and_2_with_the_code_on_a_refusal(li
 
 def test_show_says_what_releases_every_kind_of_block():
     """A new blocked_reason without its line would make `show` fail on such a task."""
-    from runtime.management.commands.steward import UNBLOCK
+    from runtime.management.commands.steward import RELEASES
+    from runtime.tasks.actions import task_actions
 
-    assert set(UNBLOCK) == set(states.BLOCKED_REASONS)
-    assert "approvals" in UNBLOCK[states.APPROVAL_PENDING]  # not "change the grants", as it once said
+    released = {
+        r: task_actions(Task(status=states.BLOCKED, blocked_reason=r)).released_by for r in states.BLOCKED_REASONS
+    }
+    assert set(RELEASES) == set(released.values()) and None not in released.values()
+    # not "change the grants", as it once said
+    assert "approvals" in RELEASES[released[states.APPROVAL_PENDING]]

@@ -12,6 +12,10 @@
   written anywhere, by Python or by a statement or database function, is a member, and
   every member is written somewhere; docs/api.md lists the audit kinds with their
   meanings; runtime code names an event or a step kind by its member, never by its text.
+* What an operator may do to a task (resume, stop, rerun) and why not: task_actions
+  (runtime/tasks/actions.py), from the transition table. The console's views and
+  templates, the API and the CLI ask it; none compares a task's status or blocked reason
+  itself, nor reads the transition table.
 """
 
 from __future__ import annotations
@@ -355,7 +359,7 @@ EVENT_ARGUMENTS = {
     "_end": 2,  # the executor's _end(claim, then_claim, event, ...)
     "_settle": 2,  # the ledger's _settle(call, row, event, ...)
     "_next": 1,  # Context._next(name, kind)
-    "_run": 2,  # Context._run(seq, name, kind, ...)
+    "JournalCall": 2,  # JournalCall(seq, name, kind, recorded)
 }
 
 
@@ -398,3 +402,88 @@ def test_a_stop_ends_only_in_its_outcomes():
     assert written <= set(states.StopOutcome) and written | {
         states.StopOutcome[m] for m in _members_named("StopOutcome")
     } == set(states.StopOutcome)
+
+
+# --- what an operator may do to a task -----------------------------------------------------
+
+# Where the console, the API and the CLI decide what to show and offer (console/dev is the
+# demo's own watcher, not an operator's surface).
+SURFACES = ["console/ui", "console/api", "console/templatetags", "runtime/management"]
+TASK_FIELDS = {"status", "blocked_reason"}
+# The rules' own sources: a surface that reads them is deriving an answer again.
+RULE_NAMES = {"TASK_TRANSITIONS", "BLOCKED_BY", "RESUMABLE_BLOCKS", "sources", "target"}
+TASK_WORDS = STATUS_WORDS | set(states.BLOCKED_REASONS)
+
+
+def _is_task_field(node: ast.AST) -> bool:
+    """`task.status`, `t.blocked_reason`, `row["status"]`."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in TASK_FIELDS
+    return isinstance(node, ast.Subscript) and getattr(node.slice, "value", None) in TASK_FIELDS
+
+
+def _names_a_task_word(node: ast.AST) -> bool:
+    """`states.BLOCKED`, `states.LIVE - {...}`, `"cancelled"`: a status, a reason or a set of them."""
+    for part in ast.walk(node):
+        if isinstance(part, ast.Attribute) and getattr(part.value, "id", "") == "states":
+            return True
+        if isinstance(part, ast.Constant) and part.value in TASK_WORDS:
+            return True
+    return False
+
+
+def _derived_in_python(root: Path) -> list[str]:
+    found = []
+    for surface in SURFACES:
+        for path in sorted((root / surface).rglob("*.py")):
+            where = str(path.relative_to(root))
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Compare):
+                    sides = [node.left, *node.comparators]
+                    if any(_is_task_field(side) for side in sides) and any(_names_a_task_word(s) for s in sides):
+                        found.append(f"{where}:{node.lineno}: compares a task's {ast.unparse(node)}")
+                elif (
+                    isinstance(node, ast.Attribute)
+                    and getattr(node.value, "id", "") == "states"
+                    and node.attr in RULE_NAMES
+                ) or (isinstance(node, ast.Name) and node.id in RULE_NAMES - {"sources", "target"}):
+                    found.append(f"{where}:{node.lineno}: reads {ast.unparse(node)}")
+    return found
+
+
+# `{% if task.status == "stopping" %}`, `child.status in stoppable`: a template comparing a
+# task's status or blocked reason to a value, or testing it against a set. A list's filter
+# form (`filters.status`) holds what the operator typed, not a task's status.
+TEMPLATE_COMPARED = re.compile(r"([\w.]*)\b(status|blocked_reason)\s*(==|!=|not in|in)\s*([\"']?)([\w.]+)\4")
+NOT_A_TASK = ("filters.",)
+
+
+def _derived_in_templates(root: Path) -> list[str]:
+    found = []
+    for path in sorted((root / "templates").rglob("*.html")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for match in TEMPLATE_COMPARED.finditer(line):
+                owner, _, op, _, value = match.groups()
+                if owner.startswith(NOT_A_TASK):
+                    continue
+                if value in TASK_WORDS or "in" in op:
+                    found.append(f"{path.relative_to(root)}:{number}: {match.group(0)}")
+    return found
+
+
+def test_the_console_the_api_and_the_cli_ask_task_actions_and_derive_nothing():
+    """Each surface asks runtime/tasks/actions.py what an operator may do and what a
+    task's status means for the page; none compares a status or reads the transition
+    table itself (views, API schemas, template filters, the CLI)."""
+    assert _derived_in_python(REPO) == []
+    for surface, module in [
+        ("console/ui/task.py", "task_actions"),
+        ("console/api/tasks.py", "task_actions"),
+        ("runtime/management/commands/steward.py", "task_actions"),
+        ("console/templatetags/steward.py", "task_actions"),
+    ]:
+        assert module in (REPO / surface).read_text(), surface
+
+
+def test_no_template_compares_a_task_status():
+    assert _derived_in_templates(REPO) == []

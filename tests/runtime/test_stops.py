@@ -20,11 +20,13 @@ from django.db import connection
 
 from runtime import db, states
 from runtime.attempts import journal
+from runtime.attempts.journal import JournalCall
 from runtime.attempts.lease import Claim, claim_next
 from runtime.attempts.transitions import end_attempt
 from runtime.errors import AgentStopped, Fenced, InvalidTransition
 from runtime.limits.services import default_pool_name
 from runtime.models import Attempt, AuditEvent, Step, Stop, StopAck, Task
+from runtime.states import StepKind
 from runtime.stops.services import agent_reopen, agent_stop, task_rerun, task_stop
 from runtime.tasks import children
 from runtime.tasks.services import task_resume, task_submit
@@ -137,7 +139,12 @@ def test_a_stop_racing_a_child_spawn_covers_every_child_and_admits_none_after(li
                 hold.pids = pids
             try:
                 return children.spawn(
-                    got.lease, 0, None, agent="t.child", input={"value": 1}, owner="user:alice", root_id=parent
+                    got.lease,
+                    JournalCall(0, "spawn:t.child", StepKind.SPAWN),
+                    agent="t.child",
+                    input={"value": 1},
+                    owner="user:alice",
+                    root_id=parent,
                 )
             finally:
                 hold.pids = None
@@ -391,7 +398,12 @@ def test_terminal_is_final_only_an_audited_resume_leaves_cancelled(live):
         "fail": lambda: end_attempt(got.lease, "fail", error={"code": "X"}),
         "sleep": lambda: end_attempt(got.lease, "sleep", wake_at=db_clock()),
         "spawn": lambda: children.spawn(
-            got.lease, 0, None, agent="t.child", input={"value": 1}, owner="user:alice", root_id=task_id
+            got.lease,
+            JournalCall(0, "spawn:t.child", StepKind.SPAWN),
+            agent="t.child",
+            input={"value": 1},
+            owner="user:alice",
+            root_id=task_id,
         ),
     }.items():
         try:
@@ -430,7 +442,12 @@ def test_the_kill_switch_racing_a_spawn_of_its_own_agent_covers_the_child_and_ne
                 return agent_stop(tenant="acme", agent="t.spawner", actor="user:alice", reason="kill switch")
             if i == 1:
                 return children.spawn(
-                    got.lease, 0, None, agent="t.spawner", input={"children": []}, owner="user:alice", root_id=parent
+                    got.lease,
+                    JournalCall(0, "spawn:t.spawner", StepKind.SPAWN),
+                    agent="t.spawner",
+                    input={"children": []},
+                    owner="user:alice",
+                    root_id=parent,
                 )
             return task_submit(agent="t.spawner", input={"children": [], "other": trial}, **ALICE)
 
@@ -465,7 +482,12 @@ def test_the_kill_switch_racing_a_child_finishing_under_another_agents_parent_ne
         parent = submit("t.spawner", {"children": [], "trial": trial})
         up = claim(parent)
         kid = children.spawn(
-            up.lease, 0, None, agent="t.steps", input={"trial": trial}, owner="user:alice", root_id=parent
+            up.lease,
+            JournalCall(0, "spawn:t.steps", StepKind.SPAWN),
+            agent="t.steps",
+            input={"trial": trial},
+            owner="user:alice",
+            root_id=parent,
         )
         end_attempt(up.lease, "wait", waiting_on=[kid])  # the parent waits for its child
         got = claim(kid)
@@ -501,7 +523,14 @@ def test_two_last_acknowledgments_at_once_still_cancel_their_parent_and_two_stop
         parent = submit("t.spawner", {"children": [], "trial": trial})
         up = claim(parent)
         kids = [
-            children.spawn(up.lease, i, None, agent="t.steps", input={"kid": i}, owner="user:alice", root_id=parent)
+            children.spawn(
+                up.lease,
+                JournalCall(i, "spawn:t.steps", StepKind.SPAWN),
+                agent="t.steps",
+                input={"kid": i},
+                owner="user:alice",
+                root_id=parent,
+            )
             for i in range(2)
         ]
         end_attempt(up.lease, "wait", waiting_on=kids)

@@ -16,11 +16,13 @@ import pytest
 from django.db.models.functions import Now
 
 from runtime import states
+from runtime.attempts.journal import JournalCall
 from runtime.attempts.lease import Claim, claim_next
 from runtime.errors import BreakerTripped, Fenced, TreePaused
 from runtime.limits import pauses
 from runtime.limits.services import default_pool_name
 from runtime.models import AuditEvent, Slot, Task, TreePause
+from runtime.states import StepKind
 from runtime.stops.services import task_stop
 from runtime.tasks import children
 from runtime.tasks.services import task_resume, task_submit
@@ -46,7 +48,13 @@ def tree(trial: int, kids: int) -> tuple[Claim, list[Claim]]:
     assert up.lease.task_id == root
     for i in range(kids):
         children.spawn(
-            up.lease, i, None, agent="t.child", input={"value": i}, owner="user:alice", root_id=root, limits=ROOMY
+            up.lease,
+            JournalCall(i, "spawn:t.child", StepKind.SPAWN),
+            agent="t.child",
+            input={"value": i},
+            owner="user:alice",
+            root_id=root,
+            limits=ROOMY,
         )
     return up, [claim() for _ in range(kids)]
 
@@ -89,8 +97,7 @@ def test_no_spawn_racing_a_pause_escapes_it(trials):
                 return pause(tripper)
             return children.spawn(
                 up.lease,
-                10 + i,
-                None,
+                JournalCall(10 + i, "spawn:t.child", StepKind.SPAWN),
                 agent="t.child",
                 input={"value": i},
                 owner="user:alice",

@@ -39,6 +39,7 @@ from runtime.limits.selectors import pool_usage, tree_pause_of
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
 from runtime.management import approvals, budgets, grants, stops, triggers
 from runtime.management.format import block, json_text, record, short, table, when
+from runtime.tasks.actions import Action, TaskActions, task_actions
 from runtime.tasks.selectors import task_detail, task_get, task_id_from_prefix, task_page
 from runtime.tasks.services import task_resume, task_submit
 from runtime.trail.selectors import audit_seals
@@ -50,14 +51,24 @@ WAIT_MAX_SECONDS = 86_400.0
 INTERVAL_MIN_SECONDS, INTERVAL_MAX_SECONDS = 0.05, 3_600.0
 TASK_HELP = "a task id, or enough of its start to name one task"
 DETAIL_ROWS = 200  # `show`: how many steps, children and audit rows (task_detail's limits)
-# `show`: what releases a blocked task, by why it is blocked (states.BLOCKED_BY).
-UNBLOCK = {
-    states.EFFECT_UNKNOWN: "resolve the effect: resolve-effect",
-    states.AUTHORITY_DENIED: "change the grants, then resume",
-    states.APPROVAL_PENDING: "a person decides its approval: approvals",
-    states.BREAKER_TRIPPED: "raise the limit: resume --limit NAME=N",
-    states.TREE_PAUSED: "resume any task of its tree to lift the pause",
+# `show`: the command that makes the event releasing a blocked task (task_actions'
+# released_by, from states.BLOCKED_BY): its wording here, the rule in runtime/tasks/actions.py.
+RELEASES = {
+    states.TaskEvent.UNBLOCK: "resolve the effect: resolve-effect",
+    states.TaskEvent.RESUME: "change the grants, then resume",
+    states.TaskEvent.DECIDED: "a person decides its approval: approvals",
+    states.TaskEvent.RESET: "raise the limit: resume --limit NAME=N",
+    states.TaskEvent.RELEASE: "resume any task of its tree to lift the pause",
 }
+
+
+def _actions_line(acts: TaskActions) -> str:
+    """`stop; resume refused (effect_unknown); rerun refused (status)`: what `show`
+    says an operator may do to the task, and the refusal's code for the rest."""
+    return "; ".join(
+        str(action) if verdict.allowed else f"{action} refused ({verdict.refusal})"
+        for action, verdict in ((a, acts.of(a)) for a in sorted(Action, key=lambda a: not acts.of(a).allowed))
+    )
 
 
 class Command(BaseCommand):
@@ -203,7 +214,7 @@ class Command(BaseCommand):
         deadline = time.monotonic() + wait
         while wait and time.monotonic() < deadline:
             task = task_get(sub.task_id)
-            if task.status in states.TERMINAL:
+            if task_actions(task).finished:
                 self.stdout.write(
                     f"{task.status}: {short(task.output if task.output is not None else task.error, 200)}"
                 )
@@ -246,6 +257,7 @@ class Command(BaseCommand):
                         "tree_pause": dataclasses.asdict(pause)
                         if (pause := tree_pause_of(d.task)) is not None
                         else None,
+                        "actions": task_actions(d.task).as_dict(),
                     }
                 )
             )
@@ -259,6 +271,7 @@ class Command(BaseCommand):
             return text
 
         t = d.task
+        acts = task_actions(t)
         pause = tree_pause_of(t)
         self.stdout.write(
             block(
@@ -274,15 +287,16 @@ class Command(BaseCommand):
                                 + (f", decision {t.blocked_decision_id}" if t.blocked_decision_id else "")
                                 + (
                                     f", breaker {t.breaker} ({t.error.get('message', '')})"
-                                    if t.blocked_reason == states.BREAKER_TRIPPED and t.error
+                                    if acts.tripped and t.error
                                     else ""
                                 )
-                                + f" ({UNBLOCK[t.blocked_reason]})",
+                                + f" ({RELEASES[acts.released_by]})",
                             )
                         ]
-                        if t.status == states.BLOCKED
+                        if acts.released_by is not None
                         else []
                     ),
+                    ("actions", _actions_line(acts)),
                     *(
                         [
                             (
