@@ -17,7 +17,12 @@ from datetime import timedelta
 from django.db.models.functions import Now
 
 from runtime import db
+from runtime.meter import WAIT_BOUNDS, Minute
 from runtime.models import Process
+
+# The minute row of what a process counted with no tenant named (none does today: each
+# count of a task's work names its tenant); the fleet's minute sums it with the rest.
+NO_TENANT = ""
 
 # Rows of processes gone this long, and minute rows this old, are pruned by the sweep.
 KEEP_PROCESSES = timedelta(days=7)
@@ -29,10 +34,37 @@ def process_name(kind: str) -> str:
 
 
 def process_beat(
-    *, kind: str, totals: dict, fresh: dict, waits: list[int], queue: str = "", swept: bool = False
+    *,
+    kind: str,
+    totals: dict,
+    fresh: dict,
+    waits: list[int],
+    tenants: dict[str, Minute] | None = None,
+    queue: str = "",
+    swept: bool = False,
 ) -> None:
-    """Record that this process is alive and what it did (one statement, autocommit)."""
-    active = any(fresh.get(k) for k in ("completed", "failed", "steps")) or any(waits)
+    """Record that this process is alive and what it did (one statement, autocommit):
+    a minute row per tenant whose tasks it ran (`tenants`), and whatever was counted for
+    no tenant under NO_TENANT, so the fleet's minute (their sum) misses nothing."""
+    rows = {tenant: minute for tenant, minute in (tenants or {}).items()}
+    rest = Minute(
+        finished=fresh.get("completed", 0) + fresh.get("failed", 0),
+        failed=fresh.get("failed", 0),
+        steps=fresh.get("steps", 0),
+        waits=list(waits) or [0] * len(WAIT_BOUNDS),
+    )
+    for minute in rows.values():
+        rest.finished -= minute.finished
+        rest.failed -= minute.failed
+        rest.steps -= minute.steps
+        rest.waits = [a - b for a, b in zip(rest.waits, minute.waits, strict=True)]
+    # Counted under the same lock as the totals (runtime/meter.py), so never negative.
+    rows.setdefault(NO_TENANT, Minute()).add(rest)
+    minutes = [
+        {"tenant": tenant, "finished": m.finished, "failed": m.failed, "steps": m.steps, "waits": m.waits}
+        for tenant, m in sorted(rows.items())
+        if m.finished or m.failed or m.steps or any(m.waits)
+    ]
     db.execute(
         "process_beat",
         {
@@ -43,11 +75,7 @@ def process_beat(
             "queue": queue,
             "counters": json.dumps(totals),
             "swept": swept,
-            "active": active,
-            "finished": fresh.get("completed", 0) + fresh.get("failed", 0),
-            "failed": fresh.get("failed", 0),
-            "steps": fresh.get("steps", 0),
-            "waits": waits,
+            "minutes": json.dumps(minutes),
         },
     )
 
