@@ -53,7 +53,7 @@ class ProcessMinute(models.Model):
     class Meta:
         db_table = "steward_process_minute"
         constraints = [models.UniqueConstraint(fields=["minute", "process", "tenant"], name="process_minute_once")]
-        # A tenant's last hour (runtime/sql/tenant_minutes.sql); the fleet's reads the
+        # A tenant's last hour (runtime/sql/fleet_minutes.sql with a tenant); the fleet's reads the
         # unique index, minute first.
         indexes = [models.Index(fields=["tenant", "minute"], name="process_minute_tenant")]
 
