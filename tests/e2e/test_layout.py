@@ -59,6 +59,20 @@ def test_no_page_overflows_and_the_nav_is_one_line_from_1024_px_with_the_badge_a
         f"/audit/{long_id}/",
         "/tokens/",
         "/members/",
+        # and each kind of object's own page, and the forms
+        "/tasks/new/",
+        f"/tasks/{acme.done.id}/steps/{acme.seq}/",
+        f"/stops/{acme.stop.id}/",
+        f"/approvals/{acme.approval.id}/",
+        f"/pools/{acme.pool}/",
+        "/agents/t.steps/",
+        f"/grants/{acme.grant.id}/",
+        "/grants/new/",
+        "/owners/alice/",
+        f"/schedules/{acme.schedule.id}/",
+        "/webhooks/",
+        f"/webhooks/{acme.webhook.id}/",
+        "/dependencies/",
     ]
     page = person("alice")
     problems = []  # every page and width at fault, not only the first
