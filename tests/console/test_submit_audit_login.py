@@ -174,3 +174,21 @@ def test_an_audit_event_is_numbered_the_same_way_on_the_trail_the_task_page_the_
     own = client.get(f"/audit/{of_task[-1].id}/").content.decode()
     assert f'<h1>Audit event #{of_task[-1].id} <span class="chain-no' in own
     assert f">task #{of_task[-1].chain_seq}</span>" in own
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_verdicts_first_bad_row_is_numbered_as_everywhere_else(client):
+    from tests.console.world import make_world
+    from tests.tamper import bypassing_the_triggers
+
+    world = make_world()
+    bad = AuditEvent.objects.filter(task_id=world.parent.id).order_by("chain_seq").first()
+    bypassing_the_triggers("UPDATE steward_audit SET actor = 'user:mallory' WHERE id = %s", [bad.id])
+    client.force_login(world.people.bob)
+    html = client.post("/audit/verify/", headers={"HX-Request": "true"}).content.decode()
+    assert 'data-ok="false"' in html
+    assert (
+        f'First bad row: <a href="/audit/{bad.id}/">#{bad.id}</a> <span class="chain-no muted small nowrap" '
+        f'data-event="{bad.id}" data-chain-seq="{bad.chain_seq}" title="#{bad.chain_seq} in the hash chain '
+        f'{bad.chain}; #{bad.id} in the whole trail">task #{bad.chain_seq}</span>: '
+    ) in html
