@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 WAIT_BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, float("inf"))
 
 
-# The counts the dashboard charts per minute, kept per tenant as well (`Minute`), so each
+# The counts the dashboard charts per minute, kept per tenant as well (`Counted`), so each
 # tenant's members see their own tenant's last hour and only the fleet's managers the
 # fleet's (console/ui/dashboard.py): count name -> the minute's fields it adds to.
 PER_MINUTE = {"completed": ("finished",), "failed": ("finished", "failed"), "steps": ("steps",)}
 
 
 @dataclass
-class Minute:
+class Counted:
     """What one tenant's tasks did in this process since the last take."""
 
     finished: int = 0
@@ -34,7 +34,7 @@ class Minute:
     steps: int = 0
     waits: list[int] = field(default_factory=lambda: [0] * len(WAIT_BOUNDS))
 
-    def add(self, other: Minute) -> None:
+    def add(self, other: Counted) -> None:
         self.finished += other.finished
         self.failed += other.failed
         self.steps += other.steps
@@ -49,14 +49,14 @@ class Meter:
         self._waits = [0] * len(WAIT_BOUNDS)  # since the last take
         self._waits_total = [0] * len(WAIT_BOUNDS)  # since the process started
         self._wait_sum = 0.0
-        self._tenants: dict[str, Minute] = {}  # since the last take
+        self._tenants: dict[str, Counted] = {}  # since the last take
 
     def count(self, name: str, n: int = 1, *, tenant: str | None = None) -> None:
         with self._lock:
             self._total[name] += n
             self._fresh[name] += n
             if tenant is not None and name in PER_MINUTE:
-                minute = self._tenants.setdefault(tenant, Minute())
+                minute = self._tenants.setdefault(tenant, Counted())
                 for field_name in PER_MINUTE[name]:
                     setattr(minute, field_name, getattr(minute, field_name) + n)
 
@@ -70,9 +70,9 @@ class Meter:
             self._total["claims"] += 1
             self._fresh["claims"] += 1
             if tenant is not None:
-                self._tenants.setdefault(tenant, Minute()).waits[bucket] += 1
+                self._tenants.setdefault(tenant, Counted()).waits[bucket] += 1
 
-    def take(self) -> tuple[dict, dict, list[int], dict[str, Minute]]:
+    def take(self) -> tuple[dict, dict, list[int], dict[str, Counted]]:
         """(totals since start, counts since the last take, queue waits since the last
         take, what each tenant's tasks did since the last take)."""
         with self._lock:

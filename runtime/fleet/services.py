@@ -17,7 +17,7 @@ from datetime import timedelta
 from django.db.models.functions import Now
 
 from runtime import db
-from runtime.meter import WAIT_BOUNDS, Minute
+from runtime.meter import WAIT_BOUNDS, Counted
 from runtime.models import Process
 
 # The minute row of what a process counted with no tenant named (none does today: each
@@ -39,7 +39,7 @@ def process_beat(
     totals: dict,
     fresh: dict,
     waits: list[int],
-    tenants: dict[str, Minute] | None = None,
+    tenants: dict[str, Counted] | None = None,
     queue: str = "",
     swept: bool = False,
 ) -> None:
@@ -47,7 +47,7 @@ def process_beat(
     a minute row per tenant whose tasks it ran (`tenants`), and whatever was counted for
     no tenant under NO_TENANT, so the fleet's minute (their sum) misses nothing."""
     rows = {tenant: minute for tenant, minute in (tenants or {}).items()}
-    rest = Minute(
+    rest = Counted(
         finished=fresh.get("completed", 0) + fresh.get("failed", 0),
         failed=fresh.get("failed", 0),
         steps=fresh.get("steps", 0),
@@ -59,7 +59,7 @@ def process_beat(
         rest.steps -= minute.steps
         rest.waits = [a - b for a, b in zip(rest.waits, minute.waits, strict=True)]
     # Counted under the same lock as the totals (runtime/meter.py), so never negative.
-    rows.setdefault(NO_TENANT, Minute()).add(rest)
+    rows.setdefault(NO_TENANT, Counted()).add(rest)
     minutes = [
         {"tenant": tenant, "finished": m.finished, "failed": m.failed, "steps": m.steps, "waits": m.waits}
         for tenant, m in sorted(rows.items())

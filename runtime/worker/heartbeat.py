@@ -18,7 +18,7 @@ from django.db import connection
 
 from runtime import config, db, outages
 from runtime.fleet.services import process_beat, process_stopped
-from runtime.meter import Minute, meter
+from runtime.meter import Counted, meter
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class Heartbeat:
             fresh = {k: fresh.get(k, 0) + old_fresh.get(k, 0) for k in {*fresh, *old_fresh}}
             waits = [a + b for a, b in zip(waits, old_waits, strict=True)]
             for tenant, minute in old_tenants.items():
-                tenants.setdefault(tenant, Minute()).add(minute)
+                tenants.setdefault(tenant, Counted()).add(minute)
             self._carried = None
         # Twice at most: a pooled connection that was cut (its backend terminated, the
         # server restarted since) fails once while the database is there, and a fresh

@@ -37,13 +37,13 @@ def _beat(**tenants) -> None:
     """One worker's beat: what each tenant's tasks did (finished, failed, steps, claims in
     the 25 ms bucket), as the meter counts them."""
     from runtime.fleet.services import process_beat
-    from runtime.meter import WAIT_BOUNDS, Minute
+    from runtime.meter import WAIT_BOUNDS, Counted
 
     minutes = {}
     for tenant, (finished, failed, steps, claims) in tenants.items():
         waits = [0] * len(WAIT_BOUNDS)
         waits[2] = claims
-        minutes[tenant] = Minute(finished, failed, steps, waits)
+        minutes[tenant] = Counted(finished, failed, steps, waits)
     fresh = {
         "completed": sum(m.finished - m.failed for m in minutes.values()),
         "failed": sum(m.failed for m in minutes.values()),
