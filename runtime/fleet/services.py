@@ -20,9 +20,10 @@ from runtime import db
 from runtime.meter import WAIT_BOUNDS, Counted
 from runtime.models import Process
 
-# The minute row of what a process counted with no tenant named (none does today: each
-# count of a task's work names its tenant); the fleet's minute sums it with the rest.
-NO_TENANT = ""
+# The tenant of a process's minute row for the whole fleet: what it did for every
+# tenant, summed as it counted (rows written before minutes were kept per tenant are
+# these too). The fleet's last hour reads these rows only, however many tenants there are.
+FLEET = ""
 
 # Rows of processes gone this long, and minute rows this old, are pruned by the sweep.
 KEEP_PROCESSES = timedelta(days=7)
@@ -44,25 +45,17 @@ def process_beat(
     swept: bool = False,
 ) -> None:
     """Record that this process is alive and what it did (one statement, autocommit):
-    a minute row per tenant whose tasks it ran (`tenants`), and whatever was counted for
-    no tenant under NO_TENANT, so the fleet's minute (their sum) misses nothing."""
-    rows = {tenant: minute for tenant, minute in (tenants or {}).items()}
-    rest = Counted(
+    this minute's row of the whole fleet (tenant FLEET, what it did for everyone), and a
+    row per tenant whose tasks it ran (`tenants`, from the meter)."""
+    fleet = Counted(
         finished=fresh.get("completed", 0) + fresh.get("failed", 0),
         failed=fresh.get("failed", 0),
         steps=fresh.get("steps", 0),
         waits=list(waits) or [0] * len(WAIT_BOUNDS),
     )
-    for minute in rows.values():
-        rest.finished -= minute.finished
-        rest.failed -= minute.failed
-        rest.steps -= minute.steps
-        rest.waits = [a - b for a, b in zip(rest.waits, minute.waits, strict=True)]
-    # Counted under the same lock as the totals (runtime/meter.py), so never negative.
-    rows.setdefault(NO_TENANT, Counted()).add(rest)
     minutes = [
         {"tenant": tenant, "finished": m.finished, "failed": m.failed, "steps": m.steps, "waits": m.waits}
-        for tenant, m in sorted(rows.items())
+        for tenant, m in [(FLEET, fleet), *sorted((tenants or {}).items())]
         if m.finished or m.failed or m.steps or any(m.waits)
     ]
     db.execute(

@@ -1,8 +1,9 @@
 """The fleet's minute rows are kept per tenant as well, so that the dashboard shows each
 tenant's members their own tenant's last hour and the fleet's totals only to the fleet's
-managers (issue 20, point 11). A process writes one row per minute and tenant it served;
-the fleet's minute is their sum. Rows written before this migration carry the empty
-tenant: they count in the fleet's figures and in no tenant's (they age out within a day).
+managers (issue 20, point 11). Each beat writes this minute's row of the whole fleet
+(tenant "", what the process did for everyone, as before) and a row per tenant whose
+tasks it ran. Rows written before this migration carry the empty tenant: they are the
+fleet's rows they always were.
 """
 
 from django.db import migrations, models

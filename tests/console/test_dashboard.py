@@ -115,7 +115,7 @@ def test_each_tenant_sees_its_own_last_hour_and_only_a_fleet_manager_the_fleets(
     assert 'id="fleet-hour"' not in _live(as_person(root))
 
 
-def test_work_counted_for_no_tenant_is_the_fleets_and_no_tenants(world, as_person):
+def test_a_beat_with_no_tenant_named_counts_for_the_fleet_and_no_tenant(world, as_person):
     from runtime.fleet.selectors import throughput
     from runtime.fleet.services import process_beat
 
