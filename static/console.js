@@ -66,6 +66,21 @@
     if (e.target.matches("select[data-submit-on-change]") && e.target.form) e.target.form.submit();
   });
 
+  // The nav's "More" menu (a <details>, base.html) closes as menus do: on a click outside
+  // it, and on Escape, which gives focus back to its summary.
+  document.addEventListener("click", function (e) {
+    document.querySelectorAll("details.more[open]").forEach(function (menu) {
+      if (!menu.contains(e.target)) menu.open = false;
+    });
+  });
+  document.addEventListener("keydown", function (e) {
+    if (e.key !== "Escape") return;
+    document.querySelectorAll("details.more[open]").forEach(function (menu) {
+      menu.open = false;
+      menu.querySelector("summary").focus();
+    });
+  });
+
   // Copy buttons (the token secret).
   document.addEventListener("click", function (e) {
     var target = e.target.closest("[data-copy]");

@@ -37,6 +37,16 @@ class Principal:
     def actor(self) -> str:
         return f"user:{self.user.get_username()}"
 
+    @property
+    def manages_fleet(self) -> bool:
+        """Whether they manage the fleet (the workers, pools and processes every tenant
+        shares), and so read its figures across tenants, as the dashboard's last hour:
+        an active superuser, whom docs/deploy.md keeps to the deployment's operators and
+        who already reads every tenant's rows in the Django admin (admin_scope). A
+        tenant's roles, its admin's included, are that tenant's alone: they read their
+        own tenant's figures."""
+        return bool(self.user.is_active and self.user.is_superuser)
+
     def may(self, action: str) -> bool:
         if action != READ_ACTION and self.scope == READ:
             return False

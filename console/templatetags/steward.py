@@ -81,6 +81,12 @@ def took(obj) -> str:
 
 
 @register.filter
+def chain_kind(chain) -> str:
+    """What an audit chain is of, from its name: `task` (task:<id>) or `tenant` (tenant:<slug>)."""
+    return str(chain).split(":", 1)[0]
+
+
+@register.filter
 def hexhash(value) -> str:
     return bytes(value).hex() if value is not None else ""
 

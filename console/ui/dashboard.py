@@ -1,6 +1,7 @@
 """The dashboard: what is happening now and what needs a person, at a glance. Counts by
 status, the live workers and what they hold, pools, the last hour's throughput and
-dispatch latency, and what waits for someone: effects, approvals, paused trees. The `live` fragment refreshes it
+dispatch latency of the tenant's tasks (and the whole fleet's totals for those who manage
+it), and what waits for someone: effects, approvals, paused trees. The `live` fragment refreshes it
 every 5 s while the tab is visible, with the last hour's totals and chart data out of
 band (the charts redraw from them in place)."""
 
@@ -73,17 +74,37 @@ def _budgets(tenant: str) -> dict:
 
 @screen
 def dashboard(request, principal):
-    return page(request, principal, "console/dashboard.html", {**_now(principal), **_last_hour()}, nav="dashboard")
+    return page(
+        request, principal, "console/dashboard.html", {**_now(principal), **_last_hour(principal)}, nav="dashboard"
+    )
 
 
 @screen
 def dashboard_live(request, principal):
     """The `now` partial, and the last hour's totals and chart data out of band."""
-    return page(request, principal, "console/dashboard.html#live", {**_now(principal), **_last_hour(), "oob": True})
+    return page(
+        request, principal, "console/dashboard.html#live", {**_now(principal), **_last_hour(principal), "oob": True}
+    )
 
 
-def _last_hour() -> dict:
-    minutes = throughput(minutes=60)
+def _last_hour(principal) -> dict:
+    """The principal's tenant's last hour: its totals and its charts. The whole fleet's
+    totals beside them only for those who manage the fleet (Principal.manages_fleet):
+    every tenant's work, summed, is not a tenant's to read."""
+    minutes = throughput(minutes=60, tenant=principal.tenant)
+    fleet_hour = _totals(throughput(minutes=60)) if principal.manages_fleet else None
+    return {**_chart(minutes), "hour": _totals(minutes), "fleet_hour": fleet_hour}
+
+
+def _totals(minutes) -> dict:
+    return {
+        "finished": sum(m.finished for m in minutes),
+        "failed": sum(m.failed for m in minutes),
+        "steps": sum(m.steps for m in minutes),
+    }
+
+
+def _chart(minutes) -> dict:
     chart = {
         "t": [int(m.minute.timestamp()) for m in minutes],
         "finished": [m.finished for m in minutes],
@@ -92,12 +113,7 @@ def _last_hour() -> dict:
         "p50": [_ms(m.wait_quantile(0.5)) for m in minutes],
         "p95": [_ms(m.wait_quantile(0.95)) for m in minutes],
     }
-    hour = {
-        "finished": sum(m.finished for m in minutes),
-        "failed": sum(m.failed for m in minutes),
-        "steps": sum(m.steps for m in minutes),
-    }
-    return {"chart": chart, "hour": hour}
+    return {"chart": chart}
 
 
 def _ms(seconds):

@@ -323,7 +323,7 @@ def _check(
                 raise RuntimeError(
                     f"journal row {lease.task_id}#{check_seq} already exists for the live epoch {lease.epoch}"
                 )
-            db.after_commit(db.cursor(), lambda: meter.count("steps"))
+            db.after_commit(db.cursor(), lambda: meter.count("steps", tenant=lease.tenant))
             return results
         stored, facts = _read(lease, ids)
 

@@ -108,7 +108,7 @@ def write(
     )
     if cur.rowcount != 1:
         raise _refusal(lease.task_id, lease.epoch, seq)
-    db.after_commit(cur, lambda: meter.count("steps"))
+    db.after_commit(cur, lambda: meter.count("steps", tenant=lease.tenant))
 
 
 @db.reads("task_epoch")

@@ -78,7 +78,7 @@ def claim_next(*, pool: str, worker: str) -> Claim | None:
     if row is None:
         return None
     # Counted once the claim commits: it may share a transaction with an attempt's end.
-    db.after_commit(cur, lambda: meter.waited(row.waited))
+    db.after_commit(cur, lambda: meter.waited(row.waited, tenant=row.tenant))
     lease = Lease(row.id, row.epoch, row.tenant, row.pool, row.parent_id, worker, row.attempt_id)
     return Claim(lease, row.next_reason, row.agent, row.input, row.owner, row.root_id)
 

@@ -101,7 +101,7 @@ def _end(params: dict, lease: Lease) -> None:
         dispatch.pool_has_work(row.pool)
     if params["end_reason"] in (states.TaskEvent.COMPLETE, states.TaskEvent.FAIL):
         counted = "completed" if params["end_reason"] == states.TaskEvent.COMPLETE else "failed"
-        db.after_commit(db.cursor(), lambda: meter.count(counted))
+        db.after_commit(db.cursor(), lambda: meter.count(counted, tenant=lease.tenant))
 
 
 @db.reads("wake_parent")

@@ -11,6 +11,7 @@ from django.db.models.functions import Now
 
 from runtime import config, db, states
 from runtime.attempts import dispatch
+from runtime.fleet.services import FLEET
 from runtime.limits.selectors import MAX_POOLS, pool_usage
 from runtime.meter import WAIT_BOUNDS
 from runtime.models import Attempt, Effect, Process, Task
@@ -70,9 +71,12 @@ class _Summed:
     waits: list[int] | None  # None: no process reported in that minute
 
 
-def throughput(*, minutes: int = 60) -> list[Minute]:
-    """The fleet's last `minutes` minutes, one per minute (empty minutes included)."""
-    rows = db.fetchall("fleet_minutes", {"minutes": minutes}, row=_Summed)
+def throughput(*, minutes: int = 60, tenant: str | None = None) -> list[Minute]:
+    """The last `minutes` minutes, one per minute (empty minutes included): of `tenant`'s
+    tasks, or with no tenant the whole fleet's (every tenant's, summed)."""
+    rows = db.fetchall(
+        "fleet_minutes", {"minutes": minutes, "tenant": FLEET if tenant is None else tenant}, row=_Summed
+    )
     return [Minute(m.minute, m.finished, m.failed, m.steps, list(m.waits or [0] * len(WAIT_BOUNDS))) for m in rows]
 
 

@@ -17,7 +17,13 @@ from datetime import timedelta
 from django.db.models.functions import Now
 
 from runtime import db
+from runtime.meter import WAIT_BOUNDS, Counted
 from runtime.models import Process
+
+# The tenant of a process's minute row for the whole fleet: what it did for every
+# tenant, summed as it counted (rows written before minutes were kept per tenant are
+# these too). The fleet's last hour reads these rows only, however many tenants there are.
+FLEET = ""
 
 # Rows of processes gone this long, and minute rows this old, are pruned by the sweep.
 KEEP_PROCESSES = timedelta(days=7)
@@ -29,10 +35,29 @@ def process_name(kind: str) -> str:
 
 
 def process_beat(
-    *, kind: str, totals: dict, fresh: dict, waits: list[int], queue: str = "", swept: bool = False
+    *,
+    kind: str,
+    totals: dict,
+    fresh: dict,
+    waits: list[int],
+    tenants: dict[str, Counted] | None = None,
+    queue: str = "",
+    swept: bool = False,
 ) -> None:
-    """Record that this process is alive and what it did (one statement, autocommit)."""
-    active = any(fresh.get(k) for k in ("completed", "failed", "steps")) or any(waits)
+    """Record that this process is alive and what it did (one statement, autocommit):
+    this minute's row of the whole fleet (tenant FLEET, what it did for everyone), and a
+    row per tenant whose tasks it ran (`tenants`, from the meter)."""
+    fleet = Counted(
+        finished=fresh.get("completed", 0) + fresh.get("failed", 0),
+        failed=fresh.get("failed", 0),
+        steps=fresh.get("steps", 0),
+        waits=list(waits) or [0] * len(WAIT_BOUNDS),
+    )
+    minutes = [
+        {"tenant": tenant, "finished": m.finished, "failed": m.failed, "steps": m.steps, "waits": m.waits}
+        for tenant, m in [(FLEET, fleet), *sorted((tenants or {}).items())]
+        if m.finished or m.failed or m.steps or any(m.waits)
+    ]
     db.execute(
         "process_beat",
         {
@@ -43,11 +68,7 @@ def process_beat(
             "queue": queue,
             "counters": json.dumps(totals),
             "swept": swept,
-            "active": active,
-            "finished": fresh.get("completed", 0) + fresh.get("failed", 0),
-            "failed": fresh.get("failed", 0),
-            "steps": fresh.get("steps", 0),
-            "waits": waits,
+            "minutes": json.dumps(minutes),
         },
     )
 

@@ -37,11 +37,14 @@ class Process(models.Model):
 
 
 class ProcessMinute(models.Model):
-    """What one process did in one minute: the dashboard's charts sum these, so an hour
-    of history is at most 60 rows per process, whatever the volume."""
+    """What one process did in one minute: for the whole fleet (tenant ""), and for each
+    tenant whose tasks it ran. The dashboard's charts sum these over processes, the
+    fleet's rows or one tenant's, so an hour of history is at most 60 rows per process
+    and tenant it served, whatever the volume."""
 
     minute = models.DateTimeField()
     process = models.CharField(max_length=200)
+    tenant = models.CharField(max_length=100, default="")  # "": the whole fleet's (fleet.services.FLEET)
     finished = models.IntegerField(default=0)  # attempts that ended their task: completed or failed
     failed = models.IntegerField(default=0)
     steps = models.IntegerField(default=0)
@@ -50,7 +53,9 @@ class ProcessMinute(models.Model):
 
     class Meta:
         db_table = "steward_process_minute"
-        constraints = [models.UniqueConstraint(fields=["minute", "process"], name="process_minute_once")]
+        constraints = [models.UniqueConstraint(fields=["minute", "process", "tenant"], name="process_minute_once")]
+        # The fleet's or one tenant's last hour (runtime/sql/fleet_minutes.sql).
+        indexes = [models.Index(fields=["tenant", "minute"], name="process_minute_tenant")]
 
     def __str__(self):
         return f"{self.process} {self.minute:%H:%M}: {self.finished} finished"

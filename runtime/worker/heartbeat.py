@@ -18,7 +18,7 @@ from django.db import connection
 
 from runtime import config, db, outages
 from runtime.fleet.services import process_beat, process_stopped
-from runtime.meter import meter
+from runtime.meter import Counted, meter
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +30,16 @@ class Heartbeat:
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by stop() and nudge(): beat now
         self._thread: threading.Thread | None = None
-        self._carried: tuple[dict, list[int]] | None = None  # what a failed beat could not write
+        self._carried: tuple[dict, list[int], dict] | None = None  # what a failed beat could not write
 
     def beat(self, *, swept: bool = False) -> None:
-        totals, fresh, waits = meter.take()
+        totals, fresh, waits, tenants = meter.take()
         if self._carried is not None:
-            old_fresh, old_waits = self._carried
+            old_fresh, old_waits, old_tenants = self._carried
             fresh = {k: fresh.get(k, 0) + old_fresh.get(k, 0) for k in {*fresh, *old_fresh}}
             waits = [a + b for a, b in zip(waits, old_waits, strict=True)]
+            for tenant, minute in old_tenants.items():
+                tenants.setdefault(tenant, Counted()).add(minute)
             self._carried = None
         # Twice at most: a pooled connection that was cut (its backend terminated, the
         # server restarted since) fails once while the database is there, and a fresh
@@ -53,6 +55,7 @@ class Heartbeat:
                     totals=totals,
                     fresh=fresh,
                     waits=waits,
+                    tenants=tenants,
                     queue=self.queue,
                     swept=swept or bool(fresh.get("sweeps")),
                 )
@@ -60,7 +63,7 @@ class Heartbeat:
             except db.CONNECTION_ERRORS as exc:
                 db.discard_connection()
                 if fresh_connection:
-                    self._carried = (fresh, waits)
+                    self._carried = (fresh, waits, tenants)
                     outages.database.failed(exc)
 
     def start(self) -> None:

@@ -33,26 +33,96 @@ def test_the_live_part_refreshes_by_itself(world, as_person):
     assert "<html" not in html
 
 
-def test_the_live_part_brings_the_last_hours_totals_and_chart_data_out_of_band(world, as_person):
+def _beat(**tenants) -> None:
+    """One worker's beat: what each tenant's tasks did (finished, failed, steps, claims in
+    the 25 ms bucket), as the meter counts them."""
     from runtime.fleet.services import process_beat
-    from runtime.meter import WAIT_BOUNDS
+    from runtime.meter import WAIT_BOUNDS, Counted
 
-    before = as_person(world.people.bob).get("/live/", headers={"HX-Request": "true"}).content.decode()
-    assert '<span class="muted small" id="hour-summary" hx-swap-oob="true">the whole fleet: 0 tasks finished' in before
-    waits = [0] * len(WAIT_BOUNDS)
-    waits[2] = 5
-    process_beat(kind="worker", totals={}, fresh={"completed": 5, "steps": 17}, waits=waits)
-    html = as_person(world.people.bob).get("/live/", headers={"HX-Request": "true"}).content.decode()
-    assert 'id="hour-summary" hx-swap-oob="true">the whole fleet: 5 tasks finished, 0 failed, 17 steps</span>' in html
-    opening = '<script type="application/json" id="chart-data" hx-swap-oob="true">'
-    chart = json.loads(html[html.index(opening) + len(opening) :].split("</script>")[0])
+    minutes = {}
+    for tenant, (finished, failed, steps, claims) in tenants.items():
+        waits = [0] * len(WAIT_BOUNDS)
+        waits[2] = claims
+        minutes[tenant] = Counted(finished, failed, steps, waits)
+    fresh = {
+        "completed": sum(m.finished - m.failed for m in minutes.values()),
+        "failed": sum(m.failed for m in minutes.values()),
+        "steps": sum(m.steps for m in minutes.values()),
+    }
+    waits = [sum(column) for column in zip(*(m.waits for m in minutes.values()), strict=True)]
+    process_beat(kind="worker", totals={}, fresh=fresh, waits=waits, tenants=minutes)
+
+
+def _live(client) -> str:
+    return client.get("/live/", headers={"HX-Request": "true"}).content.decode()
+
+
+def _chart(html: str, opening: str = '<script type="application/json" id="chart-data" hx-swap-oob="true">') -> dict:
+    return json.loads(html[html.index(opening) + len(opening) :].split("</script>")[0])
+
+
+def test_the_live_part_brings_the_last_hours_totals_and_chart_data_out_of_band(world, as_person):
+    bob = as_person(world.people.bob)
+    before = _live(bob)
+    assert '<span class="muted small" id="hour-summary" hx-swap-oob="true"><span id="tenant-hour"' in before
+    assert "acme's tasks: 0 finished, 0 failed, 0 steps" in before
+    _beat(acme=(5, 0, 17, 5))
+    html = _live(bob)
+    assert 'id="hour-summary" hx-swap-oob="true">' in html and "acme's tasks: 5 finished, 0 failed, 17 steps" in html
+    chart = _chart(html)
     # (Summed, not read off the last minute: the minute may turn between the beat and the read.)
     assert len(chart["t"]) == 60 and sum(chart["finished"]) == 5 and sum(chart["steps"]) == 17
     assert [p for p in chart["p50"] if p is not None] == [25.0]  # five claims in the 25 ms bucket
     # The full page draws the same partials without the out-of-band attribute.
-    page = as_person(world.people.bob).get("/").content.decode()
-    assert 'id="hour-summary">the whole fleet: 5 tasks finished' in page
+    page = bob.get("/").content.decode()
+    assert 'id="hour-summary"><span id="tenant-hour"' in page and "acme's tasks: 5 finished" in page
     assert '<script type="application/json" id="chart-data">' in page
+
+
+def test_each_tenant_sees_its_own_last_hour_and_only_a_fleet_manager_the_fleets(world, as_person):
+    """carol (globex) sees globex's figures and charts, never acme's nor the fleet's sum;
+    bob and dave (acme's viewer and admin) see acme's; a superuser who is a member of
+    acme sees acme's, and the whole fleet's totals beside them, labelled as such: in the
+    page and in each live refresh."""
+    from django.contrib.auth import get_user_model
+
+    from console.models import VIEWER, Membership
+
+    _beat(acme=(5, 1, 17, 5), globex=(2, 0, 3, 2))
+    _beat(acme=(1, 0, 4, 1))  # a second beat in the same minute adds to the same rows
+    carol = as_person(world.people.carol)
+    for html in (carol.get("/").content.decode(), _live(carol)):
+        assert 'id="tenant-hour" data-finished="2" data-failed="0" data-steps="3"' in html
+        assert "globex's tasks: 2 finished, 0 failed, 3 steps" in html
+        assert 'id="fleet-hour"' not in html and "whole fleet" not in html
+    chart = _chart(_live(carol))
+    assert (sum(chart["finished"]), sum(chart["steps"]), sum(1 for p in chart["p50"] if p is not None)) == (2, 3, 1)
+    for person in (world.people.bob, world.people.dave):
+        html = _live(as_person(person))
+        assert 'id="tenant-hour" data-finished="6" data-failed="1" data-steps="21"' in html
+        assert 'id="fleet-hour"' not in html and "whole fleet" not in html
+
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "root-password")
+    Membership.objects.create(user=root, tenant_id="acme", role=VIEWER)
+    for html in (as_person(root).get("/").content.decode(), _live(as_person(root))):
+        assert 'id="tenant-hour" data-finished="6" data-failed="1" data-steps="21"' in html
+        assert 'id="fleet-hour" data-finished="8" data-failed="1" data-steps="24"' in html
+        assert "the whole fleet, every tenant: 8 tasks finished, 1 failed, 24 steps" in html
+    # Its charts stay the tenant's, as the captions say.
+    assert sum(_chart(_live(as_person(root)))["finished"]) == 6
+    root.is_superuser = False  # no longer the deployment's: acme's figures only
+    root.save(update_fields=["is_superuser"])
+    assert 'id="fleet-hour"' not in _live(as_person(root))
+
+
+def test_a_beat_with_no_tenant_named_counts_for_the_fleet_and_no_tenant(world, as_person):
+    from runtime.fleet.selectors import throughput
+    from runtime.fleet.services import process_beat
+
+    process_beat(kind="worker", totals={}, fresh={"completed": 3, "steps": 4}, waits=[])
+    assert sum(m.finished for m in throughput(minutes=5)) == 3
+    assert sum(m.finished for m in throughput(minutes=5, tenant="acme")) == 0
+    assert "acme's tasks: 0 finished" in _live(as_person(world.people.bob))
 
 
 def test_the_dashboard_names_where_sweeps_run(world, as_person):

@@ -134,3 +134,61 @@ def test_switching_tenant_changes_what_is_seen_and_a_stranger_tenant_is_404(worl
     assert client.get(f"/tasks/{world.parent.id}/").status_code == 404
     assert b'<span class="role">viewer</span>' in client.get("/").content
     assert client.post("/tenant/", {"tenant": "initech"}).status_code == 404
+
+
+def _numbers(event) -> str:
+    """How a page numbers `event`: its link and its place in its chain, as one string."""
+    chain = "task" if event.task_id else "tenant"
+    return (
+        f'<a href="/audit/{event.id}/">#{event.id}</a> <span class="chain-no muted small nowrap" '
+        f'data-event="{event.id}" data-chain-seq="{event.chain_seq}" title="#{event.chain_seq} in the hash chain '
+        f'{event.chain}, hash {bytes(event.hash).hex()}; #{event.id} in the whole trail">{chain} #{event.chain_seq}</span>'
+    )
+
+
+def test_an_audit_event_is_numbered_the_same_way_on_the_trail_the_task_page_the_grant_and_its_own_page(
+    world, as_person
+):
+    """Its id (the trail's one sequence, its address) and its place in its own chain, both,
+    wherever it is listed: once the task page showed only the chain position and the trail
+    only the id."""
+    from runtime.authz.services import grant_create
+
+    client = as_person(world.people.bob)
+    of_task = list(AuditEvent.objects.filter(task_id=world.parent.id).order_by("chain_seq"))
+    assert of_task and of_task[-1].chain_seq != of_task[-1].id  # the two numbers differ
+    trail = client.get(f"/audit/?task={world.parent.id}").content.decode()
+    task_page = client.get(f"/tasks/{world.parent.id}/").content.decode()
+    for event in of_task:
+        assert _numbers(event) in trail
+        assert _numbers(event) in task_page
+
+    grant = grant_create(
+        tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*", actor="user:dave"
+    )
+    created = AuditEvent.objects.filter(tenant="acme", kind="grant.created").latest("id")
+    assert created.task_id is None
+    for html in (client.get("/audit/").content.decode(), client.get(f"/grants/{grant.id}/").content.decode()):
+        assert _numbers(created) in html and f"tenant #{created.chain_seq}</span>" in html
+
+    own = client.get(f"/audit/{of_task[-1].id}/").content.decode()
+    assert f'<h1>Audit event #{of_task[-1].id} <span class="chain-no' in own
+    assert f">task #{of_task[-1].chain_seq}</span>" in own
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_verdicts_first_bad_row_is_numbered_as_everywhere_else(client):
+    from tests.console.world import make_world
+    from tests.tamper import bypassing_the_triggers
+
+    world = make_world()
+    bad = AuditEvent.objects.filter(task_id=world.parent.id).order_by("chain_seq").first()
+    bypassing_the_triggers("UPDATE steward_audit SET actor = 'user:mallory' WHERE id = %s", [bad.id])
+    client.force_login(world.people.bob)
+    html = client.post("/audit/verify/", headers={"HX-Request": "true"}).content.decode()
+    assert 'data-ok="false"' in html
+    assert (
+        f'First bad row: <a href="/audit/{bad.id}/">#{bad.id}</a> <span class="chain-no muted small nowrap" '
+        f'data-event="{bad.id}" data-chain-seq="{bad.chain_seq}" title="#{bad.chain_seq} in the hash chain '
+        f'{bad.chain}; #{bad.id} in the whole trail">task #{bad.chain_seq}</span>: '
+    ) in html

@@ -99,3 +99,40 @@ def test_under_make_runs_topology_beat_sweeps_on_the_workers_and_the_dashboard_s
         timeout=30,
         message="the workers' next beats to count the ten tasks for the dashboard",
     )
+
+
+def test_the_workers_count_each_tenants_work_apart_and_carol_sees_only_globexs_last_hour(live, fleet):
+    """Real workers run tasks of two tenants; their beats keep each tenant's minute apart,
+    the fleet's is the sum, and carol's dashboard (globex) shows globex's figures only."""
+    from django.test import Client
+
+    from runtime.tasks.services import task_submit
+    from tests.people import make_people
+
+    people = make_people()
+    fleet.workers(2)
+    acme_ids = [submit("t.steps", {"n": 3}).task_id for _ in range(6)]
+    globex_ids = [
+        task_submit(agent="t.steps", input={"n": 1}, tenant="globex", owner="user:carol", actor="user:carol").task_id
+        for _ in range(2)
+    ]
+
+    def totals(tenant=None):
+        minutes = throughput(minutes=5, tenant=tenant)
+        return sum(m.finished for m in minutes), sum(m.steps for m in minutes), sum(sum(m.waits) for m in minutes)
+
+    # t.steps with n steps journals n + 1 rows (docs: the demo agents); each task is claimed once at least.
+    wait_until(
+        lambda: totals("acme")[:2] == (6, 6 * 4) and totals("globex")[:2] == (2, 2 * 2),
+        timeout=30,
+        message="the workers' beats to count each tenant's tasks and steps",
+    )
+    assert Task.objects.filter(id__in=[*acme_ids, *globex_ids], status=states.COMPLETED).count() == 8
+    assert totals("acme")[2] >= 6 and totals("globex")[2] >= 2
+    assert totals()[:2] == (8, 6 * 4 + 2 * 2)  # the fleet's: both tenants' (this test's database holds no other)
+
+    carol = Client()
+    carol.force_login(people.carol)
+    for html in (carol.get("/").content.decode(), carol.get("/live/", headers={"HX-Request": "true"}).content.decode()):
+        assert 'id="tenant-hour" data-finished="2" data-failed="0" data-steps="4"' in html
+        assert "globex's tasks: 2 finished" in html and "whole fleet" not in html
