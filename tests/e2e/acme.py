@@ -13,8 +13,8 @@ from console.access import token_create
 from console.dev.demo.fake_service import FakeService
 from console.models import ApiToken
 from runtime import states
-from runtime.authz.services import grant_create
-from runtime.models import Approval, AuditEvent, Effect, Grant, Schedule, Step, Stop, Task, Webhook
+from runtime.authz.services import authorize, grant_create
+from runtime.models import Approval, AuditEvent, Decision, Effect, Grant, Schedule, Step, Stop, Task, Webhook
 from runtime.stops.services import task_stop
 from runtime.triggers.schedules import schedule_create
 from runtime.triggers.webhooks import webhook_create
@@ -33,7 +33,8 @@ class Acme:
     token: ApiToken  # alice's, in acme
     pool: str  # the pool the blocked task was admitted to
     grant: Grant  # t.steps may search acme's repositories, given by dave
-    stop: Stop  # alice's stop of a t.steps task
+    decision: Decision  # t.steps' search of an acme repository, allowed by `grant`
+    stop: Stop  # alice's stop of an hour's t.sleeper
     approval: Approval  # t.approve's request, pending
     schedule: Schedule  # a paused daily t.steps
     webhook: Webhook  # one that starts t.steps
@@ -60,7 +61,9 @@ def acme(fleet, alice_principal) -> Acme:
         grant = grant_create(
             tenant="acme", principal="agent:t.steps", action="tool.search", resource="repo:acme/*", actor="user:dave"
         )
-        stopped = submit("t.steps", {"n": 3}).task_id
+        # A sleeper, stopped at once: a t.steps task sometimes completed first on an idle
+        # worker, and the stop was then refused (InvalidTransition).
+        stopped = submit("t.sleeper", {"seconds": 3600}).task_id
         stop = Stop.objects.get(id=task_stop(task_id=stopped, actor="user:alice", reason="e2e").stop_id)
         asking = submit("t.approve", {"url": target.url}).task_id
         approval = wait_until(
@@ -73,6 +76,10 @@ def acme(fleet, alice_principal) -> Acme:
             name="nightly", agent="t.steps", input={"n": 1}, cron="0 3 * * *", paused=True, **who
         )
         webhook, _ = webhook_create(name="e2e", agent="t.steps", **who)
+        # A decision of its own: the finished task asks the gateway for a search its grant allows.
+        decision = authorize(
+            task=done.id, action="tool.search", resource="repo:acme/e2e", boundary="credential_gateway"
+        )
         yield Acme(
             blocked=blocked,
             effect=Effect.objects.get(task_id=blocked_id, state=states.UNKNOWN),
@@ -82,6 +89,7 @@ def acme(fleet, alice_principal) -> Acme:
             token=token,
             pool=blocked.pool_id,
             grant=grant,
+            decision=decision,
             stop=stop,
             approval=approval,
             schedule=schedule,

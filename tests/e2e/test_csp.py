@@ -50,6 +50,7 @@ def route_urls(acme) -> dict[str, str]:
         "event_id": acme.event.id,
         "token_id": acme.token.id,
         "grant_id": acme.grant.id,
+        "decision_id": acme.decision.id,
         "schedule_id": acme.schedule.id,
         "webhook_id": acme.webhook.id,
     }

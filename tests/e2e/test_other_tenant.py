@@ -65,6 +65,8 @@ def acme_url(route: str, acme) -> str | None:
             return str(acme.schedule.id)
         if "webhook" in name:
             return str(acme.webhook.id)
+        if "decision" in name:
+            return str(acme.decision.id)
         if converter == "uuid" or "task" in name:
             return str(acme.done.id if steps else acme.blocked.id)
         if "seq" in name:
