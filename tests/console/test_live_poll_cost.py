@@ -1,0 +1,59 @@
+"""What a live page's poll costs the database when nothing it shows has changed (issue 20,
+point 15): the version of what the page shows is read first, in one statement, and the
+page is built only when the version moved. Every signed-in request also reads its session,
+its user and its membership (console/access): counted apart, as every page pays them."""
+
+from __future__ import annotations
+
+import re
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from runtime.models import Step
+
+SIGNED_IN = re.compile(r'FROM "(django_session|auth_user|steward_membership)"')
+
+
+def seen_of(html: str) -> str:
+    return html.split('name="seen" value="')[1].split('"')[0]
+
+
+def poll(client, url: str) -> tuple[int, list[str]]:
+    """The poll's status and the statements it ran beyond signing in."""
+    with CaptureQueriesContext(connection) as ran:
+        response = client.get(url, headers={"HX-Request": "true"})
+    return response.status_code, [q["sql"] for q in ran.captured_queries if not SIGNED_IN.search(q["sql"])]
+
+
+def test_an_unchanged_task_poll_reads_one_version_and_nothing_else_running_or_not(world, as_person):
+    client = as_person(world.people.alice)
+    for task in (world.blocked, world.parent):  # world.parent's attempt holds the lease
+        url = f"/tasks/{task.id}/live/"
+        status, _ = poll(client, url)
+        assert status == 200
+        seen = seen_of(client.get(url, headers={"HX-Request": "true"}).content.decode())
+        status, ran = poll(client, f"{url}?seen={seen}")
+        assert status == 204 and len(ran) <= 2, ran
+
+
+def test_a_task_poll_builds_the_view_again_once_what_it_shows_changed(world, as_person):
+    client = as_person(world.people.alice)
+    url = f"/tasks/{world.parent.id}/live/"
+    seen = seen_of(client.get(url, headers={"HX-Request": "true"}).content.decode())
+    last = Step.objects.filter(task=world.parent).order_by("-seq").first()
+    Step.objects.create(
+        task=world.parent,
+        seq=last.seq + 1,
+        name="new",
+        kind="step",
+        output=1,
+        epoch=last.epoch,
+        started_at=last.started_at,
+        finished_at=last.finished_at,
+    )
+    changed = client.get(f"{url}?seen={seen}", headers={"HX-Request": "true"})
+    assert changed.status_code == 200 and seen_of(changed.content.decode()) != seen
+    assert (
+        client.get(f"{url}?seen={seen_of(changed.content.decode())}", headers={"HX-Request": "true"}).status_code == 204
+    )
