@@ -10,7 +10,9 @@ import re
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from runtime import states
 from runtime.models import Step
+from runtime.stops.services import stop_ack, task_stop
 
 SIGNED_IN = re.compile(r'FROM "(django_session|auth_user|steward_membership)"')
 
@@ -56,4 +58,28 @@ def test_a_task_poll_builds_the_view_again_once_what_it_shows_changed(world, as_
     assert changed.status_code == 200 and seen_of(changed.content.decode()) != seen
     assert (
         client.get(f"{url}?seen={seen_of(changed.content.decode())}", headers={"HX-Request": "true"}).status_code == 204
+    )
+
+
+def test_an_unchanged_stop_panel_poll_reads_one_version_and_nothing_else(world, as_person):
+    stop_id = task_stop(task_id=world.parent.id, actor="user:alice", reason="runaway", bound_seconds=600).stop_id
+    client = as_person(world.people.alice)
+    url = f"/stops/{stop_id}/panel/"
+    seen = seen_of(client.get(url, headers={"HX-Request": "true"}).content.decode())
+    status, ran = poll(client, f"{url}?seen={seen}")
+    assert status == 204 and len(ran) <= 2, ran
+    # The task page's panel shows the same version its own poll compares.
+    page = client.get(f"/tasks/{world.parent.id}/").content.decode()
+    assert seen_of(page[page.index('id="stop-panel"') :]) == seen
+
+
+def test_a_stop_panel_poll_reads_the_panel_again_once_an_acknowledgment_came(world, as_person):
+    stop_id = task_stop(task_id=world.parent.id, actor="user:alice", reason="runaway", bound_seconds=600).stop_id
+    client = as_person(world.people.alice)
+    url = f"/stops/{stop_id}/panel/"
+    seen = seen_of(client.get(url, headers={"HX-Request": "true"}).content.decode())
+    stop_ack(stop_id=stop_id, task_id=world.parent.id, boundary=states.WORKER, by="vm:1", detail={"ended": "cleanly"})
+    changed = client.get(f"{url}?seen={seen}", headers={"HX-Request": "true"})
+    assert changed.status_code in (200, 286) and f'id="ack-{world.parent.id}-worker" data-state="acknowledged"' in (
+        changed.content.decode()
     )
