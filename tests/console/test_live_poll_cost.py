@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runtime import states
-from runtime.models import Step
+from runtime.models import Step, Task
 from runtime.stops.services import stop_ack, task_stop
 
 SIGNED_IN = re.compile(r'FROM "(django_session|auth_user|steward_membership)"')
@@ -83,3 +83,16 @@ def test_a_stop_panel_poll_reads_the_panel_again_once_an_acknowledgment_came(wor
     assert changed.status_code in (200, 286) and f'id="ack-{world.parent.id}-worker" data-state="acknowledged"' in (
         changed.content.decode()
     )
+
+
+def test_the_other_polls_cost_at_most_two_statements_when_nothing_changed(world, as_person):
+    client = as_person(world.people.alice)
+    # The journal's "newer steps" poll on a running task's page.
+    last = Step.objects.filter(task=world.parent).order_by("-seq").first()
+    status, ran = poll(client, f"/tasks/{world.parent.id}/steps/?cursor={last.seq}")
+    assert status == 204 and len(ran) <= 2, ran
+    # The task list's rows, each with the status it shows, and the "N new" it shows.
+    rows = "&".join(f"row={t.id}.{t.status}" for t in (world.parent, world.child, world.done))
+    newest = Task.objects.filter(tenant="acme").order_by("-id").first().id
+    status, ran = poll(client, f"/tasks/live/?{rows}&newer=0&snapshot={newest}")
+    assert status == 204 and len(ran) <= 2, ran
