@@ -6,8 +6,9 @@ The panel fills in live: `#stop-panel` polls its own fragment every 2 s while th
 visible, morphing in place (idiomorph keeps what the person reads: scroll, focus, a
 selection), and answers 204 when nothing changed since the version the browser shows:
 the version is read first, in one statement (stop_live_version), and the summary only
-when it moved. Its rows never reorder (tasks in id order, boundaries in a fixed order). Once the
-stop is over the fragment comes back without its trigger, with 286, and polling stops.
+when it moved. Its rows never reorder (tasks in id order, boundaries in a fixed order).
+Once the stop is over the fragment comes back without its trigger, with 286, and
+polling stops.
 """
 
 from __future__ import annotations
