@@ -49,6 +49,33 @@
     Object.keys(plots).forEach(function (id) { plots[id].setData(values[id]); });
   });
 
+  // A live refresh morphs the server's HTML into the page (idiomorph), copying each
+  // element's attributes from the server's. A <details> the reader opened or closed is
+  // theirs: its `open` is never changed by a refresh (the server renders it as it first
+  // shows it), so it stays as they left it, and nothing below it moves (closing one
+  // above the reader's place scrolled what they read away). Text that did not change is
+  // not touched by idiomorph, so a selection in it stays.
+  if (window.Idiomorph) {
+    var callbacks = window.Idiomorph.defaults.callbacks, attribute = callbacks.beforeAttributeUpdated;
+    callbacks.beforeAttributeUpdated = function (name, node, mutation) {
+      if (name === "open" && node.localName === "details") return false;
+      return attribute(name, node, mutation);
+    };
+  }
+
+  // A journal row recorded by an earlier attempt than the task's current one says
+  // "replayed" (the page renders the mark hidden until then). Rows already on the page
+  // when a new attempt starts learn it from the live part's epoch, as it refreshes.
+  document.addEventListener("htmx:afterSettle", function () {
+    var live = document.getElementById("task-live");
+    var epoch = live ? Number(live.getAttribute("data-epoch")) : 0;
+    if (!epoch) return;
+    document.querySelectorAll("#step-rows tr[data-epoch]").forEach(function (row) {
+      var mark = row.querySelector(".tag.replayed");
+      if (mark) mark.hidden = !(Number(row.getAttribute("data-epoch")) < epoch);
+    });
+  });
+
   // Poll only a tab someone can see. htmx's own way, a filter on the trigger
   // (`every 2s [document.visibilityState === 'visible']`), is compiled with Function(),
   // which the Content-Security-Policy forbids (console/csp.py). A poll is the one request

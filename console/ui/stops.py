@@ -3,15 +3,15 @@ task's tree, or an agent's kill switch), the stop panel (on the task page, and o
 own page /stops/<id>/), and reopening an agent.
 
 The panel fills in live: `#stop-panel` polls its own fragment every 2 s while the tab is
-visible, morphing in place (idiomorph keeps what the person reads: scroll, focus, an
-open <details>), and answers 204 when nothing changed since the version the browser
-shows. Its rows never reorder (tasks in id order, boundaries in a fixed order). Once the
-stop is over the fragment comes back without its trigger, with 286, and polling stops.
+visible, morphing in place (idiomorph keeps what the person reads: scroll, focus, a
+selection), and answers 204 when nothing changed since the version the browser shows:
+the version is read first, in one statement (stop_live_version), and the summary only
+when it moved. Its rows never reorder (tasks in id order, boundaries in a fixed order).
+Once the stop is over the fragment comes back without its trigger, with 286, and
+polling stops.
 """
 
 from __future__ import annotations
-
-import hashlib
 
 from django.contrib import messages
 from django.http import HttpResponse
@@ -21,7 +21,14 @@ from console.access import OPERATE_ACTION, acting, require
 from console.ui.web import confirm, page, param, refusal, screen
 from runtime import states
 from runtime.errors import StopNotFound, UnknownAgent
-from runtime.stops.selectors import agent_stop_preview, agent_switch, stop_preview, stop_summary
+from runtime.stops.selectors import (
+    agent_stop_preview,
+    agent_switch,
+    stop_live_version,
+    stop_preview,
+    stop_summary,
+    task_latest_stop,
+)
 from runtime.stops.services import agent_reopen, agent_stop, task_rerun, task_stop
 from runtime.tasks.selectors import agent_get, task_get
 
@@ -36,8 +43,10 @@ WORDS = {
 }
 
 
-def panel_context(summary) -> dict:
-    """What the stop panel shows, for the task page and the stop's own page."""
+def panel_context(summary, version: str) -> dict:
+    """What the stop panel shows, for the task page and the stop's own page; `version`
+    is stop_live_version's, read before the summary (so it is never newer than what the
+    panel shows: at worst the next poll reads the panel again)."""
     rows = []
     for one in summary.tasks:
         for row in one.rows:
@@ -57,7 +66,7 @@ def panel_context(summary) -> dict:
         "summary": summary,
         "stop": summary.stop,
         "rows": rows,
-        "version": _version(summary),
+        "version": version,
         "expected": 4 * summary.task_count,
     }
 
@@ -65,39 +74,28 @@ def panel_context(summary) -> dict:
 def task_stop_context(principal, task) -> dict:
     """The task's latest stop for its page, or nothing if it was never stopped."""
     try:
-        return panel_context(stop_summary(task_id=task.id, tenant=principal.tenant))
+        stop = task_latest_stop(task_id=task.id, tenant=principal.tenant)
     except StopNotFound:
         return {}
+    return _panel(principal, stop.id)
 
 
-def _version(summary) -> str:
-    """Changes whenever anything the panel shows can have changed: a new acknowledgment
-    (their count and the latest), a task cancelled, the stop finished, an effect settled."""
-    parts = [
-        summary.acks,
-        summary.last_ack_at,
-        summary.stopping,
-        summary.stop.finished_at,
-        len(summary.in_flight) + summary.in_flight.more,
-        len(summary.calls) + summary.calls.more,
-        len(summary.settled_since) + summary.settled_since.more,
-        # a waiting row turns "past its bound" by the clock alone
-        sum(1 for t in summary.tasks if t.bound_passed),
-    ]
-    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:16]
+def _panel(principal, stop_id, version: str | None = None) -> dict:
+    version = version or stop_live_version(stop_id=stop_id, tenant=principal.tenant)
+    return panel_context(stop_summary(stop_id=stop_id, tenant=principal.tenant), version)
 
 
 @screen
 def stop_page(request, principal, stop_id):
-    summary = stop_summary(stop_id=stop_id, tenant=principal.tenant)
-    return page(request, principal, "console/stop.html", panel_context(summary), nav="tasks")
+    return page(request, principal, "console/stop.html", _panel(principal, stop_id), nav="tasks")
 
 
 @screen
 def stop_panel(request, principal, stop_id):
-    context = panel_context(stop_summary(stop_id=stop_id, tenant=principal.tenant))
-    if context["version"] == param(request, "seen"):
+    version = stop_live_version(stop_id=stop_id, tenant=principal.tenant)
+    if version == param(request, "seen"):
         return HttpResponse(status=204)
+    context = _panel(principal, stop_id, version)
     # 286: htmx stops polling (the stop is over), after swapping in its final state.
     return page(request, principal, "console/stop.html#panel", context, status=286 if context["summary"].over else 200)
 

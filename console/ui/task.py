@@ -3,14 +3,15 @@ stop panel (console/ui/stops.py), kept live while it runs; and the operator's re
 confirmed with what it will touch and a reason (stopping: console/ui/stops.py).
 
 Live: the `#task-live` part polls its own fragment every 2 s while the tab is visible,
-morphing in place (idiomorph keeps scroll, focus and open <details>), and answers 204
-when nothing changed since the version the browser shows. Once the task is finished,
-the fragment comes back without its trigger, and polling stops.
+morphing in place (idiomorph keeps scroll, focus and text selection; console.js keeps
+each <details> as the reader left it). A poll reads the version of what the view shows
+first, in one statement (task_live_version), and answers 204 when it is the one the
+browser shows: an unchanged poll reads nothing else. Once the task is finished, the
+fragment comes back without its trigger, and polling stops.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from django.contrib import messages
@@ -35,6 +36,7 @@ from runtime.tasks.selectors import (
     steps_journaled,
     task_detail,
     task_get,
+    task_live_version,
     task_page,
 )
 from runtime.tasks.services import task_resume
@@ -63,14 +65,10 @@ def _spawn(task) -> int:
     return task.spawn_seq if task.spawn_seq is not None else -1
 
 
-def _version(task) -> str:
-    """Changes whenever anything the live part shows can have changed: every write to a
-    task moves its updated_at or its epoch; steps and effects are written by its attempt,
-    whose heartbeat renews as it runs (shown as its age: so the header ticks anyway)."""
-    return hashlib.sha256(f"{task.status}|{task.epoch}|{task.updated_at.isoformat()}".encode()).hexdigest()[:16]
-
-
-def _live(principal, task_id) -> dict:
+def _live(principal, task_id, version: str | None = None) -> dict:
+    # The version first: read before what it stands for, it can only be older than the
+    # view, and the next poll then builds the view again.
+    version = version or task_live_version(task_id, tenant=principal.tenant)
     task = task_get(task_id, tenant=principal.tenant)
     detail = task_detail(task.id, step_limit=0, audit_limit=50, child_limit=200)
     attempt = detail.attempts[-1] if detail.attempts else None
@@ -99,7 +97,7 @@ def _live(principal, task_id) -> dict:
         "tree": tree,
         "tree_cut": len(tree) >= TREE_SHOWN,
         "finished": finished,
-        "version": _version(detail.task),
+        "version": version,
         "steps_total": step_count(task=task),
         "unknown_effects": [e for e in detail.effects if e.state == states.UNKNOWN],
         "decisions": decisions_page(tenant=principal.tenant, task=task.id, limit=DECISIONS_SHOWN).items,
@@ -138,9 +136,10 @@ def task_page_view(request, principal, task_id):
 
 @screen
 def task_live(request, principal, task_id):
-    context = _live(principal, task_id)
-    if context["version"] == param(request, "seen") and not context["live_attempt"]:
+    version = task_live_version(task_id, tenant=principal.tenant)
+    if version == param(request, "seen"):
         return HttpResponse(status=204)
+    context = _live(principal, task_id, version)
     # 286: htmx stops polling (the task finished), after swapping in its final state.
     return page(request, principal, "console/task.html#live", context, status=286 if context["finished"] else 200)
 
