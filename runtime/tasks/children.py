@@ -7,6 +7,7 @@ Lock order, as everywhere: a parent's row before its child's (runtime/attempts/t
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
@@ -60,9 +61,9 @@ def spawn(
     return replay_or_run(
         call,
         replay=_spawned,
-        run=lambda call: _spawn(
+        run=functools.partial(
+            _spawn,
             lease,
-            call,
             agent=agent,
             input=input,
             owner=owner,
