@@ -146,7 +146,7 @@ class Appended:
 
 def audit_append(*, actor: str, tenant: str, kind: AuditKind, task_id=None, data: dict | None = None) -> int:
     """Append one event and return its id. Runs on the caller's transaction."""
-    row = db.fetchone(
+    row = db.fetchrow(
         "audit_insert",
         {
             "actor": actor,

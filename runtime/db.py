@@ -21,7 +21,7 @@ import dataclasses
 import datetime
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any, TypeVar, overload
@@ -110,7 +110,8 @@ def reads(*statements: str) -> Callable[[type[R]], type[R]]:
         params = getattr(cls, "__dataclass_params__", None)
         if params is None or not params.frozen:
             raise TypeError(f"{cls.__qualname__}: a statement's reader is a frozen dataclass")
-        cls.__reads__ = frozenset(statements) | getattr(cls, "__reads__", frozenset())
+        reader: Any = cls  # a class attribute of our own, which type[R] does not declare
+        reader.__reads__ = frozenset(statements) | getattr(cls, "__reads__", frozenset())
         for name in statements:
             READERS.setdefault(name, []).append(cls)
         return cls
@@ -129,6 +130,16 @@ def fetchone(name: str, params: dict | tuple = (), *, row=None):
     if row is None or values is None:
         return values  # without `row`: a caller not yet reading by name (the test lists them)
     return _maker(cur, name, row)(values)
+
+
+def fetchrow(name: str, params: dict | tuple = (), *, row: type[R]) -> R:
+    """The one row of a statement that always returns one (an aggregate, an upsert's
+    RETURNING, a function call) as a `row`. None would be a broken statement, not an
+    answer: it raises rather than hand the caller a None to trip over later."""
+    found = fetchone(name, params, row=row)
+    if found is None:
+        raise LookupError(f"{name}.sql returned no row")
+    return found
 
 
 @overload
@@ -154,8 +165,11 @@ def _maker(cur: psycopg.Cursor, name: str, row: type[R]) -> Callable[[Sequence],
     if name not in getattr(row, "__reads__", ()):
         raise TypeError(f"{row.__qualname__} is not declared a reader of {name}.sql (@db.reads)")
     result = cur.pgresult
-    columns = tuple(result.fname(i).decode() for i in range(result.nfields))
-    return _plan(row, columns)
+    if result is None:
+        raise TypeError(f"{name}.sql: the cursor holds no result to read")
+    columns = tuple(bytes(result.fname(i) or b"").decode() for i in range(result.nfields))
+    plan: Callable[[Sequence], R] = _plan(typing.cast(Hashable, row), columns)  # a class hashes by identity
+    return plan
 
 
 @cache
@@ -176,7 +190,11 @@ def _plan(row: type, columns: tuple[str, ...]) -> Callable[[Sequence], Any]:
         if target is not None:
             by_model.setdefault(target, []).append((column, columns.index(column)))
     hints = typing.get_type_hints(row)
-    models_of = {field: (*_model_of(hints[field]), by_model.get(field, [])) for field in by_model}
+    models_of: dict[str, tuple[type[models.Model], bool, list[tuple[str, int]]]] = {}
+    for field, cols in by_model.items():
+        model, optional = _model_of(hints[field])
+        assert model is not None  # reader_columns() sent these columns to a model field
+        models_of[field] = (model, optional, cols)
 
     def make(values: Sequence) -> Any:
         kwargs = {field: values[i] for field, i in plain}
@@ -269,4 +287,4 @@ class Clock:
 def clock() -> datetime.datetime:
     """The database's clock (clock.sql), the one every stored time comes from, as an
     aware UTC datetime: for comparing with stored times and computing the next ones."""
-    return datetime.datetime.fromtimestamp(fetchone("clock", {"seconds": 0}, row=Clock).now, tz=datetime.UTC)
+    return datetime.datetime.fromtimestamp(fetchrow("clock", {"seconds": 0}, row=Clock).now, tz=datetime.UTC)

@@ -37,7 +37,7 @@ class Facts:
 
 
 def facts(task_id) -> Facts:
-    return db.fetchone("approval_context", {"task": task_id}, row=Facts)
+    return db.fetchrow("approval_context", {"task": task_id}, row=Facts)
 
 
 class Built(NamedTuple):
@@ -46,7 +46,7 @@ class Built(NamedTuple):
     context: dict  # what the context digest covers, in the clear
     context_digest: str
     untrusted_paths: list[str]  # where the action holds model or tool output
-    requires: tuple[str, str] | None
+    requires: tuple[str, ...] | None
 
 
 class Stored(NamedTuple):

@@ -128,7 +128,7 @@ def release_stopped(*, task_id, epoch: int, end_reason: str, actor: str) -> bool
     """A superseded attempt's worker has stopped running agent code: end the attempt
     and give its slot back, audited as `attempt.stopped`. Returns whether this call
     ended it."""
-    released = db.fetchone(
+    released = db.fetchrow(
         "attempt_release",
         {"task": task_id, "epoch": epoch, "end_reason": end_reason, "actor": actor},
         row=_Released,

@@ -116,7 +116,7 @@ def decisions_page(
         driving = Decision.objects.filter(task_id=task_get(arguments.task_filter(task, "task"), tenant=tenant).id)
     else:
         driving = Decision.objects.filter(tenant=tenant)
-    residual = {"allowed": allowed} if allowed is not None else {}
+    residual: dict[str, object] = {"allowed": allowed} if allowed is not None else {}
     if boundary is not None:
         residual["boundary"] = boundary
     if principal is not None:

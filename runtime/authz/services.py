@@ -70,7 +70,7 @@ class _Bumped:
 
 
 def _bump(tenant: str) -> int:
-    return db.fetchone("authz_bump", {"tenant": tenant}, row=_Bumped).revision
+    return db.fetchrow("authz_bump", {"tenant": tenant}, row=_Bumped).revision
 
 
 def grant_create(

@@ -86,4 +86,4 @@ class _Pruned:
 
 def fleet_prune() -> int:
     """Forget processes gone for a week and minutes older than a day (runtime/sql/fleet_prune.sql)."""
-    return db.fetchone("fleet_prune", {"processes": KEEP_PROCESSES, "minutes": KEEP_MINUTES}, row=_Pruned).deleted
+    return db.fetchrow("fleet_prune", {"processes": KEEP_PROCESSES, "minutes": KEEP_MINUTES}, row=_Pruned).deleted

@@ -314,7 +314,7 @@ class _Finished:
 def _finish(params: dict, task_id) -> bool:
     # One statement in autocommit (gateway_call_finish.sql): it reads the call's task FOR
     # KEY SHARE, ends the call and turns off its own commit's WAL-flush wait.
-    finished = db.fetchone("gateway_call_finish", params, row=_Finished)
+    finished = db.fetchrow("gateway_call_finish", params, row=_Finished)
     if not finished.ended:
         return False
     if finished.status != states.RUNNING and finished.stop_id is not None:
@@ -341,7 +341,7 @@ def gateway_stop_ack(*, task_id, stop_id) -> bool:
     commit, so the last one to end sees all the others ended; two that end together may
     both write it, and the acknowledgment is kept once (stop_ack). Returns whether this
     call wrote it."""
-    report = db.fetchone(
+    report = db.fetchrow(
         "gateway_stop_report",
         {"stop": stop_id, "task": task_id, "in_flight": config.gateway_timeout_seconds()},
         row=_StopReport,

@@ -66,7 +66,7 @@ class _TaskLimits:
 
 def limits_of(task_id) -> dict[str, int]:
     """limits_for() a task, read from its row."""
-    task = db.fetchone("breaker_limits", {"task": task_id}, row=_TaskLimits)
+    task = db.fetchrow("breaker_limits", {"task": task_id}, row=_TaskLimits)
     return limits_for(task.agent, _decoded(task.breaker_limits))
 
 
@@ -98,7 +98,7 @@ def spawn_admit(lease, *, root_id, limits: dict[str, int]) -> None:
     db.execute("spawn_lock", {"root": str(root_id)})
     # A separate statement, after the lock: its snapshot includes any child that the
     # spawner we waited for committed (spawn_lock.sql).
-    counted = db.fetchone(
+    counted = db.fetchrow(
         "spawn_breakers",
         {
             "parent": lease.task_id,
@@ -110,8 +110,11 @@ def spawn_admit(lease, *, root_id, limits: dict[str, int]) -> None:
         row=_SpawnCounts,
     )
     if counted.paused is not None:
-        # Read under the same lock the pause took: it stays open until this transaction ends.
-        raise pauses.refusal(root_id, lease.task_id)
+        # Read under the same lock the pause took: it stays open until this transaction
+        # ends, so refusal() finds it (were it lifted, the breakers below still decide).
+        refused = pauses.refusal(root_id, lease.task_id)
+        if refused is not None:
+            raise refused
     if counted.breaker is not None:
         observed = {
             states.FANOUT_DEPTH: counted.depth,
@@ -148,7 +151,7 @@ class StepBreakers:
 
     def load(self) -> dict[str, int]:
         if self.limits is None:
-            loaded = db.fetchone("breaker_load", {"task": self.lease.task_id}, row=_Load)
+            loaded = db.fetchrow("breaker_load", {"task": self.lease.task_id}, row=_Load)
             self._read_at = time.monotonic()
             self.limits = limits_for(self.agent, _decoded(loaded.breaker_limits))
             self._age_at = float(loaded.age or 0.0)

@@ -66,7 +66,7 @@ def tree_pause(lease, *, root_id, tripped: BreakerTripped) -> dict:
     pause rolls back with it, and the task's next attempt replays the spawn and trips again."""
     tree_lock(root_id)
     db.execute("spawn_lock", {"root": str(root_id)})
-    pause = db.fetchone(
+    pause = db.fetchrow(
         "tree_pause_open",
         {
             "root": root_id,
@@ -78,7 +78,7 @@ def tree_pause(lease, *, root_id, tripped: BreakerTripped) -> dict:
         },
         row=_Opened,
     )
-    held = db.fetchone(
+    held = db.fetchrow(
         "tree_hold",
         {
             "root": root_id,

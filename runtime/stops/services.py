@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -390,7 +391,7 @@ class _Settled:
     stop_finished: int  # 1 when this ended the stop (no task of it is stopping any more)
 
 
-def _settle_one(task_id, *, actor: str, due: bool, stopping: set = frozenset()) -> bool:
+def _settle_one(task_id, *, actor: str, due: bool, stopping: AbstractSet = frozenset()) -> bool:
     """stop_settle.sql for one task, whose parent's row lock the caller holds. Returns
     whether the task was cancelled; wakes its parent if that waits for it (a parent in
     `stopping`, moved to stopping in the caller's transaction, does not)."""

@@ -249,6 +249,7 @@ def task_page(
         k: v for k, v in (("created_at__gte", created_after), ("created_at__lt", created_before)) if v is not None
     }
 
+    driving_on: tuple[str, ...]
     if "parent_id" in equal:
         driving_on, keyset = ("parent_id",), TASKS_BY_SPAWN
     elif "root_id" in equal:
@@ -467,7 +468,8 @@ def task_subtree_live(*, task) -> list[Task]:
     descendant, level by level off the (parent, spawn_seq) index, parents first. What a
     confirmation shows is what the cancel then touches (short of a race with a finish)."""
     task_id = getattr(task, "id", task)
-    found, level = [], [task_id]
+    found: list[Task] = []
+    level = [task_id]
     live = list(Task.objects.filter(id=task_id, status__in=states.LIVE))
     while level and len(found) < SUBTREE_MAX:
         children = list(Task.objects.filter(parent_id__in=level).order_by("parent_id", "spawn_seq")[:SUBTREE_MAX])

@@ -151,6 +151,8 @@ def insert_task(
         Task.objects.filter(id=done.task_id, requested_scope__isnull=True).update(requested_scope=requested_scope)
     if done.wake:
         dispatch.pool_has_work(pool)
+    # Created or existing (every other outcome raised above): steward_submit names the task.
+    assert done.task_id is not None and done.status is not None
     return Submission(done.task_id, done.outcome == "created", done.status)
 
 
@@ -170,7 +172,7 @@ class _Submitted:
 
 def _submit(params: dict) -> _Submitted:
     try:
-        return db.fetchone("submit", params, row=_Submitted)
+        return db.fetchrow("submit", params, row=_Submitted)
     except psycopg.Error as exc:
         if exc.sqlstate != AGENT_STOPPED_SQLSTATE:
             raise

@@ -197,7 +197,7 @@ def seal_tenant(tenant: str) -> AuditSeal | None:
         seq, prev_mac = latest.seq + 1, bytes(latest.mac)
         if latest.version < VERSION:
             after_at = latest.sealed_at - _lookback()
-        elif latest.through_at is not None:
+        elif latest.through_at is not None and latest.through_id is not None:  # both or neither
             after_at, after_id = latest.through_at, latest.through_id
     rows = db.fetchall(
         "audit_seal_heads",
@@ -213,7 +213,8 @@ def seal_tenant(tenant: str) -> AuditSeal | None:
     )
     scanned, last_at, last_id = rows[0].n, rows[0].at, rows[0].id
     heads = sorted(
-        ((r.chain, r.chain_seq, bytes(r.hash)) for r in rows if r.chain is not None),
+        # A row that names a chain names its highest row and hash too (audit_seal_heads.sql).
+        ((r.chain, r.chain_seq, bytes(r.hash)) for r in rows if r.chain is not None and r.chain_seq is not None and r.hash is not None),
         key=_order,
     )
     if not heads and not scanned:

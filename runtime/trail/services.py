@@ -255,13 +255,13 @@ def _chain_ranges(streams: int) -> list[tuple[str, int, bytes, str]]:
     """(after chain, after seq, that row's hash, last chain) for each stream: from the
     first chain to the last, cut at chain names sampled from the table. Ranges whose
     cuts coincide merge; an empty trail has none."""
-    top = db.fetchone("audit_last_chain", {}, row=_Top).chain
+    top = db.fetchrow("audit_last_chain", {}, row=_Top).chain
     if top is None:
         return []
     cuts = []
     if streams > 1:
         fractions = [i / streams for i in range(1, streams)]
-        sampled = db.fetchone("audit_chain_cuts", {"fractions": fractions}, row=_Cuts).cuts or []
+        sampled = db.fetchrow("audit_chain_cuts", {"fractions": fractions}, row=_Cuts).cuts or []
         cuts = sorted({cut for cut in sampled if cut is not None and cut < top})
     bounds = ["", *cuts]
     return [

@@ -25,7 +25,7 @@ from runtime.errors import InvalidCron, InvalidTimezone
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_abbr) if name}
 _DAYS = {name: i for i, name in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])}
 # (name, low, high, names)
-_FIELDS = (
+_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("minute", 0, 59, {}),
     ("hour", 0, 23, {}),
     ("day of month", 1, 31, {}),
@@ -86,12 +86,13 @@ class Cron:
         return None
 
     def upcoming(self, after: datetime, tz: ZoneInfo, count: int) -> list[datetime]:
-        out = []
+        out: list[datetime] = []
         while len(out) < count:
-            after = self.next_after(after, tz)
-            if after is None:
+            found = self.next_after(after, tz)
+            if found is None:
                 break
-            out.append(after)
+            out.append(found)
+            after = found
         return out
 
 

@@ -155,7 +155,7 @@ def webhook_deliver(
         raise SignatureInvalid("the signature does not match") from None
     if not hmac.compare_digest(sign(secret, timestamp, body).encode(), signature.strip().encode("utf-8", "replace")):
         raise SignatureInvalid("the signature does not match")
-    now = db.fetchone("clock", {"seconds": 0}, row=db.Clock).now
+    now = db.fetchrow("clock", {"seconds": 0}, row=db.Clock).now
     if (
         not timestamp.isascii()
         or not timestamp.isdigit()

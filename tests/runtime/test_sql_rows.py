@@ -139,7 +139,7 @@ def test_no_code_reads_a_statements_row_by_position(path):
         line = f"{rel}:{call.lineno}"
         if _is_db(call, "fetchone", "fetchall") and used and not any(k.arg == "row" for k in call.keywords):
             found.append(f"{line}: db.{call.func.attr}({_statement(call)!r}) without row=")
-        elif _is_db(call, "execute", "fetchone", "fetchall") and _statement(call) in UNREAD and used:
+        elif _is_db(call, "execute", "fetchone", "fetchrow", "fetchall") and _statement(call) in UNREAD and used:
             found.append(f"{line}: the rows of {_statement(call)}.sql are read")
         elif call.func.attr in ("fetchone", "fetchall", "fetchmany") and not _is_db(call, "fetchone", "fetchall"):
             if rel not in OWN_CURSORS:

@@ -599,9 +599,8 @@ def _task(value):
 
 def _json_arg(raw: str, flag: str, *, limit: int, setting: str):
     """JSON text given inline or as @file, parsed without risk (runtime/encoding.py)."""
-    if raw.startswith("@"):
-        raw = _read(raw[1:], flag, encoding.TEXT_SLACK * limit + 1)
-    return encoding.parse(raw, what=flag, limit=limit, setting=setting)
+    text: str | bytes = _read(raw[1:], flag, encoding.TEXT_SLACK * limit + 1) if raw.startswith("@") else raw
+    return encoding.parse(text, what=flag, limit=limit, setting=setting)
 
 
 def _read(path: str, flag: str, most: int) -> bytes:
