@@ -42,7 +42,11 @@ def effect_resolve(*, effect_id: int, outcome: str, actor: str, receipt=None, no
         raise EffectNotFound(f"no effect #{effect_id}", effect=effect_id)
     event = RESOLUTIONS[outcome]
     now = Now()  # the database's clock, as every stored time (runtime/models/__init__.py)
-    changes: dict[str, object] = {"state": states.target(event, states.EFFECT_TRANSITIONS), "resolved_by": actor, "resolution_note": note}
+    changes: dict[str, object] = {
+        "state": states.target(event, states.EFFECT_TRANSITIONS),
+        "resolved_by": actor,
+        "resolution_note": note,
+    }
     if outcome == "committed":
         changes.update(receipt=receipt if receipt is not None else {"resolved_by": actor, "note": note}, settled_at=now)
     elif outcome == "failed":

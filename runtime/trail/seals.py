@@ -214,7 +214,11 @@ def seal_tenant(tenant: str) -> AuditSeal | None:
     scanned, last_at, last_id = rows[0].n, rows[0].at, rows[0].id
     heads = sorted(
         # A row that names a chain names its highest row and hash too (audit_seal_heads.sql).
-        ((r.chain, r.chain_seq, bytes(r.hash)) for r in rows if r.chain is not None and r.chain_seq is not None and r.hash is not None),
+        (
+            (r.chain, r.chain_seq, bytes(r.hash))
+            for r in rows
+            if r.chain is not None and r.chain_seq is not None and r.hash is not None
+        ),
         key=_order,
     )
     if not heads and not scanned:
