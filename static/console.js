@@ -133,6 +133,12 @@
         : "Stop: " + panel.getAttribute("data-acks") + " of " + panel.getAttribute("data-expected") + " acknowledged";
       if (region.dataset.stop !== said) { region.dataset.stop = said; region.textContent = said; }
     }
+    // The inbox: its live bar says what the refresh brought (new requests, decided ones).
+    var inbox = document.getElementById("approvals-live");
+    if (region && inbox && e.detail.target && e.detail.target.id === "approvals-live") {
+      var news = inbox.getAttribute("data-say");
+      if (news && region.dataset.inbox !== news) { region.dataset.inbox = news; region.textContent = news; }
+    }
     if (e.detail.target && e.detail.target.id === "verify-slot") {
       var result = document.getElementById("verify-result");
       if (result) result.focus();

@@ -9,31 +9,79 @@ request is bound to changed since the agent asked (APPROVAL_STALE: the authz_rev
 the policy_version, the input digest) shows the request as stale, as the executor would
 have left it. A stale request's page names each part that changed, before and after, by
 the words an operator reads it by (package.BOUND), whether an approve or the executor's
-re-check found it (the approval.stale audit row keeps what the 409 said)."""
+re-check found it (the approval.stale audit row keeps what the 409 said).
+
+The inbox is live without moving what the person reads. The page is a snapshot: it
+records the newest request matching its filters (`snapshot`), and its live fragment
+(`/approvals/live/`, every 2 s while the tab shows) gets the rows on screen whose words
+may still change (pending, approved), each with the state it shows (`row=<id>.<state>`).
+It answers 204 when none moved and the count of new requests is the one shown (one
+statement: runtime.approvals.selectors.approvals_moved); otherwise the "N new — show"
+bar, in a room the page keeps for it so that nothing moves when it shows, and each moved
+row again, morphed in place by id. A decided, expired or stale request says so where it
+stands and stays until the person reloads: never removed, never reordered, under
+`state=pending` too.
+"""
 
 from __future__ import annotations
 
 from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.http import HttpResponse
 from django.shortcuts import redirect
 
 from console.access import OPERATE_ACTION, acting, require, require_approval_right
 from console.ui.web import form_status, kept, listing, page, param, screen
 from runtime import states
 from runtime.approvals.package import BOUND
-from runtime.approvals.selectors import ORDERS, approval_changes, approval_get, approvals_list, approvals_of_task
+from runtime.approvals.selectors import (
+    NEW_COUNTED_MAX,
+    ORDERS,
+    approval_changes,
+    approval_get,
+    approval_newest_id,
+    approvals_list,
+    approvals_moved,
+    approvals_of_task,
+)
 from runtime.approvals.services import approval_decide
 from runtime.errors import StewardError
 from runtime.tasks.actions import task_actions
 from runtime.tasks.selectors import agent_list, steps_journaled, task_get
 
+FILTERS = ("state", "order", "agent")
+NIL = "00000000-0000-0000-0000-000000000000"  # the snapshot of an empty inbox: every request is new
+
+
+def _filters(request) -> dict:
+    """The filters as the page reads them: pending and newest unless given."""
+    return {
+        "state": param(request, "state") or states.PENDING,
+        "order": param(request, "order") or "newest",
+        "agent": param(request, "agent"),
+    }
+
+
+def _state(filters: dict) -> str | None:
+    return None if filters["state"] == "any" else filters["state"]
+
+
+def _urls(filters: dict, snapshot: str | None) -> dict:
+    given = {k: v for k, v in filters.items() if v}
+    return {
+        "query": urlencode(given),
+        "live_url": "/approvals/live/?" + urlencode({**given, **({"snapshot": snapshot} if snapshot else {})}),
+        "fresh_url": "/approvals/?" + urlencode(given),
+    }
+
 
 @screen
 def approval_list(request, principal):
-    typed = kept(request, ("state", "order", "agent"))
+    typed = kept(request, FILTERS)
     form = {
         "rows": [],
+        "newer": 0,
         "state": typed["state"] or states.PENDING,
         "order": typed["order"] or "newest",
         "agent": typed["agent"],
@@ -43,21 +91,48 @@ def approval_list(request, principal):
     }
 
     def read() -> dict:
-        state = param(request, "state") or states.PENDING
-        order = param(request, "order") or "newest"
-        agent = param(request, "agent")
+        filters = _filters(request)
         rows = approvals_list(
-            tenant=principal.tenant, state=None if state == "any" else state, agent=agent, order=order, limit=200
+            tenant=principal.tenant, state=_state(filters), agent=filters["agent"], order=filters["order"], limit=200
         )
-        return {
-            "rows": rows,
-            "state": state,
-            "order": order,
-            "agent": agent,
-            "query": urlencode({"state": state, "order": order, **({"agent": agent} if agent else {})}),
-        }
+        # The newest request the page could show: newest first, its first row; soonest to
+        # expire first, read apart (a later request may expire sooner, and sit lower).
+        newest = (
+            rows[0].id
+            if rows and filters["order"] == "newest"
+            else approval_newest_id(tenant=principal.tenant, state=_state(filters), agent=filters["agent"])
+        )
+        return {"rows": rows, **filters, **_urls(filters, str(newest) if newest else NIL)}
 
     return listing(request, principal, "console/approvals.html", form, read, nav="approvals")
+
+
+@screen
+def approval_list_live(request, principal):
+    filters = _filters(request)
+    on_screen = dict(row.partition(".")[::2] for row in request.GET.getlist("row"))
+    snapshot = param(request, "snapshot")
+    moved = approvals_moved(
+        tenant=principal.tenant,
+        ids=list(on_screen),
+        newer_than=snapshot,
+        state=_state(filters),
+        agent=filters["agent"],
+    )
+    changed = [key for key, state in moved.states.items() if on_screen.get(key) != state]
+    if not changed and str(moved.newer) == (param(request, "newer") or "0"):
+        return HttpResponse(status=204)  # nothing moved: htmx leaves the page alone
+    return page(
+        request,
+        principal,
+        "console/approvals.html#live",
+        {
+            "moved": approvals_list(tenant=principal.tenant, state=None, ids=changed) if changed else [],
+            "newer": moved.newer,
+            "capped": moved.newer >= NEW_COUNTED_MAX,
+            **_urls(filters, snapshot),
+        },
+    )
 
 
 @screen

@@ -72,6 +72,7 @@ ROUTES = [
     Route("effect", "effects/<int:effect_id>/", effects.effect_detail, object="effect"),
     Route("effect-resolve", "effects/<int:effect_id>/resolve/", effects.resolve, object="effect", action=True),
     Route("approvals", "approvals/", approvals.approval_list),
+    Route("approvals-live", "approvals/live/", approvals.approval_list_live, fragment=True),
     Route("approval", "approvals/<uuid:approval_id>/", approvals.approval_detail, object="approval"),
     Route(
         "approval-approve", "approvals/<uuid:approval_id>/approve/", approvals.approve, object="approval", action=True

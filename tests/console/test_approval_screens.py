@@ -11,6 +11,7 @@ from django.utils import timezone
 from runtime import states
 from runtime.audit import AuditKind, audit_append
 from runtime.authz.services import grant_create
+from runtime.ids import uuid7
 from runtime.models import Approval, AuditEvent
 
 
@@ -133,3 +134,71 @@ def test_the_dashboard_counts_pending_and_soon_to_expire(world, as_person):
     assert "1 approval waiting" in body and "1 expiring within the hour" not in body
     Approval.objects.filter(id=world.approval.id).update(expires_at=timezone.now() + timedelta(minutes=5))
     assert "1 expiring within the hour" in as_person(world.people.bob).get("/").content.decode()
+
+
+def _another_request(world, **fields) -> Approval:
+    """A second request of `blocked`, made after the inbox's snapshot (its id is newer)."""
+    made = {f.attname: getattr(world.approval, f.attname) for f in Approval._meta.concrete_fields}
+    made.update(id=uuid7(), seq=world.approval.seq + 1, name="pay-2", requested_at=timezone.now(), **fields)
+    return Approval.objects.create(**made)
+
+
+def _live(client, query: str):
+    return client.get(f"/approvals/live/?{query}", headers={"HX-Request": "true"})
+
+
+def test_the_inbox_page_keeps_a_room_for_new_requests_and_watches_only_rows_that_may_change(world, as_person):
+    decided = _another_request(world, state=states.DENIED, decided_by="user:dave", decided_at=timezone.now())
+    body = as_person(world.people.bob).get("/approvals/?state=any").content.decode()
+    assert 'id="approvals-live" class="live-bar room"' in body
+    assert f"snapshot={decided.id}" in body  # the newest request shown
+    assert f'name="row" value="{world.approval.id}.pending"' in body
+    assert f'value="{decided.id}.' not in body  # denied is final: never asked about again
+    row = body[body.index(f'id="approval-{decided.id}"') :].split("</tr>")[0]
+    assert "denied</span>" in row and "by user:dave" in row  # words, and no colour: nothing to act on
+    assert 'class="state act"' not in row and "act-text" not in row
+    pending = body[body.index(f'id="approval-{world.approval.id}"') :].split("</tr>")[0]
+    assert 'class="state act"' in pending and "op: pay" in pending and "amount: 10" in pending  # the action
+
+
+def test_the_inbox_poll_answers_204_until_a_request_arrives_then_counts_it_without_listing_it(world, as_person):
+    client = as_person(world.people.bob)
+    watching = f"snapshot={world.approval.id}&row={world.approval.id}.pending&newer=0"
+    assert _live(client, watching).status_code == 204
+    arrived = _another_request(world)
+    answer = _live(client, watching)
+    html = answer.content.decode()
+    assert answer.status_code == 200 and ">1 new — show</a>" in html and 'value="1"' in html
+    assert str(arrived.id) not in html and f"approval-{world.approval.id}" not in html  # announced, not inserted
+    assert _live(client, watching.replace("newer=0", "newer=1")).status_code == 204
+    # Another agent's request is not new to an inbox filtered by agent.
+    assert _live(client, f"agent=other&{watching}").status_code == 204
+
+
+def test_a_decided_request_is_swapped_in_place_with_its_new_words_even_under_state_pending(world, as_person):
+    client = as_person(world.people.bob)
+    Approval.objects.filter(id=world.approval.id).update(
+        state=states.APPROVED, decided_by="user:dave", decided_at=timezone.now()
+    )
+    answer = _live(client, f"state=pending&snapshot={world.approval.id}&row={world.approval.id}.pending&newer=0")
+    html = answer.content.decode()
+    assert answer.status_code == 200
+    assert f'<template>\n<tr id="approval-{world.approval.id}" data-state="approved" hx-swap-oob="morph">' in html
+    assert f'name="row" value="{world.approval.id}.approved"' in html and "by user:dave" in html
+    assert "new — show" not in html and f"{world.approval.name}: approved" in html  # said in the live region
+    # Approved, it is still watched: consumed, then nothing more.
+    Approval.objects.filter(id=world.approval.id).update(state=states.CONSUMED)
+    html = _live(client, f"snapshot={world.approval.id}&row={world.approval.id}.approved").content.decode()
+    assert 'data-state="consumed"' in html and 'name="row"' not in html
+
+
+def test_the_inbox_poll_refuses_a_malformed_snapshot_or_state_with_400(world, as_person):
+    client = as_person(world.people.bob)
+    answer = _live(client, "snapshot=nope")
+    assert answer.status_code == 400 and answer.content.decode().startswith("INVALID_INPUT")
+    assert _live(client, f"state=bogus&snapshot={world.approval.id}").status_code == 400
+    # A row id that is not a request of the tenant is no row of this page: left alone.
+    assert (
+        _live(client, f"snapshot={world.approval.id}&row=garbage.pending&row={world.other.id}.pending").status_code
+        == 204
+    )

@@ -96,3 +96,21 @@ def test_the_other_polls_cost_at_most_two_statements_when_nothing_changed(world,
     newest = Task.objects.filter(tenant="acme").order_by("-id").first().id
     status, ran = poll(client, f"/tasks/live/?{rows}&newer=0&snapshot={newest}")
     assert status == 204 and len(ran) <= 2, ran
+
+
+def test_an_unchanged_inbox_poll_costs_one_statement_whatever_it_shows(world, as_person):
+    # The inbox's rows, each with the state it shows, and the "N new" it shows (none
+    # after its snapshot: the newest request the page showed).
+    client = as_person(world.people.alice)
+    page = client.get("/approvals/").content.decode()
+    live = page.split('id="approvals-live" class="live-bar room" hx-get="')[1].split('"')[0].replace("&amp;", "&")
+    assert f"snapshot={world.approval.id}" in live
+    status, ran = poll(client, f"{live}&row={world.approval.id}.pending&newer=0")
+    assert status == 204 and len(ran) <= 2, ran
+    # Soonest to expire first, filtered by agent: the same.
+    status, ran = poll(
+        client,
+        f"/approvals/live/?state=any&order=expiry&agent={world.approval.agent}"
+        f"&snapshot={world.approval.id}&row={world.approval.id}.pending&newer=0",
+    )
+    assert status == 204 and len(ran) <= 2, ran
