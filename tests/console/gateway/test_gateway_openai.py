@@ -21,7 +21,7 @@ from django.db import connections
 from runtime import states
 from runtime.attempts.lease import claim_next
 from runtime.authz.services import grant_revoke
-from runtime.limits.services import default_pool_name
+from runtime.limits.services import budget_set, default_pool_name
 from runtime.models import AuditEvent, GatewayCall, Task, TokenUsage
 from runtime.stops.services import task_stop
 from tests.console.gateway.conftest import MODEL_KEY, completion_body, model_token, model_url, post
@@ -210,6 +210,24 @@ def test_an_unkeyed_call_is_never_replayed_each_send_reaches_the_model(live, gat
     )
 
 
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_unkeyed_calls_spend_the_task_budget_and_then_the_client_is_refused_budget_exhausted(
+    live, gateway_web, model, kind
+):
+    t, _ = claimed()
+    budget_set(tenant="acme", actor=ADMIN, reason="test", task_tokens=8)
+    token = model_token(t)
+    spent = [plain(kind, gateway_web, token, stream)[0]["usage"].total_tokens for stream in (False, True)]
+    assert spent == [4, 4]  # 1 prompt token and "reply: hello there", as the fake model counts
+    wait_until(lambda: GatewayCall.objects.filter(task_id=t, outcome="committed").count() == 2, message="counted")
+    with pytest.raises(openai.PermissionDeniedError) as refused:
+        plain(kind, gateway_web, token, stream=True)
+    assert refused.value.code == "BUDGET_EXHAUSTED"
+    details = refused.value.body["details"]
+    assert (details["boundary"], details["budget"]) == ("credential_gateway", {"scope": "task", "limit": 8, "used": 8})
+    assert len(model.recorded()) == 2
+
+
 def test_an_openai_call_that_sends_its_own_key_is_keyed_and_answered_from_its_record(live, gateway_web, model):
     t, _ = claimed()
     token = model_token(t)
@@ -305,6 +323,22 @@ def test_a_stop_cuts_the_openai_stream_and_the_unkeyed_call_is_unknown(live, gat
     wait_until(lambda: states.CREDENTIAL_GATEWAY in acks(t), message="the gateway's acknowledgment")
     assert acks(t)[states.CREDENTIAL_GATEWAY].detail["cut"] == [str(call.id)]
     assert Task.objects.get(id=t).status in (states.STOPPING, states.CANCELLED)
+
+
+def test_a_client_that_goes_away_mid_stream_leaves_its_unkeyed_call_unknown(live, gateway_web, model):
+    t, _ = claimed()
+    model.set(reply=" ".join(f"w{i}" for i in range(60)), chunks=60, chunk_delay=0.1)
+    with client("sync", gateway_web, model_token(t)) as c:
+        stream = c.chat.completions.create(model="fake-1", messages=[{"role": "user", "content": "go"}], stream=True)
+        assert "".join(next(stream).choices[0].delta.content for _ in range(2)) == "w0 w1 w2"
+        stream.close()  # as a worker that crashed would: the connection is gone
+    call = wait_until(
+        lambda: GatewayCall.objects.filter(task_id=t).exclude(outcome="admitted").first(),
+        timeout=15,
+        message="the abandoned call to be recorded",
+    )
+    assert (call.outcome, call.idempotency_key) == ("unknown", None)
+    assert "cut_by" not in call.receipt and call.receipt["chunks"] >= 2
 
 
 # Idempotency-Key, as sent: a missing key is an unkeyed call; a key that is sent must
