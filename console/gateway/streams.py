@@ -72,27 +72,31 @@ def denial_details(decision) -> dict:
     }
 
 
+def error_event(code: str, message: str, details: dict) -> bytes:
+    """A stream's terminal error: the gateway's refusal shape, and the same code and
+    message under `error` as OpenAI sends one mid-stream, so that the official `openai`
+    client raises APIError (its `code` the gateway's) rather than taking the event for
+    one more chunk."""
+    return b"event: error\n" + data(
+        {"code": code, "message": message, "details": details, "error": {"code": code, "message": message}}
+    )
+
+
 def cut_event(decision) -> bytes:
     if decision.reason_code == "task_stopped":
-        return b"event: error\n" + data(
-            {
-                "code": STREAM_STOPPED,
-                "message": "the stream's task was stopped: the gateway cut it",
-                "details": denial_details(decision),
-            }
+        return error_event(
+            STREAM_STOPPED, "the stream's task was stopped: the gateway cut it", denial_details(decision)
         )
-    return b"event: error\n" + data(
-        {
-            "code": STREAM_CUT,
-            "message": f"the stream's authority changed: {decision.action} on {decision.resource} "
-            f"is now denied at {decision.boundary} ({decision.reason_code})",
-            "details": denial_details(decision),
-        }
+    return error_event(
+        STREAM_CUT,
+        f"the stream's authority changed: {decision.action} on {decision.resource} "
+        f"is now denied at {decision.boundary} ({decision.reason_code})",
+        denial_details(decision),
     )
 
 
 def _upstream_error(message: str) -> bytes:
-    return b"event: error\n" + data({"code": UpstreamFailed.code, "message": message, "details": {}})
+    return error_event(UpstreamFailed.code, message, {})
 
 
 class Relay:
@@ -103,6 +107,7 @@ class Relay:
         self.loop = asyncio.get_running_loop()
         self.lines = answer.lines()
         self.text: list[str] = []
+        self.tool_calls: dict[int, dict] = {}  # function calls the stream delivered, by index, as pieced together
         self.ident = self.finish_reason = self.usage = None
         self.ended: str | None = None  # committed, partial or failed: set once the last bytes are chosen
         self.cut_by: str | None = None
@@ -164,13 +169,30 @@ class Relay:
                     return b"data: " + payload + b"\n\n"
                 choice = chunk["choices"][0]
                 self.ident = self.ident or chunk.get("id")
-                self.text.append(choice.get("delta", {}).get("content") or "")
+                delta = choice.get("delta") or {}
+                self.text.append(delta.get("content") or "")
+                for piece in delta.get("tool_calls") or ():
+                    self._tool_call(piece)
                 self.finish_reason = choice.get("finish_reason") or self.finish_reason
             except (ValueError, KeyError, IndexError, TypeError, AttributeError):
                 return self._end(
                     "failed", _upstream_error("the provider sent a chunk that is not a chat completion chunk")
                 )
             return b"data: " + payload + b"\n\n"
+
+    def _tool_call(self, piece: dict) -> None:
+        """One chunk's piece of a function call (its id and name come first, its
+        arguments in fragments), added to what the call's record will hold."""
+        index = piece["index"]
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise TypeError("a tool call's index is an integer")  # read as a chunk that is not one
+        call = self.tool_calls.setdefault(
+            index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+        )
+        call["id"] = call["id"] or piece.get("id")
+        function = piece.get("function") or {}
+        call["function"]["name"] += function.get("name") or ""
+        call["function"]["arguments"] += function.get("arguments") or ""
 
     def _end(self, ended: str, last: bytes, *, cut_by: str | None = None) -> bytes:
         self.ended, self.cut_by, self.last = ended, cut_by, True
@@ -192,17 +214,14 @@ class Relay:
             if self._finished:
                 return None
             self._finished = True
+        message: dict = {"role": "assistant", "content": "".join(self.text)}
+        if self.tool_calls:
+            message["tool_calls"] = [self.tool_calls[i] for i in sorted(self.tool_calls)]
         completion = {
             "id": self.ident,
             "object": "chat.completion",
             "model": self.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": "".join(self.text)},
-                    "finish_reason": self.finish_reason,
-                }
-            ],
+            "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
         }
         return {
             "outcome": outcome,

@@ -11,7 +11,7 @@ a stream cut midway, a read that failed, or an answer over the limit closes it i
 and the connector drops an idle one the provider closed. If the provider closes a kept
 connection while a POST is being sent on it, the request is sent once more on a new
 connection: a server closes only a connection it considers idle, so it has not acted
-on that request, and the request carries the worker's Idempotency-Key anyway (aiohttp
+on that request, and a keyed request carries the worker's Idempotency-Key anyway (aiohttp
 does the same itself for the idempotent methods). A connection carries no credential of
 its own: each request sets the key header of the route it serves.
 
@@ -153,14 +153,16 @@ async def send(
     key_value: str,
     body: bytes | None,
     timeout: float,
-    idempotency_key: str,
+    idempotency_key: str | None,
     accept: str = "application/json",
 ) -> Upstream:
     """Send the request; UpstreamFailed if the provider cannot be reached. The key is in
     one header of this request and in no message this raises. `timeout` bounds the
     connect and each wait for data (the answer's head, then each chunk), not the whole
     answer: a stream may last as long as its chunks keep coming."""
-    headers = {key_header: key_value, "Accept": accept, "Idempotency-Key": idempotency_key}
+    headers = {key_header: key_value, "Accept": accept}
+    if idempotency_key is not None:  # an unkeyed call (no key from the caller) goes without one
+        headers["Idempotency-Key"] = idempotency_key
     if body is not None:
         headers["Content-Type"] = "application/json"
     bounds = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)

@@ -194,7 +194,7 @@ async def _chat_completions(request):
             key_value=f"Bearer {settings.GATEWAY['MODEL_KEY']}",
             body=forwarded,
             timeout=settings.GATEWAY["TIMEOUT_SECONDS"],
-            idempotency_key=request.headers["Idempotency-Key"],
+            idempotency_key=admission.key,
             accept="text/event-stream" if stream else "application/json",
         )
     except UpstreamFailed as exc:
@@ -262,17 +262,16 @@ def _sse(chunks) -> StreamingHttpResponse:
 
 def _as_chunk(completion: dict) -> dict:
     choice = (completion.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    delta = {"role": "assistant", "content": message.get("content", "")}
+    calls = message.get("tool_calls")
+    if isinstance(calls, list) and calls:  # a provider's record: only its well-formed calls
+        delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(calls) if isinstance(call, dict)]
     return {
         "id": completion.get("id"),
         "object": "chat.completion.chunk",
         "model": completion.get("model"),
-        "choices": [
-            {
-                "index": 0,
-                "delta": {"role": "assistant", "content": (choice.get("message") or {}).get("content", "")},
-                "finish_reason": choice.get("finish_reason"),
-            }
-        ],
+        "choices": [{"index": 0, "delta": delta, "finish_reason": choice.get("finish_reason")}],
     }
 
 
@@ -326,7 +325,7 @@ async def _tool(request, name: str, path: str):
             key_value=value,
             body=json.dumps(body).encode() if body is not None else None,
             timeout=settings.GATEWAY["TIMEOUT_SECONDS"],
-            idempotency_key=request.headers["Idempotency-Key"],
+            idempotency_key=admission.key,
         )
         try:
             raw_answer = await answer.read()

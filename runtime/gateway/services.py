@@ -73,6 +73,11 @@ class Admission:
     budget: dict | None = None  # a budget_exhausted denial's budget: {scope, limit, used}
     quota: Taken | None = None  # a quota_exceeded or quota_unavailable denial's quota, and when to retry
     decided_at: datetime | None = None  # the database time the call was last decided (gateway_recheck)
+    key: str | None = None  # the caller's Idempotency-Key; None for an unkeyed call
+
+    @property
+    def keyed(self) -> bool:
+        return self.key is not None
 
     @property
     def admitted(self) -> bool:
@@ -116,7 +121,11 @@ def gateway_admit(
 ) -> Admission:
     """Decide whether the token's task may take `action` on `resource` now, and record the call.
 
-    1. Check the key (the worker's effect key: required) and the step's form.
+    1. Check the key and the step's form. The key is the worker's effect key; a call
+       without one (the official `openai` client sends none) is admitted all the same as
+       an unkeyed call: decided, recorded, counted and audited like any, but never
+       replayed or refused busy, since there is nothing to deduplicate it by. A key that
+       is sent must still be 1-255 printable characters.
     2. Decide on current rows (runtime.authz, as token_decide at credential_gateway): a
        token bound to another tenant or a superseded attempt is a recorded denial.
     3. Record the call: denied, admitted, replayed when this key already committed for
@@ -134,7 +143,7 @@ def gateway_admit(
     the call's row), committed on its own: one round trip instead of four (BEGIN, two
     statements, COMMIT), which under load was most of what the gateway added.
     """
-    key = arguments.identifier("Idempotency-Key", idempotency_key, max_length=255)
+    key = None if idempotency_key is None else arguments.identifier("Idempotency-Key", idempotency_key, max_length=255)
     if step_seq is not None:
         arguments.bounded("Steward-Step", step_seq, minimum=0, maximum=STEP_MAX)
     params = token_decision_params(claims=claims, action=action, resource=resource)
@@ -179,6 +188,7 @@ def gateway_admit(
         receipt=encoding.decode(receipt) if isinstance(receipt, str) else receipt,
         budget=encoding.decode(budget) if isinstance(budget, str) else budget,
         quota=taken,
+        key=key,
     )
 
 
@@ -279,6 +289,10 @@ def gateway_finish(
     A model call's `tokens` (prompt + completion, usage_tokens()) are counted against
     its task's, tree's and tenant's budgets in the same statement.
 
+    An unkeyed call that ends `partial` (a stream cut short) is recorded `unknown`
+    instead: a keyed one may be sent again under its key, decided anew, but what the
+    provider did with an unkeyed one is not known and no one can ask again by key.
+
     If the call's task is stopping (or its stop already ended it), and this was the
     last of its calls in flight, the gateway acknowledges the stop (gateway_stop_ack)."""
     if outcome not in ("committed", "partial", "failed"):
@@ -286,6 +300,8 @@ def gateway_finish(
     if response is not None and response.get("untrusted") is not True:
         raise InvalidArgument("a provider's output is recorded as untrusted", field="response")
     tokens = arguments.bounded("tokens", tokens, minimum=0, maximum=TOKENS_MAX)
+    if outcome == "partial" and not admission.keyed:
+        outcome = "unknown"
     params = {
         "id": admission.call_id,
         "outcome": outcome,

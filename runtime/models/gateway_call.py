@@ -13,6 +13,9 @@ GATEWAY_OUTCOMES = (
     "admitted",  # authorized and forwarded; the provider has not answered yet
     "committed",  # the provider answered; receipt (and the untrusted output) recorded
     "partial",  # a stream cut short (authority changed, or a side went away): some output was delivered
+    # An unkeyed call (no Idempotency-Key: the official `openai` client sends none) cut
+    # short: what the provider did is not known, and nothing can ask it again by key.
+    "unknown",
     "failed",  # the provider could not be reached or refused the call
     "denied",  # the decision denied it; nothing was forwarded
     "replayed",  # a committed call's key came again: its recorded output was returned, nothing forwarded
@@ -39,7 +42,9 @@ class GatewayCall(models.Model):
     route = models.CharField(max_length=200, help_text="The token's audience: the gateway route it was for.")
     action = models.CharField(max_length=100)
     resource = models.CharField(max_length=500)
-    idempotency_key = models.CharField(max_length=255)
+    # The caller's Idempotency-Key (the worker's effect key), or null for an unkeyed
+    # call, which the gateway records and counts but cannot deduplicate.
+    idempotency_key = models.CharField(max_length=255, null=True)
     decision = models.ForeignKey("runtime.Decision", on_delete=models.PROTECT, related_name="+", db_index=False)
     tokens = models.BigIntegerField(
         null=True, help_text="Model tokens the call used (prompt + completion), as counted at its finish."

@@ -1,5 +1,5 @@
 -- An admitted call ends once: committed (the provider answered), partial (a stream cut
--- short) or failed. Conditional on `admitted`: nothing else finishes a call, so a
+-- short; unknown for an unkeyed call, which gateway_finish decides) or failed. Conditional on `admitted`: nothing else finishes a call, so a
 -- second finish (a client going away after the stream's last chunk) changes nothing.
 -- A committed call whose key another committed first (two sends racing) is recorded
 -- partial instead of breaking gateway_call_committed_key.

@@ -11,7 +11,7 @@ WITH s AS (
     SELECT c.id, c.outcome, c.receipt ->> 'cut_by' AS cut_by,
            c.started_at > statement_timestamp() - make_interval(secs => %(in_flight)s::float8) AS in_flight
     FROM steward_gateway_call c, s
-    WHERE c.task_id = %(task)s AND c.outcome IN ('admitted', 'committed', 'partial', 'failed')
+    WHERE c.task_id = %(task)s AND c.outcome IN ('admitted', 'committed', 'partial', 'unknown', 'failed')
       AND (c.outcome = 'admitted' OR c.finished_at >= s.requested_at)
 )
 SELECT (SELECT count(*) FROM calls WHERE outcome = 'admitted' AND in_flight) AS open_calls,

@@ -46,8 +46,9 @@ ROW_STATES = tuple(state.value for state in AckState)  # as plain text, for the 
 # Effects whose outcome nobody knows yet: an intent recorded (the call may be under way),
 # a stream cut part-way (partial: its receipt says what came), or unknown (a person decides).
 EFFECTS_OPEN = (states.INTENT, states.PARTIAL, states.UNKNOWN)
-# Gateway calls whose outcome nobody knows yet, or that were cut part-way.
-CALLS_UNRESOLVED = ("admitted", "partial")
+# Gateway calls whose outcome nobody knows yet, or that were cut part-way (an unkeyed
+# one cut is `unknown`: no key to send it again by).
+CALLS_UNRESOLVED = ("admitted", "partial", "unknown")
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ class StopSummary:
     committed_before: Capped  # effects the stop's tasks committed before it was requested
     in_flight: Capped  # effects with no known outcome: intent, partial or unknown
     settled_since: Capped  # effects that settled (committed or failed) after the request
-    calls: Capped  # gateway calls still admitted (no answer) or cut part-way (partial)
+    calls: Capped  # gateway calls still admitted (no answer) or cut part-way (partial, or unknown if unkeyed)
     unresolved: list[str] = field(default_factory=list)  # in words: what the stop leaves open
 
     @property

@@ -9,7 +9,19 @@ request it receives is recorded with the credential it carried (``GET /_requests
 
 Replies are deterministic: ``reply:`` followed by the last user message, or the text a
 test scripted with ``POST /_control {"reply": "...", "chunks": N, "chunk_delay": S}``
-(a stream sends the reply in ``chunks`` pieces, ``chunk_delay`` seconds apart).
+(a stream sends the reply in ``chunks`` pieces, ``chunk_delay`` seconds apart). It also
+speaks the rest of the chat-completions format that the official `openai` client uses,
+so agents written against it run offline:
+
+* **Function calling.** A request with ``tools`` whose messages hold no ``tool`` answer
+  yet is answered with a call of its first function (``finish_reason`` ``tool_calls``),
+  its arguments made from the function's parameter schema (example()). Once a ``tool``
+  message is there, the answer is text: ``tool said:`` and that message's content.
+* **Structured output.** ``response_format`` ``{"type": "json_schema", ...}`` is
+  answered with JSON that matches the schema (example(): strings are the last user
+  message, numbers 1, booleans true, an array one item, an enum its first value).
+* **Usage in streams.** ``stream_options.include_usage`` adds a last chunk with no
+  choices and the usage, as OpenAI sends it, before ``[DONE]``.
 
 It is asynchronous, one event loop in a thread of its own, so one process serves
 thousands of slow streams at once (`make bench-dense` streams a thousand replies of a
@@ -144,29 +156,53 @@ class FakeModel:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return web.json_response({"error": {"message": "messages is required"}}, status=400)
         ident = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-        text = self.reply_to(body)
         name = body.get("model", "fake")
+        call = _tool_call(body)
+        text = "" if call else self.answer(body)
         if not body.get("stream"):
+            message: dict = {"role": "assistant", "content": None if call else text}
+            if call:
+                message["tool_calls"] = [call]
             return web.json_response(
                 {
                     "id": ident,
                     "object": "chat.completion",
                     "created": int(time.time()),
                     "model": name,
-                    "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-                    ],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": len(text.split()), "total_tokens": 1},
+                    "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if call else "stop"}],
+                    "usage": _usage(text or json.dumps(call)),
                 }
             )
-        return await self._stream(request, script, ident, name, text)
+        return await self._stream(request, script, ident, name, text, call=call, usage=_streams_usage(body))
 
-    async def _stream(self, request: web.Request, script: dict, ident: str, name: str, text: str):
+    def answer(self, body: dict) -> str:
+        """The text of a reply that is not a function call."""
+        said = [m for m in body["messages"] if isinstance(m, dict) and m.get("role") == "tool"]
+        if said and body.get("tools"):
+            return f"tool said: {said[-1].get('content')}"
+        kind = body.get("response_format") or {}
+        if isinstance(kind, dict) and kind.get("type") == "json_schema":
+            users = [m.get("content") for m in body["messages"] if isinstance(m, dict) and m.get("role") == "user"]
+            schema = (kind.get("json_schema") or {}).get("schema") or {}
+            return json.dumps(example(schema, str(users[-1]) if users else ""))
+        return self.reply_to(body)
+
+    async def _stream(
+        self,
+        request: web.Request,
+        script: dict,
+        ident: str,
+        name: str,
+        text: str,
+        *,
+        call: dict | None = None,
+        usage: bool = False,
+    ):
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         response.force_close()  # as before: a stream's connection is not reused
         await response.prepare(request)
         key = request.headers.get("Idempotency-Key", "")
-        pieces = _pieces(text, int(script["chunks"]))
+        pieces = _pieces(call["function"]["arguments"] if call else text, int(script["chunks"]))
         delay = float(script["chunk_delay"])
         with self.lock:
             self.streaming += 1
@@ -174,6 +210,7 @@ class FakeModel:
             for i, piece in enumerate(pieces):
                 if i and delay:
                     await asyncio.sleep(delay)
+                last = i == len(pieces) - 1
                 chunk = {
                     "id": ident,
                     "object": "chat.completion.chunk",
@@ -181,8 +218,8 @@ class FakeModel:
                     "choices": [
                         {
                             "index": 0,
-                            "delta": {"content": piece},
-                            "finish_reason": "stop" if i == len(pieces) - 1 else None,
+                            "delta": _call_delta(call, piece, first=i == 0) if call else {"content": piece},
+                            "finish_reason": ("tool_calls" if call else "stop") if last else None,
                         }
                     ],
                 }
@@ -190,6 +227,10 @@ class FakeModel:
                 await response.write(line)  # waits while the reader does not read
                 with self.lock:
                     self.sent[key] += len(line)
+            if usage:
+                chunk = {"id": ident, "object": "chat.completion.chunk", "model": name, "choices": []}
+                chunk["usage"] = _usage(text or json.dumps(call))
+                await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
         except (ConnectionError, asyncio.CancelledError):  # the gateway cut the stream: some tests do
@@ -225,6 +266,63 @@ class FakeModel:
                 "json": body,
             }
         )
+
+
+def _usage(text: str) -> dict:
+    completion = len(text.split())
+    return {"prompt_tokens": 1, "completion_tokens": completion, "total_tokens": 1 + completion}
+
+
+def _streams_usage(body: dict) -> bool:
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def _tool_call(body: dict) -> dict | None:
+    """The function call that answers `body`: of its first tool, while no `tool` message
+    has answered one yet; None otherwise."""
+    tools = body.get("tools")
+    if not isinstance(tools, list) or not tools or not isinstance(tools[0], dict):
+        return None
+    if any(isinstance(m, dict) and m.get("role") == "tool" for m in body["messages"]):
+        return None
+    function = tools[0].get("function") or {}
+    users = [m.get("content") for m in body["messages"] if isinstance(m, dict) and m.get("role") == "user"]
+    arguments = example(function.get("parameters") or {"type": "object"}, str(users[-1]) if users else "")
+    return {
+        "id": f"call_{uuid.uuid4().hex[:24]}",
+        "type": "function",
+        "function": {"name": str(function.get("name", "tool")), "arguments": json.dumps(arguments)},
+    }
+
+
+def _call_delta(call: dict, piece: str, *, first: bool) -> dict:
+    """A stream's delta for one piece of `call`'s arguments: the first also names it."""
+    if first:
+        named = {"index": 0, "id": call["id"], "type": "function"}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{**named, "function": {"name": call["function"]["name"], "arguments": piece}}],
+        }
+    return {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
+
+
+def example(schema, text: str):
+    """A value matching a simple JSON schema: `text` for strings, 1 for numbers, true,
+    one item for arrays, every property of an object, the first of an enum."""
+    if not isinstance(schema, dict):
+        return text
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if kind == "object" or "properties" in schema:
+        return {name: example(sub, text) for name, sub in (schema.get("properties") or {}).items()}
+    if kind == "array":
+        return [example(schema.get("items") or {}, text)]
+    return {"integer": 1, "number": 1, "boolean": True, "null": None}.get(kind, text)
 
 
 def _pieces(text: str, n: int):

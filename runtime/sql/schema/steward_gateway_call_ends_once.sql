@@ -6,11 +6,11 @@ BEGIN
     IF TG_OP = 'DELETE' THEN
         RAISE EXCEPTION 'steward_gateway_call rows are never deleted' USING ERRCODE = 'restrict_violation';
     END IF;
-    IF OLD.outcome <> 'admitted' OR NEW.outcome NOT IN ('committed', 'partial', 'failed')
+    IF OLD.outcome <> 'admitted' OR NEW.outcome NOT IN ('committed', 'partial', 'unknown', 'failed')
        OR (NEW.id, NEW.tenant, NEW.task_id, NEW.epoch, NEW.jti, NEW.decision_id, NEW.idempotency_key)
           IS DISTINCT FROM (OLD.id, OLD.tenant, OLD.task_id, OLD.epoch, OLD.jti, OLD.decision_id,
                             OLD.idempotency_key) THEN
-        RAISE EXCEPTION 'gateway call % ended already, or may only end (committed, partial, failed)', OLD.id
+        RAISE EXCEPTION 'gateway call % ended already, or may only end (committed, partial, unknown, failed)', OLD.id
             USING ERRCODE = 'check_violation';
     END IF;
     RETURN NEW;

@@ -132,13 +132,11 @@ def post(
             return err.code, json.loads(err.read()), err.headers
 
 
-def open_stream(url: str, *, token: str, body: dict, key: str = "k-stream"):
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}", "Idempotency-Key": key},
-    )
+def open_stream(url: str, *, token: str, body: dict, key: str | None = "k-stream"):
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers=headers)
     return _NO_PROXY.open(request, timeout=30)
 
 

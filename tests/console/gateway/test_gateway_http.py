@@ -277,12 +277,22 @@ def test_hostile_bodies_are_refused_with_a_stable_code_and_write_nothing(live, g
     assert model.recorded() == []
 
 
-def test_a_call_without_an_idempotency_key_is_refused_and_writes_nothing(live, gateway_web, model):
-    t = allowed_task()
-    before = snapshot()
-    status, answer, _ = post(model_url(gateway_web), token=model_token(t), body=completion_body(), key=None)
-    assert (status, answer["code"]) == (400, "INVALID_IDENTIFIER")
-    assert snapshot() == before
+def test_an_unkeyed_stream_cut_by_a_revocation_is_recorded_unknown_not_partial(live, gateway_web, model):
+    # A call without an Idempotency-Key is admitted unkeyed (the key table, and the
+    # official client's matrix, are tests/console/gateway/test_gateway_openai.py).
+    t = running_task()
+    agent_grant, _ = give_both("model.call", "model:*")
+    model.set(reply=" ".join(f"w{i}" for i in range(60)), chunks=60, chunk_delay=0.1)
+    stream_body = completion_body(stream=True)
+    with open_stream(model_url(gateway_web), token=model_token(t), body=stream_body, key=None) as response:
+        stream = events(response)
+        assert next(stream)[0] == "message"
+        grant_revoke(grant_id=agent_grant.id, tenant="acme", actor=ADMIN, reason="cut it")
+        last = [event for event in stream][-1]
+    assert (last[0], last[1]["code"], last[1]["error"]["code"]) == ("error", "AUTHZ_REVOKED", "AUTHZ_REVOKED")
+    call = ended(task_id=t)
+    assert (call.outcome, call.idempotency_key, call.receipt["cut_by"]) == ("unknown", None, "no_grant_agent")
+    assert model.recorded()[0]["idempotency_key"] is None
 
 
 def test_a_tool_call_gets_the_tool_key_injected_and_its_answer_recorded_untrusted(live, gateway_web, model):
