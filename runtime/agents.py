@@ -43,8 +43,10 @@ def agent(name: str, *, pool: str | None = None, description: str = "", input=No
     class that every submitted input must fit; its JSON Schema is what the API and the
     console show. `breakers`: limits of runtime/arguments.py BREAKER_LIMITS for its tasks
     (max_children, max_depth, max_spawns_per_minute, max_steps, max_wall_clock_seconds)."""
-    if not isinstance(name, str) or not name or len(name) > 200 or not name.isprintable():
-        raise ValueError("agent names are 1-200 printable characters")
+    # No "/": an agent has a page of its own, /agents/<name>/ in the console and the API,
+    # and a name with a slash could be neither linked to nor routed.
+    if not isinstance(name, str) or not name or len(name) > 200 or not name.isprintable() or "/" in name:
+        raise ValueError("agent names are 1-200 printable characters, with no '/'")
     if pool is not None:
         arguments.pool_name(pool)  # a declared pool is created on first use, so it must be a valid name
 
