@@ -142,9 +142,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(env: dict) -> tuple[subprocess.Popen, int]:
+def serve(env: dict, cwd: str | None = None) -> tuple[subprocess.Popen, int]:
     """gunicorn on a free loopback port, as docs/deploy.md runs the web tier, in
-    production settings (debug off): what an operator's browser would meet."""
+    production settings (debug off): what an operator's browser would meet. `cwd`: the
+    checkout whose code it serves (this one's by default)."""
     port = free_port()
     server = subprocess.Popen(
         [
@@ -160,6 +161,7 @@ def serve(env: dict) -> tuple[subprocess.Popen, int]:
             "warning",
         ],
         env=env,
+        cwd=cwd,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
