@@ -89,7 +89,7 @@ def console_poll_load() -> dict:
                 samples[condition] += dispatch_samples(BLOCK)
                 if condition != "idle":
                     block = _say(browser, "idle")
-                    block["cpu_seconds"] = _cpu_seconds(servers[condition][0]) - cpu
+                    block["server_cpu_seconds"] = _cpu_seconds(servers[condition][0]) - cpu
                     seen[condition].append(block)
     finally:
         browser.stdin.close()
@@ -111,7 +111,8 @@ def console_poll_load() -> dict:
             "dispatch_ms_p50": round(polling, 2),
             "polls_per_s": round(polls / sum(b["seconds"] for b in blocks), 1),
             "poll_ms_p50": round(statistics.median(b["ms_p50"] for b in blocks), 1),
-            "server_cpu_ms_per_poll": round(sum(b["cpu_seconds"] for b in blocks) * 1000 / max(polls, 1), 2),
+            "server_cpu_ms_per_poll": round(sum(b["server_cpu_seconds"] for b in blocks) * 1000 / max(polls, 1), 2),
+            "browser_cpu_ms_per_poll": round(sum(b["cpu_seconds"] for b in blocks) * 1000 / max(polls, 1), 2),
             "answers": answers,
         }
         log(f"{name}: {figures}")
@@ -262,6 +263,7 @@ def browse(ports: dict[str, int], username: str, password: str, task_ids: list[s
                 tab.start()
             answer({"tabs": len(tabs)})
         elif word == "poll":
+            cpu = time.process_time()  # this process's own CPU: what the pages cost this machine
             browser.reset()
             browser.server = arg
             browser.polling.set()
@@ -278,6 +280,7 @@ def browse(ports: dict[str, int], username: str, password: str, task_ids: list[s
                         "seconds": time.monotonic() - browser.since,
                         "answers": browser.answers,
                         "ms_p50": statistics.median(browser.ms) if browser.ms else 0,
+                        "cpu_seconds": time.process_time() - cpu,
                     }
                 )
 
