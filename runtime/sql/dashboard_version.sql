@@ -11,9 +11,10 @@
 --   this minute's finished, failed and step counts (the tenant's, and the fleet's when
 --     %(fleet)s: the totals the page shows those who manage the fleet);
 --   the processes seen within a day: alive or silent (no beat within %(lease)s seconds),
---     stopped, sweeping lately (within %(sweep_ok)s seconds: health.ok), and the live
+--     stopped, sweeping lately (within %(sweep_ok)s seconds: health.ok; which of them swept
+--     last is as of the last build, at most a minute old), and the live
 --     attempts the workers hold, each with whether its lease ran out;
---   each pool's limits, admitted count and held slots;
+--   each pool's limits, admitted count, held slots and running tasks (as pool_usage.sql);
 --   the tenant's unknown effects, pending approvals (and how many expire within
 --     %(soon)s seconds), open tree pauses, budget, quotas and tenant-wide token use.
 -- Each part reads an index whose size follows live work, not history.
@@ -34,7 +35,9 @@ SELECT left(encode(sha256(convert_to(concat_ws('|',
             FROM steward_attempt a WHERE a.ended_at IS NULL),
            (SELECT string_agg(concat_ws(':', o.name, o.max_running, o.max_queued,
                                         (SELECT sum(c.admitted) FROM steward_pool_count c WHERE c.pool = o.name),
-                                        (SELECT count(*) FROM steward_slot s WHERE s.pool = o.name AND s.task_id IS NOT NULL)),
+                                        (SELECT count(*) FROM steward_slot s WHERE s.pool = o.name AND s.task_id IS NOT NULL),
+                                        (SELECT count(*) FROM steward_slot s JOIN steward_task t ON t.id = s.task_id
+                                         WHERE s.pool = o.name AND t.status = 'running')),
                               ',' ORDER BY o.name)
             FROM steward_pool o),
            (SELECT concat_ws(':', count(*), max(e.id)) FROM steward_effect e
