@@ -505,7 +505,7 @@ def main() -> None:
 
 
 def console_poll_load() -> dict:
-    """tests/bench_poll.py, on the fleet dispatch_ms_p50 is measured on: one worker, no supervisor."""
+    """tests/bench_poll.py, on the fleet dispatch_ms_p50 was just measured on (no supervisor)."""
     from tests import bench_poll
 
     return bench_poll.console_poll_load()
