@@ -305,6 +305,7 @@ def main() -> None:
         os.environ,
         DATABASE_URL=url,
         STEWARD_DEBUG="0",
+        STEWARD_SSL_REDIRECT="0",  # loopback HTTP: TLS is the proxy's in front (docs/deploy.md)
         STEWARD_LOG_LEVEL="WARNING",
         STEWARD_SECRET_KEY=os.environ.get("STEWARD_SECRET_KEY") or secrets.token_urlsafe(50),
         STEWARD_AGENT_MODULES="tests.agents",
