@@ -26,7 +26,7 @@ import uuid
 from django.db import transaction
 
 from runtime import agents, config, db, encoding, faults, outages, states
-from runtime.attempts import dispatch, interrupts, journal
+from runtime.attempts import connections, dispatch, interrupts, journal
 from runtime.attempts.lease import Claim, claim_next, keeper
 from runtime.attempts.transitions import end_attempt, fence, release_stopped
 from runtime.audit import AuditKind, audit_append
@@ -64,6 +64,20 @@ def stop_draining() -> None:
     _stopping.set()
 
 
+def stopping() -> bool:
+    return _stopping.is_set()
+
+
+# Per thread: whether a dense worker abandoned this thread (the stop watcher released its
+# attempt by force while its step ran on). It claims nothing more: its place was given
+# back (runtime/worker/dense.py). A solo worker exits instead.
+_here = threading.local()
+
+
+def abandoned_here() -> bool:
+    return getattr(_here, "abandoned", False)
+
+
 def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -84,6 +98,8 @@ def run_pool(*, pool: str, worker: str | None = None) -> int:
         # The attempt's end and the next claim commit together when they can, so the
         # freed slot passes straight to the next queued task (one commit, not two).
         claim = run_attempt(claim, then_claim=more)
+        if abandoned_here():
+            break  # this thread was abandoned: its attempt was released by force
         if claim is None and more and not outages.database.ongoing:
             claim = _claim(pool, worker)
         if not more:  # budget spent: pass the wake-up on in case work remains
@@ -133,6 +149,7 @@ def run_attempt(claim: Claim, *, then_claim: bool = False) -> Claim | None:
     except (InfrastructureError, *db.CONNECTION_ERRORS) as exc:
         _yield(claim, exc.cause if isinstance(exc, InfrastructureError) else exc)
     finally:
+        _here.abandoned = run.forced and connections.per_statement()
         watch.drop()
         keeper.drop(lease)
     return None
@@ -280,6 +297,12 @@ def _agent_code(task_id):
     """Mark the connection while agent code runs: no grant is written from it, whatever
     actor the code names (migration 0012's trigger). Outside any transaction, so that no
     rollback of the attempt's own writes unmarks it."""
+    if connections.per_statement():
+        # A dense worker: no connection is held while agent code runs; each one taken
+        # meanwhile is marked as it is taken (runtime/attempts/connections.py).
+        with connections.agent_code(task_id), interrupts.region(interrupts.AGENT):
+            yield
+        return
     db.execute("agent_code", {"task": str(task_id)})
     try:
         with interrupts.region(interrupts.AGENT):
