@@ -446,6 +446,16 @@ def _streams(input: dict) -> str:
     return "streamed"
 
 
+def _spins(input: dict) -> str:
+    """Computes for `seconds` without waiting on anything: a CPU-bound step."""
+    _mark(input["dir"], "block")
+    until = time.monotonic() + input.get("seconds", 60)
+    n = 0
+    while time.monotonic() < until:
+        n += 1
+    return "spun"
+
+
 def _shrugs(input: dict) -> str:
     """Swallows every stop delivered into it and waits on: only being abandoned ends it
     (a dense worker cannot end its process for it)."""
@@ -457,7 +467,14 @@ def _shrugs(input: dict) -> str:
             _mark(input["dir"], "shrugged")
 
 
-STOP_STEPS = {"block": _blocks, "absorb": _absorbs, "ignore": _ignores, "stream": _streams, "shrug": _shrugs}
+STOP_STEPS = {
+    "block": _blocks,
+    "absorb": _absorbs,
+    "ignore": _ignores,
+    "stream": _streams,
+    "shrug": _shrugs,
+    "spin": _spins,
+}
 
 
 @agent("t.stoppable")

@@ -142,21 +142,24 @@ def region(kind: str):
 
 
 def _enter(run: Running, kind: str) -> None:
+    if kind in (AGENT, GATEWAY):
+        # No connection is held while agent code waits (a dense worker). Handed back
+        # before the region opens: the statement that unmarks it is Steward's own, and
+        # must not be where a stop lands.
+        connections.hand_back()
     with run.lock:
         run.regions.append(kind)
         if not run.interruptible():
             _cancel_pending(run)
-    if kind in (AGENT, GATEWAY):
-        connections.hand_back()  # no connection is held while agent code waits (a dense worker)
 
 
 def _leave(run: Running) -> None:
+    if len(run.regions) > 1 and run.regions[-2] in (AGENT, GATEWAY):
+        connections.hand_back()  # back to agent code: as _enter, before it is interruptible
     with run.lock:
         run.regions.pop()
         if not run.interruptible():
             _cancel_pending(run)
-    if run.interruptible():
-        connections.hand_back()
 
 
 def _cancel_pending(run: Running) -> None:

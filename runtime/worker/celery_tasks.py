@@ -42,15 +42,16 @@ def _stop_draining(**_):
 def _stop_heartbeat(**_):
     # After the attempt in hand has ended: until then the worker is still working. A
     # dense worker's attempts run in threads of their own: wait for them to end.
-    if dense.places is not None:
-        dense.places.join()
+    places = dense.places()
+    if places is not None:
+        places.join()
     for beat in _heartbeat:
         beat.stop()
 
 
 @shared_task(name="runtime.run_pool", ignore_result=True)
 def run_pool(pool: str) -> int:
-    if dense.places is not None:
+    if dense.places() is not None:
         return dense.wake(pool)  # a thread in a free place drains it; this returns at once
     return executor.run_pool(pool=pool)
 

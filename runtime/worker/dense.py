@@ -98,37 +98,43 @@ class Places:
             return self._changed.wait_for(lambda: self._taken <= 0, timeout)
 
 
-places: Places | None = None
+_configured: dict[str, Places] = {}  # "places": this process's, once it is a dense worker
+
+
+def places() -> Places | None:
+    """This process's places, or None for a solo worker."""
+    return _configured.get("places")
 
 
 def configure(attempts: int) -> None:
     """Run `attempts` attempts at once in this process (1: the solo worker, unchanged)."""
-    global places
     if attempts <= 1:
-        places = None
+        _configured.clear()
         watch.on_abandon = None
         return
-    places = Places(attempts)
+    _configured["places"] = here = Places(attempts)
     connections.enable()
-    watch.on_abandon = places.abandon
+    watch.on_abandon = here.abandon
     log.info("dense worker: %d places", attempts)
 
 
 def wake(pool: str) -> int:
     """A wake-up for `pool` (the Celery task's body): start a thread in a free place that
     drains it; 1 if one started. Returns at once, so the next wake-up is read."""
-    assert places is not None
+    here = places()
+    assert here is not None
     if executor.stopping():
         dispatch.send(pool)  # hand the wake-up to a worker that is staying
         return 0
-    if not places.take_or_want(pool):
+    if not here.take_or_want(pool):
         return 0
     threading.Thread(target=_place, args=(pool,), name=f"steward-place-{pool}", daemon=True).start()
     return 1
 
 
 def _place(pool: str | None) -> None:
-    assert places is not None
+    here = places()
+    assert here is not None
     worker = executor.worker_id()
     holding = True
     try:
@@ -141,10 +147,10 @@ def _place(pool: str | None) -> None:
                 connection.close()  # back to the pool between drains
             if executor.abandoned_here():
                 break  # released by force: abandon() gave the place back, claim nothing more
-            pool = places.next_or_free()
+            pool = here.next_or_free()
         holding = pool is not None
     finally:
         # A stop delivered just as its attempt ended (its region left) would end the
         # thread above without next_or_free: the place is freed all the same.
         if holding:
-            places.free()
+            here.free()

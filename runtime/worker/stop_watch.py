@@ -6,7 +6,7 @@ step, and ending by force an attempt whose step ignores it (docs/adr/0016-stops.
    transaction notifies at commit: runtime/sql/stop_notify.sql) on a connection of its
    own, and on each notification reads the status of the tasks this process runs. If
    that connection is lost it reconnects with backoff, and meanwhile the lease keeper
-   sees the stop at its next renewal (lease_renew.sql returns the task's status), so a
+   sees the stop at its next renewal (leases_renew.sql returns the task's status), so a
    lost notification costs at most a heartbeat.
 2. **Delivering it.** The attempt runs in the process's main thread (a Celery prefork
    child, or the solo pool's only thread). The watcher signals it (STOP_SIGNAL, a

@@ -10,6 +10,7 @@ files, never for a fixed time.
 
 from __future__ import annotations
 
+import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -137,9 +138,7 @@ def test_a_stop_of_one_attempt_ends_it_alone_within_its_bound(live, fleet, tmp_p
     assert not (tmp_path / "t3" / "next").exists()
     # The other seven run on, in the same process, their leases still renewed.
     before = {t: _live(t).lease_expires_at for t, _ in others}
-    wait_until(
-        lambda: all(_live(t).lease_expires_at > before[t] for t, _ in others), timeout=5, message="renewals"
-    )
+    wait_until(lambda: all(_live(t).lease_expires_at > before[t] for t, _ in others), timeout=5, message="renewals")
     assert Task.objects.filter(id__in=[t for t, _ in others], status=states.RUNNING).count() == PLACES - 1
     assert worker.alive()
     for task_id, _ in others:
@@ -161,7 +160,7 @@ def test_a_step_that_ignores_its_stop_is_released_by_force_and_the_others_run_on
     (freed, _), others = tasks[0], tasks[1:]
     task_stop(task_id=freed, actor=ACTOR, reason="make a place")
     cancelled(freed, timeout=5)
-    wait_until(lambda: (stubborn_dir / "block").exists(), timeout=10, message="the stubborn step to start")
+    wait_until((stubborn_dir / "block").exists, timeout=10, message="the stubborn step to start")
 
     task_stop(task_id=stubborn, actor=ACTOR, reason="it swallows the stop")
     task = cancelled(stubborn, timeout=10)
@@ -187,49 +186,103 @@ def test_a_step_that_ignores_its_stop_is_released_by_force_and_the_others_run_on
     assert held_slots() == []
 
 
-def test_kill_9_of_a_dense_worker_hands_every_attempt_to_another_after_its_lease(live, fleet, tmp_path):
-    (doomed,) = fleet.workers(1, env=DENSE)
-    tasks = _stream(tmp_path, PLACES, seconds=6)
+def test_a_dense_worker_asked_to_stop_finishes_every_attempt_in_hand_and_claims_no_more(live, fleet, tmp_path):
+    (leaving,) = fleet.workers(1, env=DENSE)
+    tasks = _stream(tmp_path, 4, seconds=2)
     _all_blocking(tasks)
+    (queued_dir := tmp_path / "queued").mkdir()
+
+    leaving.signal(signal.SIGTERM)
+    later = submit("t.stoppable", {"dir": str(queued_dir), "how": "stream", "seconds": 0}).task_id
+    assert leaving.alive(), "it waits for its attempts (2 s each) before it exits"
+    wait_until(lambda: not leaving.alive(), timeout=15, message="the worker to stop")
+
+    assert leaving.popen.returncode == 0
     ids = [t for t, _ in tasks]
-    assert {_live(t).worker.rpartition(":")[2] for t in ids} == {str(doomed.pid)}
-    (heir,) = fleet.workers(1, env=DENSE)
-    fleet.supervisors(1)
-
-    doomed.kill()
-    killed = time.monotonic()
-    wait_until(
-        lambda: Attempt.objects.filter(task_id__in=ids, epoch=2).count() == PLACES,
-        timeout=15,
-        message="every attempt taken over",
-    )
-    takeover = time.monotonic() - killed
-    print(f"\nkill -9 of a worker holding {PLACES} attempts: all taken over in {takeover:.2f} s")
-    assert takeover <= LEASE + SWEEP + 1.0
-
-    wait_until(
-        lambda: Task.objects.filter(id__in=ids, status=states.COMPLETED).count() == PLACES,
-        timeout=30,
-        message="every task to complete on the heir",
-    )
-    for task_id in ids:
-        first, second = Attempt.objects.filter(task_id=task_id).order_by("epoch")
-        assert first.end_reason == "lease_expired" and first.worker.endswith(f":{doomed.pid}")
-        assert second.worker.endswith(f":{heir.pid}") and second.end_reason == "complete"
-        # `first` was journaled by the dead worker: replayed, not run again.
-        assert Step.objects.filter(task_id=task_id, name="first").get().epoch == 1
+    # It waited for each of its four attempts to end before it exited, and took no more.
+    assert Task.objects.filter(id__in=ids, status=states.COMPLETED).count() == 4
+    assert Task.objects.get(id=later).status == states.QUEUED
     wait_nothing_held()
 
 
-LIMIT_TRIALS = 6
+KILL_TRIALS = [pytest.param(1, id="1-trial"), pytest.param(5, id="5-trials", marks=pytest.mark.stress)]
 
 
-def test_a_pool_limit_holds_exactly_across_dense_workers(live, fleet, fake):
+@pytest.mark.parametrize("trials", KILL_TRIALS)
+def test_kill_9_of_a_dense_worker_hands_every_attempt_to_another_after_its_lease(live, fleet, tmp_path, trials):
+    fleet.supervisors(1)
+    takeovers = []
+    for trial in range(trials):
+        (doomed,) = fleet.workers(1, env=DENSE)
+        (trial_dir := tmp_path / f"trial{trial}").mkdir()
+        tasks = _stream(trial_dir, PLACES, seconds=6)
+        _all_blocking(tasks)
+        ids = [t for t, _ in tasks]
+        assert {_live(t).worker.rpartition(":")[2] for t in ids} == {str(doomed.pid)}
+        (heir,) = fleet.workers(1, env=DENSE)
+
+        doomed.kill()
+        killed = time.monotonic()
+        wait_until(
+            lambda ids=ids: Attempt.objects.filter(task_id__in=ids, epoch=2).count() == PLACES,
+            timeout=15,
+            message="every attempt taken over",
+        )
+        takeovers.append(time.monotonic() - killed)
+
+        wait_until(
+            lambda ids=ids: Task.objects.filter(id__in=ids, status=states.COMPLETED).count() == PLACES,
+            timeout=30,
+            message="every task to complete on the heir",
+        )
+        for task_id in ids:
+            first, second = Attempt.objects.filter(task_id=task_id).order_by("epoch")
+            assert first.end_reason == "lease_expired" and first.worker.endswith(f":{doomed.pid}")
+            assert second.worker.endswith(f":{heir.pid}") and second.end_reason == "complete"
+            # `first` was journaled by the dead worker: replayed, not run again.
+            assert Step.objects.filter(task_id=task_id, name="first").get().epoch == 1
+        heir.kill()  # idle now: the next trial's tasks must all go to its own doomed worker
+        wait_nothing_held()
+    print(f"\nkill -9 of a worker holding {PLACES} attempts: all taken over in {[round(t, 2) for t in takeovers]} s")
+    assert max(takeovers) <= LEASE + SWEEP + 1.0
+
+
+def test_a_cpu_bound_attempt_delays_neither_the_renewals_nor_a_stop_of_the_others(live, fleet, tmp_path):
+    """One attempt computes without pause (the GIL switches threads every 5 ms): the
+    others' leases are still renewed each heartbeat, and a stop of one still ends it
+    within its bound."""
+    fleet.workers(1, env=DENSE)
+    (spin_dir := tmp_path / "spin").mkdir()
+    spinner = submit("t.stoppable", {"dir": str(spin_dir), "how": "spin", "seconds": 60}).task_id
+    tasks = _stream(tmp_path, PLACES - 1, seconds=60)
+    _all_blocking([*tasks, (spinner, spin_dir)])
+    ids = [t for t, _ in tasks]
+
+    before = {t: _live(t).lease_expires_at for t in ids}
+    wait_until(lambda: all(_live(t).lease_expires_at > before[t] for t in ids), timeout=2, message="renewals")
+    (stopped, _) = tasks[0]
+    task_stop(task_id=stopped, actor=ACTOR, reason="stop one beside a spinning attempt")
+    task = cancelled(stopped, timeout=5)
+    ack = acks(stopped)[states.WORKER]
+    to_ack = since_stop(task, ack.at)
+    print(f"\nbeside a CPU-bound attempt: stop -> worker ack {to_ack * 1000:.0f} ms")
+    assert ack.detail["ended"] == "cleanly" and to_ack < 1.0
+    for task_id in [*ids[1:], spinner]:
+        task_stop(task_id=task_id, actor=ACTOR, reason="the test is done")
+    for task_id in [*ids[1:], spinner]:
+        cancelled(task_id, timeout=10)
+
+
+LIMIT_TRIALS = [pytest.param(6, id="6-trials"), pytest.param(40, id="40-trials", marks=pytest.mark.stress)]
+
+
+@pytest.mark.parametrize("trials", LIMIT_TRIALS)
+def test_a_pool_limit_holds_exactly_across_dense_workers(live, fleet, fake, trials):
     """Two dense workers with 8 places each, 12 tasks submitted at once by racing
     threads into a pool of 3, over many trials: never more than 3 run at once."""
     fleet.workers(2, env=DENSE)
     peaks = Counter()
-    for trial in range(LIMIT_TRIALS):
+    for trial in range(trials):
         pool = f"dense-{trial}"
         pool_with(pool, max_running=3, max_queued=50)
         fake.reset()
