@@ -100,6 +100,11 @@ def run_pool(*, pool: str, worker: str | None = None) -> int:
         claim = run_attempt(claim, then_claim=more)
         if abandoned_here():
             break  # this thread was abandoned: its attempt was released by force
+        if claim is None and _stopping.is_set():
+            # A warm shutdown began while the attempt ran: claim nothing more, and hand
+            # what may remain of the queue to a worker that stays.
+            dispatch.send(pool)
+            break
         if claim is None and more and not outages.database.ongoing:
             claim = _claim(pool, worker)
         if not more:  # budget spent: pass the wake-up on in case work remains
@@ -334,7 +339,9 @@ def _failure(exc: BaseException) -> dict:
 
 def _end(claim: Claim, then_claim: bool, event: states.TaskEvent, **fields) -> Claim | None:
     lease = claim.lease
-    if not then_claim:
+    # A warm shutdown that began while this attempt ran: claim nothing more (then_claim
+    # was decided before it began; a dense worker's attempts run for minutes).
+    if not then_claim or _stopping.is_set():
         end_attempt(lease, event, **fields)
         return None
     with transaction.atomic(durable=True):
