@@ -4,7 +4,9 @@
 Celery still runs the solo pool, and only delivers wake-ups: on one, the process takes a
 free place (one of STEWARD_WORKER_ATTEMPTS, or `celery worker --attempts N`) and starts a
 thread there that drains the pool as a solo worker does (executor.run_pool): PostgreSQL's
-claim decides what runs, so fleet pool limits hold exactly as with solo workers. When
+claim decides what runs, so fleet pool limits hold exactly as with solo workers. Each
+claim that finds a task starts the next claimer in another free place (_spread), so a
+backlog fills the places without a broker message each. When
 every place is taken the process claims nothing: it remembers the pool, and the next
 place to free claims from it (the supervisor re-sends a wake-up that is lost anyway).
 
@@ -126,10 +128,24 @@ def wake(pool: str) -> int:
     if executor.stopping():
         dispatch.send(pool)  # hand the wake-up to a worker that is staying
         return 0
+    return _start(here, pool)
+
+
+def _start(here: Places, pool: str) -> int:
     if not here.take_or_want(pool):
         return 0
     threading.Thread(target=_place, args=(pool,), name=f"steward-place-{pool}", daemon=True).start()
     return 1
+
+
+def _spread(pool: str) -> None:
+    """A place claimed a task of `pool`: start the next claimer in a free place, so one
+    wake-up fills as many places as the pool has queued work (after a kill -9, the
+    supervisor re-queues hundreds at once; they need not wait for a message each). The
+    claimer that finds nothing frees its place; PostgreSQL's claim keeps the pool's limit."""
+    here = places()
+    if here is not None and not executor.stopping():
+        _start(here, pool)
 
 
 def _place(pool: str | None) -> None:
@@ -140,7 +156,7 @@ def _place(pool: str | None) -> None:
     try:
         while pool is not None:
             try:
-                executor.run_pool(pool=pool, worker=worker)
+                executor.run_pool(pool=pool, worker=worker, claimed=_spread)
             except Exception:
                 log.exception("a place of the dense worker failed draining pool %s", pool)
             finally:

@@ -22,6 +22,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 from django.db import transaction
 
@@ -82,9 +83,10 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def run_pool(*, pool: str, worker: str | None = None) -> int:
+def run_pool(*, pool: str, worker: str | None = None, claimed: Callable[[str], None] | None = None) -> int:
     """Run queued tasks of `pool` until it is drained or the budget is spent; return
-    how many attempts ran. If work may remain, wake another worker for it."""
+    how many attempts ran. If work may remain, wake another worker for it. `claimed(pool)`
+    is called after each claim of a new task (a dense worker starts its next claimer)."""
     worker = worker or worker_id()
     deadline = time.monotonic() + DRAIN_MAX_SECONDS
     if _stopping.is_set():
@@ -92,6 +94,8 @@ def run_pool(*, pool: str, worker: str | None = None) -> int:
         return 0
     claim = _claim(pool, worker)
     ran = 0
+    if claim is not None and claimed is not None:
+        claimed(pool)
     while claim is not None:
         ran += 1
         more = ran < DRAIN_MAX_TASKS and time.monotonic() < deadline and not _stopping.is_set()
@@ -107,6 +111,8 @@ def run_pool(*, pool: str, worker: str | None = None) -> int:
             break
         if claim is None and more and not outages.database.ongoing:
             claim = _claim(pool, worker)
+            if claim is not None and claimed is not None:
+                claimed(pool)
         if not more:  # budget spent: pass the wake-up on in case work remains
             dispatch.send(pool)
             break
