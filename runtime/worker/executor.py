@@ -191,10 +191,12 @@ def _run(claim: Claim, then_claim: bool) -> Claim | None:
     except (NondeterminismError, NotJournalable, Exception) as exc:
         halt = ctx.halt if ctx is not None and ctx.halt is not None else exc
         if isinstance(halt, (AuthorityDenied, BreakerTripped)):
-            return _halt(claim, halt)
+            _halt(claim, halt)
+            return None
         return _end(claim, then_claim, states.TaskEvent.FAIL, error=_failure(exc))
     if ctx.halt is not None:  # agent code caught the denial or the breaker's refusal and returned anyway
-        return _halt(claim, ctx.halt)
+        _halt(claim, ctx.halt)
+        return None
     faults.reach(faults.BEFORE_STATUS, task_id=lease.task_id, step="complete", epoch=lease.epoch)
     return _end(claim, then_claim, states.TaskEvent.COMPLETE, output=output)
 
