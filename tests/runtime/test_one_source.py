@@ -71,6 +71,8 @@ EVENTS = {
     "abandoned_attempts.sql": ["complete"],
     "stale_queued.sql": ["claim"],
     "pool_usage.sql": ["claim"],
+    # Read only: the dashboard's version counts each pool's running tasks as pool_usage.sql does.
+    "dashboard_version.sql": ["claim"],
     # Read only, of the tasks they read as `c` (a schedule's previous run, a trigger's prerequisites).
     "schedule_due.sql": [],
     "dependency_ready.sql": [],
