@@ -9,9 +9,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pydantic_ai import Agent
+
 from console.dev.demo.fake_service import ServiceRejected, call, http_json
 from runtime.agents import agent
 from runtime.errors import EffectNotApplied
+from runtime.integrations.pydantic_ai import StewardAgent, idempotency_key
 
 
 def submit(url: str, body: dict, *, idempotency_key: str, delay: float = 0.0) -> dict:
@@ -502,3 +505,33 @@ def lingers(ctx, input):
 # The tree pause agents (t.grove and its kind) live in their own module; importing it
 # registers them wherever this module is imported.
 from tests import tree_agents  # noqa: E402, F401
+
+# --- Pydantic AI agents under StewardAgent (runtime/integrations/pydantic_ai/) ----------
+# Plain Pydantic AI, as their authors write them; the fake model calls each one's only tool
+# with the prompt as its argument, then answers "tool said: <the tool's answer>".
+
+pa_search = Agent("openai:fake-1", instructions="Answer from the search.", defer_model_check=True)
+
+
+@pa_search.tool_plain
+def search(query: str) -> list[str]:
+    """Search the notes; each run is logged to T_PA_TOOL_LOG, so a test counts them."""
+    log = os.environ.get("T_PA_TOOL_LOG")
+    if log:
+        with open(log, "a") as out:
+            out.write(f"{os.getpid()} {query}\n")
+    return [f"a note about {query}"]
+
+
+StewardAgent(pa_search, name="t.pa.search")
+
+pa_submit = Agent("openai:fake-1", defer_model_check=True)
+
+
+@pa_submit.tool_plain
+def send_report(report: str) -> dict:
+    """Sends the report to the fake service (T_PA_SERVICE_URL), which deduplicates by key."""
+    return submit(os.environ["T_PA_SERVICE_URL"], {"report": report}, idempotency_key=idempotency_key())
+
+
+StewardAgent(pa_submit, name="t.pa.submit", effects={"send_report": {"effect_class": "idempotent", "keyed": True}})

@@ -135,6 +135,7 @@ def _chat(ctx, seq: int, body: dict, key: str) -> dict:
         accept="text/event-stream" if body["stream"] else "application/json",
     )
     tags = _tags(response)
+    extra: dict = {}  # a streamed reply keeps its text only
     with response, interrupts.region(interrupts.GATEWAY):
         if body["stream"]:
             delivered: list[str] = []
@@ -166,12 +167,24 @@ def _chat(ctx, seq: int, body: dict, key: str) -> dict:
                 completion.get("id"),
                 choice.get("finish_reason"),
             )
+            # What an agent framework needs besides the text (runtime/integrations/): the
+            # function calls the model asked for, and what the call cost. Kept in the
+            # receipt, so a replay hands them back as the first attempt saw them.
+            extra = {
+                key: value
+                for key, value in (
+                    ("tool_calls", choice["message"].get("tool_calls")),
+                    ("usage", completion.get("usage")),
+                )
+                if value
+            }
     return {
         "untrusted": True,
         "source": model_resource(body["model"]),
         "text": text,
         "id": ident,
         "finish_reason": finish,
+        **extra,
         **tags,
     }
 

@@ -1,0 +1,190 @@
+"""StewardAgent: a plain Pydantic AI `Agent`, run durably as a Steward agent.
+
+    research = Agent("openai:fake-1", instructions="...")
+
+    @research.tool_plain
+    def search(query: str) -> list[str]: ...
+
+    StewardAgent(research, name="research.assistant", pool="research")
+
+registers the agent `research.assistant`: its input is the user prompt (and, optionally,
+an earlier run's messages), its output the run's final output. As Pydantic AI's own
+durable integrations do (DBOSAgent, TemporalAgent in pydantic_ai.durable_exec), the
+agent's model and tools are wrapped, and nothing else of it is touched:
+
+* each model request is ctx.model: a keyed effect through the credential gateway (the
+  worker holds no provider key), whose receipt holds the reply; a replay returns that
+  receipt and sends nothing (runtime/gateway/client.py);
+* each tool call is its own journaled step, ctx.step("tool:<name>"), or, for a tool
+  declared in `effects=`, ctx.effect with its effect class, key and `requires=` (the
+  effect ledger: a write is never sent twice silently). A tool reads the key its effect
+  was sent with from `idempotency_key()`.
+
+The run is deterministic between those calls, which is what makes a replay of the journal
+land where the crash left it. Tool calls run one at a time, in the order the model asked
+for them, so each has the same place in the journal on every attempt.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ModelRetry
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import RunContext
+from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
+
+from runtime.agents import agent as register
+from runtime.integrations.pydantic_ai import wire
+from runtime.integrations.pydantic_ai.bridge import Bridge
+
+# The chat-completions settings a model request carries through the gateway.
+_SETTINGS = ("max_tokens", "temperature", "top_p", "seed", "presence_penalty", "frequency_penalty")
+_EFFECT_OPTIONS = frozenset({"effect_class", "key", "keyed", "requires"})
+_RETRY = "retry"  # a journaled tool answer that is the tool's ModelRetry, not its value
+
+_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("steward_idempotency_key", default=None)
+
+
+def idempotency_key() -> str | None:
+    """Inside a tool declared in `effects=`: the key its effect was sent with, to pass to
+    the service it calls (which deduplicates by it, if it can). None in any other tool."""
+    return _key.get()
+
+
+class PromptInput(BaseModel):
+    """A StewardAgent's task input."""
+
+    prompt: str = Field(min_length=1, max_length=100_000)
+    # An earlier run's messages (Pydantic AI's JSON of them, `result.all_messages_json()`).
+    message_history: list[dict] | None = None
+
+
+class StewardAgent:
+    """Register `agent` (a pydantic_ai.Agent) as the Steward agent `name`.
+
+    `effects`: {tool name: {effect_class, key?, keyed?, requires?}} for the tools that act
+    on the outside world (ctx.effect's arguments; `key` and `requires` may be callables of
+    the tool's arguments). `model`: the model name the gateway is asked for (its grant is
+    `model.call` on `model:<name>`); by default the agent's own model's name."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        name: str,
+        pool: str | None = None,
+        effects: dict[str, dict] | None = None,
+        model: str | None = None,
+        description: str = "",
+    ):
+        self.agent = agent
+        self.name = name
+        self.model_name = model or _model_name(agent)
+        self.effects = {tool: _effect_options(tool, spec) for tool, spec in (effects or {}).items()}
+        register(name, pool=pool, input=PromptInput, description=description or f"Pydantic AI agent {name}")(self.run)
+
+    def run(self, ctx, input: dict):
+        """The registered agent: one Pydantic AI run, its model and tool calls through ctx."""
+        params = PromptInput.model_validate(input)
+        history = ModelMessagesTypeAdapter.validate_python(params.message_history) if params.message_history else None
+        bridge = Bridge(f"pydantic-ai:{self.name}")
+        model = FunctionModel(_Requests(ctx, bridge, self.model_name), model_name=self.model_name)
+        journaled = _Journaled(ctx=ctx, bridge=bridge, effects=self.effects)
+
+        async def main():
+            with Agent.parallel_tool_call_execution_mode("sequential"):
+                return await self.agent.run(
+                    params.prompt, message_history=history, model=model, capabilities=[journaled]
+                )
+
+        result = bridge.run(main)
+        output = result.output
+        return output.model_dump(mode="json") if isinstance(output, BaseModel) else wire.jsonable(output)
+
+
+class _Requests:
+    """The function of the FunctionModel that stands in for the agent's model: each
+    request becomes one ctx.model call, answered from its receipt."""
+
+    def __init__(self, ctx, bridge: Bridge, model_name: str):
+        self.ctx, self.bridge, self.model_name = ctx, bridge, model_name
+        self.__name__ = f"steward:{model_name}"
+
+    async def __call__(self, messages: list[ModelMessage], info: AgentInfo):
+        settings = {k: v for k, v in (info.model_settings or {}).items() if k in _SETTINGS}
+        chat = wire.to_chat(messages, info.instructions)
+        reply = await self.bridge.call(self.ctx.model, chat, model=self.model_name, **wire.tools(info), **settings)
+        return wire.from_receipt(reply.receipt, self.model_name)
+
+
+@dataclass
+class _JournaledToolset(WrapperToolset):
+    """Each call of a tool of the wrapped toolset as a step (or an effect) of the journal."""
+
+    ctx: Any = None
+    bridge: Any = None
+    effects: dict = field(default_factory=dict)
+
+    async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext, tool: ToolsetTool) -> Any:
+        context = contextvars.copy_context()  # the run's: the tool sees what it would unwrapped
+
+        async def call(key: str | None):
+            _key.set(key)
+            try:
+                value = await self.wrapped.call_tool(name, tool_args, ctx, tool)
+            except ModelRetry as retry:  # a request to the model, not a failure: journaled as one
+                return {_RETRY: retry.message}
+            return {"untrusted": True, "source": f"tool:{name}", "value": wire.jsonable(value)}
+
+        def run(*, idempotency_key: str | None = None):
+            return self.bridge.on_loop(call(idempotency_key), context)
+
+        spec = self.effects.get(name)
+        if spec is None:
+            answer = await self.bridge.call(self.ctx.step, f"tool:{name}", run)
+        else:
+            options = {k: (v(tool_args) if callable(v) else v) for k, v in spec.items()}
+            answer = await self.bridge.call(self.ctx.effect, f"tool:{name}", run, **options)
+        if _RETRY in answer:
+            raise ModelRetry(answer[_RETRY])
+        return answer["value"]
+
+
+@dataclass
+class _Journaled(AbstractCapability):
+    """Wraps the run's toolset (not its output tools: validating the output is not outside work)."""
+
+    ctx: Any = None
+    bridge: Any = None
+    effects: dict = field(default_factory=dict)
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset) -> AbstractToolset:
+        return _JournaledToolset(toolset, ctx=self.ctx, bridge=self.bridge, effects=self.effects)
+
+
+def _effect_options(tool: str, spec: dict) -> dict:
+    unknown = set(spec) - _EFFECT_OPTIONS
+    if unknown or "effect_class" not in spec:
+        raise ValueError(
+            f"effects[{tool!r}] takes effect_class (required), key, keyed and requires; got {sorted(spec)}"
+        )
+    return dict(spec)
+
+
+def _model_name(agent: Agent) -> str:
+    model: Any = agent.model
+    if isinstance(model, str):
+        return model.partition(":")[2] or model  # "openai:gpt-4o" asks the gateway for gpt-4o
+    name: Callable[[], str] | str | None = getattr(model, "model_name", None)
+    if isinstance(name, str) and name:
+        return name
+    raise ValueError("StewardAgent needs model=: the agent has no model whose name the gateway could be asked for")

@@ -1,0 +1,147 @@
+"""End to end: plain Pydantic AI agents wrapped by StewardAgent (tests/agents.py t.pa.*)
+run on real Celery workers, their model requests through a real web server's credential
+gateway to the fake model, and a worker is SIGKILLed at the points of a run where a
+framework without a journal would lose or repeat work:
+
+| killed                                                          | on takeover                                   |
+|-----------------------------------------------------------------|-----------------------------------------------|
+| after the model answered with a tool call, before the tool ran  | the answer is read from the ledger, not asked |
+| after the tool ran, before its result was journaled             | the tool runs again (the one call running);   |
+|                                                                 | the model is not asked again                  |
+| an effect tool sent, its receipt not committed                  | re-sent under the same key: one effect        |
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from runtime import states
+from runtime.models import Effect, GatewayCall, Step, Task
+from tests.faults.support import armed, attempts_of, sigkill, submit, wait_marker, worker_name
+from tests.harness import wait_until
+from tests.runtime.authz.common import give_both
+
+pytestmark = [pytest.mark.integration]
+
+REPLY = 'tool said: ["a note about cats?"]'
+
+
+def finished(task_id, timeout: float = 60):
+    return wait_until(
+        lambda: Task.objects.filter(id=task_id, status__in=states.TERMINAL).first(),
+        timeout=timeout,
+        message="the task to finish",
+    )
+
+
+def journal(task_id) -> list[tuple[str, str]]:
+    return list(Step.objects.filter(task_id=task_id).order_by("seq").values_list("kind", "name"))
+
+
+def model_keys(model) -> Counter:
+    """How many times the fake model was asked under each Idempotency-Key."""
+    return Counter(r["idempotency_key"] for r in model.recorded() if r["path"].endswith("/chat/completions"))
+
+
+def tool_runs(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.fixture
+def env(gateway_web, tmp_path, fake):
+    give_both("model.call", "model:fake-1", agent="t.pa.search")
+    give_both("model.call", "model:fake-1", agent="t.pa.submit")
+    return {
+        "STEWARD_GATEWAY_URL": gateway_web.url,
+        "T_PA_TOOL_LOG": str(tmp_path / "tool.log"),
+        "T_PA_SERVICE_URL": fake.url,
+    }
+
+
+def test_a_pydantic_ai_run_journals_each_model_request_and_tool_call(live, fleet, env, model, tmp_path):
+    fleet.workers(1, env=env)
+    t = submit("t.pa.search", {"prompt": "cats?"}).task_id
+    task = finished(t)
+    assert (task.status, task.output) == (states.COMPLETED, REPLY), task.error
+    assert journal(t) == [("effect", "model:fake-1"), ("step", "tool:search"), ("effect", "model:fake-1")]
+    # Two model requests, each once, each a committed keyed effect the gateway carried.
+    effects = list(Effect.objects.filter(task_id=t).order_by("step_seq"))
+    assert [(e.name, e.state, e.untrusted) for e in effects] == [("model:fake-1", "committed", True)] * 2
+    assert model_keys(model) == Counter({e.key: 1 for e in effects})
+    assert GatewayCall.objects.filter(task_id=t, outcome="committed").count() == 2
+    # The first asked with the tool declared; the second carried the tool's answer back.
+    first, second = (r["body"] for r in model.recorded())
+    assert first["tools"][0]["function"]["name"] == "search" and first["messages"][0]["role"] == "system"
+    assert second["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": first_call_id(effects[0]),
+        "content": '["a note about cats?"]',
+    }
+    # The tool's answer is journaled as data from outside.
+    step = Step.objects.get(task_id=t, name="tool:search")
+    assert step.output == {"untrusted": True, "source": "tool:search", "value": ["a note about cats?"]}
+    assert len(tool_runs(Path(env["T_PA_TOOL_LOG"]))) == 1
+
+
+def first_call_id(effect) -> str:
+    return effect.receipt["tool_calls"][0]["id"]
+
+
+# Where a worker is killed, and what the takeover must do: tool runs, and the attempts.
+KILLS = {
+    # The model answered with a tool call; its receipt is committed, not journaled.
+    "after_receipt_before_journal@model:fake-1": 1,
+    # The tool ran; its result is not journaled: the one call that was running runs again.
+    "before_step_journal@tool:search": 2,
+}
+
+
+@pytest.mark.parametrize("point", KILLS)
+def test_a_worker_killed_mid_run_is_taken_over_and_no_answered_model_request_is_repeated(
+    live, fleet, env, model, tmp_path, point
+):
+    fault_dir = tmp_path / "faults"
+    fault_dir.mkdir()
+    fleet.supervisors(1)
+    (first,) = fleet.workers(1, env={**env, **armed(fault_dir, point)}, wait=False)
+    t = submit("t.pa.search", {"prompt": "cats?"}).task_id
+    _, held = wait_marker(fault_dir, t, point)
+    asked_before_kill = model_keys(model)
+    sigkill(fleet, held["pid"])
+    fleet.workers(1, env=env)
+    task = finished(t)
+    assert (task.status, task.output) == (states.COMPLETED, REPLY), task.error
+    assert attempts_of(t) == [(1, states.FIRST, "lease_expired"), (2, states.RECOVERY, "complete")]
+    assert task.attempts.filter(epoch=1, worker=worker_name(first.pid)).exists()
+    # Each model request was sent once: the one answered before the kill was never asked again.
+    effects = list(Effect.objects.filter(task_id=t).order_by("step_seq"))
+    assert [(e.name, e.state) for e in effects] == [("model:fake-1", "committed")] * 2
+    assert model_keys(model) == Counter({e.key: 1 for e in effects})
+    assert set(asked_before_kill) <= {e.key for e in effects} and sum(asked_before_kill.values()) == 1
+    assert journal(t) == [("effect", "model:fake-1"), ("step", "tool:search"), ("effect", "model:fake-1")]
+    assert len(tool_runs(Path(env["T_PA_TOOL_LOG"]))) == KILLS[point]
+
+
+def test_an_effect_tool_interrupted_after_it_acted_is_re_sent_under_its_key_and_acts_once(
+    live, fleet, env, model, tmp_path, fake
+):
+    point = "after_effect_before_receipt@tool:send_report"
+    fault_dir = tmp_path / "faults"
+    fault_dir.mkdir()
+    fleet.supervisors(1)
+    fleet.workers(1, env={**env, **armed(fault_dir, point)}, wait=False)
+    t = submit("t.pa.submit", {"prompt": "the report"}).task_id
+    _, held = wait_marker(fault_dir, t, point)
+    sigkill(fleet, held["pid"])
+    fleet.workers(1, env=env)
+    task = finished(t)
+    assert task.status == states.COMPLETED, task.error
+    tool = Effect.objects.get(task_id=t, name="tool:send_report")
+    assert (tool.state, tool.keyed, tool.sends, tool.epoch) == (states.COMMITTED, True, 2, 2)
+    assert fake.performed_by_key() == {tool.key: 1}  # sent twice, acted on once
+    models = Effect.objects.filter(task_id=t, name="model:fake-1")
+    assert model_keys(model) == Counter({e.key: 1 for e in models}) and models.count() == 2
+    assert journal(t) == [("effect", "model:fake-1"), ("effect", "tool:send_report"), ("effect", "model:fake-1")]
