@@ -49,6 +49,13 @@ TASKS = [
     ),
     (
         "acme",
+        "demo-assistant-1",
+        "research.assistant",
+        {"prompt": "What do the lab notes say about warmup?"},
+        "alice",
+    ),
+    (
+        "acme",
         "demo-notify-1",
         "notify.send",
         {"to": "oncall@example.com", "message": "The overnight research batch has started."},
@@ -71,6 +78,7 @@ GRANTS = [
     ("acme", "agent:research.batch", "model.call", "model:*"),
     ("acme", "agent:research.batch", "tool.search", "repo:acme/*"),
     ("acme", "agent:research.experiment", "model.call", "model:*"),
+    ("acme", "agent:research.assistant", "model.call", "model:*"),
     ("acme", "agent:notify.send", "http.post", "notify:oncall@example.com"),
     ("acme", "user:alice", "model.call", "model:*"),
     ("acme", "user:alice", "tool.search", "repo:*"),

@@ -145,3 +145,13 @@ def test_an_effect_tool_interrupted_after_it_acted_is_re_sent_under_its_key_and_
     models = Effect.objects.filter(task_id=t, name="model:fake-1")
     assert model_keys(model) == Counter({e.key: 1 for e in models}) and models.count() == 2
     assert journal(t) == [("effect", "model:fake-1"), ("effect", "tool:send_report"), ("effect", "model:fake-1")]
+
+
+def test_the_demos_research_assistant_searches_the_notes_and_answers_from_them(live, fleet, env, model):
+    give_both("model.call", "model:fake-1", agent="research.assistant")
+    fleet.workers(1, env=env)
+    t = submit("research.assistant", {"prompt": "What do the lab notes say about warmup?"}).task_id
+    task = finished(t)
+    assert task.status == states.COMPLETED, task.error
+    assert task.output.startswith("tool said: ") and "Linear warmup" in task.output
+    assert journal(t) == [("effect", "model:fake-1"), ("step", "tool:search"), ("effect", "model:fake-1")]
