@@ -535,3 +535,14 @@ def send_report(report: str) -> dict:
 
 
 StewardAgent(pa_submit, name="t.pa.submit", effects={"send_report": {"effect_class": "idempotent", "keyed": True}})
+
+pa_approve = Agent("openai:fake-1", defer_model_check=True)
+
+
+@pa_approve.tool_plain(requires_approval=True)
+def send_summary(summary: str) -> dict:
+    """Sends the summary to the fake service (T_PA_SERVICE_URL) once a person approved it."""
+    return submit(os.environ["T_PA_SERVICE_URL"], {"summary": summary}, idempotency_key=idempotency_key())
+
+
+StewardAgent(pa_approve, name="t.pa.approve", effects={"send_summary": {"effect_class": "idempotent", "keyed": True}})

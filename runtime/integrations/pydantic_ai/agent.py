@@ -18,7 +18,10 @@ agent's model and tools are wrapped, and nothing else of it is touched:
 * each tool call is its own journaled step, ctx.step("tool:<name>"), or, for a tool
   declared in `effects=`, ctx.effect with its effect class, key and `requires=` (the
   effect ledger: a write is never sent twice silently). A tool reads the key its effect
-  was sent with from `idempotency_key()`.
+  was sent with from `idempotency_key()`;
+* a tool call that needs approval (`requires_approval=True`, ApprovalRequired) is a
+  ctx.request_approvals package bound to the tool's name and arguments: the attempt ends
+  while it waits, and the call runs only once approved.
 
 The run is deterministic between those calls, which is what makes a replay of the journal
 land where the crash left it. Tool calls run one at a time, in the order the model asked
@@ -35,10 +38,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import ModelRetry
+from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.tools import RunContext
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, RunContext, ToolDenied
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
@@ -50,6 +53,7 @@ from runtime.integrations.pydantic_ai.bridge import Bridge
 _SETTINGS = ("max_tokens", "temperature", "top_p", "seed", "presence_penalty", "frequency_penalty")
 _EFFECT_OPTIONS = frozenset({"effect_class", "key", "keyed", "requires"})
 _RETRY = "retry"  # a journaled tool answer that is the tool's ModelRetry, not its value
+_ASKS = "approval_required"  # ... that is the tool's ApprovalRequired: it asked for a person first
 
 _key: contextvars.ContextVar[str | None] = contextvars.ContextVar("steward_idempotency_key", default=None)
 
@@ -74,7 +78,9 @@ class StewardAgent:
     `effects`: {tool name: {effect_class, key?, keyed?, requires?}} for the tools that act
     on the outside world (ctx.effect's arguments; `key` and `requires` may be callables of
     the tool's arguments). `model`: the model name the gateway is asked for (its grant is
-    `model.call` on `model:<name>`); by default the agent's own model's name."""
+    `model.call` on `model:<name>`); by default the agent's own model's name.
+    `approval_hours`: how long a tool call that needs approval waits for a person (then
+    it expires, which means deny)."""
 
     def __init__(
         self,
@@ -85,11 +91,13 @@ class StewardAgent:
         effects: dict[str, dict] | None = None,
         model: str | None = None,
         description: str = "",
+        approval_hours: float = 24,
     ):
         self.agent = agent
         self.name = name
         self.model_name = model or _model_name(agent)
         self.effects = {tool: _effect_options(tool, spec) for tool, spec in (effects or {}).items()}
+        self.approval_seconds = approval_hours * 3600  # how long a tool call's approval may wait
         register(name, pool=pool, input=PromptInput, description=description or f"Pydantic AI agent {name}")(self.run)
 
     def run(self, ctx, input: dict):
@@ -98,7 +106,7 @@ class StewardAgent:
         history = ModelMessagesTypeAdapter.validate_python(params.message_history) if params.message_history else None
         bridge = Bridge(f"pydantic-ai:{self.name}")
         model = FunctionModel(_Requests(ctx, bridge, self.model_name), model_name=self.model_name)
-        journaled = _Journaled(ctx=ctx, bridge=bridge, effects=self.effects)
+        journaled = _Journaled(ctx=ctx, bridge=bridge, effects=self.effects, approval_seconds=self.approval_seconds)
 
         async def main():
             with Agent.parallel_tool_call_execution_mode("sequential"):
@@ -143,6 +151,8 @@ class _JournaledToolset(WrapperToolset):
                 value = await self.wrapped.call_tool(name, tool_args, ctx, tool)
             except ModelRetry as retry:  # a request to the model, not a failure: journaled as one
                 return {_RETRY: retry.message}
+            except ApprovalRequired as asks:  # it wants a person's approval first (_Journaled below)
+                return {_ASKS: asks.metadata}
             return {"untrusted": True, "source": f"tool:{name}", "value": wire.jsonable(value)}
 
         def run(*, idempotency_key: str | None = None):
@@ -156,19 +166,70 @@ class _JournaledToolset(WrapperToolset):
             answer = await self.bridge.call(self.ctx.effect, f"tool:{name}", run, **options)
         if _RETRY in answer:
             raise ModelRetry(answer[_RETRY])
+        if _ASKS in answer:
+            raise ApprovalRequired(answer[_ASKS])
         return answer["value"]
 
 
 @dataclass
 class _Journaled(AbstractCapability):
-    """Wraps the run's toolset (not its output tools: validating the output is not outside work)."""
+    """Wraps the run's toolset (not its output tools: validating the output is not outside
+    work), and asks a person, through ctx.request_approvals, about each tool call that needs
+    approval (`requires_approval=True`, or a tool that raised ApprovalRequired)."""
 
     ctx: Any = None
     bridge: Any = None
     effects: dict = field(default_factory=dict)
+    approval_seconds: float = 24 * 3600
 
     def get_wrapper_toolset(self, toolset: AbstractToolset) -> AbstractToolset:
         return _JournaledToolset(toolset, ctx=self.ctx, bridge=self.bridge, effects=self.effects)
+
+    async def handle_deferred_tool_calls(
+        self, ctx: RunContext, *, requests: DeferredToolRequests
+    ) -> DeferredToolResults | None:
+        """One approval package per call, bound to the tool's name and arguments, decided
+        on its own in the inbox. The attempt ends while they wait (it holds no worker);
+        the next replays the run up to here and reads the decisions from the journal.
+        Approved: the call runs (a step, or its effect). Denied, expired or stale: the
+        model is told so, in the tool's place. Calls deferred for outside execution
+        (CallDeferred) are left to the agent's own handling."""
+        calls = requests.approvals
+        if not calls:
+            return None
+        specs = []
+        for call in calls:
+            arguments = call.args_as_dict()
+            options = self.effects.get(call.tool_name, {})
+            requires = options.get("requires")
+            specs.append(
+                {
+                    "action": {"tool": call.tool_name, "arguments": arguments},
+                    "effect_class": options.get("effect_class", "irreversible"),
+                    "expires_in": self.approval_seconds,
+                    "requires": requires(arguments) if callable(requires) else requires,
+                }
+            )
+        name = "approve:" + ",".join(call.tool_name for call in calls)
+        decided = await self.bridge.call(self.ctx.request_approvals, specs, name=name[:200])
+        return DeferredToolResults(
+            approvals={
+                call.tool_call_id: True if result.approved else _denial(result)
+                for call, result in zip(calls, decided, strict=True)
+            }
+        )
+
+
+def _denial(result) -> ToolDenied:
+    why = (
+        "expired"
+        if result.expired
+        else "went stale (something it depended on changed)"
+        if result.stale
+        else "was denied"
+    )
+    said = f": {result.comment}" if result.comment else ""
+    return ToolDenied(f"A person's approval of this call {why}{said}. It was not run.")
 
 
 def _effect_options(tool: str, spec: dict) -> dict:

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from runtime import states
-from runtime.models import Effect, GatewayCall, Step, Task
+from runtime.approvals.services import approval_decide
+from runtime.models import Approval, Attempt, Effect, GatewayCall, Step, Task
 from tests.faults.support import armed, attempts_of, sigkill, submit, wait_marker, worker_name
 from tests.harness import wait_until
 from tests.runtime.authz.common import give_both
@@ -155,3 +156,43 @@ def test_the_demos_research_assistant_searches_the_notes_and_answers_from_them(l
     assert task.status == states.COMPLETED, task.error
     assert task.output.startswith("tool said: ") and "Linear warmup" in task.output
     assert journal(t) == [("effect", "model:fake-1"), ("step", "tool:search"), ("effect", "model:fake-1")]
+
+
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+def test_a_tool_that_requires_approval_waits_in_the_inbox_holding_no_worker_and_runs_once_approved(
+    live, fleet, env, model, fake, decision
+):
+    give_both("model.call", "model:fake-1", agent="t.pa.approve")
+    fleet.supervisors(1)
+    fleet.workers(1, env=env)
+    t = submit("t.pa.approve", {"prompt": "the summary"}).task_id
+    wait_until(
+        lambda: Task.objects.filter(id=t, status=states.BLOCKED, blocked_reason=states.APPROVAL_PENDING).exists(),
+        timeout=60,
+        message="the task to wait for approval",
+    )
+    approval = Approval.objects.get(task_id=t)
+    assert approval.action == {"tool": "send_summary", "arguments": {"summary": "the summary"}}
+    assert not Attempt.objects.filter(task_id=t, ended_at__isnull=True).exists()  # no worker held
+    assert fake.performed_by_key() == {}
+    approval_decide(approval_id=approval.id, tenant="acme", actor="user:dave", decision=decision, comment="ok")
+    task = finished(t)
+    assert task.status == states.COMPLETED, task.error
+    models = list(Effect.objects.filter(task_id=t, name="model:fake-1"))
+    assert model_keys(model) == Counter({e.key: 1 for e in models}) and len(models) == 2  # none asked again
+    if decision == "approve":
+        sent = Effect.objects.get(task_id=t, name="tool:send_summary")
+        assert fake.performed_by_key() == {sent.key: 1}
+        assert task.output.startswith("tool said: {")
+        sends = [("effect", "tool:send_summary")]
+    else:
+        assert fake.performed_by_key() == {}
+        assert task.output == "tool said: A person's approval of this call was denied: ok. It was not run."
+        sends = []
+    assert journal(t) == [
+        ("effect", "model:fake-1"),
+        ("approval", "approve:send_summary"),
+        ("approval_check", "approve:send_summary"),
+        *sends,
+        ("effect", "model:fake-1"),
+    ]

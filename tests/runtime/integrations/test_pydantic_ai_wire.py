@@ -96,8 +96,9 @@ class StandIn:
         def run():
             said = [m for m in messages if m["role"] == "tool"]
             if params.get("tools") and not said:
-                fn = params["tools"][0]["function"]["name"]
-                call = {"id": "c1", "type": "function", "function": {"name": fn, "arguments": '{"query": "q"}'}}
+                fn = params["tools"][0]["function"]
+                arguments = json.dumps(dict.fromkeys(fn["parameters"]["properties"], "q"))  # "q" for each
+                call = {"id": "c1", "type": "function", "function": {"name": fn["name"], "arguments": arguments}}
                 return {"text": "", "tool_calls": [call], "finish_reason": "tool_calls"}
             return {"text": f"tool said: {said[-1]['content']}" if said else "hello", "finish_reason": "stop"}
 
@@ -241,3 +242,64 @@ def test_a_ctx_call_that_raises_ends_the_run_with_that_error(registered):
 def test_effects_must_name_their_class():
     with pytest.raises(ValueError, match="effect_class"):
         StewardAgent(research_agent([]), name="t.pa.bad", effects={"search": {"key": "k"}})
+
+
+class Decided:
+    def __init__(self, state: str, comment: str = ""):
+        self.approved, self.expired, self.stale = state == "approved", state == "expired", state == "stale"
+        self.comment = comment
+
+
+def approval_agent(runs: list):
+    plain = Agent("openai:fake-1", defer_model_check=True)
+
+    @plain.tool_plain(requires_approval=True)
+    def send_report(report: str) -> str:
+        """Send the report to the team."""
+        runs.append(report)
+        return "sent"
+
+    return plain
+
+
+@pytest.mark.parametrize(
+    ("decision", "ran", "told"),
+    [
+        ("approved", ["q"], "tool said: sent"),
+        ("denied", [], "tool said: A person's approval of this call was denied: not today. It was not run."),
+        ("expired", [], "tool said: A person's approval of this call expired: not today. It was not run."),
+    ],
+)
+def test_a_tool_that_requires_approval_asks_through_ctx_and_runs_only_once_approved(registered, decision, ran, told):
+    runs: list = []
+    ctx = StandIn()
+    asked = []
+
+    def request_approvals(specs, *, name):
+        asked.append((specs, name))
+        ctx.calls.append(("approval", name))
+        return [Decided(decision, "not today")]
+
+    ctx.request_approvals = request_approvals
+    durable = StewardAgent(
+        approval_agent(runs), name="t.pa.approve", effects={"send_report": {"effect_class": "irreversible"}}
+    )
+    assert durable.run(ctx, {"prompt": "cats?"}) == told
+    ((specs, name),) = asked
+    assert name == "approve:send_report"
+    assert specs == [
+        {
+            "action": {"tool": "send_report", "arguments": {"report": "q"}},
+            "effect_class": "irreversible",
+            "expires_in": 24 * 3600,
+            "requires": None,
+        }
+    ]
+    assert runs == ran
+    sent = [("effect", "tool:send_report")] if ran else []
+    assert ctx.calls == [
+        ("model", "model:fake-1"),
+        ("approval", "approve:send_report"),
+        *sent,
+        ("model", "model:fake-1"),
+    ]
