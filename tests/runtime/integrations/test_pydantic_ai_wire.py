@@ -282,7 +282,7 @@ def test_a_tool_that_requires_approval_asks_through_ctx_and_runs_only_once_appro
 
     ctx.request_approvals = request_approvals
     durable = StewardAgent(
-        approval_agent(runs), name="t.pa.approve", effects={"send_report": {"effect_class": "irreversible"}}
+        approval_agent(runs), name="t.pa.wire.approve", effects={"send_report": {"effect_class": "irreversible"}}
     )
     assert durable.run(ctx, {"prompt": "cats?"}) == told
     ((specs, name),) = asked
