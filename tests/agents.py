@@ -546,3 +546,12 @@ def send_summary(summary: str) -> dict:
 
 
 StewardAgent(pa_approve, name="t.pa.approve", effects={"send_summary": {"effect_class": "idempotent", "keyed": True}})
+
+
+async def _drain(run_context, events) -> None:
+    """An event stream handler that reads every event: the run's model requests stream."""
+    async for _ in events:
+        pass
+
+
+StewardAgent(pa_search, name="t.pa.stream", event_stream_handler=_drain)

@@ -31,7 +31,7 @@ for them, so each has the same place in the journal on every attempt.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +40,7 @@ from pydantic_ai import Agent
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, RunContext, ToolDenied
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
@@ -80,7 +80,9 @@ class StewardAgent:
     the tool's arguments). `model`: the model name the gateway is asked for (its grant is
     `model.call` on `model:<name>`); by default the agent's own model's name.
     `approval_hours`: how long a tool call that needs approval waits for a person (then
-    it expires, which means deny)."""
+    it expires, which means deny). `event_stream_handler`: as Pydantic AI's run() takes it;
+    with one (or the agent's own), model requests stream through the gateway and the
+    handler sees each reply's events once the reply is whole."""
 
     def __init__(
         self,
@@ -92,12 +94,14 @@ class StewardAgent:
         model: str | None = None,
         description: str = "",
         approval_hours: float = 24,
+        event_stream_handler: Any = None,
     ):
         self.agent = agent
         self.name = name
         self.model_name = model or _model_name(agent)
         self.effects = {tool: _effect_options(tool, spec) for tool, spec in (effects or {}).items()}
         self.approval_seconds = approval_hours * 3600  # how long a tool call's approval may wait
+        self.event_stream_handler = event_stream_handler
         register(name, pool=pool, input=PromptInput, description=description or f"Pydantic AI agent {name}")(self.run)
 
     def run(self, ctx, input: dict):
@@ -105,13 +109,18 @@ class StewardAgent:
         params = PromptInput.model_validate(input)
         history = ModelMessagesTypeAdapter.validate_python(params.message_history) if params.message_history else None
         bridge = Bridge(f"pydantic-ai:{self.name}")
-        model = FunctionModel(_Requests(ctx, bridge, self.model_name), model_name=self.model_name)
+        requests = _Requests(ctx, bridge, self.model_name)
+        model = FunctionModel(requests, stream_function=requests.stream, model_name=self.model_name)
         journaled = _Journaled(ctx=ctx, bridge=bridge, effects=self.effects, approval_seconds=self.approval_seconds)
 
         async def main():
             with Agent.parallel_tool_call_execution_mode("sequential"):
                 return await self.agent.run(
-                    params.prompt, message_history=history, model=model, capabilities=[journaled]
+                    params.prompt,
+                    message_history=history,
+                    model=model,
+                    capabilities=[journaled],
+                    event_stream_handler=self.event_stream_handler,
                 )
 
         result = bridge.run(main)
@@ -120,7 +129,7 @@ class StewardAgent:
 
 
 class _Requests:
-    """The function of the FunctionModel that stands in for the agent's model: each
+    """The functions of the FunctionModel that stands in for the agent's model: each
     request becomes one ctx.model call, answered from its receipt."""
 
     def __init__(self, ctx, bridge: Bridge, model_name: str):
@@ -128,10 +137,33 @@ class _Requests:
         self.__name__ = f"steward:{model_name}"
 
     async def __call__(self, messages: list[ModelMessage], info: AgentInfo):
+        receipt = await self._ask(messages, info, stream=False)
+        return wire.from_receipt(receipt, self.model_name)
+
+    async def stream(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        """A streamed request (a run with an event stream handler): streamed through the
+        gateway, whose stop and revocation cut it there, and handed to Pydantic AI once
+        whole, as DBOS's and Temporal's wrappers hand over what their step streamed. A
+        replay hands over the journaled reply the same way."""
+        receipt = await self._ask(messages, info, stream=True)
+        if receipt.get("text"):
+            yield receipt["text"]
+        calls = receipt.get("tool_calls") or []
+        if calls:
+            yield {
+                i: DeltaToolCall(
+                    name=call["function"]["name"], json_args=call["function"]["arguments"], tool_call_id=call.get("id")
+                )
+                for i, call in enumerate(calls)
+            }
+
+    async def _ask(self, messages: list[ModelMessage], info: AgentInfo, *, stream: bool) -> dict:
         settings = {k: v for k, v in (info.model_settings or {}).items() if k in _SETTINGS}
         chat = wire.to_chat(messages, info.instructions)
-        reply = await self.bridge.call(self.ctx.model, chat, model=self.model_name, **wire.tools(info), **settings)
-        return wire.from_receipt(reply.receipt, self.model_name)
+        reply = await self.bridge.call(
+            self.ctx.model, chat, model=self.model_name, stream=stream, **wire.tools(info), **settings
+        )
+        return reply.receipt
 
 
 @dataclass

@@ -196,3 +196,47 @@ def test_a_tool_that_requires_approval_waits_in_the_inbox_holding_no_worker_and_
         *sends,
         ("effect", "model:fake-1"),
     ]
+
+
+def test_a_streamed_run_journals_the_same_calls_and_its_tool_call_arrives_in_pieces(live, fleet, env, model):
+    give_both("model.call", "model:fake-1", agent="t.pa.stream")
+    model.set(chunks=6)
+    fleet.workers(1, env=env)
+    t = submit("t.pa.stream", {"prompt": "cats?"}).task_id
+    task = finished(t)
+    assert (task.status, task.output) == (states.COMPLETED, REPLY), task.error
+    assert journal(t) == [("effect", "model:fake-1"), ("step", "tool:search"), ("effect", "model:fake-1")]
+    assert [r["body"]["stream"] for r in model.recorded()] == [True, True]
+    first = Effect.objects.filter(task_id=t).order_by("step_seq").first()
+    assert first.receipt["tool_calls"][0]["function"] == {"name": "search", "arguments": '{"query": "cats?"}'}
+
+
+def test_a_worker_killed_in_the_middle_of_a_model_stream_is_taken_over_and_the_run_completes(
+    live, fleet, env, model, tmp_path
+):
+    give_both("model.call", "model:fake-1", agent="t.pa.stream")
+    model.set(chunks=18, chunk_delay=0.15)  # the first reply, a tool call, streams for about 2.5 s
+    fleet.supervisors(1)
+    (first,) = fleet.workers(1, env=env)
+    earlier = set(model.sent)  # the streams of earlier tests (the fixture forgets requests, not these)
+    t = submit("t.pa.stream", {"prompt": "cats?"}).task_id
+    key = wait_until(
+        lambda: next((k for k, sent in model.sent.items() if k not in earlier and sent), None),
+        interval=0.02,
+        message="the first reply to begin streaming",
+    )
+    sigkill(fleet, first.pid)  # mid-stream: the reply's answer is not recorded anywhere yet
+    model.set(chunk_delay=0.0)
+    fleet.workers(1, env=env)
+    task = finished(t)
+    assert (task.status, task.output) == (states.COMPLETED, REPLY), task.error
+    assert task.attempts.filter(epoch=1, worker=worker_name(first.pid)).exists()
+    effects = list(Effect.objects.filter(task_id=t).order_by("step_seq"))
+    assert [(e.name, e.state) for e in effects] == [("model:fake-1", "committed")] * 2
+    assert effects[0].key == key
+    asked = model_keys(model)
+    # The cut request is sent again under its key (its answer was never recorded); the
+    # second request, answered once, never again.
+    assert asked[effects[1].key] == 1 and asked[key] >= 1 and set(asked) == {e.key for e in effects}
+    assert journal(t) == [("effect", "model:fake-1"), ("step", "tool:search"), ("effect", "model:fake-1")]
+    assert len(tool_runs(Path(env["T_PA_TOOL_LOG"]))) == 1

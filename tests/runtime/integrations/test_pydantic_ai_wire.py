@@ -303,3 +303,27 @@ def test_a_tool_that_requires_approval_asks_through_ctx_and_runs_only_once_appro
         *sent,
         ("model", "model:fake-1"),
     ]
+
+
+def test_with_an_event_stream_handler_each_request_streams_through_ctx_and_the_handler_sees_the_reply(registered):
+    seen: list = []
+
+    async def handler(run_context, events):
+        async for event in events:
+            seen.append(type(event).__name__)
+
+    runs: list = []
+    durable = StewardAgent(research_agent(runs), name="t.pa.wire.stream", event_stream_handler=handler)
+    ctx = StandIn()
+    streamed = []
+    model = ctx.model
+
+    def streaming(messages, **params):
+        streamed.append(params.get("stream"))
+        return model(messages, **params)
+
+    ctx.model = streaming
+    assert durable.run(ctx, {"prompt": "cats?"}) == 'tool said: ["a note about q"]'
+    assert streamed == [True, True] and runs == [("q", None)]
+    assert ctx.calls == [("model", "model:fake-1"), ("step", "tool:search"), ("model", "model:fake-1")]
+    assert "PartStartEvent" in seen and "FunctionToolCallEvent" in seen and "FunctionToolResultEvent" in seen
