@@ -3,6 +3,7 @@ the test process (tests/conftest.py), so both sides know the same names."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -555,3 +556,15 @@ async def _drain(run_context, events) -> None:
 
 
 StewardAgent(pa_search, name="t.pa.stream", event_stream_handler=_drain)
+
+pa_slow = Agent("openai:fake-1", defer_model_check=True)
+
+
+@pa_slow.tool_plain
+async def slow_search(query: str) -> str:
+    """Searches for T_PA_TOOL_SECONDS (an async tool: a stop cancels it where it waits)."""
+    await asyncio.sleep(float(os.environ.get("T_PA_TOOL_SECONDS", "0")))
+    return f"slowly found {query}"
+
+
+StewardAgent(pa_slow, name="t.pa.slow")

@@ -20,10 +20,12 @@ import pytest
 
 from runtime import states
 from runtime.approvals.services import approval_decide
-from runtime.models import Approval, Attempt, Effect, GatewayCall, Step, Task
+from runtime.authz.services import grant_revoke
+from runtime.models import Approval, Attempt, Decision, Effect, GatewayCall, Step, Stop, StopAck, Task
+from runtime.stops.services import task_stop
 from tests.faults.support import armed, attempts_of, sigkill, submit, wait_marker, worker_name
 from tests.harness import wait_until
-from tests.runtime.authz.common import give_both
+from tests.runtime.authz.common import ADMIN, give_both
 
 pytestmark = [pytest.mark.integration]
 
@@ -240,3 +242,52 @@ def test_a_worker_killed_in_the_middle_of_a_model_stream_is_taken_over_and_the_r
     assert asked[effects[1].key] == 1 and asked[key] >= 1 and set(asked) == {e.key for e in effects}
     assert journal(t) == [("effect", "model:fake-1"), ("step", "tool:search"), ("effect", "model:fake-1")]
     assert len(tool_runs(Path(env["T_PA_TOOL_LOG"]))) == 1
+
+
+def test_a_stop_while_a_tool_runs_cancels_the_run_acknowledged_and_the_worker_runs_the_next_task(
+    live, fleet, env, model
+):
+    give_both("model.call", "model:fake-1", agent="t.pa.slow")
+    (worker,) = fleet.workers(1, env={**env, "T_PA_TOOL_SECONDS": "60"})
+    t = submit("t.pa.slow", {"prompt": "cats?"}).task_id
+    wait_until(lambda: journal(t) == [("effect", "model:fake-1")], timeout=60, message="the model to answer")
+    started = task_stop(task_id=t, actor="user:alice", reason="the tool takes too long")
+    stopped = wait_until(
+        lambda: Task.objects.filter(id=t, status=states.CANCELLED).first(), timeout=15, message="the stop"
+    )
+    stop = Stop.objects.get(id=started.stop_id)
+    assert stop.outcome == "acknowledged"
+    assert sorted(StopAck.objects.filter(task_id=t).values_list("boundary", flat=True)) == sorted(
+        states.STOP_BOUNDARIES
+    )
+    took = (stopped.finished_at - stop.requested_at).total_seconds()
+    print(f"\n[stop a Pydantic AI tool call] requested to cancelled: {took * 1000:.0f} ms")
+    assert took < 10  # not the tool's 60 s
+    assert journal(t) == [("effect", "model:fake-1")]  # the interrupted tool call left nothing
+    assert len(model.recorded()) == 1  # and the model was not asked again
+    # The same worker goes on to run the next run whole: the stopped run left it nothing to wait for.
+    give_both("model.call", "model:fake-1", agent="t.pa.search")
+    after = submit("t.pa.search", {"prompt": "cats?"}).task_id
+    assert finished(after).status == states.COMPLETED
+    assert Attempt.objects.get(task_id=after).worker == worker_name(worker.pid)
+
+
+def test_a_grant_revoked_while_a_tool_runs_blocks_the_run_at_its_next_model_request_naming_the_gateway(
+    live, fleet, env, model
+):
+    agent_grant, _ = give_both("model.call", "model:fake-1", agent="t.pa.slow")
+    fleet.workers(1, env={**env, "T_PA_TOOL_SECONDS": "2"})
+    t = submit("t.pa.slow", {"prompt": "cats?"}).task_id
+    wait_until(lambda: journal(t) == [("effect", "model:fake-1")], timeout=60, message="the model to answer")
+    grant_revoke(grant_id=agent_grant.id, tenant="acme", actor=ADMIN, reason="no more model calls")
+    task = wait_until(
+        lambda: Task.objects.filter(id=t, status__in={states.BLOCKED, *states.TERMINAL}).first(),
+        timeout=60,
+        message="the run to end or block",
+    )
+    assert (task.status, task.blocked_reason) == (states.BLOCKED, states.AUTHORITY_DENIED)
+    denied = Decision.objects.get(id=task.blocked_decision_id)
+    assert (denied.allowed, denied.boundary) == (False, "credential_gateway")
+    # The tool's call finished and is kept; the second request was refused, never sent.
+    assert journal(t) == [("effect", "model:fake-1"), ("step", "tool:slow_search")]
+    assert len(model.recorded()) == 1
