@@ -54,6 +54,14 @@ TASKS = [
         {"prompt": "What do the lab notes say about warmup?"},
         "alice",
     ),
+    # dave's too, so that the report's approval waits in alice's inbox.
+    (
+        "acme",
+        "demo-reporter-1",
+        "research.reporter",
+        {"prompt": "Warmup removed the early loss spikes."},
+        "dave",
+    ),
     (
         "acme",
         "demo-notify-1",
@@ -79,6 +87,7 @@ GRANTS = [
     ("acme", "agent:research.batch", "tool.search", "repo:acme/*"),
     ("acme", "agent:research.experiment", "model.call", "model:*"),
     ("acme", "agent:research.assistant", "model.call", "model:*"),
+    ("acme", "agent:research.reporter", "model.call", "model:*"),
     ("acme", "agent:notify.send", "http.post", "notify:oncall@example.com"),
     ("acme", "user:alice", "model.call", "model:*"),
     ("acme", "user:alice", "tool.search", "repo:*"),

@@ -23,6 +23,7 @@ from runtime.approvals.services import approval_decide
 from runtime.authz.services import grant_revoke
 from runtime.models import Approval, Attempt, Decision, Effect, GatewayCall, Step, Stop, StopAck, Task
 from runtime.stops.services import task_stop
+from runtime.tasks.services import task_submit
 from tests.faults.support import armed, attempts_of, sigkill, submit, wait_marker, worker_name
 from tests.harness import wait_until
 from tests.runtime.authz.common import ADMIN, give_both
@@ -291,3 +292,24 @@ def test_a_grant_revoked_while_a_tool_runs_blocks_the_run_at_its_next_model_requ
     # The tool's call finished and is kept; the second request was refused, never sent.
     assert journal(t) == [("effect", "model:fake-1"), ("step", "tool:slow_search")]
     assert len(model.recorded()) == 1
+
+
+def test_the_demos_reporter_waits_for_alices_approval_then_sends_its_report_once(live, fleet, env, model, fake):
+    give_both("model.call", "model:fake-1", agent="research.reporter", owner="user:dave")
+    fleet.workers(1, env={**env, "STEWARD_DEMO_RESULTS_URL": fake.url})
+    t = task_submit(
+        agent="research.reporter",
+        input={"prompt": "Warmup helped."},
+        tenant="acme",
+        owner="user:dave",
+        actor="user:dave",
+    ).task_id
+    approval = wait_until(
+        lambda: Approval.objects.filter(task_id=t, state=states.PENDING).first(), timeout=60, message="the approval"
+    )
+    assert approval.action == {"tool": "send_report", "arguments": {"report": "Warmup helped."}}
+    approval_decide(approval_id=approval.id, tenant="acme", actor="user:alice", decision="approve")
+    task = finished(t)
+    assert task.status == states.COMPLETED, task.error
+    sent = Effect.objects.get(task_id=t, name="tool:send_report")
+    assert fake.performed_by_key() == {sent.key: 1}
