@@ -90,6 +90,7 @@ GRANTS = [
     ("acme", "agent:research.reporter", "model.call", "model:*"),
     ("acme", "agent:notify.send", "http.post", "notify:oncall@example.com"),
     ("acme", "user:alice", "model.call", "model:*"),
+    ("acme", "user:dave", "model.call", "model:*"),  # research.reporter runs as dave's
     ("acme", "user:alice", "tool.search", "repo:*"),
     ("acme", "user:alice", "http.post", "notify:*"),
     ("globex", "agent:research.batch", "model.call", "model:*"),
