@@ -29,6 +29,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import RequestUsage
+from pydantic_core import to_jsonable_python
 
 # The finish reasons chat completions name, as Pydantic AI names them.
 _FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_call", "content_filter": "content_filter"}
@@ -121,11 +122,8 @@ def from_receipt(receipt: dict, model_name: str) -> ModelResponse:
         parts.append(TextPart(content=receipt["text"]))
     for call in receipt.get("tool_calls") or []:
         function = call.get("function") or {}
-        parts.append(
-            ToolCallPart(
-                tool_name=function.get("name", ""), args=function.get("arguments") or "{}", tool_call_id=call.get("id")
-            )
-        )
+        ident = {"tool_call_id": call["id"]} if call.get("id") else {}  # else Pydantic AI makes one
+        parts.append(ToolCallPart(tool_name=function.get("name", ""), args=function.get("arguments") or "{}", **ident))
     usage = receipt.get("usage") or {}
     return ModelResponse(
         parts=parts,
@@ -142,6 +140,4 @@ def from_receipt(receipt: dict, model_name: str) -> ModelResponse:
 def jsonable(value: Any) -> Any:
     """A tool's return value as JSON the journal can store (pydantic models, dataclasses
     and the like dumped as Pydantic AI itself would send them to the model)."""
-    from pydantic_core import to_jsonable_python
-
     return json.loads(json.dumps(to_jsonable_python(value)))
