@@ -213,6 +213,11 @@ STEWARD = {
     "LEASE_SECONDS": _LEASE_SECONDS,
     # How often the worker renews it; a third of the lease by default.
     "HEARTBEAT_SECONDS": env.get_number("STEWARD_HEARTBEAT_SECONDS", 0.0, minimum=0.0),
+    # How many attempts a worker process runs at once (`celery worker --attempts N` says
+    # the same): 1 runs each in the process's own thread, a solo worker
+    # (docs/adr/0009-solo-workers-and-lease-keeper.md); more makes a dense worker, each
+    # attempt in a thread of its own (docs/adr/0033-dense-worker.md).
+    "WORKER_ATTEMPTS": env.get_number("STEWARD_WORKER_ATTEMPTS", 1, minimum=1, maximum=10_000, integer=True),
     # How often the supervisor sweep runs (Celery beat or `manage.py steward supervise`).
     "SWEEP_SECONDS": env.get_number("STEWARD_SWEEP_SECONDS", 1.0, minimum=0.05),
     # A queued task whose message has not been picked up for this long is re-enqueued.

@@ -21,6 +21,10 @@ def heartbeat_seconds() -> float:
     return configured if configured > 0 else lease_seconds() / 3
 
 
+def worker_attempts() -> int:
+    return int(_get("WORKER_ATTEMPTS"))
+
+
 def sweep_seconds() -> float:
     return float(_get("SWEEP_SECONDS"))
 

@@ -76,6 +76,35 @@
     });
   });
 
+  // Relative times in a <time data-ago> ("12.0 s ago", "in 4.0 s": the `ago_live` filter)
+  // keep counting between refreshes: the dashboard's refresh answers 204 while nothing it
+  // counts changed, and a heartbeat's age is not worth building it again for. Counted
+  // against the server's clock (the live part's data-now, when it was built), so a skew
+  // of the reader's clock does not show; written as the `seconds` filter writes them.
+  var skew = 0;
+  function words(value) {
+    if (value < 1) return Math.round(value * 1000) + " ms";
+    if (value < 60) return value.toFixed(1) + " s";
+    if (value < 3600) return Math.floor(value / 60) + " min " + Math.floor(value % 60) + " s";
+    if (value < 86400) return Math.floor(value / 3600) + " h " + Math.floor(value % 3600 / 60) + " min";
+    return Math.floor(value / 86400) + " d " + Math.floor(value % 86400 / 3600) + " h";
+  }
+  function builtAt() {
+    var now = document.querySelector("[data-now]");
+    if (now) skew = Date.parse(now.getAttribute("data-now")) - Date.now();
+  }
+  function tick() {
+    document.querySelectorAll("time[data-ago]").forEach(function (el) {
+      var delta = (Date.now() + skew - Date.parse(el.getAttribute("datetime"))) / 1000;
+      el.textContent = delta >= 0 ? words(delta) + " ago" : "in " + words(-delta);
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    builtAt();
+    if (document.querySelector("[data-now]")) setInterval(tick, 1000);
+  });
+  document.addEventListener("htmx:afterSettle", builtAt);
+
   // Poll only a tab someone can see. htmx's own way, a filter on the trigger
   // (`every 2s [document.visibilityState === 'visible']`), is compiled with Function(),
   // which the Content-Security-Policy forbids (console/csp.py). A poll is the one request

@@ -440,7 +440,45 @@ def _ignores(input: dict) -> str:
         time.sleep(0.01)
 
 
-STOP_STEPS = {"block": _blocks, "absorb": _absorbs, "ignore": _ignores}
+def _streams(input: dict) -> str:
+    """Waits as agent code reading a model stream does: short waits, one after another,
+    for `seconds` (a dense worker's stop lands between two of them)."""
+    _mark(input["dir"], "block")
+    until = time.monotonic() + input.get("seconds", 60)
+    while time.monotonic() < until:
+        time.sleep(0.02)
+    return "streamed"
+
+
+def _spins(input: dict) -> str:
+    """Computes for `seconds` without waiting on anything: a CPU-bound step."""
+    _mark(input["dir"], "block")
+    until = time.monotonic() + input.get("seconds", 60)
+    n = 0
+    while time.monotonic() < until:
+        n += 1
+    return "spun"
+
+
+def _shrugs(input: dict) -> str:
+    """Swallows every stop delivered into it and waits on: only being abandoned ends it
+    (a dense worker cannot end its process for it)."""
+    _mark(input["dir"], "block")
+    while True:
+        try:
+            time.sleep(0.01)
+        except BaseException:
+            _mark(input["dir"], "shrugged")
+
+
+STOP_STEPS = {
+    "block": _blocks,
+    "absorb": _absorbs,
+    "ignore": _ignores,
+    "stream": _streams,
+    "shrug": _shrugs,
+    "spin": _spins,
+}
 
 
 @agent("t.stoppable")

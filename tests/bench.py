@@ -31,6 +31,11 @@ processes. Progress and details go to stderr; stdout carries only the JSON.
                            request to the last boundary's acknowledgment, both as the
                            database recorded them (30 trees; p99 is then the slowest)
 
+    console_poll_load      dispatch_ms_p50 with 200 task pages open and polling over
+                           dispatch_ms_p50 with none, in one run (tests/bench_poll.py;
+                           target <= 1.1)
+
+STEWARD_BENCH_ONLY=console_poll_load runs only the figures it names.
 STEWARD_BENCH_DB names the database (default steward_bench); it is dropped and made anew.
 """
 
@@ -48,6 +53,8 @@ import tests.bench_role  # noqa: F401 - before anything reads DATABASE_URL
 
 BENCH_DB = os.environ.get("STEWARD_BENCH_DB", "steward_bench")
 POOL = "bench"
+# STEWARD_BENCH_ONLY=console_poll_load: only those figures (comma-separated), for a quick look.
+ONLY = [name for name in os.environ.get("STEWARD_BENCH_ONLY", "").split(",") if name]
 
 
 def log(message: str) -> None:
@@ -337,6 +344,13 @@ def approval_resume_ms(n: int = 200) -> tuple[float, float]:
 
 
 def dispatch_ms(n: int = 200) -> tuple[float, float]:
+    samples = sorted(dispatch_samples(n))
+    log(f"dispatch ms: min {samples[0]:.2f} max {samples[-1]:.2f}")
+    return statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
+
+
+def dispatch_samples(n: int) -> list[float]:
+    """`n` dispatches one after another, each ms from submit() to its first step's start."""
     from runtime.models import Step
 
     samples = []
@@ -346,9 +360,7 @@ def dispatch_ms(n: int = 200) -> tuple[float, float]:
         wait_done([task_id])
         first = Step.objects.get(task_id=task_id, seq=0).started_at.timestamp()
         samples.append((first - submitted) * 1000)
-    samples.sort()
-    log(f"dispatch ms: min {samples[0]:.2f} max {samples[-1]:.2f}")
-    return statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
+    return samples
 
 
 def rss_growth_pct(worker, steps: int = 10_000) -> float:
@@ -437,6 +449,9 @@ def submit_backlog_ratio(backlog: int = 50_000, n: int = 100, rounds: int = 10) 
 
 
 def main() -> None:
+    if ONLY:
+        print(json.dumps(only(ONLY)))
+        return
     fleet = bench_fleet(BENCH_DB, "steward-bench")
     try:
         log("raw inserts")
@@ -452,6 +467,8 @@ def main() -> None:
         p50, p99 = dispatch_ms()
         log("approval resume")
         approval_p50, approval_p99 = approval_resume_ms()
+        log("console pages polling (tests/bench_poll.py)")
+        polling = console_poll_load()
         log("fleet")
         fleet_rate = fleet_tasks_per_s()
         fleet.supervisors(1, interval=1.0)
@@ -478,12 +495,33 @@ def main() -> None:
         "stop_tree_ms_p50": round(stop_p50, 1),
         "stop_tree_ms_p99": round(stop_p99, 1),
     }
+    result.update(polling)
     log("console and API (tests/bench_console.py)")
     result.update(console_and_api())
     log("credential gateway (tests/bench_gateway.py)")
     result.update(own_process("tests.bench_gateway"))
     log(f"steps/raw = {steps / raw:.2f}")
     print(json.dumps(result))
+
+
+def console_poll_load() -> dict:
+    """tests/bench_poll.py, on the fleet dispatch_ms_p50 was just measured on (no supervisor)."""
+    from tests import bench_poll
+
+    return bench_poll.console_poll_load()
+
+
+def only(names: list[str]) -> dict:
+    """STEWARD_BENCH_ONLY: the figures named, alone (those that need no other's run)."""
+    known = {"console_poll_load"}
+    if set(names) - known:
+        raise SystemExit(f"bench: STEWARD_BENCH_ONLY knows only {sorted(known)}")
+    fleet = bench_fleet(BENCH_DB, "steward-bench")
+    try:
+        fleet.workers(1)
+        return console_poll_load()
+    finally:
+        fleet.stop_all()
 
 
 def console_and_api() -> dict:

@@ -142,9 +142,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(env: dict) -> tuple[subprocess.Popen, int]:
+def serve(env: dict, cwd: str | None = None) -> tuple[subprocess.Popen, int]:
     """gunicorn on a free loopback port, as docs/deploy.md runs the web tier, in
-    production settings (debug off): what an operator's browser would meet."""
+    production settings (debug off): what an operator's browser would meet. `cwd`: the
+    checkout whose code it serves (this one's by default)."""
     port = free_port()
     server = subprocess.Popen(
         [
@@ -160,6 +161,7 @@ def serve(env: dict) -> tuple[subprocess.Popen, int]:
             "warning",
         ],
         env=env,
+        cwd=cwd,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -303,6 +305,7 @@ def main() -> None:
         os.environ,
         DATABASE_URL=url,
         STEWARD_DEBUG="0",
+        STEWARD_SSL_REDIRECT="0",  # loopback HTTP: TLS is the proxy's in front (docs/deploy.md)
         STEWARD_LOG_LEVEL="WARNING",
         STEWARD_SECRET_KEY=os.environ.get("STEWARD_SECRET_KEY") or secrets.token_urlsafe(50),
         STEWARD_AGENT_MODULES="tests.agents",

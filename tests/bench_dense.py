@@ -524,13 +524,21 @@ def takeover_s(fleet, workers, ids) -> float | None:
     spare = start_workers(fleet, 1, len(held) + PROBE_HEADROOM)
     killed = time.time()
     victim.kill()
+    on_victim = Attempt.objects.filter(task_id__in=held, worker__endswith=f":{victim.pid}")
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        taken = (
-            Attempt.objects.filter(task_id__in=held, started_at__gt=_dt(killed)).values("task_id").distinct().count()
-        )
-        if taken == len(held):
-            return round(time.time() - killed, 2)
+        # An attempt that ended on its own just before the kill is not taken over: count
+        # only the ones the kill left behind, once the sweep has ended every one of them.
+        if not on_victim.filter(ended_at__isnull=True).exists():
+            lost = list(on_victim.filter(end_reason="lease_expired").values_list("task_id", flat=True))
+            taken = (
+                Attempt.objects.filter(task_id__in=lost, started_at__gt=_dt(killed))
+                .values("task_id")
+                .distinct()
+                .count()
+            )
+            if lost and taken == len(lost):
+                return round(time.time() - killed, 2)
         time.sleep(0.2)
     del spare
     return None

@@ -1,7 +1,8 @@
 """`make run`: migrate, seed the demo, then start and supervise every Steward process.
 
 Meant to run inside `python -m console.dev.services run --`, which provides DATABASE_URL and
-REDIS_URL. Children: the web server (uvicorn on STEWARD_PORT, default 8000), two Celery workers,
+REDIS_URL. Children: the web server (uvicorn on STEWARD_PORT, default 8000), one dense Celery
+worker (WORKER_ATTEMPTS attempts at once, runtime/worker/dense.py),
 Celery beat and the demo's fake external services; once the web server accepts
 connections, a summary (URLs, the demo login, how to stop) is printed last, and then the
 demo watcher (`manage.py watch_demo`) says as each demo task finishes or needs an
@@ -75,13 +76,17 @@ def provider_env(port: int) -> dict[str, dict[str, str]]:
     return {
         "web": web,
         "model": {"STEWARD_MODEL_KEY": web["STEWARD_MODEL_KEY"]},
-        "worker1": gateway,
-        "worker2": gateway,
+        "worker": gateway,
     }
 
 
 def _port(url: str) -> str:
     return str(urllib.parse.urlsplit(url).port)
+
+
+# The one worker's places: it runs this many attempts at once, each in a thread of its own
+# (docs/adr/0033-dense-worker.md), where `make run` used to start two solo workers.
+WORKER_ATTEMPTS = 50
 
 
 def service_commands(port: int) -> dict[str, list[str]]:
@@ -91,8 +96,7 @@ def service_commands(port: int) -> dict[str, list[str]]:
     worker = [*celery, "worker", "--pool=solo", "-Q", queue, "--without-gossip", "--without-mingle", "-l", "warning"]
     return {
         "web": web_command(port),
-        "worker1": [*worker, "-n", "worker1@%h"],
-        "worker2": [*worker, "-n", "worker2@%h"],
+        "worker": [*worker, f"--attempts={WORKER_ATTEMPTS}", "-n", "worker@%h"],
         "beat": [*celery, "beat", "-l", "warning", "-s", ".steward/celerybeat-schedule"],
         # The demo's outside services: results deduplicate by key, notifications do not,
         # and drop the connection on sends 1, 4, 7, ... after acting, so the seeded

@@ -88,4 +88,4 @@ def agent_steward(request, principal, name):
     messages.success(
         request, f"{username} {verb} change agent:{info.name}'s grants." if changed else "Nothing changed."
     )
-    return redirect(f"/agents/{info.name}/")
+    return redirect("ui:agent", info.name)

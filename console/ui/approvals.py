@@ -30,6 +30,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect
+from django.urls import reverse
 
 from console.access import OPERATE_ACTION, acting, require, require_approval_right
 from console.ui.web import form_status, kept, listing, page, param, screen
@@ -71,8 +72,10 @@ def _urls(filters: dict, snapshot: str | None) -> dict:
     given = {k: v for k, v in filters.items() if v}
     return {
         "query": urlencode(given),
-        "live_url": "/approvals/live/?" + urlencode({**given, **({"snapshot": snapshot} if snapshot else {})}),
-        "fresh_url": "/approvals/?" + urlencode(given),
+        "live_url": reverse("ui:approvals-live")
+        + "?"
+        + urlencode({**given, **({"snapshot": snapshot} if snapshot else {})}),
+        "fresh_url": reverse("ui:approvals") + "?" + urlencode(given),
     }
 
 
@@ -144,7 +147,7 @@ def approval_detail(request, principal, approval_id):
 def _decide(request, principal, approval_id, decision: str):
     approval = approval_get(approval_id=approval_id, tenant=principal.tenant)  # another tenant's: 404
     if request.method != "POST":
-        return redirect(f"/approvals/{approval.id}/")
+        return redirect("ui:approval", approval.id)
     require(principal, OPERATE_ACTION)
     comment = param(request, "comment", request.POST) or ""
     try:
@@ -173,7 +176,7 @@ def _decide(request, principal, approval_id, decision: str):
         if decision == "approve"
         else "Denied: the task goes on with its denial branch.",
     )
-    return redirect(f"/approvals/{approval.id}/")
+    return redirect("ui:approval", approval.id)
 
 
 @screen

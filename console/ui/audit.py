@@ -10,6 +10,7 @@ import time
 from urllib.parse import urlencode
 
 from django.http import StreamingHttpResponse
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from console.ui.web import NO_ROWS, kept, listing, page, param, screen, when
@@ -62,7 +63,7 @@ def audit_list(request, principal):
         "given": given_typed,
         "q": typed["q"],
         "next_url": None,
-        "export_url": "/audit/export.jsonl",
+        "export_url": reverse("ui:audit-export"),
     }
 
     def read() -> dict:
@@ -75,7 +76,7 @@ def audit_list(request, principal):
             "given": given,
             "q": param(request, "q") or "",
             "next_url": "?" + urlencode({**given, "cursor": events.next}) if events.next else None,
-            "export_url": "/audit/export.jsonl" + ("?" + urlencode(given) if given else ""),
+            "export_url": reverse("ui:audit-export") + ("?" + urlencode(given) if given else ""),
         }
 
     return listing(request, principal, "console/audit.html", form, read, nav="audit")
@@ -84,20 +85,20 @@ def audit_list(request, principal):
 @screen
 def audit_event(request, principal, event_id):
     event = audit_get(event_id, tenant=principal.tenant)
-    subjects = [(s, SUBJECT_URLS[s.kind].format(id=s.id)) for s in audit_subjects(event)]
+    subjects = [(s, reverse(SUBJECT_ROUTES[s.kind], args=[s.id])) for s in audit_subjects(event)]
     return page(request, principal, "console/audit_event.html", {"event": event, "subjects": subjects}, nav="audit")
 
 
 # Each kind of object an event names, and its page.
-SUBJECT_URLS = {
-    "grant": "/grants/{id}/",
-    "effect": "/effects/{id}/",
-    "approval": "/approvals/{id}/",
-    "decision": "/decisions/{id}/",
-    "stop": "/stops/{id}/",
-    "schedule": "/schedules/{id}/",
-    "webhook": "/webhooks/{id}/",
-    "task": "/tasks/{id}/",
+SUBJECT_ROUTES = {
+    "grant": "ui:grant",
+    "effect": "ui:effect",
+    "approval": "ui:approval",
+    "decision": "ui:decision",
+    "stop": "ui:stop",
+    "schedule": "ui:schedule",
+    "webhook": "ui:webhook",
+    "task": "ui:task",
 }
 
 

@@ -24,7 +24,7 @@ def budget_page(request, principal):
 @screen
 def budget_set_view(request, principal):
     if request.method != "POST":
-        return redirect("/budgets/")
+        return redirect("ui:budgets")
     require(principal, OPERATE_ACTION)
     typed = {k: (request.POST.get(k) or "").strip() for k in (*FIELDS, "version", "reason")}
     try:
@@ -35,7 +35,7 @@ def budget_set_view(request, principal):
                 tenant=principal.tenant, actor=principal.actor, version=version, reason=typed["reason"], **limits
             )
         messages.success(request, f"Budgets of {principal.tenant} saved (version {b.version}).")
-        return redirect("/budgets/")
+        return redirect("ui:budgets")
     except StewardError as exc:
         return page(
             request,

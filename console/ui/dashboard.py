@@ -3,17 +3,24 @@ status, the live workers and what they hold, pools, the last hour's throughput a
 dispatch latency of the tenant's tasks (and the whole fleet's totals for those who manage
 it), and what waits for someone: effects, approvals, paused trees. The `live` fragment refreshes it
 every 5 s while the tab is visible, with the last hour's totals and chart data out of
-band (the charts redraw from them in place)."""
+band (the charts redraw from them in place).
+
+A refresh reads the version of what the dashboard shows first, in one statement
+(dashboard_version: it moves with what the dashboard counts, and once a minute with the
+clock), and answers 204 when it is the one the browser shows (`seen`, carried in the
+fragment): an unchanged refresh reads nothing else. The broker's up or down is part of
+the version too (a ping, not a statement): "not answering" shows at the next refresh."""
 
 from __future__ import annotations
 
+from django.http import HttpResponse
 from django.utils import timezone
 
-from console.ui.web import page, screen
+from console.ui.web import page, param, screen
 from runtime import states
-from runtime.approvals.selectors import approval_counts
+from runtime.approvals.selectors import SOON_SECONDS, approval_counts
 from runtime.effects.selectors import effect_page
-from runtime.fleet.selectors import fleet, health, throughput
+from runtime.fleet.selectors import dashboard_version, fleet, health, throughput
 from runtime.limits.selectors import budget_use, open_pauses, pool_usage
 from runtime.tasks.selectors import task_changes, task_counts
 
@@ -39,6 +46,7 @@ def _now(principal) -> dict:
         if p.process.kind == "worker" and p.process.stopped_at is None
     ]
     return {
+        "built_at": now,  # the server's clock, against which console.js counts the "ago" times
         "counts": [(s, counts[s]) for s in states.TASK_STATUSES],
         "live_total": sum(counts[s] for s in states.LIVE),
         "workers": workers,
@@ -72,18 +80,36 @@ def _budgets(tenant: str) -> dict:
     }
 
 
+def _version(principal) -> str:
+    # Read before what it stands for: it can only be older than the view, and the next
+    # refresh then builds the view again.
+    return dashboard_version(tenant=principal.tenant, fleet_totals=principal.manages_fleet, soon_seconds=SOON_SECONDS)
+
+
 @screen
 def dashboard(request, principal):
+    version = _version(principal)
     return page(
-        request, principal, "console/dashboard.html", {**_now(principal), **_last_hour(principal)}, nav="dashboard"
+        request,
+        principal,
+        "console/dashboard.html",
+        {**_now(principal), **_last_hour(principal), "version": version},
+        nav="dashboard",
     )
 
 
 @screen
 def dashboard_live(request, principal):
-    """The `now` partial, and the last hour's totals and chart data out of band."""
+    """The `now` partial, and the last hour's totals and chart data out of band; 204
+    when the version the browser shows is the current one."""
+    version = _version(principal)
+    if version == param(request, "seen"):
+        return HttpResponse(status=204)
     return page(
-        request, principal, "console/dashboard.html#live", {**_now(principal), **_last_hour(principal), "oob": True}
+        request,
+        principal,
+        "console/dashboard.html#live",
+        {**_now(principal), **_last_hour(principal), "oob": True, "version": version},
     )
 
 

@@ -74,7 +74,7 @@ def effect_detail(request, principal, effect_id):
 def resolve(request, principal, effect_id):
     effect = effect_get(effect_id, tenant=principal.tenant)
     if request.method != "POST":
-        return redirect(f"/effects/{effect.id}/")
+        return redirect("ui:effect", effect.id)
     require(principal, OPERATE_ACTION)
     outcome = param(request, "outcome", request.POST)
     receipt_text, note = param(request, "receipt", request.POST), param(request, "note", request.POST) or ""
@@ -96,7 +96,7 @@ def resolve(request, principal, effect_id):
             if outcome == "retry"
             else f"Recorded as {outcome}; its task goes on from there.",
         )
-        return redirect(f"/effects/{effect.id}/")
+        return redirect("ui:effect", effect.id)
     except StewardError as exc:
         context = _form(effect, outcome=outcome, receipt=receipt_text or "", note=note, error=exc)
         return page(request, principal, "console/effect.html", context, status=form_status(exc), nav="effects")

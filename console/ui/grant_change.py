@@ -65,7 +65,7 @@ def _confirm(request, principal, grant_id, action: str):
             f"{n} task{'s' if n != 1 else ''} acting under {grant.principal} "
             f"checked against it from their next action on.",
         )
-        return redirect(f"/grants/{grant.id}/")
+        return redirect("ui:grant", grant.id)
     if grant.revoked_at is not None:
         context["error"] = InvalidTransition(
             f"grant #{grant.id} was revoked by {grant.revoked_by}: nothing to {action}", status="revoked"

@@ -82,4 +82,4 @@ def grant_new(request, principal):
     messages.success(
         request, f"Granted {grant.principal} {grant.action} on {grant.resource} (authz revision {grant.revision})."
     )
-    return redirect(f"/grants/{grant.id}/")
+    return redirect("ui:grant", grant.id)

@@ -69,7 +69,7 @@ def member_add(request, principal):
     except StewardError as exc:
         return _list(request, principal, typed=typed, error=exc, status=form_status(exc))
     messages.success(request, f"{added.user.get_username()} joined {principal.tenant} as {added.role}.")
-    return redirect("/members/")
+    return redirect("ui:members")
 
 
 def _confirm(request, principal, username: str, action: str):
@@ -105,7 +105,7 @@ def _confirm(request, principal, username: str, action: str):
                     request,
                     f"{username} no longer belongs to {principal.tenant}; {n} token{'s' if n != 1 else ''} revoked.",
                 )
-            return redirect("/members/")
+            return redirect("ui:members")
         except StewardError as exc:
             if exc.status == 404:  # removed by another admin meanwhile: nothing left to confirm
                 raise

@@ -37,7 +37,7 @@ def pool_limits(request, principal, name):
     if usage is None:
         return refusal(request, principal, UnknownPool(f"no pool {name!r}"), status=404)
     if request.method != "POST":
-        return redirect(f"/pools/{name}/")
+        return redirect("ui:pool", name)
     require(principal, OPERATE_ACTION)
     typed = {k: (request.POST.get(k) or "").strip() for k in ("max_running", "max_queued")}
     try:
@@ -50,7 +50,7 @@ def pool_limits(request, principal, name):
         with acting(principal):
             pool = pool_set_limits(name=name, actor=principal.actor, **limits)
         messages.success(request, f"Limits of {name}: {pool.max_running} running, {pool.max_queued} queued.")
-        return redirect(f"/pools/{name}/")
+        return redirect("ui:pool", name)
     except StewardError as exc:
         return page(
             request,

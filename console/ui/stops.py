@@ -16,6 +16,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect
+from django.urls import reverse
 
 from console.access import OPERATE_ACTION, acting, require
 from console.ui.web import confirm, page, param, refusal, screen
@@ -116,7 +117,7 @@ def task_stop_view(request, principal, task_id):
             f"{len(done.cancelled)} cancelled at once, {len(done.stopping)} waiting for "
             f"their boundaries.",
         )
-        return redirect(f"/tasks/{task.id}/#stop-panel")
+        return redirect(reverse("ui:task", args=[task.id]) + "#stop-panel")
 
     return confirm(
         request,
@@ -140,7 +141,7 @@ def task_rerun_view(request, principal, task_id):
     def act(reason):
         made = task_rerun(task_id=task.id, actor=principal.actor, reason=reason)
         messages.success(request, f"A new run of {str(task.id)[:13]}: this task, queued.")
-        return redirect(f"/tasks/{made}/")
+        return redirect("ui:task", made)
 
     return confirm(request, principal, "console/task_rerun.html", {"task": task}, act=act, nav="tasks")
 
@@ -168,7 +169,7 @@ def agent_stop_view(request, principal, name):
             f"{info.name} is stopped in {principal.tenant}: submission closed, "
             f"{len(done.tasks)} task{'s' if len(done.tasks) != 1 else ''} stopped.",
         )
-        return redirect(f"/stops/{done.stop_id}/")
+        return redirect("ui:stop", done.stop_id)
 
     return confirm(
         request,
@@ -190,7 +191,7 @@ def agent_reopen_view(request, principal, name):
         return refused
     require(principal, OPERATE_ACTION)
     if request.method != "POST":
-        return redirect(f"/agents/{info.name}/#agent-switch")
+        return redirect(reverse("ui:agent", args=[info.name]) + "#agent-switch")
     reason = (request.POST.get("reason") or "").strip()
     with acting(principal):
         changed = agent_reopen(tenant=principal.tenant, agent=info.name, actor=principal.actor, reason=reason)
@@ -200,7 +201,7 @@ def agent_reopen_view(request, principal, name):
         if changed
         else f"{info.name} was open already: nothing changed.",
     )
-    return redirect(f"/agents/{info.name}/#agent-switch")
+    return redirect(reverse("ui:agent", args=[info.name]) + "#agent-switch")
 
 
 __all__ = [

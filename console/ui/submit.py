@@ -131,7 +131,7 @@ def submit(request, principal):
                     actor=principal.actor,
                     idempotency_key=param(request, "idempotency_key", source),
                 )
-            return redirect(f"/tasks/{made.task_id}/")
+            return redirect("ui:task", made.task_id)
         except StewardError as exc:
             context["error"] = exc
             context["field_errors"] = field_errors(exc)

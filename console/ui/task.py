@@ -196,7 +196,7 @@ def _confirm(request, principal, task_id, action: str):
                 else ""
             ),
         )
-        return redirect(f"/tasks/{task.id}/")
+        return redirect("ui:task", task.id)
 
     def shows():
         # Read afresh for each answer: what lifting the tree's pause would queue now.

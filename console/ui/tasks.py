@@ -13,6 +13,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.http import HttpResponse
+from django.urls import reverse
 
 from console.ui.web import NO_ROWS, kept, listing, page, param, screen, when
 from runtime import states
@@ -39,7 +40,7 @@ def task_list(request, principal):
         "page": NO_ROWS,
         "first_page": True,
         "next_url": None,
-        "fresh_url": "/tasks/",
+        "fresh_url": reverse("ui:tasks"),
         "newer": 0,
     }
 
@@ -67,8 +68,8 @@ def task_list(request, principal):
             "given": given,
             "first_page": cursor is None,
             "next_url": "?" + urlencode({**given, "cursor": rows.next, **at_snapshot}) if rows.next else None,
-            "live_url": "/tasks/live/?" + urlencode({**given, **at_snapshot}),
-            "fresh_url": "/tasks/" + ("?" + urlencode(given) if given else ""),
+            "live_url": reverse("ui:tasks-live") + "?" + urlencode({**given, **at_snapshot}),
+            "fresh_url": reverse("ui:tasks") + ("?" + urlencode(given) if given else ""),
         }
 
     return listing(request, principal, "console/tasks.html", form, read, nav="tasks")
@@ -102,6 +103,6 @@ def task_list_live(request, principal):
             "live_url": request.get_full_path().split("?")[0]
             + "?"
             + urlencode({**given, **({"snapshot": param(request, "snapshot")} if param(request, "snapshot") else {})}),
-            "fresh_url": "/tasks/" + ("?" + urlencode(given) if given else ""),
+            "fresh_url": reverse("ui:tasks") + ("?" + urlencode(given) if given else ""),
         },
     )

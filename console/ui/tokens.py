@@ -78,4 +78,4 @@ def token_revoke_view(request, principal, token_id):
             nav="tokens",
         )
     messages.success(request, f"Revoked {token.name} ({token.prefix}…): refused from its next request on.")
-    return redirect("/tokens/")
+    return redirect("ui:tokens")

@@ -8,6 +8,7 @@ import json
 
 from django.contrib import messages
 from django.shortcuts import redirect
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from console.access import OPERATE_ACTION, acting, require
@@ -119,7 +120,7 @@ def schedule_new(request, principal):
     except StewardError as exc:
         return _schedules(request, principal, typed=typed, error=exc, status=form_status(exc))
     messages.success(request, f"Schedule {made.name} made; it first runs at {made.next_fire_at:%Y-%m-%d %H:%M} UTC.")
-    return redirect(f"/schedules/{made.id}/")
+    return redirect("ui:schedule", made.id)
 
 
 @screen
@@ -158,7 +159,7 @@ def _schedule_toggle(request, principal, schedule_id, fn, done: str):
         found,
         lambda **kw: fn(schedule_id=found.id, **kw),
         done,
-        f"/schedules/{found.id}/",
+        reverse("ui:schedule", args=[found.id]),
         "Schedule",
     )
 
@@ -225,7 +226,7 @@ def webhook_page(request, principal, webhook_id):
         {
             "webhook": hook,
             "deliveries": webhook_deliveries(hook, 50),
-            "url": request.build_absolute_uri(f"/hooks/{hook.id}"),
+            "url": request.build_absolute_uri(reverse("hook-deliver", args=[hook.id])),
         },
         nav="webhooks",
     )
@@ -234,7 +235,13 @@ def webhook_page(request, principal, webhook_id):
 def _webhook_toggle(request, principal, webhook_id, fn, done: str):
     found = webhook_get(webhook_id, tenant=principal.tenant)
     return _toggle(
-        request, principal, found, lambda **kw: fn(webhook_id=found.id, **kw), done, f"/webhooks/{found.id}/", "Webhook"
+        request,
+        principal,
+        found,
+        lambda **kw: fn(webhook_id=found.id, **kw),
+        done,
+        reverse("ui:webhook", args=[found.id]),
+        "Webhook",
     )
 
 

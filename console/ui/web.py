@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.timezone import is_naive, make_aware
 
@@ -52,7 +53,7 @@ def screen(view):
                 # 401 (nothing is swapped), and htmx sends the whole page to sign in, back here after.
                 response = HttpResponse("Sign in again to go on.", status=401, content_type="text/plain")
                 back = request.htmx.current_url_abs_path or "/"
-                response["HX-Redirect"] = f"/login/?{urlencode({'next': back})}"
+                response["HX-Redirect"] = reverse("ui:login") + "?" + urlencode({"next": back})
                 return response
             if request.user.is_authenticated:  # signed in, but a member of no tenant
                 return render(request, "console/error.html", {"status": 401, "message": exc.message}, status=401)

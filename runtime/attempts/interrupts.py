@@ -18,15 +18,29 @@ is, innermost last:
 
 Outside any of them (the executor before and after the agent's code) nothing is
 interrupted: the attempt's end is a fenced write, refused for a stopped task.
+
+A dense worker runs its attempts in threads other than the main one, which a signal
+cannot reach: there the stop is raised in the attempt's thread with
+PyThreadState_SetAsyncExc (deliver() below), and only while that thread is in agent
+code. The exception is raised at the thread's next bytecode boundary, so a delivery and
+the thread's move into Steward's own code race: each region change and each delivery
+take the attempt's lock, and a move into a region that must not be interrupted cancels
+a delivery still pending. The window that remains is the few bytecodes of region()
+itself, before Steward writes anything. A thread blocked in one long C call (a sleep, a
+socket read with no data) sees the exception only when the call returns: past the
+grace such an attempt is released by force and its thread abandoned
+(runtime/worker/stop_watch.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import threading
 import time
 from dataclasses import dataclass, field
 
+from runtime.attempts import connections
 from runtime.errors import StopRequested
 
 AGENT, STEWARD, GATEWAY = "agent", "steward", "gateway"
@@ -47,6 +61,12 @@ class Running:
     # Its tree was paused (runtime/limits/pauses.py): the attempt ends before its next new
     # step (runtime/limits/breakers.py StepBreakers). Never interrupts the step it is in.
     paused: bool = False
+    # A dense worker's delivery (deliver()): set while an exception is pending in the thread.
+    pending: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def interruptible(self) -> bool:
+        return bool(self.regions) and self.regions[-1] in (AGENT, GATEWAY)
 
     def due(self, now: float | None = None) -> bool:
         """Whether a stop should be raised here now."""
@@ -113,12 +133,69 @@ def region(kind: str):
     if run is None:
         yield
         return
-    run.regions.append(kind)
+    _enter(run, kind)
     try:
         yield
     finally:
-        run.regions.pop()
+        _leave(run)
     raise_if_due(run, "returning to agent code")
+
+
+def _enter(run: Running, kind: str) -> None:
+    if kind in (AGENT, GATEWAY):
+        # No connection is held while agent code waits (a dense worker). Handed back
+        # before the region opens: the statement that unmarks it is Steward's own, and
+        # must not be where a stop lands.
+        connections.hand_back()
+    with run.lock:
+        run.regions.append(kind)
+        if not run.interruptible():
+            _cancel_pending(run)
+
+
+def _leave(run: Running) -> None:
+    if len(run.regions) > 1 and run.regions[-2] in (AGENT, GATEWAY):
+        connections.hand_back()  # back to agent code: as _enter, before it is interruptible
+    with run.lock:
+        run.regions.pop()
+        if not run.interruptible():
+            _cancel_pending(run)
+
+
+def _cancel_pending(run: Running) -> None:
+    """Called with run.lock held, by the attempt's own thread: a stop delivered into agent
+    code that has not been raised yet must not land in Steward's own code."""
+    if run.pending:
+        run.pending = False
+        _set_async_exc(run.thread, None)
+
+
+def deliver(run: Running) -> bool:
+    """Raise StopRequested in `run`'s thread (not the main one) if it is where a stop may
+    interrupt it now; whether it was sent. Sent again by the watcher until the attempt ends."""
+    with run.lock:
+        if not run.due():
+            return False
+        run.pending = True
+        return _set_async_exc(run.thread, Delivered) == 1
+
+
+def _set_async_exc(thread: int, exc) -> int:
+    return ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(exc) if exc else None)
+
+
+class Delivered(StopRequested):
+    """The stop as deliver() raises it: built in the attempt's own thread, with no
+    arguments (the interpreter instantiates the class), so it reads the attempt there."""
+
+    def __init__(self, *args):
+        run = current()
+        if args or run is None:
+            super().__init__(*(args or ("?", 0, "in agent code")))
+            return
+        run.pending = False
+        where = run.regions[-1] if run.regions else AGENT
+        super().__init__(run.task_id, run.epoch, f"in {where} code")
 
 
 def raise_if_due(run: Running | None, where: str) -> None:

@@ -115,6 +115,10 @@ class LeaseKeeper:
         with self._lock:
             self._held.discard((lease.task_id, lease.epoch))
 
+    def drop_epoch(self, task_id, epoch: int) -> None:
+        with self._lock:
+            self._held.discard((task_id, epoch))
+
     def stop(self) -> None:
         """End the keeper thread, which closes its database connection; a later hold()
         starts a new one. For a process that ran attempts in-process (a test session)
@@ -131,47 +135,60 @@ class LeaseKeeper:
         try:
             while not self._wake.wait(interval):
                 with self._lock:
-                    held = list(self._held)
-                for task_id, epoch in held:
-                    self._renew(task_id, epoch)
+                    held = sorted(self._held, key=str)
+                if held:
+                    self._renew(held)
                 # Hand the connection back between rounds: the pool checks it before
                 # lending it out again, so a server restart costs no failed renewal.
                 connection.close()
         finally:
             connection.close()
 
-    def _renew(self, task_id, epoch: int) -> None:
+    def _renew(self, held: list[tuple[object, int]]) -> None:
+        """Renew every lease this process holds in one statement (leases_renew.sql): a
+        dense worker's hundreds of attempts cost one round trip per heartbeat, not one
+        each. A lease that is gone stops only its own attempt."""
         try:
-            renewed = db.fetchone(
-                "lease_renew", {"task": task_id, "epoch": epoch, "lease": config.lease_seconds()}, row=_Renewed
+            renewed = db.fetchall(
+                "leases_renew",
+                {
+                    "tasks": [task_id for task_id, _ in held],
+                    "epochs": [epoch for _, epoch in held],
+                    "lease": config.lease_seconds(),
+                },
+                row=_Renewed,
             )
         except db.CONNECTION_ERRORS as exc:
             # The next heartbeat retries on a fresh connection. If the database stays
-            # away past the lease, the supervisor recovers the task and this attempt's
+            # away past the lease, the supervisor recovers the tasks and these attempts'
             # writes are refused: the lease, not this thread, is the source of truth.
             outages.database.failed(exc)
             db.discard_connection()
             return
         except Exception:
-            log.exception("lease renewal failed for %s epoch %s", task_id, epoch)
+            log.exception("lease renewal failed for %d attempt(s)", len(held))
             db.discard_connection()
             return
         outages.database.recovered()
-        if not renewed:
-            log.warning("lease of %s epoch %s is gone (recovered or stopped)", task_id, epoch)
-            with self._lock:
-                self._held.discard((task_id, epoch))
-            return
-        if renewed.paused:  # its tree's pause, if the stop watcher missed the notification
-            interrupts.pause_seen(task_id, epoch)
-        if renewed.status != "running":
-            for observer in self._observers:
-                observer(task_id, epoch, renewed.status)
+        alive = {(str(row.task_id), row.epoch) for row in renewed}
+        for task_id, epoch in held:
+            if (str(task_id), epoch) not in alive:
+                log.warning("lease of %s epoch %s is gone (recovered or stopped)", task_id, epoch)
+                with self._lock:
+                    self._held.discard((task_id, epoch))
+        for row in renewed:
+            if row.paused:  # its tree's pause, if the stop watcher missed the notification
+                interrupts.pause_seen(row.task_id, row.epoch)
+            if row.status != "running":
+                for observer in self._observers:
+                    observer(row.task_id, row.epoch, row.status)
 
 
-@db.reads("lease_renew")
+@db.reads("leases_renew")
 @dataclass(frozen=True, slots=True)
 class _Renewed:
+    task_id: object  # an attempt renewed: its task
+    epoch: int  # and its epoch
     status: str  # the task's status now
     paused: bool  # its tree has an open pause
 

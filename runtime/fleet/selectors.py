@@ -130,6 +130,35 @@ def _broker_ms() -> float | None:
     return round((time.perf_counter() - started) * 1000, 2) if dispatch.broker_ping() else None
 
 
+@db.reads("dashboard_version")
+@dataclass(frozen=True, slots=True)
+class _DashboardVersion:
+    version: str
+
+
+def dashboard_version(*, tenant: str, fleet_totals: bool, soon_seconds: int) -> str:
+    """A digest of what the dashboard shows `tenant` (with the whole fleet's totals when
+    `fleet_totals`), read in one prepared statement: runtime/sql/dashboard_version.sql
+    says what it covers. It moves at least once a minute, so what only time changes
+    (the last hour's window, "ago" texts, the database's answer time) is refreshed
+    within a minute; a change to what the dashboard counts moves it at once. Whether the
+    broker answers is part of it too (a ping, not a statement): health says so."""
+    found = db.fetchone(
+        "dashboard_version",
+        {
+            "tenant": tenant,
+            "live": sorted(states.LIVE),
+            "fleet": fleet_totals,
+            "lease": config.lease_seconds(),
+            "sweep_ok": max(5 * config.sweep_seconds(), config.lease_seconds()),
+            "soon": soon_seconds,
+        },
+        row=_DashboardVersion,
+    )
+    assert found is not None  # a SELECT of expressions, with no FROM: always one row
+    return f"{found.version}.{int(dispatch.broker_ping())}"
+
+
 # --- what /metrics exports (console/metrics.py), read at scrape time --------------------------
 
 

@@ -3,22 +3,19 @@ tasks. Nothing here writes."""
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.contrib.postgres.aggregates import StringAgg
-from django.db.models import CharField, Count, F, Func, Max, OuterRef, Q, Subquery, TextField
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Q
 from django.utils import timezone
 
-from runtime import agents, arguments, states
+from runtime import agents, arguments, db, states
 from runtime.audit import chain_of
 from runtime.errors import AmbiguousTaskId, InvalidInput, StepNotFound, TaskNotFound
 from runtime.ids import epoch_ms, uuid7_floor
 from runtime.limits.services import default_pool_name
-from runtime.models import Approval, Attempt, AuditEvent, AuthzRevision, Decision, Effect, Step, Task, TreePause
+from runtime.models import Attempt, AuditEvent, Effect, Step, Task
 from runtime.paging import Keyset, Page, keyset_page
 
 
@@ -112,82 +109,25 @@ def task_detail(task_id, *, step_limit: int = 200, audit_limit: int = 200, child
 
 
 def task_live_version(task_id, *, tenant: str) -> str:
-    """A digest of what the console's live task view shows, read in one statement: the
-    task's row; its live attempt (worker, heartbeat, lease, and whether the lease has
-    run out); its last step; its effects, approvals and reruns row by row; its last
-    decision; the end of its audit chain; how many tasks its tree holds and the last
-    change to any; its tree's latest pause; its tenant's authz revision. A live poll
+    """A digest of what the console's live task view shows, read in one prepared
+    statement (runtime/sql/task_live_version.sql says what it covers). A live poll
     compares it with the one the browser shows and builds the view only when they
     differ (console/ui/task.py), so an unchanged poll reads nothing else. TASK_NOT_FOUND
     as task_get, for another tenant's task too."""
-    me, root = OuterRef("id"), Coalesce(OuterRef("root_id"), OuterRef("id"))
-    live = Attempt.objects.filter(task_id=me, ended_at__isnull=True)
-    tree = Task.objects.filter(root_id=root, parent_id__isnull=False).order_by().values("root_id")
-    found = (
-        Task.objects.filter(id=task_id, tenant=tenant)
-        .annotate(
-            v_attempt=Subquery(live.values(v=_joined("epoch", "worker", "heartbeat_at", "lease_expires_at"))[:1]),
-            v_lease=Subquery(live.values("lease_expires_at")[:1]),
-            v_step=Subquery(Step.objects.filter(task_id=me).order_by("-seq").values("seq")[:1]),
-            v_effects=_rows(
-                Effect.objects.filter(task_id=me), "task_id", "state", "sends", "settled_at", "resolved_by"
-            ),
-            v_approvals=_rows(Approval.objects.filter(task_id=me), "task_id", "state", "decided_at", "checked_at"),
-            v_reruns=_rows(Task.objects.filter(rerun_of_id=me), "rerun_of_id", "status"),
-            v_decision=Subquery(Decision.objects.filter(task_id=me).order_by("-id").values("id")[:1]),
-            v_audit=Subquery(
-                AuditEvent.objects.filter(
-                    chain=Func(me, OuterRef("tenant"), function="steward_audit_chain", output_field=CharField())
-                )
-                .order_by("-chain_seq")
-                .values("chain_seq")[:1]
-            ),
-            v_tree_n=Subquery(tree.annotate(v=Count("id")).values("v")[:1]),
-            v_tree_at=Subquery(tree.annotate(v=Max("updated_at")).values("v")[:1]),
-            v_pause=Subquery(
-                TreePause.objects.filter(root_id=root)
-                .order_by("-id")
-                .values(v=_joined("id", "released_at", "held"))[:1]
-            ),
-            v_authz=Subquery(AuthzRevision.objects.filter(tenant=OuterRef("tenant")).values("revision")[:1]),
-        )
-        .values(
-            "status",
-            "epoch",
-            "updated_at",
-            "stop_id",
-            "v_attempt",
-            "v_lease",
-            "v_step",
-            "v_effects",
-            "v_approvals",
-            "v_reruns",
-            "v_decision",
-            "v_audit",
-            "v_tree_n",
-            "v_tree_at",
-            "v_pause",
-            "v_authz",
-        )
-        .first()
-    )
+    try:
+        key = task_id if isinstance(task_id, uuid.UUID) else uuid.UUID(str(task_id))
+    except ValueError:
+        raise TaskNotFound(f"no task {task_id}", task=str(task_id)) from None
+    found = db.fetchone("task_live_version", {"task": key, "tenant": tenant}, row=_Version)
     if found is None:
         raise TaskNotFound(f"no task {task_id}", task=str(task_id))
-    lease = found.pop("v_lease")
-    parts = [*found.values(), lease is not None and lease < timezone.now()]
-    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:16]
+    return found.version
 
 
-def _joined(*fields) -> Func:
-    """The fields of a row as one text (for a digest)."""
-    return Func(*map(F, fields), template="concat_ws(':', %(expressions)s)", output_field=TextField())
-
-
-def _rows(rows, group: str, *fields) -> Subquery:
-    """Every row of `rows` (the rows of one task: `group` is the same in each), id and
-    `fields`, as one text in id order."""
-    joined = StringAgg(_joined("id", *fields), ",", order_by=("id",))
-    return Subquery(rows.order_by().values(group).annotate(v=joined).values("v")[:1])
+@db.reads("task_live_version")
+@dataclass(frozen=True, slots=True)
+class _Version:
+    version: str
 
 
 # --- pages (runtime/paging.py): newest first, from an index, with an opaque cursor ------------

@@ -5,7 +5,7 @@ from celery import shared_task
 from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutdown, worker_shutting_down
 
 from runtime import config, db, outages
-from runtime.worker import executor, supervisor
+from runtime.worker import dense, executor, supervisor
 from runtime.worker.heartbeat import Heartbeat
 from runtime.worker.stop_watch import watch
 
@@ -21,6 +21,9 @@ def _watch_stops(**_):
     # into their running step, and a step that ignores it ends the process after the
     # grace (runtime/worker/stop_watch.py; a prefork child is replaced by the master).
     watch.enable(force_exit=True)
+    # STEWARD_WORKER_ATTEMPTS > 1: a dense worker (runtime/worker/dense.py). The
+    # `--attempts` option, read later as the worker is built, overrides it (console/celery.py).
+    dense.configure(config.worker_attempts())
 
 
 @worker_ready.connect
@@ -37,13 +40,19 @@ def _stop_draining(**_):
 
 @worker_shutdown.connect
 def _stop_heartbeat(**_):
-    # After the attempt in hand has ended: until then the worker is still working.
+    # After the attempt in hand has ended: until then the worker is still working. A
+    # dense worker's attempts run in threads of their own: wait for them to end.
+    places = dense.places()
+    if places is not None:
+        places.join()
     for beat in _heartbeat:
         beat.stop()
 
 
 @shared_task(name="runtime.run_pool", ignore_result=True)
 def run_pool(pool: str) -> int:
+    if dense.places() is not None:
+        return dense.wake(pool)  # a thread in a free place drains it; this returns at once
     return executor.run_pool(pool=pool)
 
 

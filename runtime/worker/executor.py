@@ -22,11 +22,12 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 from django.db import transaction
 
 from runtime import agents, config, db, encoding, faults, outages, states
-from runtime.attempts import dispatch, interrupts, journal
+from runtime.attempts import connections, dispatch, interrupts, journal
 from runtime.attempts.lease import Claim, claim_next, keeper
 from runtime.attempts.transitions import end_attempt, fence, release_stopped
 from runtime.audit import AuditKind, audit_append
@@ -64,13 +65,28 @@ def stop_draining() -> None:
     _stopping.set()
 
 
+def stopping() -> bool:
+    return _stopping.is_set()
+
+
+# Per thread: whether a dense worker abandoned this thread (the stop watcher released its
+# attempt by force while its step ran on). It claims nothing more: its place was given
+# back (runtime/worker/dense.py). A solo worker exits instead.
+_here = threading.local()
+
+
+def abandoned_here() -> bool:
+    return getattr(_here, "abandoned", False)
+
+
 def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def run_pool(*, pool: str, worker: str | None = None) -> int:
+def run_pool(*, pool: str, worker: str | None = None, claimed: Callable[[str], None] | None = None) -> int:
     """Run queued tasks of `pool` until it is drained or the budget is spent; return
-    how many attempts ran. If work may remain, wake another worker for it."""
+    how many attempts ran. If work may remain, wake another worker for it. `claimed(pool)`
+    is called after each claim of a new task (a dense worker starts its next claimer)."""
     worker = worker or worker_id()
     deadline = time.monotonic() + DRAIN_MAX_SECONDS
     if _stopping.is_set():
@@ -78,14 +94,25 @@ def run_pool(*, pool: str, worker: str | None = None) -> int:
         return 0
     claim = _claim(pool, worker)
     ran = 0
+    if claim is not None and claimed is not None:
+        claimed(pool)
     while claim is not None:
         ran += 1
         more = ran < DRAIN_MAX_TASKS and time.monotonic() < deadline and not _stopping.is_set()
         # The attempt's end and the next claim commit together when they can, so the
         # freed slot passes straight to the next queued task (one commit, not two).
         claim = run_attempt(claim, then_claim=more)
+        if abandoned_here():
+            break  # this thread was abandoned: its attempt was released by force
+        if claim is None and _stopping.is_set():
+            # A warm shutdown began while the attempt ran: claim nothing more, and hand
+            # what may remain of the queue to a worker that stays.
+            dispatch.send(pool)
+            break
         if claim is None and more and not outages.database.ongoing:
             claim = _claim(pool, worker)
+            if claim is not None and claimed is not None:
+                claimed(pool)
         if not more:  # budget spent: pass the wake-up on in case work remains
             dispatch.send(pool)
             break
@@ -133,6 +160,7 @@ def run_attempt(claim: Claim, *, then_claim: bool = False) -> Claim | None:
     except (InfrastructureError, *db.CONNECTION_ERRORS) as exc:
         _yield(claim, exc.cause if isinstance(exc, InfrastructureError) else exc)
     finally:
+        _here.abandoned = run.forced and connections.per_statement()
         watch.drop()
         keeper.drop(lease)
     return None
@@ -163,10 +191,12 @@ def _run(claim: Claim, then_claim: bool) -> Claim | None:
     except (NondeterminismError, NotJournalable, Exception) as exc:
         halt = ctx.halt if ctx is not None and ctx.halt is not None else exc
         if isinstance(halt, (AuthorityDenied, BreakerTripped)):
-            return _halt(claim, halt)
+            _halt(claim, halt)
+            return None
         return _end(claim, then_claim, states.TaskEvent.FAIL, error=_failure(exc))
     if ctx.halt is not None:  # agent code caught the denial or the breaker's refusal and returned anyway
-        return _halt(claim, ctx.halt)
+        _halt(claim, ctx.halt)
+        return None
     faults.reach(faults.BEFORE_STATUS, task_id=lease.task_id, step="complete", epoch=lease.epoch)
     return _end(claim, then_claim, states.TaskEvent.COMPLETE, output=output)
 
@@ -280,6 +310,12 @@ def _agent_code(task_id):
     """Mark the connection while agent code runs: no grant is written from it, whatever
     actor the code names (migration 0012's trigger). Outside any transaction, so that no
     rollback of the attempt's own writes unmarks it."""
+    if connections.per_statement():
+        # A dense worker: no connection is held while agent code runs; each one taken
+        # meanwhile is marked as it is taken (runtime/attempts/connections.py).
+        with connections.agent_code(task_id), interrupts.region(interrupts.AGENT):
+            yield
+        return
     db.execute("agent_code", {"task": str(task_id)})
     try:
         with interrupts.region(interrupts.AGENT):
@@ -311,7 +347,9 @@ def _failure(exc: BaseException) -> dict:
 
 def _end(claim: Claim, then_claim: bool, event: states.TaskEvent, **fields) -> Claim | None:
     lease = claim.lease
-    if not then_claim:
+    # A warm shutdown that began while this attempt ran: claim nothing more (then_claim
+    # was decided before it began; a dense worker's attempts run for minutes).
+    if not then_claim or _stopping.is_set():
         end_attempt(lease, event, **fields)
         return None
     with transaction.atomic(durable=True):

@@ -6,7 +6,7 @@ step, and ending by force an attempt whose step ignores it (docs/adr/0016-stops.
    transaction notifies at commit: runtime/sql/stop_notify.sql) on a connection of its
    own, and on each notification reads the status of the tasks this process runs. If
    that connection is lost it reconnects with backoff, and meanwhile the lease keeper
-   sees the stop at its next renewal (lease_renew.sql returns the task's status), so a
+   sees the stop at its next renewal (leases_renew.sql returns the task's status), so a
    lost notification costs at most a heartbeat.
 2. **Delivering it.** The attempt runs in the process's main thread (a Celery prefork
    child, or the solo pool's only thread). The watcher signals it (STOP_SIGNAL, a
@@ -21,7 +21,12 @@ step, and ending by force an attempt whose step ignores it (docs/adr/0016-stops.
    force"} commit together (the attempt ends and its slot is freed), and then the
    process exits at once (os._exit): Python cannot end a thread that will not stop. A
    prefork child is replaced by Celery's master; a solo worker is gone, and its service
-   manager starts it again.
+   manager starts it again. A dense worker (runtime/worker/dense.py) runs other attempts
+   that must not die with this one: it abandons the thread instead (on_abandon).
+
+A dense worker's attempts run in threads of their own, which no signal reaches: the
+stop is raised there by interrupts.deliver (PyThreadState_SetAsyncExc), under the same
+rule (agent code only).
 
 The same notification carries a tree's pause (runtime/limits/pauses.py): a running
 task of a paused tree is not interrupted, only marked, and ends before its next new step.
@@ -80,6 +85,9 @@ class StopWatch:
         self._thread: threading.Thread | None = None
         self._pid: int | None = None
         self._quit = threading.Event()
+        # A dense worker's (runtime/worker/dense.py): called with the thread of an attempt
+        # released by force, instead of ending the process.
+        self.on_abandon = None
 
     def enable(self, *, force_exit: bool = True) -> None:
         """Watch the attempts this process runs. `force_exit`: end the process when a
@@ -236,11 +244,15 @@ class StopWatch:
                 time.sleep(delay)
 
     def _deliver(self, run: interrupts.Running) -> None:
-        if run.thread == threading.main_thread().ident:
-            try:
-                signal.pthread_kill(run.thread, STOP_SIGNAL)
-            except (ProcessLookupError, OSError):
-                pass  # the thread is gone: so is the attempt
+        if run.thread != threading.main_thread().ident:
+            # A dense worker's attempt, in a thread of its own: no signal reaches it, so
+            # the exception is raised in that thread directly (interrupts.deliver).
+            interrupts.deliver(run)
+            return
+        try:
+            signal.pthread_kill(run.thread, STOP_SIGNAL)
+        except (ProcessLookupError, OSError):
+            pass  # the thread is gone: so is the attempt
 
     def _force(self, run: interrupts.Running, after: float) -> None:
         """The step ignored the stop for the whole grace: end the attempt here, then the
@@ -260,6 +272,19 @@ class StopWatch:
         if not released:
             return
         run.forced = True
+        if run.thread != threading.main_thread().ident and self.on_abandon is not None:
+            # A dense worker: exiting would end every other attempt of the process. The
+            # attempt is released and acknowledged; its thread runs on unowned (each of
+            # its writes refused by the fence) and its place is given back.
+            log.warning(
+                "task %s epoch %s ignored its stop for %.1f s: released by force, its thread abandoned",
+                run.task_id,
+                run.epoch,
+                after,
+            )
+            keeper.drop_epoch(run.task_id, run.epoch)
+            self.on_abandon(run.thread)
+            return
         log.warning(
             "task %s epoch %s ignored its stop for %.1f s: ending the process by force", run.task_id, run.epoch, after
         )

@@ -81,7 +81,7 @@ def test_make_run_gives_the_model_key_to_the_web_process_and_the_fake_model_only
     assert envs["web"]["STEWARD_MODEL_URL"] == "https://provider.example/v1"
     holders = {name for name, env in envs.items() if "sk-from-the-shell" in env.values()}
     assert holders == {"web", "model"}
-    assert envs["worker1"]["STEWARD_GATEWAY_URL"] == "http://127.0.0.1:8031"
+    assert envs["worker"]["STEWARD_GATEWAY_URL"] == "http://127.0.0.1:8031"
 
 
 def test_make_run_without_a_provider_points_the_gateway_at_the_fake_model_with_a_fresh_key(monkeypatch):
@@ -92,7 +92,7 @@ def test_make_run_without_a_provider_points_the_gateway_at_the_fake_model_with_a
     assert key.startswith("sk-demo-") and extra["model"] == {"STEWARD_MODEL_KEY": key}
     assert extra["web"]["STEWARD_MODEL_URL"] == run.DEMO_MODEL_URL + "/v1"
     assert run.service_commands(8000)["model"][-1] == run._port(run.DEMO_MODEL_URL)
-    assert all(key not in run.child_env(name, extra).values() for name in ("worker1", "worker2", "beat", "demo"))
+    assert all(key not in run.child_env(name, extra).values() for name in ("worker", "beat", "demo"))
 
 
 def test_make_run_gives_the_schema_owners_address_to_migrate_alone(monkeypatch):

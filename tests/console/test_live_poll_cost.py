@@ -6,13 +6,16 @@ its user and its membership (console/access): counted apart, as every page pays 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 from django.db import connection
+from django.db.models.functions import Now
 from django.test.utils import CaptureQueriesContext
 
-from runtime import states
-from runtime.models import Step, Task
+from runtime import config, states
+from runtime.models import Effect, Process, Step, Task
 from runtime.stops.services import stop_ack, task_stop
+from tests.console.world import submit
 
 SIGNED_IN = re.compile(r'FROM "(django_session|auth_user|steward_membership)"')
 
@@ -114,3 +117,80 @@ def test_an_unchanged_inbox_poll_costs_one_statement_whatever_it_shows(world, as
         f"&snapshot={world.approval.id}&row={world.approval.id}.pending&newer=0",
     )
     assert status == 204 and len(ran) <= 2, ran
+
+
+def unchanged_dashboard_poll(client) -> tuple[int, list[str]]:
+    """The dashboard's refresh with the version it just showed. The version moves once a
+    minute with the clock: a minute that turned between the two reads is read again."""
+    for _ in range(2):
+        seen = seen_of(client.get("/live/", headers={"HX-Request": "true"}).content.decode())
+        status, ran = poll(client, f"/live/?seen={seen}")
+        if status == 204:
+            break
+    return status, ran
+
+
+def test_an_unchanged_dashboard_poll_reads_one_version_and_nothing_else(world, as_person):
+    client = as_person(world.people.alice)
+    assert poll(client, "/live/")[0] == 200  # without a version: the whole dashboard
+    status, ran = unchanged_dashboard_poll(client)
+    assert status == 204 and len(ran) <= 2, ran
+    # The page shows the version its refresh compares.
+    page = client.get("/").content.decode()
+    assert seen_of(page[page.index('id="dashboard-now"') :]) == seen_of(
+        client.get("/live/", headers={"HX-Request": "true"}).content.decode()
+    )
+
+
+def test_a_dashboard_poll_builds_the_dashboard_again_once_what_it_shows_changed(world, as_person):
+    client = as_person(world.people.alice)
+    seen = seen_of(client.get("/live/", headers={"HX-Request": "true"}).content.decode())
+    submit("acme", "alice", n=1)
+    changed = client.get(f"/live/?seen={seen}", headers={"HX-Request": "true"})
+    assert changed.status_code == 200 and seen_of(changed.content.decode()) != seen
+    assert 'data-status="queued"' in changed.content.decode()
+
+
+def _unknown_effect(made: Effect, seq: int) -> None:
+    """Another unknown effect of `made`'s task."""
+    fields = ("task", "tenant", "effect_class", "keyed", "request_digest", "attempt", "epoch")
+    Effect.objects.create(
+        **{f: getattr(made, f) for f in fields},
+        key=f"{made.task_id}/{seq}/send",
+        step_seq=seq,
+        name="send",
+        state=states.UNKNOWN,
+    )
+
+
+def test_another_tenants_effect_leaves_the_dashboards_version_and_its_own_moves_it(world, as_person):
+    """Unknown effects are a tenant's own (pools, which every tenant shares, are shown to all)."""
+    client = as_person(world.people.alice)
+    for seq in (1, 2):  # a minute turning between the reads moves it: read again
+        seen = seen_of(client.get("/live/", headers={"HX-Request": "true"}).content.decode())
+        _unknown_effect(world.other_effect, seq)  # globex's
+        if client.get(f"/live/?seen={seen}", headers={"HX-Request": "true"}).status_code == 204:
+            break
+    else:
+        raise AssertionError("globex's effect moved acme's dashboard version")
+    _unknown_effect(world.effect, 1)  # acme's
+    changed = client.get(f"/live/?seen={seen}", headers={"HX-Request": "true"})
+    assert changed.status_code == 200 and seen_of(changed.content.decode()) != seen
+
+
+def test_a_heartbeat_leaves_the_dashboards_version_and_a_worker_gone_silent_moves_it(world, as_person):
+    """A beat moves only ages, which the page counts by itself (a <time data-ago> that
+    static/console.js keeps counting); a worker with no beat within a lease is news."""
+    worker = Process.objects.create(name="worker:vm:1", kind="worker", host="vm", pid=1)
+    client = as_person(world.people.alice)
+    for _ in range(2):  # a minute turning between the reads moves it: read again
+        html = client.get("/live/", headers={"HX-Request": "true"}).content.decode()
+        Process.objects.filter(pk=worker.pk).update(seen_at=Now())
+        if client.get(f"/live/?seen={seen_of(html)}", headers={"HX-Request": "true"}).status_code == 204:
+            break
+    else:
+        raise AssertionError("a heartbeat moved the dashboard's version")
+    assert re.search(r'<td><time datetime="[^"]+" data-ago>[^<]+ ago</time></td>', html), "the worker's age"
+    Process.objects.filter(pk=worker.pk).update(seen_at=Now() - timedelta(seconds=config.lease_seconds() + 1))
+    changed = client.get(f"/live/?seen={seen_of(html)}", headers={"HX-Request": "true"})
+    assert changed.status_code == 200 and ">silent</span>" in changed.content.decode()

@@ -72,3 +72,43 @@ def _route_names():
     for name in get_resolver().reverse_dict:
         if isinstance(name, str):
             yield name, None
+
+
+# The views build their URLs the same way: a redirect or a live/fresh URL names its route
+# (redirect("ui:task", id), reverse(...)), never a path spelled out, so renaming a route
+# cannot leave a view pointing at the old path.
+VIEWS = sorted((Path(__file__).resolve().parents[2] / "console" / "ui").glob("*.py"))
+_SCREEN_PATH = re.compile(r"^/[a-z]+/")
+
+
+def _spelled_paths(source: str) -> list[tuple[int, str]]:
+    import ast
+
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and _SCREEN_PATH.match(node.value)
+    ]
+
+
+@pytest.mark.parametrize("path", VIEWS, ids=lambda p: p.name)
+def test_no_view_spells_out_a_screens_path(path):
+    assert _spelled_paths(path.read_text()) == []
+
+
+def test_the_view_check_finds_a_spelled_path():
+    assert _spelled_paths('def f(x):\n    """/tasks/ in a docstring"""\n    return redirect(f"/tasks/{x}/")\n') == [
+        (3, "/tasks/")
+    ]
+    assert _spelled_paths('redirect("ui:task", x)\nreverse("ui:tasks") + "?a=1"\n') == []

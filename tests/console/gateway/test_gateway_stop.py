@@ -12,6 +12,7 @@ two run the agent on a real worker (t.model, streaming through the real web proc
 from __future__ import annotations
 
 import signal
+import threading
 import time
 
 import pytest
@@ -238,15 +239,22 @@ def test_no_gateway_call_is_admitted_after_the_stop_commits(live, gateway_web, m
         give_both("model.call", "model:fake-1")
         token = model_token(t)
         marks = {}
+        committed = threading.Event()
 
-        def act(i, t=t, token=token, marks=marks):
+        def act(i, t=t, token=token, marks=marks, committed=committed):
             if i == 0:
                 # Spread the stop over the call's admission (an HTTP round trip to the
                 # gateway first): some calls are admitted before it, some after.
                 time.sleep((trial % 10) * 0.004)
                 started = task_stop(task_id=t, actor=ACTOR, reason=f"race {trial}")
                 marks["committed"] = time.monotonic()
+                committed.set()
                 return started
+            if trial % 4 == 3:
+                # Every fourth call is sent once the stop has committed, whatever the
+                # machine's load: the race above may go either way, and on a loaded
+                # machine every call was admitted first, leaving the refusal untested.
+                committed.wait(30)
             marks["sent"] = time.monotonic()
             return post(model_url(gateway_web), token=token, body=completion_body(), key=f"stop-race-{trial}")
 
