@@ -24,6 +24,10 @@ from typing import Any
 
 _DONE = object()
 _JOIN_SECONDS = 5.0  # a cancelled run unwinds in far less; a daemon thread if it does not
+# The attempt's thread never blocks longer than this in one call: a dense worker delivers a
+# stop into the thread as an asynchronous exception (interrupts.deliver), which Python
+# raises only between bytecodes, never inside a blocking lock wait.
+_WAKE_SECONDS = 0.05
 
 
 class Bridge:
@@ -58,7 +62,12 @@ class Bridge:
             task.add_done_callback(lambda task: self._settle(task, done))
 
         loop.call_soon_threadsafe(start)
-        return done.result()
+        while True:
+            try:
+                return done.result(timeout=_WAKE_SECONDS)
+            except concurrent.futures.TimeoutError:
+                if done.done():
+                    raise  # the tool's own TimeoutError, not our wait's
 
     def _settle(self, task: asyncio.Task, done: concurrent.futures.Future) -> None:
         self._tools.discard(task)
@@ -77,7 +86,7 @@ class Bridge:
         thread.start()
         started.wait()
         try:
-            while (item := self._calls.get()) is not _DONE:
+            while (item := self._next()) is not _DONE:
                 fn, args, kwargs, future = item
                 try:
                     future.set_result(fn(*args, **kwargs))
@@ -87,6 +96,13 @@ class Bridge:
         finally:
             self._cancel(thread)
         return outcome.result()
+
+    def _next(self):
+        while True:
+            try:
+                return self._calls.get(timeout=_WAKE_SECONDS)
+            except queue.Empty:
+                continue
 
     def _serve_loop(self, main, outcome: concurrent.futures.Future, started: threading.Event) -> None:
         loop = asyncio.new_event_loop()
