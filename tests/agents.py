@@ -3,15 +3,19 @@ the test process (tests/conftest.py), so both sides know the same names."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pydantic_ai import Agent
+
 from console.dev.demo.fake_service import ServiceRejected, call, http_json
 from runtime.agents import agent
 from runtime.errors import EffectNotApplied
+from runtime.integrations.pydantic_ai import StewardAgent, idempotency_key
 
 
 def submit(url: str, body: dict, *, idempotency_key: str, delay: float = 0.0) -> dict:
@@ -540,3 +544,65 @@ def lingers(ctx, input):
 # The tree pause agents (t.grove and its kind) live in their own module; importing it
 # registers them wherever this module is imported.
 from tests import tree_agents  # noqa: E402, F401
+
+# --- Pydantic AI agents under StewardAgent (runtime/integrations/pydantic_ai/) ----------
+# Plain Pydantic AI, as their authors write them; the fake model calls each one's only tool
+# with the prompt as its argument, then answers "tool said: <the tool's answer>".
+
+pa_search = Agent("openai:fake-1", instructions="Answer from the search.", defer_model_check=True)
+
+
+@pa_search.tool_plain
+def search(query: str) -> list[str]:
+    """Search the notes; each run is logged to T_PA_TOOL_LOG, so a test counts them."""
+    log = os.environ.get("T_PA_TOOL_LOG")
+    if log:
+        with open(log, "a") as out:
+            out.write(f"{os.getpid()} {query}\n")
+    return [f"a note about {query}"]
+
+
+StewardAgent(pa_search, name="t.pa.search")
+
+pa_submit = Agent("openai:fake-1", defer_model_check=True)
+
+
+@pa_submit.tool_plain
+def send_report(report: str) -> dict:
+    """Sends the report to the fake service (T_PA_SERVICE_URL), which deduplicates by key."""
+    return submit(os.environ["T_PA_SERVICE_URL"], {"report": report}, idempotency_key=idempotency_key())
+
+
+StewardAgent(pa_submit, name="t.pa.submit", effects={"send_report": {"effect_class": "idempotent", "keyed": True}})
+
+pa_approve = Agent("openai:fake-1", defer_model_check=True)
+
+
+@pa_approve.tool_plain(requires_approval=True)
+def send_summary(summary: str) -> dict:
+    """Sends the summary to the fake service (T_PA_SERVICE_URL) once a person approved it."""
+    return submit(os.environ["T_PA_SERVICE_URL"], {"summary": summary}, idempotency_key=idempotency_key())
+
+
+StewardAgent(pa_approve, name="t.pa.approve", effects={"send_summary": {"effect_class": "idempotent", "keyed": True}})
+
+
+async def _drain(run_context, events) -> None:
+    """An event stream handler that reads every event: the run's model requests stream."""
+    async for _ in events:
+        pass
+
+
+StewardAgent(pa_search, name="t.pa.stream", event_stream_handler=_drain)
+
+pa_slow = Agent("openai:fake-1", defer_model_check=True)
+
+
+@pa_slow.tool_plain
+async def slow_search(query: str) -> str:
+    """Searches for T_PA_TOOL_SECONDS (an async tool: a stop cancels it where it waits)."""
+    await asyncio.sleep(float(os.environ.get("T_PA_TOOL_SECONDS", "0")))
+    return f"slowly found {query}"
+
+
+StewardAgent(pa_slow, name="t.pa.slow")

@@ -135,11 +135,12 @@ def _chat(ctx, seq: int, body: dict, key: str) -> dict:
         accept="text/event-stream" if body["stream"] else "application/json",
     )
     tags = _tags(response)
+    extra: dict = {}  # tool calls and usage, when the reply has them
     with response, interrupts.region(interrupts.GATEWAY):
         if body["stream"]:
             delivered: list[str] = []
             try:
-                text, ident, finish = _read_stream(ctx, response, delivered)
+                text, ident, finish = _read_stream(ctx, response, delivered, extra)
             except AuthorityDenied as denial:
                 if denial.details.get("gateway_code") != "AUTHZ_REVOKED":
                     raise
@@ -166,12 +167,24 @@ def _chat(ctx, seq: int, body: dict, key: str) -> dict:
                 completion.get("id"),
                 choice.get("finish_reason"),
             )
+            # What an agent framework needs besides the text (runtime/integrations/): the
+            # function calls the model asked for, and what the call cost. Kept in the
+            # receipt, so a replay hands them back as the first attempt saw them.
+            extra = {
+                key: value
+                for key, value in (
+                    ("tool_calls", choice["message"].get("tool_calls")),
+                    ("usage", completion.get("usage")),
+                )
+                if value
+            }
     return {
         "untrusted": True,
         "source": model_resource(body["model"]),
         "text": text,
         "id": ident,
         "finish_reason": finish,
+        **extra,
         **tags,
     }
 
@@ -262,10 +275,12 @@ def _raise(status: int, refusal: dict, ctx):
     raise OSError(f"the gateway answered HTTP {status}: {refusal.get('code')}")  # may have acted: the ledger decides
 
 
-def _read_stream(ctx, response, text: list[str]) -> tuple[str, str | None, str | None]:
+def _read_stream(ctx, response, text: list[str], extra: dict) -> tuple[str, str | None, str | None]:
     """The stream's text, id and finish reason; `text` holds the pieces as they come, so
-    a caller that sees it cut knows what was delivered."""
+    a caller that sees it cut knows what was delivered. The function calls the deltas
+    spell out piece by piece, and the usage a last chunk may carry, go into `extra`."""
     ident, finish, event = None, None, None
+    calls: dict[int, dict] = {}
     for raw in response:
         line = raw.decode("utf-8").rstrip("\r\n")
         if not line:
@@ -280,10 +295,30 @@ def _read_stream(ctx, response, text: list[str]) -> tuple[str, str | None, str |
         if event == "error":
             _raise(200, _refusal(payload.encode()), ctx)
         if payload == "[DONE]":
+            if calls:
+                extra["tool_calls"] = [calls[i] for i in sorted(calls)]
             return "".join(text), ident, finish
         chunk = json.loads(payload)
-        choice = chunk["choices"][0]
         ident = ident or chunk.get("id")
-        text.append((choice.get("delta") or {}).get("content") or "")
+        if chunk.get("usage"):
+            extra["usage"] = chunk["usage"]
+        if not chunk.get("choices"):
+            continue  # the usage chunk (stream_options.include_usage) has none
+        choice = chunk["choices"][0]
+        delta = choice.get("delta") or {}
+        text.append(delta.get("content") or "")
+        for piece in delta.get("tool_calls") or []:
+            _add_call_piece(calls, piece)
         finish = choice.get("finish_reason") or finish
     raise OSError("the gateway's stream ended before [DONE]")
+
+
+def _add_call_piece(calls: dict[int, dict], piece: dict) -> None:
+    """One delta of a streamed function call: the first names it, the rest extend its arguments."""
+    call = calls.setdefault(
+        piece.get("index", 0), {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+    )
+    call["id"] = piece.get("id") or call["id"]
+    function = piece.get("function") or {}
+    call["function"]["name"] += function.get("name") or ""
+    call["function"]["arguments"] += function.get("arguments") or ""

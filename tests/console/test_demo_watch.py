@@ -99,6 +99,14 @@ def test_the_watch_says_when_each_task_finishes_and_when_all_have(db):
     watch = DemoWatch()
     research, notify = seeded("research.batch"), seeded("notify.send")
     other = seeded("research.batch", tenant="globex")
+    assistant, reporter = seeded("research.assistant"), seeded("research.reporter")
+    finish(assistant)
+    finish(reporter)
+    lines = watch.poll()
+    assert [line.split(" completed (")[0] for line in lines] == [
+        f"demo task research.assistant {assistant.id} (acme)",
+        f"demo task research.reporter {reporter.id} (acme)",
+    ]
 
     finish(research)
     (line,) = watch.poll()
@@ -115,14 +123,20 @@ def test_the_watch_says_when_each_task_finishes_and_when_all_have(db):
 
 def test_watch_demo_prints_those_lines_and_exits_once_every_demo_task_has_finished(db):
     seed_demo()
-    for tenant, agent in (("acme", "research.batch"), ("acme", "notify.send"), ("globex", "research.batch")):
+    for tenant, agent in (
+        ("acme", "research.batch"),
+        ("acme", "research.assistant"),
+        ("acme", "research.reporter"),
+        ("acme", "notify.send"),
+        ("globex", "research.batch"),
+    ):
         finish(seeded(agent, tenant))
     out = io.StringIO()
 
     call_command("watch_demo", "--interval", "0.1", stdout=out)
 
     lines = out.getvalue().splitlines()
-    assert len(lines) == 4 and lines[-1] == "every demo task has finished"
+    assert len(lines) == 6 and lines[-1] == "every demo task has finished"
 
 
 def test_the_watch_waits_quietly_for_a_demo_that_was_not_seeded(db):

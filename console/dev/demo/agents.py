@@ -1,4 +1,4 @@
-"""The two demo agents that `make run` seeds, written the way a developer would.
+"""The demo agents that `make run` seeds, written the way a developer would.
 
 * research.batch: an overnight research batch. It plans experiments, spawns one child
   task per experiment, waits for them durably, sleeps "overnight" without holding a
@@ -6,6 +6,8 @@
   `approve_results` it first asks a person to approve the submission (the summary laid
   out for them) and submits only once approved; a request found stale (a grant of the
   tenant changed before it acted) is asked again, a denied or expired one is not.
+* research.assistant: a research assistant written in plain Pydantic AI, wrapped by
+  StewardAgent (console/dev/demo/assistant.py): each model request and search is journaled.
 * notify.send: sends a notification through a service that does NOT deduplicate, so
   an interrupted send is marked `unknown` for an operator instead of being re-sent.
 
@@ -20,7 +22,10 @@ import os
 
 from pydantic import BaseModel, Field
 
-from console.dev.demo import fake_service
+from console.dev.demo import (
+    assistant,  # noqa: F401  (importing it registers research.assistant)
+    fake_service,
+)
 from runtime.agents import agent
 from runtime.errors import EffectNotApplied
 

@@ -49,6 +49,21 @@ TASKS = [
     ),
     (
         "acme",
+        "demo-assistant-1",
+        "research.assistant",
+        {"prompt": "What do the lab notes say about warmup?"},
+        "alice",
+    ),
+    # dave's too, so that the report's approval waits in alice's inbox.
+    (
+        "acme",
+        "demo-reporter-1",
+        "research.reporter",
+        {"prompt": "Warmup removed the early loss spikes."},
+        "dave",
+    ),
+    (
+        "acme",
         "demo-notify-1",
         "notify.send",
         {"to": "oncall@example.com", "message": "The overnight research batch has started."},
@@ -71,8 +86,11 @@ GRANTS = [
     ("acme", "agent:research.batch", "model.call", "model:*"),
     ("acme", "agent:research.batch", "tool.search", "repo:acme/*"),
     ("acme", "agent:research.experiment", "model.call", "model:*"),
+    ("acme", "agent:research.assistant", "model.call", "model:*"),
+    ("acme", "agent:research.reporter", "model.call", "model:*"),
     ("acme", "agent:notify.send", "http.post", "notify:oncall@example.com"),
     ("acme", "user:alice", "model.call", "model:*"),
+    ("acme", "user:dave", "model.call", "model:*"),  # research.reporter runs as dave's
     ("acme", "user:alice", "tool.search", "repo:*"),
     ("acme", "user:alice", "http.post", "notify:*"),
     ("globex", "agent:research.batch", "model.call", "model:*"),
