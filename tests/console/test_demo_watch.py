@@ -91,7 +91,9 @@ def test_the_watch_says_how_to_decide_a_seeded_task_waiting_for_approval(db):
     assert line.startswith(
         f"demo task research.batch {research.id} (acme) waits for a person's approval (waiting for approval 01a2)"
     )
-    assert "approvals approve ID --actor user:alice" in line
+    # The command as the CLI parses it: --actor before the subcommand, --tenant required.
+    assert "steward --actor user:alice approvals approve ID --tenant acme" in line
+    assert "approvals list --tenant acme" in line
 
 
 def test_the_watch_says_when_each_task_finishes_and_when_all_have(db):

@@ -67,7 +67,9 @@ def _line(task) -> str:
         if task.blocked_reason == states.APPROVAL_PENDING:
             return (
                 f"{name} waits for a person's approval ({task.status_note}).\n"
-                f"  decide it: sign in as alice, open Approvals; or {CLI} approvals approve ID --actor user:alice"
+                f"  decide it: sign in as alice, open Approvals; or {CLI} --actor user:alice approvals approve ID"
+                f" --tenant {task.tenant}\n"
+                f"  (its ID: {CLI} approvals list --tenant {task.tenant})"
             )
         return f"{name} is blocked: {task.status_note}"
     if task.status == states.DEAD:
