@@ -186,13 +186,7 @@ class Relay:
         index = piece["index"]
         if not isinstance(index, int) or isinstance(index, bool):
             raise TypeError("a tool call's index is an integer")  # read as a chunk that is not one
-        call = self.tool_calls.setdefault(
-            index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
-        )
-        call["id"] = call["id"] or piece.get("id")
-        function = piece.get("function") or {}
-        call["function"]["name"] += function.get("name") or ""
-        call["function"]["arguments"] += function.get("arguments") or ""
+        services.tool_call_piece(self.tool_calls, index, piece)
 
     def _end(self, ended: str, last: bytes, *, cut_by: str | None = None) -> bytes:
         self.ended, self.cut_by, self.last = ended, cut_by, True

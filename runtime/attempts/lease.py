@@ -112,8 +112,7 @@ class LeaseKeeper:
             self._observers.append(fn)
 
     def drop(self, lease: Lease) -> None:
-        with self._lock:
-            self._held.discard((lease.task_id, lease.epoch))
+        self.drop_epoch(lease.task_id, lease.epoch)
 
     def drop_epoch(self, task_id, epoch: int) -> None:
         with self._lock:

@@ -26,3 +26,15 @@ def model_resource(model: str) -> str:
 
 def tool_resource(name: str, path: str) -> str:
     return f"tool:{name}/{path.lstrip('/')}"
+
+
+def tool_call_piece(calls: dict[int, dict], index: int, piece: dict) -> None:
+    """One streamed chunk's piece of function call `index`, added to `calls` (index ->
+    the call as a whole reply would hold it): its id and name come first, its arguments in
+    fragments. The gateway's record of a stream and the worker's client both read streams
+    this way (console/gateway/streams.py, runtime/gateway/client.py)."""
+    call = calls.setdefault(index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+    call["id"] = call["id"] or piece.get("id")
+    function = piece.get("function") or {}
+    call["function"]["name"] += function.get("name") or ""
+    call["function"]["arguments"] += function.get("arguments") or ""

@@ -37,7 +37,7 @@ from runtime.attempts.journal import JournalCall, replay_or_run
 from runtime.authz.tokens import token_mint
 from runtime.effects import ledger
 from runtime.errors import AuthorityDenied, CapabilityRefused, EffectNotApplied, Fenced, StopRequested
-from runtime.gateway import MODEL_ROUTE, model_resource, tool_resource, tool_route
+from runtime.gateway import MODEL_ROUTE, model_resource, tool_call_piece, tool_resource, tool_route
 from runtime.tasks.selectors import task_get
 
 TOKEN_SECONDS = 300
@@ -308,17 +308,6 @@ def _read_stream(ctx, response, text: list[str], extra: dict) -> tuple[str, str 
         delta = choice.get("delta") or {}
         text.append(delta.get("content") or "")
         for piece in delta.get("tool_calls") or []:
-            _add_call_piece(calls, piece)
+            tool_call_piece(calls, piece.get("index", 0), piece)
         finish = choice.get("finish_reason") or finish
     raise OSError("the gateway's stream ended before [DONE]")
-
-
-def _add_call_piece(calls: dict[int, dict], piece: dict) -> None:
-    """One delta of a streamed function call: the first names it, the rest extend its arguments."""
-    call = calls.setdefault(
-        piece.get("index", 0), {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
-    )
-    call["id"] = piece.get("id") or call["id"]
-    function = piece.get("function") or {}
-    call["function"]["name"] += function.get("name") or ""
-    call["function"]["arguments"] += function.get("arguments") or ""

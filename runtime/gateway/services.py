@@ -37,6 +37,7 @@ from runtime.gateway import (  # noqa: F401 - the routes' names, for the web sid
     MODEL_ROUTE,
     TOOL_ACTION,
     model_resource,
+    tool_call_piece,
     tool_resource,
     tool_route,
 )

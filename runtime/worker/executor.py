@@ -92,10 +92,15 @@ def run_pool(*, pool: str, worker: str | None = None, claimed: Callable[[str], N
     if _stopping.is_set():
         dispatch.send(pool)  # hand the wake-up to a worker that is staying
         return 0
-    claim = _claim(pool, worker)
+
+    def claim_next_task() -> Claim | None:
+        found = _claim(pool, worker)
+        if found is not None and claimed is not None:
+            claimed(pool)  # a dense worker starts its next claimer
+        return found
+
+    claim = claim_next_task()
     ran = 0
-    if claim is not None and claimed is not None:
-        claimed(pool)
     while claim is not None:
         ran += 1
         more = ran < DRAIN_MAX_TASKS and time.monotonic() < deadline and not _stopping.is_set()
@@ -110,9 +115,7 @@ def run_pool(*, pool: str, worker: str | None = None, claimed: Callable[[str], N
             dispatch.send(pool)
             break
         if claim is None and more and not outages.database.ongoing:
-            claim = _claim(pool, worker)
-            if claim is not None and claimed is not None:
-                claimed(pool)
+            claim = claim_next_task()
         if not more:  # budget spent: pass the wake-up on in case work remains
             dispatch.send(pool)
             break
