@@ -51,6 +51,12 @@ WITH next AS (
 SELECT claimed.id, claimed.epoch, claimed.next_reason, claimed.agent, claimed.input,
        claimed.tenant, claimed.owner, claimed.parent_id, claimed.root_id, claimed.pool,
        (SELECT id FROM attempt) AS attempt_id,
-       -- How long it waited in the queue, for the fleet's metrics (runtime/meter.py).
-       extract(epoch FROM now() - claimed.queued_at)::float8 AS waited
+       -- How long it waited in the queue, for the fleet's metrics (runtime/meter.py). A
+       -- recovered task kept its old queued_at (recover_expired.sql): its wait began when
+       -- the lapsed attempt was ended, one primary-key probe and only on recovery.
+       extract(epoch FROM now() - CASE WHEN claimed.next_reason = 'recovery'
+           THEN coalesce((SELECT a.ended_at FROM steward_attempt a
+                          WHERE a.task_id = claimed.id AND a.epoch = claimed.epoch - 1),
+                         claimed.queued_at)
+           ELSE claimed.queued_at END)::float8 AS waited
 FROM claimed

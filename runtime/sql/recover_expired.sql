@@ -2,6 +2,7 @@
 -- LOCKED on the task row means a second supervisor passes over a task this one is
 -- recovering, and a worker's fenced write in flight (FOR SHARE) finishes first. The
 -- attempt UPDATE re-checks the lease, so a heartbeat that landed meanwhile wins.
+-- A recovered task keeps its queued_at, so it is claimed before tasks queued after it.
 WITH expired AS (
     SELECT t.id, t.epoch
     FROM steward_task t
@@ -22,7 +23,10 @@ WITH expired AS (
     SET status = CASE WHEN t.crash_count + 1 >= %(max_crashes)s THEN 'dead' ELSE 'queued' END,
         crash_count = t.crash_count + 1,
         next_reason = 'recovery',
-        queued_at = now(),
+        -- Back to its old place in the claim order (queued_at, id), ahead of work queued
+        -- after it: a crash must not send admitted work to the back of a long queue, or
+        -- a takeover waits on everything submitted since (docs/performance.md, issue 19).
+        queued_at = coalesce(t.queued_at, now()),
         status_note = CASE WHEN t.crash_count + 1 >= %(max_crashes)s
                            THEN 'dead-lettered: its worker died ' || (t.crash_count + 1) || ' times in a row'
                            ELSE 'recovering: the lease of attempt ' || t.epoch || ' expired' END,
