@@ -46,8 +46,8 @@ from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from runtime.agents import agent as register
+from runtime.integrations.bridge import Bridge
 from runtime.integrations.pydantic_ai import wire
-from runtime.integrations.pydantic_ai.bridge import Bridge
 
 # The chat-completions settings a model request carries through the gateway.
 _SETTINGS = ("max_tokens", "temperature", "top_p", "seed", "presence_penalty", "frequency_penalty")
