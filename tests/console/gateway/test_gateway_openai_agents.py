@@ -186,3 +186,13 @@ def test_a_tool_that_needs_approval_waits_in_the_inbox_holding_no_worker_and_run
         *sends,
         ("effect", "model:fake-1"),
     ]
+
+
+def test_the_demos_briefer_searches_the_notes_and_answers_from_them(live, fleet, env, model):
+    give_both("model.call", "model:fake-1", agent="research.briefer")
+    fleet.workers(1, env=env)
+    t = submit("research.briefer", {"prompt": "What do the lab notes say about cosine decay?"}).task_id
+    task = finished(t)
+    assert task.status == states.COMPLETED, task.error
+    assert task.output.startswith("tool said: ") and "Cosine decay" in task.output
+    assert journal(t) == [("effect", "model:fake-1"), ("step", "tool:search_notes"), ("effect", "model:fake-1")]
