@@ -588,6 +588,13 @@ def send_summary(summary: str) -> dict:
 
 
 StewardAgent(pa_approve, name="t.pa.approve", effects={"send_summary": {"effect_class": "idempotent", "keyed": True}})
+# The same, whose approvals expire after 3 s (expiry means deny).
+StewardAgent(
+    pa_approve,
+    name="t.pa.expire",
+    approval_hours=3 / 3600,
+    effects={"send_summary": {"effect_class": "idempotent", "keyed": True}},
+)
 
 
 async def _drain(run_context, events) -> None:
@@ -664,3 +671,11 @@ def oa_submit_run(ctx, input):
 @agent("t.oa.approve")
 def oa_approve_run(ctx, input):
     return StewardRunner.run_sync(oa_approver, input["prompt"], ctx=ctx, effects=OA_EFFECTS).final_output
+
+
+@agent("t.oa.expire")
+def oa_expire_run(ctx, input):
+    """t.oa.approve whose approvals expire after 3 s (expiry means deny)."""
+    return StewardRunner.run_sync(
+        oa_approver, input["prompt"], ctx=ctx, effects=OA_EFFECTS, approval_hours=3 / 3600
+    ).final_output

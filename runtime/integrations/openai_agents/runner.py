@@ -20,7 +20,8 @@ the agent is not changed; its model and its function tools are wrapped for the r
 * a tool call that needs approval (`needs_approval=`) interrupts the SDK's run, as it
   does unwrapped; each interruption becomes a ctx.request_approvals package bound to the
   tool's name and arguments, and the run is resumed from its RunState with the decisions
-  (`state.approve`, `state.reject`). The attempt ends while the package waits.
+  (`state.approve`, `state.reject`). The attempt ends while the package waits; a stale
+  package is asked anew (runtime/integrations/approvals.py).
 
 Tool calls of one turn run one at a time, in the order the model asked for them, so each
 has the same place in the journal on every attempt. Tracing is off unless the run_config
@@ -49,6 +50,7 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+from runtime.integrations import approvals
 from runtime.integrations.bridge import Bridge
 
 # The chat-completions settings a model request carries through the gateway.
@@ -106,16 +108,17 @@ class StewardRunner:
             result = await Runner.run(agent, input, context=context, max_turns=max_turns, run_config=config)
             while result.interruptions:
                 state = result.to_state()
-                decided = await bridge.call(
-                    ctx.request_approvals,
+                decided = await approvals.decide(
+                    bridge,
+                    ctx,
                     [_approval(item, specs, approval_seconds) for item in result.interruptions],
-                    name=("approve:" + ",".join(_tool_name(item) for item in result.interruptions))[:200],
+                    "approve:" + ",".join(_tool_name(item) for item in result.interruptions),
                 )
                 for item, decision in zip(result.interruptions, decided, strict=True):
                     if decision.approved:
                         state.approve(item)
                     else:
-                        state.reject(item, rejection_message=_denial(decision))
+                        state.reject(item, rejection_message=approvals.refusal(decision))
                 result = await Runner.run(agent, state, max_turns=max_turns, run_config=config)
             return result
 
@@ -290,18 +293,6 @@ def _approval(item: ToolApprovalItem, effects: dict, seconds: float) -> dict:
         "expires_in": seconds,
         "requires": requires(arguments) if callable(requires) else requires,
     }
-
-
-def _denial(result) -> str:
-    why = (
-        "expired"
-        if result.expired
-        else "went stale (something it depended on changed)"
-        if result.stale
-        else "was denied"
-    )
-    said = f": {result.comment}" if result.comment else ""
-    return f"A person's approval of this call {why}{said}. It was not run."
 
 
 def _effect_options(tool: str, spec: dict) -> dict:

@@ -124,3 +124,25 @@ def test_a_rejected_tool_never_runs_and_the_model_is_told():
     assert runs == []
     assert [c[0] for c in ctx.calls] == ["model", "approval", "model"]
     assert result.final_output == "tool said: A person's approval of this call expired. It was not run."
+
+
+def test_a_stale_package_is_asked_anew_under_another_name_and_the_fresh_decision_holds():
+    runs: list = []
+    stale = SimpleNamespace(approved=False, expired=False, stale=True, comment="")
+    ctx = Recording(decisions=[stale, decision(True)])
+    result = StewardRunner.run_sync(briefer(runs, needs_approval=True), "cats?", ctx=ctx)
+    assert [c for c in ctx.calls if c[0] == "approval"] == [
+        ("approval", "approve:search"),
+        ("approval", "approve:search-2"),
+    ]
+    assert ctx.packages[0] == ctx.packages[1]  # the same call, bound to the same arguments
+    assert runs == [("q", None)] and result.final_output == "tool said: ['a note about q']"
+
+
+def test_a_package_stale_each_time_it_is_asked_is_refused_after_three_asks():
+    runs: list = []
+    stale = SimpleNamespace(approved=False, expired=False, stale=True, comment="")
+    ctx = Recording(decisions=[stale, stale, stale])
+    result = StewardRunner.run_sync(briefer(runs, needs_approval=True), "cats?", ctx=ctx)
+    assert [c[1] for c in ctx.calls if c[0] == "approval"] == ["approve:search", "approve:search-2", "approve:search-3"]
+    assert runs == [] and "went stale" in result.final_output
