@@ -1,7 +1,7 @@
 """End to end, on real workers through the real gateway: a tool call that needs approval,
 under StewardAgent (Pydantic AI, `requires_approval=True`) and under StewardRunner (the
 OpenAI Agents SDK, `needs_approval=True`), ends as the approvals contract says
-(/work/shared/CONTRACTS.md, "Approvals"; runtime/integrations/approvals.py):
+(expiry means deny; a stale package needs a fresh approval; runtime/integrations/approvals.py):
 
 | the package        | ends                                                                   |
 |--------------------|------------------------------------------------------------------------|
