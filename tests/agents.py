@@ -679,3 +679,18 @@ def oa_expire_run(ctx, input):
     return StewardRunner.run_sync(
         oa_approver, input["prompt"], ctx=ctx, effects=OA_EFFECTS, approval_hours=3 / 3600
     ).final_output
+
+
+@oa.function_tool
+async def oa_slow_search(query: str) -> str:
+    """Searches for T_PA_TOOL_SECONDS (an async tool: a stop cancels it where it waits)."""
+    await asyncio.sleep(float(os.environ.get("T_PA_TOOL_SECONDS", "0")))
+    return f"slowly found {query}"
+
+
+oa_slow = oa.Agent(name="slow", model="fake-1", tools=[oa_slow_search])
+
+
+@agent("t.oa.slow")
+def oa_slow_run(ctx, input):
+    return StewardRunner.run_sync(oa_slow, input["prompt"], ctx=ctx).final_output

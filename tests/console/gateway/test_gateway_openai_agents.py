@@ -22,11 +22,13 @@ import pytest
 
 from runtime import states
 from runtime.approvals.services import approval_decide
-from runtime.models import Approval, Attempt, Effect, GatewayCall, Step, Task
+from runtime.authz.services import grant_revoke
+from runtime.models import Approval, Attempt, Decision, Effect, GatewayCall, Step, Stop, StopAck, Task
+from runtime.stops.services import task_stop
 from tests.console.gateway.test_gateway_pydantic_ai import finished, journal, model_keys, tool_runs
 from tests.faults.support import armed, attempts_of, sigkill, submit, wait_marker, worker_name
 from tests.harness import wait_until
-from tests.runtime.authz.common import give_both
+from tests.runtime.authz.common import ADMIN, give_both
 
 pytestmark = [pytest.mark.integration]
 
@@ -196,3 +198,42 @@ def test_the_demos_briefer_searches_the_notes_and_answers_from_them(live, fleet,
     assert task.status == states.COMPLETED, task.error
     assert task.output.startswith("tool said: ") and "Cosine decay" in task.output
     assert journal(t) == [("effect", "model:fake-1"), ("step", "tool:search_notes"), ("effect", "model:fake-1")]
+
+
+def test_a_stop_while_a_tool_runs_cancels_the_run_acknowledged_by_every_boundary(live, fleet, env, model):
+    give_both("model.call", "model:fake-1", agent="t.oa.slow")
+    fleet.workers(1, env={**env, "T_PA_TOOL_SECONDS": "60"})
+    t = submit("t.oa.slow", {"prompt": "cats?"}).task_id
+    wait_until(lambda: journal(t) == [("effect", "model:fake-1")], timeout=60, message="the model to answer")
+    started = task_stop(task_id=t, actor="user:alice", reason="the tool takes too long")
+    stopped = wait_until(
+        lambda: Task.objects.filter(id=t, status=states.CANCELLED).first(), timeout=15, message="the stop"
+    )
+    stop = Stop.objects.get(id=started.stop_id)
+    assert stop.outcome == "acknowledged"
+    assert sorted(StopAck.objects.filter(task_id=t).values_list("boundary", flat=True)) == sorted(
+        states.STOP_BOUNDARIES
+    )
+    assert StopAck.objects.get(task_id=t, boundary=states.WORKER).detail["ended"] == "cleanly"
+    assert (stopped.finished_at - stop.requested_at).total_seconds() < 10  # not the tool's 60 s
+    assert journal(t) == [("effect", "model:fake-1")] and len(model.recorded()) == 1
+
+
+def test_a_grant_revoked_while_a_tool_runs_blocks_the_run_at_its_next_model_request_naming_the_gateway(
+    live, fleet, env, model
+):
+    agent_grant, _ = give_both("model.call", "model:fake-1", agent="t.oa.slow")
+    fleet.workers(1, env={**env, "T_PA_TOOL_SECONDS": "2"})
+    t = submit("t.oa.slow", {"prompt": "cats?"}).task_id
+    wait_until(lambda: journal(t) == [("effect", "model:fake-1")], timeout=60, message="the model to answer")
+    grant_revoke(grant_id=agent_grant.id, tenant="acme", actor=ADMIN, reason="no more model calls")
+    task = wait_until(
+        lambda: Task.objects.filter(id=t, status__in={states.BLOCKED, *states.TERMINAL}).first(),
+        timeout=60,
+        message="the run to end or block",
+    )
+    assert (task.status, task.blocked_reason) == (states.BLOCKED, states.AUTHORITY_DENIED)
+    denied = Decision.objects.get(id=task.blocked_decision_id)
+    assert (denied.allowed, denied.boundary) == (False, "credential_gateway")
+    assert journal(t) == [("effect", "model:fake-1"), ("step", "tool:oa_slow_search")]
+    assert len(model.recorded()) == 1
