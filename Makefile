@@ -62,7 +62,7 @@ venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -e '.[test,bench,pydantic-ai]'
+	$(PY) -m pip install -e '.[test,bench,pydantic-ai,openai-agents]'
 	touch $@
 
 run: venv

@@ -10,11 +10,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import agents as oa  # the OpenAI Agents SDK
 from pydantic_ai import Agent
 
 from console.dev.demo.fake_service import ServiceRejected, call, http_json
 from runtime.agents import agent
 from runtime.errors import EffectNotApplied
+from runtime.integrations.openai_agents import StewardRunner
+from runtime.integrations.openai_agents import idempotency_key as oa_key
 from runtime.integrations.pydantic_ai import StewardAgent, idempotency_key
 
 
@@ -585,6 +588,13 @@ def send_summary(summary: str) -> dict:
 
 
 StewardAgent(pa_approve, name="t.pa.approve", effects={"send_summary": {"effect_class": "idempotent", "keyed": True}})
+# The same, whose approvals expire after 3 s (expiry means deny).
+StewardAgent(
+    pa_approve,
+    name="t.pa.expire",
+    approval_hours=3 / 3600,
+    effects={"send_summary": {"effect_class": "idempotent", "keyed": True}},
+)
 
 
 async def _drain(run_context, events) -> None:
@@ -606,3 +616,81 @@ async def slow_search(query: str) -> str:
 
 
 StewardAgent(pa_slow, name="t.pa.slow")
+
+# --- OpenAI Agents SDK agents under StewardRunner (runtime/integrations/openai_agents/) --
+# Plain Agents SDK agents, as their authors write them; each Steward agent's body is the one
+# line that replaces Runner.run_sync. The fake model answers them as it answers t.pa.*.
+
+
+@oa.function_tool
+def oa_search(query: str) -> list[str]:
+    """Search the notes; each run is logged to T_PA_TOOL_LOG, so a test counts them."""
+    log = os.environ.get("T_PA_TOOL_LOG")
+    if log:
+        with open(log, "a") as out:
+            out.write(f"{os.getpid()} {query}\n")
+    return [f"a note about {query}"]
+
+
+@oa.function_tool(failure_error_function=None)  # a refusal is the effect's, not the model's
+def oa_send_report(report: str) -> dict:
+    """Sends the report to the fake service (T_PA_SERVICE_URL), which deduplicates by key."""
+    return submit(os.environ["T_PA_SERVICE_URL"], {"report": report}, idempotency_key=oa_key())
+
+
+@oa.function_tool(needs_approval=True, failure_error_function=None)
+def oa_send_summary(summary: str) -> dict:
+    """Sends the summary to the fake service (T_PA_SERVICE_URL) once a person approved it."""
+    return submit(os.environ["T_PA_SERVICE_URL"], {"summary": summary}, idempotency_key=oa_key())
+
+
+oa_searcher = oa.Agent(name="searcher", instructions="Answer from the search.", model="fake-1", tools=[oa_search])
+oa_submitter = oa.Agent(name="submitter", model="fake-1", tools=[oa_send_report])
+oa_approver = oa.Agent(name="approver", model="fake-1", tools=[oa_send_summary])
+OA_EFFECTS = {
+    "oa_send_report": {"effect_class": "idempotent", "keyed": True},
+    "oa_send_summary": {"effect_class": "idempotent", "keyed": True},
+}
+
+
+@agent("t.oa.search")
+def oa_search_run(ctx, input):
+    return StewardRunner.run_sync(oa_searcher, input["prompt"], ctx=ctx).final_output
+
+
+@agent("t.oa.stream")
+def oa_stream_run(ctx, input):
+    return StewardRunner.run_sync(oa_searcher, input["prompt"], ctx=ctx, stream=True).final_output
+
+
+@agent("t.oa.submit")
+def oa_submit_run(ctx, input):
+    return StewardRunner.run_sync(oa_submitter, input["prompt"], ctx=ctx, effects=OA_EFFECTS).final_output
+
+
+@agent("t.oa.approve")
+def oa_approve_run(ctx, input):
+    return StewardRunner.run_sync(oa_approver, input["prompt"], ctx=ctx, effects=OA_EFFECTS).final_output
+
+
+@agent("t.oa.expire")
+def oa_expire_run(ctx, input):
+    """t.oa.approve whose approvals expire after 3 s (expiry means deny)."""
+    return StewardRunner.run_sync(
+        oa_approver, input["prompt"], ctx=ctx, effects=OA_EFFECTS, approval_hours=3 / 3600
+    ).final_output
+
+
+@oa.function_tool
+async def oa_slow_search(query: str) -> str:
+    """Searches for T_PA_TOOL_SECONDS (an async tool: a stop cancels it where it waits)."""
+    await asyncio.sleep(float(os.environ.get("T_PA_TOOL_SECONDS", "0")))
+    return f"slowly found {query}"
+
+
+oa_slow = oa.Agent(name="slow", model="fake-1", tools=[oa_slow_search])
+
+
+@agent("t.oa.slow")
+def oa_slow_run(ctx, input):
+    return StewardRunner.run_sync(oa_slow, input["prompt"], ctx=ctx).final_output

@@ -8,6 +8,8 @@
   tenant changed before it acted) is asked again, a denied or expired one is not.
 * research.assistant: a research assistant written in plain Pydantic AI, wrapped by
   StewardAgent (console/dev/demo/assistant.py): each model request and search is journaled.
+* research.briefer: the same, written with the OpenAI Agents SDK and run by StewardRunner
+  (console/dev/demo/briefer.py).
 * notify.send: sends a notification through a service that does NOT deduplicate, so
   an interrupted send is marked `unknown` for an operator instead of being re-sent.
 
@@ -24,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from console.dev.demo import (
     assistant,  # noqa: F401  (importing it registers research.assistant)
+    briefer,  # noqa: F401  (importing it registers research.briefer)
     fake_service,
 )
 from runtime.agents import agent

@@ -54,6 +54,13 @@ TASKS = [
         {"prompt": "What do the lab notes say about warmup?"},
         "alice",
     ),
+    (
+        "acme",
+        "demo-briefer-1",
+        "research.briefer",
+        {"prompt": "What do the lab notes say about cosine decay?"},
+        "alice",
+    ),
     # dave's too, so that the report's approval waits in alice's inbox.
     (
         "acme",
@@ -88,6 +95,7 @@ GRANTS = [
     ("acme", "agent:research.experiment", "model.call", "model:*"),
     ("acme", "agent:research.assistant", "model.call", "model:*"),
     ("acme", "agent:research.reporter", "model.call", "model:*"),
+    ("acme", "agent:research.briefer", "model.call", "model:*"),
     ("acme", "agent:notify.send", "http.post", "notify:oncall@example.com"),
     ("acme", "user:alice", "model.call", "model:*"),
     ("acme", "user:dave", "model.call", "model:*"),  # research.reporter runs as dave's

@@ -46,8 +46,9 @@ from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from runtime.agents import agent as register
+from runtime.integrations import approvals
+from runtime.integrations.bridge import Bridge
 from runtime.integrations.pydantic_ai import wire
-from runtime.integrations.pydantic_ai.bridge import Bridge
 
 # The chat-completions settings a model request carries through the gateway.
 _SETTINGS = ("max_tokens", "temperature", "top_p", "seed", "presence_penalty", "frequency_penalty")
@@ -223,9 +224,9 @@ class _Journaled(AbstractCapability):
         """One approval package per call, bound to the tool's name and arguments, decided
         on its own in the inbox. The attempt ends while they wait (it holds no worker);
         the next replays the run up to here and reads the decisions from the journal.
-        Approved: the call runs (a step, or its effect). Denied, expired or stale: the
-        model is told so, in the tool's place. Calls deferred for outside execution
-        (CallDeferred) are left to the agent's own handling."""
+        Approved: the call runs (a step, or its effect). Denied or expired: the model
+        is told so, in the tool's place; stale: asked anew (runtime/integrations/approvals.py).
+        Calls deferred for outside execution (CallDeferred) are left to the agent's own handling."""
         calls = requests.approvals
         if not calls:
             return None
@@ -243,25 +244,13 @@ class _Journaled(AbstractCapability):
                 }
             )
         name = "approve:" + ",".join(call.tool_name for call in calls)
-        decided = await self.bridge.call(self.ctx.request_approvals, specs, name=name[:200])
+        decided = await approvals.decide(self.bridge, self.ctx, specs, name)
         return DeferredToolResults(
             approvals={
-                call.tool_call_id: True if result.approved else _denial(result)
+                call.tool_call_id: True if result.approved else ToolDenied(approvals.refusal(result))
                 for call, result in zip(calls, decided, strict=True)
             }
         )
-
-
-def _denial(result) -> ToolDenied:
-    why = (
-        "expired"
-        if result.expired
-        else "went stale (something it depended on changed)"
-        if result.stale
-        else "was denied"
-    )
-    said = f": {result.comment}" if result.comment else ""
-    return ToolDenied(f"A person's approval of this call {why}{said}. It was not run.")
 
 
 def _effect_options(tool: str, spec: dict) -> dict:

@@ -1,4 +1,5 @@
-"""Pydantic AI runs on an event loop; a Context is called on the attempt's own thread.
+"""An agent framework (Pydantic AI, the OpenAI Agents SDK) runs on an event loop; a
+Context is called on the attempt's own thread.
 
 The attempt's thread is where Steward's work must happen: a stop is delivered to it by a
 signal (runtime/worker/stop_watch.py), its regions say where that may interrupt
