@@ -43,8 +43,9 @@ def dbos_url(live) -> str:
     return fresh_database(admin, f"handoff_dbos_{os.getpid()}")
 
 
-def record(handoff_out: Path, verdicts) -> None:
+def record(handoff_out: Path, verdicts, trace) -> None:
     """Append verdicts to verdicts.jsonl, which tests/handoff/results.py turns into the table."""
     with (handoff_out / "verdicts.jsonl").open("a") as out:
         for v in verdicts:
-            out.write(json.dumps(v.__dict__, sort_keys=True, default=str) + "\n")
+            line = {**v.__dict__, "trace": trace.path.name, "seed": trace.seed}
+            out.write(json.dumps(line, sort_keys=True, default=str) + "\n")

@@ -24,7 +24,7 @@ def test_resume_once(dbos, dbos_url, handoff_out, seed):
     trace = Trace(handoff_out / f"resume_once-dbos-{seed}.jsonl", fixture="resume_once", runtime="dbos", seed=seed)
     with FakeService() as fake:
         verdicts = resume_once(dbos, DbosStore(dbos_url), fake, trace, Order("resume_once", seed))
-    record(handoff_out, verdicts)
+    record(handoff_out, verdicts, trace)
     assert {v.clause: v.verdict for v in verdicts}["one_effect_per_key"] != FAIL, verdicts
 
 
@@ -32,5 +32,5 @@ def test_stop_for_good(dbos, dbos_url, handoff_out, seed, trials):
     trace = Trace(handoff_out / f"stop_for_good-dbos-{seed}.jsonl", fixture="stop_for_good", runtime="dbos", seed=seed)
     with FakeService() as fake:
         verdicts = stop_for_good(dbos, DbosStore(dbos_url), fake, trace, Order("stop_for_good", seed), trials)
-    record(handoff_out, verdicts)
+    record(handoff_out, verdicts, trace)
     assert len(verdicts) > 5

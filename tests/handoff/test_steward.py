@@ -17,7 +17,7 @@ def test_resume_once(live, fleet, fake, handoff_out, seed):
         handoff_out / f"resume_once-steward-{seed}.jsonl", fixture="resume_once", runtime="steward", seed=seed
     )
     verdicts = resume_once(StewardAdapter(fleet), StewardStore(), fake, trace, Order("resume_once", seed))
-    record(handoff_out, verdicts)
+    record(handoff_out, verdicts, trace)
     assert [v for v in verdicts if v.verdict == FAIL] == []
 
 
@@ -26,5 +26,5 @@ def test_stop_for_good(live, fleet, fake, handoff_out, seed, trials):
         handoff_out / f"stop_for_good-steward-{seed}.jsonl", fixture="stop_for_good", runtime="steward", seed=seed
     )
     verdicts = stop_for_good(StewardAdapter(fleet), StewardStore(), fake, trace, Order("stop_for_good", seed), trials)
-    record(handoff_out, verdicts)
+    record(handoff_out, verdicts, trace)
     assert [v for v in verdicts if v.verdict == FAIL] == []
