@@ -9,6 +9,7 @@ runtime refuses), `workers`, `supervisor_restart` and `new_attempt`.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -259,3 +260,169 @@ def not_run(trace: Trace, fixture: str, runtime: str, reason: str, done: list) -
         for clause in CLAUSES[fixture]
         if clause not in seen
     ]
+
+
+# --- 2. Delegate less ---------------------------------------------------------------------
+
+BOUNDARIES = {
+    "worker",
+    "storage",
+    "credential_gateway",
+    "scheduler",
+    "approval_gate",
+    "grant_check",
+    "tenant_isolation",
+}
+HOSTILE_MARK = "grant write:repo"
+
+
+def delegate_less(adapter, store, fake, trace: Trace, order: Order) -> list:
+    """One narrowing, injected while a stream flows, judged on five paths: the resumed
+    task's old action, the old token replayed, the stream in flight and the request after
+    it (apart), a request whose headers and body claim another actor, hostile tool text."""
+    fx, rt = "delegate_less", adapter.name
+    trace.inject("permit", owner="repo:acme/* and model:*")
+    adapter.permit()
+    adapter.workers(1)
+    adapter.replace(supervisors=1)
+    trace.inject("start", run="P", sleeps=order.offset(1.0, 1.5))
+    run = adapter.submit("sleep_then_act", {"url": fake.url, "name": "P"})
+    wait_for(lambda: store.status(run) == "sleeping", timeout=60)
+    trace.inject("mint old tokens while permitted", runs=["G1 replay", "G2 stream", "G3 forged"])
+    g1, g2, g3 = adapter.gateway_task(), adapter.gateway_task(), adapter.gateway_task()
+    trace.inject("open stream on G2; narrow the owner after its first chunk", narrowed_to="repo:acme/docs, model:other")
+    streamed = adapter.stream_and_narrow(g2)
+    trace.observe("stream ended", source="adapter", child_run=g2[0], detail=streamed)
+    ended = wait_for(lambda: store.status(run) in TERMINAL, timeout=60)
+    trace.inject("replay old token", run="G1")
+    trace.observe("replay answered", source="adapter", child_run=g1[0], detail=adapter.replay(g1))
+    trace.inject("next request on the streamed token", run="G2")
+    trace.observe("next answered", source="adapter", child_run=g2[0], detail=adapter.replay(g2))
+    trace.inject("forged attribution", run="G3", claims={"actor": "user:dave", "tenant": "globex"})
+    trace.observe("forged answered", source="adapter", child_run=g3[0], detail=adapter.forge(g3))
+    trace.inject("hostile tool text across the handoff")
+    grants_before = store.grants()
+    hostile = adapter.hostile()
+    wait_for(lambda: store.status(hostile) in TERMINAL, timeout=60)
+
+    out = []
+    decisions = {r: store.decisions(r) for r in (run, g1[0], g2[0], g3[0], hostile)}
+    for r, ds in decisions.items():
+        for d in ds:
+            trace.observe(
+                "decision",
+                source="store",
+                actor=d["actor"],
+                parent_run=d.get("parent_task"),
+                child_run=r,
+                attempt=d["epoch"],
+                policy_version=d["policy_version"],
+                boundary=d["boundary"],
+                allowed=d["allowed"],
+                reason_code=d["reason_code"],
+            )
+    performed = [c for c in fake.calls() if run_of(c) == run and c["outcome"] == "performed"]
+    denied = [d for d in decisions[run] if not d["allowed"]]
+    out.append(
+        judge(
+            trace,
+            fx,
+            "old_action_denied_by_current_authority",
+            rt,
+            (FAIL, f"the old action reached the service: {len(performed)} calls", {})
+            if performed
+            else (
+                HOLD,
+                f"ended {store.status(run)}; denied at {denied[-1]['boundary']} ({denied[-1]['reason_code']})",
+                denied[-1],
+            )
+            if ended and denied
+            else (FAIL, f"no denial recorded; status {store.status(run)}", {}),
+        )
+    )
+    calls = {r: store.gateway_calls(r) for r in (g1[0], g2[0], g3[0])}
+    for r, cs in calls.items():
+        for c in cs:
+            trace.observe(
+                "gateway call",
+                source="store",
+                child_run=r,
+                attempt=c["epoch"],
+                outcome=c["outcome"],
+                boundary=c["boundary"],
+            )
+    replay = calls[g1[0]]
+    out.append(
+        judge(
+            trace,
+            fx,
+            "old_token_replay_refused",
+            rt,
+            (HOLD, "the replayed old token was refused at credential_gateway", replay[-1])
+            if replay and replay[-1]["outcome"] == "denied" and replay[-1]["boundary"] == "credential_gateway"
+            else (FAIL, f"the replay was not refused: {replay}", {}),
+        )
+    )
+    streamed_calls = calls[g2[0]]
+    first, nxt = (streamed_calls + [None, None])[:2]
+    apart = (
+        first is not None
+        and first["outcome"] in ("partial", "unknown")
+        and nxt is not None
+        and nxt["outcome"] == "denied"
+    )
+    out.append(
+        judge(
+            trace,
+            fx,
+            "streaming_judged_apart",
+            rt,
+            (
+                HOLD,
+                f"the stream in flight ended {first['outcome']}; the next request was denied apart",
+                {"calls": streamed_calls},
+            )
+            if apart
+            else (FAIL, f"stream and next request: {streamed_calls}", {"calls": streamed_calls}),
+        )
+    )
+    forged = calls[g3[0]]
+    attributed = [(c["actor"], c["tenant"]) for c in forged]
+    out.append(
+        judge(
+            trace,
+            fx,
+            "attribution_not_from_content",
+            rt,
+            (HOLD, f"recorded as {attributed}, not the claimed user:dave/globex", {"recorded": attributed})
+            if forged and all(a != "user:dave" and t != "globex" for a, t in attributed)
+            else (FAIL, f"attribution recorded: {attributed}", {}),
+        )
+    )
+    every = [d for ds in decisions.values() for d in ds if not d["allowed"]]
+    unnamed = [d for d in every if d["boundary"] not in BOUNDARIES]
+    out.append(
+        judge(
+            trace,
+            fx,
+            "names_enforcing_boundary",
+            rt,
+            (FAIL, f"denials without a boundary: {unnamed}", {})
+            if unnamed or not every
+            else (HOLD, f"{len(every)} denials, each naming one of {sorted({d['boundary'] for d in every})}", {}),
+        )
+    )
+    grants_after = store.grants()
+    from_text = [g for g in grants_after if HOSTILE_MARK in json.dumps(g, default=str)]
+    out.append(
+        judge(
+            trace,
+            fx,
+            "hostile_text_no_authorization",
+            rt,
+            (HOLD, "no grant added, changed or removed; none carries the text", {"grants": len(grants_after)})
+            if grants_after == grants_before and not from_text
+            else (FAIL, f"grants changed: {len(grants_before)} -> {len(grants_after)}", {}),
+        )
+    )
+    return out

@@ -70,6 +70,26 @@ class StewardStore:
     def acknowledgments(self, run: str) -> list[str]:
         return sorted({r[0] for r in self._rows("SELECT boundary FROM steward_stop_ack WHERE task_id = %s", [run])})
 
+    def decisions(self, run: str) -> list[dict]:
+        rows = self._rows(
+            "SELECT actor, owner, tenant, parent_task, epoch, boundary, allowed, reason_code, policy_version, "
+            "authz_revision FROM steward_decision WHERE task_id = %s ORDER BY at",
+            [run],
+        )
+        names = ("actor", "owner", "tenant", "parent_task", "epoch", "boundary", "allowed", "reason_code")
+        return [{**dict(zip(names, r[:8], strict=True)), "policy_version": r[8], "authz_revision": r[9]} for r in rows]
+
+    def gateway_calls(self, run: str) -> list[dict]:
+        rows = self._rows(
+            "SELECT c.epoch, c.outcome, d.boundary, d.actor, c.tenant FROM steward_gateway_call c "
+            "JOIN steward_decision d ON d.id = c.decision_id WHERE c.task_id = %s ORDER BY c.started_at, c.id",
+            [run],
+        )
+        return [{"epoch": e, "outcome": o, "boundary": b, "actor": a, "tenant": t} for e, o, b, a, t in rows]
+
+    def grants(self) -> list[tuple]:
+        return self._rows("SELECT * FROM steward_grant ORDER BY id")
+
 
 AGENTS = {
     "act": ("t.effect", lambda p: {"url": p["url"], "keyed": True, "effect_class": "reversible"}),
@@ -79,6 +99,7 @@ AGENTS = {
         lambda p: {"children": [{"agent": "t.paced", "input": {"url": p["url"], "pause": 0.1, "steps": 1}}] * 4},
     ),
     "timer": ("t.nap_then_busy", lambda p: {"url": p["url"], "seconds": 0.3}),
+    "sleep_then_act": ("t.requires", lambda p: {"url": p["url"], "seconds": 1.5}),
 }
 
 
@@ -143,8 +164,65 @@ class StewardAdapter:
         victim.kill()
         self.sups += self.fleet.supervisors(1)
 
-    def narrow(self, actor: str, resource: str) -> None:
-        raise NotImplementedError
+    # --- delegate less: grants, the gateway (a real web process: gateway_web) ---
+    gateway = None  # (web server, fake model), set by the test
+
+    def permit(self) -> None:
+        from tests.runtime.authz.common import give, give_both
+
+        give("agent:t.requires", "repo.write", "repo:acme/*")
+        self.owner_repo = give(OWNER, "repo.write", "repo:acme/*")
+        _, self.owner_model = give_both("model.call", "model:*")
+
+    def narrow(self, actor: str = "owner", resource: str = "") -> None:
+        from runtime.authz.services import grant_narrow
+        from tests.runtime.authz.common import ADMIN
+
+        grant_narrow(
+            grant_id=self.owner_repo.id, tenant=TENANT, resource="repo:acme/docs", actor=ADMIN, reason="narrowed"
+        )
+        grant_narrow(
+            grant_id=self.owner_model.id, tenant=TENANT, resource="model:other", actor=ADMIN, reason="narrowed"
+        )
+
+    def gateway_task(self) -> tuple[str, str]:
+        from tests.console.gateway.conftest import model_token
+        from tests.runtime.authz.common import running_task
+
+        run = running_task()
+        return str(run), model_token(run)
+
+    def stream_and_narrow(self, g) -> dict:
+        from tests.console.gateway.conftest import completion_body, events, model_url, open_stream, until_error
+
+        web, model = self.gateway
+        model.set(reply=" ".join(f"w{i}" for i in range(60)), chunks=60, chunk_delay=0.05)
+        with open_stream(model_url(web), token=g[1], body=completion_body(stream=True)) as response:
+            stream = events(response)
+            first = next(stream)
+            self.narrow()
+            seen, _ = until_error(stream)
+        return {"first": first[0], "events_after_narrow": len(seen), "last": seen[-1][0] if seen else None}
+
+    def replay(self, g) -> dict:
+        from tests.console.gateway.conftest import completion_body, model_url, post
+
+        status, answer, _ = post(model_url(self.gateway[0]), token=g[1], body=completion_body(), key=None)
+        return {"status": status, "answer": answer}
+
+    def forge(self, g) -> dict:
+        from tests.console.gateway.conftest import completion_body, model_url, post
+
+        body = completion_body(user="user:dave", tenant="globex", metadata={"actor": "user:dave"})
+        headers = {"X-Steward-Actor": "user:dave", "X-Steward-Tenant": "globex", "X-Forwarded-User": "user:dave"}
+        status, answer, _ = post(model_url(self.gateway[0]), token=g[1], body=body, headers=headers, key=None)
+        return {"status": status, "answer": answer}
+
+    def hostile(self) -> str:
+        task = task_submit(
+            agent="t.hostile", input={"grant_id": self.owner_repo.id}, tenant=TENANT, owner=OWNER, actor=OWNER
+        )
+        return str(task.task_id)
 
     def cancel(self, run: str) -> None:
         task_stop(task_id=run, actor=OWNER, reason="handoff fixture")
