@@ -74,3 +74,27 @@ def test_the_same_seed_gives_the_same_injected_order_and_verdicts(tmp_path, fixt
     if fixture == "stop_for_good":  # the seed draws the offsets: another seed, another order
         other, _ = run(tmp_path, fixture, 8, "c")
         assert other.injected() != first.injected()
+
+
+def test_the_published_traces_injected_order_is_the_one_their_seed_draws():
+    """docs/handoff/traces: every race offset a published stop-for-good trace injected is
+    the one harness.Order draws again from the trace's seed, in the same order."""
+    import json
+    from pathlib import Path
+
+    from tests.handoff.harness import RACES, REPO
+
+    traces = sorted((REPO / "docs" / "handoff" / "traces").glob("stop_for_good-*.jsonl"))
+    assert traces, "no published traces"
+    for path in traces:
+        lines = read_trace(Path(path))
+        header = lines[0]
+        races = [line["params"] for line in lines if line["kind"] == "inject" and line["step"] == "race"]
+        trials = len(races) // len(RACES)
+        again = Order("stop_for_good", header["seed"])
+        expected = [
+            {"race": race, "trial": trial, "offset": again.offset(0.0, 0.4)}
+            for race in RACES
+            for trial in range(trials)
+        ]
+        assert json.dumps(races, sort_keys=True) == json.dumps(expected, sort_keys=True), path.name
