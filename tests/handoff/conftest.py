@@ -34,13 +34,15 @@ def trials() -> int:
 
 
 @pytest.fixture
-def dbos_url(live) -> str:
+def dbos_url(live):
     """A fresh database for DBOS's system tables, beside the test database, made by the
     session's role (the server's superuser under `make test`)."""
-    from tests.handoff.dbos_adapter import fresh_database
+    from tests.handoff.dbos_adapter import drop_database, fresh_database
 
     admin = database_url({**connection.settings_dict, "NAME": "postgres"})
-    return fresh_database(admin, f"handoff_dbos_{os.getpid()}")
+    name = f"handoff_dbos_{os.getpid()}"
+    yield fresh_database(admin, name)
+    drop_database(admin, name)  # after the adapter's processes are gone (it is torn down first)
 
 
 def record(handoff_out: Path, verdicts, trace) -> None:

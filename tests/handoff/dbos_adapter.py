@@ -213,3 +213,8 @@ def fresh_database(admin_url: str, name: str) -> str:
         conn.execute(f'CREATE DATABASE "{name}"')
     parts = urlsplit(admin_url)
     return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def drop_database(admin_url: str, name: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
