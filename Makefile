@@ -56,7 +56,7 @@ $(TESTENV) $(TEST_SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
 	[ $$workers = 5 ] && [ $$alone = 5 ] && exit 5; exit 0'
 endef
 
-.PHONY: venv run check lint test test-integration stress fuzz coverage bench bench-dense bench-scale lint-imports clean
+.PHONY: venv run check lint test test-integration stress fuzz coverage bench bench-dense bench-scale lint-imports clean handoff handoff-stress
 
 venv: $(VENV)/.installed
 
@@ -130,3 +130,21 @@ clean:
 # scaling table, DBOS beside them, sleepers (tests/bench_dense.py); about 20 minutes.
 bench-dense: venv
 	@$(DEV) $(TEST_SERVICES) $(PY) -m tests.bench_dense
+
+# The cross-runtime handoff fixtures (issue 24, docs/handoff.md): the three fixtures against
+# Steward and DBOS on the embedded services, HANDOFF_TRIALS trials a race, the traces kept
+# in HANDOFF_OUT and the results table written into HANDOFF_DOC from this run's verdicts.
+# `make handoff-stress`: 200 trials a race, its traces and table under .steward/.
+HANDOFF_TRIALS ?= 20
+HANDOFF_SEED ?= 24
+HANDOFF_OUT ?= docs/handoff/traces
+HANDOFF_DOC ?= docs/handoff.md
+handoff: venv
+	rm -rf $(HANDOFF_OUT) && mkdir -p $(HANDOFF_OUT)
+	HANDOFF_OUT=$(abspath $(HANDOFF_OUT)) HANDOFF_TRIALS=$(HANDOFF_TRIALS) HANDOFF_SEED=$(HANDOFF_SEED) \
+	$(TESTENV) $(TEST_SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
+	$(PY) -m pytest -p no:xdist -m handoff tests/handoff $(PYTEST_ARGS)'; status=$$?; \
+	$(PY) -m tests.handoff.results $(HANDOFF_OUT) $(HANDOFF_DOC) && exit $$status
+
+handoff-stress: venv
+	$(MAKE) --no-print-directory handoff HANDOFF_TRIALS=200 HANDOFF_OUT=.steward/handoff-stress HANDOFF_DOC=.steward/handoff-stress/results.md
