@@ -606,3 +606,6 @@ async def slow_search(query: str) -> str:
 
 
 StewardAgent(pa_slow, name="t.pa.slow")
+
+# The isolated-mode agents, in a module of their own: all that their sandbox holds of the tests.
+import tests.isolated_agents  # noqa: E402, F401
