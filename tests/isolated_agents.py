@@ -7,7 +7,9 @@ runtime.errors. Whatever it learns it returns, so the tests read it from the tas
 
 from __future__ import annotations
 
+import json
 import os
+import time
 
 from runtime.agents import agent
 from runtime.errors import StepFailed
@@ -18,7 +20,23 @@ def _nonce(idempotency_key=None):
     return {"nonce": os.urandom(8).hex(), "key": idempotency_key}
 
 
-@agent("iso.steps", isolation="process")
+def both(name: str):
+    """Register the agent twice: `name` isolated, `name.inprocess` as in-process code, so
+    that a test can run the same code either way (isolation in (None, "process"))."""
+
+    def register(fn):
+        agent(name, isolation="process")(fn)
+        agent(f"{name}.inprocess")(fn)
+        return fn
+
+    return register
+
+
+def named(name: str, isolation) -> str:
+    return name if isolation == "process" else f"{name}.inprocess"
+
+
+@both("iso.steps")
 def steps(ctx, input):
     """A step, the clock, a random draw, an effect, a durable sleep, then more: the second
     attempt replays the first's calls from the journal."""
@@ -36,7 +54,7 @@ def steps(ctx, input):
     return {"first": first, "now": now, "draw": draw, "sent": sent, "caught": caught, "last": last, "epoch": ctx.epoch}
 
 
-@agent("iso.approve", isolation="process")
+@both("iso.approve")
 def approve(ctx, input):
     """Asks a person, then acts on the answer once."""
     result = ctx.request_approval({"pay": input.get("amount", 5)}, effect_class="irreversible", expires_in=3600)
@@ -45,7 +63,7 @@ def approve(ctx, input):
     return {"state": result.state}
 
 
-@agent("iso.spin", isolation="process")
+@both("iso.spin")
 def spin(ctx, input):
     """One step, then a step that runs until stopped."""
     ctx.step("begin", lambda: 1)
@@ -53,10 +71,24 @@ def spin(ctx, input):
 
 
 def _spin():
-    import time
-
     while True:
         time.sleep(0.05)
+
+
+@both("iso.crash")
+def crash(ctx, input):
+    """An effect, then a step that never returns on the first attempt: the test kills the
+    worker there, and the recovered attempt must replay the effect, not send it again."""
+    ctx.step("prepare", lambda: 1)
+    sent = ctx.effect("send", _nonce, effect_class="irreversible")
+    ctx.step("hold", _hold, ctx.epoch)
+    return {"sent": sent, "epoch": ctx.epoch}
+
+
+def _hold(epoch):
+    while epoch == 1:
+        time.sleep(0.05)
+    return epoch
 
 
 # --- a hostile agent (tests/runtime/test_isolation.py) -----------------------------------
@@ -79,7 +111,7 @@ def _read(ctx, path):
 
 def _environs(ctx, arg):
     """Every environment this sandbox can read: its own and any process's in its /proc."""
-    seen = [__import__("json").dumps(dict(os.environ))]
+    seen = [json.dumps(dict(os.environ))]
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -150,7 +182,7 @@ def _frame(ctx, raw):
         os.write(pipe.write_fd, struct.pack(">I", 100) + b"{}")
         os._exit(0)
     else:
-        body = raw if isinstance(raw, str) else __import__("json").dumps(raw)
+        body = raw if isinstance(raw, str) else json.dumps(raw)
         data = struct.pack(">I", len(body.encode())) + body.encode()
     os.write(pipe.write_fd, data)
     return pipe.reader.read_blocking()
