@@ -198,3 +198,14 @@ PROBES = {
     "mint": _mint,
     "frame": _frame,
 }
+
+
+# --- the bench (tests/bench_isolated.py) ----------------------------------------------------
+
+
+@both("iso.bench")
+def bench(ctx, input):
+    """input["steps"] trivial steps: the bench times them in process and isolated."""
+    for i in range(input.get("steps", 0)):
+        ctx.step(f"s{i}", int, i)
+    return {"n": input.get("steps", 0)}
