@@ -91,7 +91,7 @@ def _hold(epoch):
     return epoch
 
 
-# --- a hostile agent (tests/runtime/test_isolation.py) -----------------------------------
+# --- a hostile agent (tests/runtime/isolation/test_hostile.py) -----------------------------------
 
 
 @agent("iso.hostile", isolation="process")

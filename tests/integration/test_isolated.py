@@ -30,6 +30,15 @@ from tests.stops import acks, cancelled
 pytestmark = [pytest.mark.integration]
 
 MODES = [pytest.param(None, id="in-process"), pytest.param("process", id="isolated")]
+
+
+@pytest.fixture
+def fleet(shared_fleet):
+    """Warm workers, lent to each test in turn (tests/harness.py WarmFleet); the ones a
+    test kills are not lent again."""
+    return shared_fleet
+
+
 ALICE = {"tenant": "acme", "owner": "user:alice", "actor": "user:alice"}
 
 
