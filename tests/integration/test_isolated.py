@@ -96,8 +96,12 @@ def test_a_worker_killed_mid_attempt_is_recovered_by_replay_without_repeating_th
 
 
 @pytest.mark.parametrize("isolation", MODES)
-def test_a_stop_reaches_a_running_step_and_every_boundary_acknowledges(live, fleet, isolation):
-    (worker,) = fleet.workers(1)
+@pytest.mark.parametrize("attempts", [1, 4], ids=["solo", "dense"])
+def test_a_stop_reaches_a_running_step_and_every_boundary_acknowledges(live, fleet, isolation, attempts):
+    """Solo: the stop arrives as a signal to the main thread; dense (runtime/worker/dense.py):
+    as an exception raised in the attempt's thread, between two of the harness's selects."""
+    dense = {"STEWARD_WORKER_ATTEMPTS": str(attempts), "STEWARD_DB_POOL_MAX": "3", "STEWARD_DB_POOL_TIMEOUT": "30"}
+    (worker,) = fleet.workers(1, env=dense if attempts > 1 else None)
     task_id = task_submit(agent=named("iso.spin", isolation), input={}, **ALICE).task_id
     wait_until(lambda: Step.objects.filter(task_id=task_id, name="begin").exists(), message="the first step")
 

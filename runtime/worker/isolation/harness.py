@@ -22,6 +22,7 @@ agent code replays from the start: each call it makes is answered from the journ
 from __future__ import annotations
 
 import os
+import select
 import selectors
 import sys
 import time
@@ -120,6 +121,7 @@ class Session:
         self.ctx = ctx
         self.process = process
         self.reader = protocol.Reader(process.stdout.fileno(), limit=frame_limit())
+        os.set_blocking(process.stdin.fileno(), False)
         self.selector = selectors.DefaultSelector()
         self.selector.register(process.stdout, selectors.EVENT_READ, "out")
         self.selector.register(process.stderr, selectors.EVENT_READ, "err")
@@ -270,10 +272,18 @@ class Session:
     # --- the pipe ----------------------------------------------------------------------
 
     def send(self, message: dict) -> None:
-        try:
-            protocol.write(self.process.stdin.fileno(), message)
-        except (BrokenPipeError, OSError):
-            raise ProtocolBroken(f"the sandbox exited ({self._exit()})") from None
+        """Write a whole frame. The pipe is non-blocking and each wait for room is a short
+        select: a child that stops reading cannot hold this thread in a write a stop
+        could not interrupt."""
+        data = memoryview(protocol.pack(message))
+        fd = self.process.stdin.fileno()
+        while data:
+            try:
+                data = data[os.write(fd, data) :]
+            except BlockingIOError:
+                select.select([], [fd], [], POLL_SECONDS)
+            except OSError:  # BrokenPipeError among them
+                raise ProtocolBroken(f"the sandbox exited ({self._exit()})") from None
 
     def receive(self) -> dict:
         """The child's next message. Waits in short selects, so that a stop delivered into
