@@ -694,3 +694,7 @@ oa_slow = oa.Agent(name="slow", model="fake-1", tools=[oa_slow_search])
 @agent("t.oa.slow")
 def oa_slow_run(ctx, input):
     return StewardRunner.run_sync(oa_slow, input["prompt"], ctx=ctx).final_output
+
+
+# The isolated-mode agents, in a module of their own: all that their sandbox holds of the tests.
+import tests.isolated_agents  # noqa: E402, F401

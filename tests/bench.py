@@ -31,11 +31,17 @@ processes. Progress and details go to stderr; stdout carries only the JSON.
                            request to the last boundary's acknowledgment, both as the
                            database recorded them (30 trees; p99 is then the slowest)
 
+    isolated_attempt_start_ms, isolated_step_overhead_us, isolated_step_ratio,
+    isolated_rss_mb_per_attempt  the isolated mode (`@agent(..., isolation="process")`):
+                           a sandbox's start, what a trivial step costs over in process
+                           and their ratio in the same run, a sandbox's memory
+                           (tests/bench_isolated.py, in its own database)
+
     console_poll_load      dispatch_ms_p50 with 200 task pages open and polling over
                            dispatch_ms_p50 with none, in one run (tests/bench_poll.py;
                            target <= 1.1)
 
-STEWARD_BENCH_ONLY=console_poll_load runs only the figures it names.
+STEWARD_BENCH_ONLY=console_poll_load (or =isolated) runs only the figures it names.
 STEWARD_BENCH_DB names the database (default steward_bench); it is dropped and made anew.
 """
 
@@ -500,6 +506,8 @@ def main() -> None:
     result.update(console_and_api())
     log("credential gateway (tests/bench_gateway.py)")
     result.update(own_process("tests.bench_gateway"))
+    log("isolated agents (tests/bench_isolated.py)")
+    result.update(own_process("tests.bench_isolated"))
     log(f"steps/raw = {steps / raw:.2f}")
     print(json.dumps(result))
 
@@ -513,9 +521,11 @@ def console_poll_load() -> dict:
 
 def only(names: list[str]) -> dict:
     """STEWARD_BENCH_ONLY: the figures named, alone (those that need no other's run)."""
-    known = {"console_poll_load"}
+    known = {"console_poll_load", "isolated"}
     if set(names) - known:
         raise SystemExit(f"bench: STEWARD_BENCH_ONLY knows only {sorted(known)}")
+    if names == ["isolated"]:
+        return own_process("tests.bench_isolated")
     fleet = bench_fleet(BENCH_DB, "steward-bench")
     try:
         fleet.workers(1)

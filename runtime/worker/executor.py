@@ -49,6 +49,7 @@ from runtime.limits import pauses
 from runtime.models import Decision
 from runtime.stops.services import lock_chain, stop_ack
 from runtime.worker.context import Context
+from runtime.worker.isolation import harness as isolation
 from runtime.worker.stop_watch import watch
 
 log = logging.getLogger(__name__)
@@ -186,7 +187,10 @@ def _run(claim: Claim, then_claim: bool) -> Claim | None:
             journal_rows=journal_rows,
         )
         with _agent_code(lease.task_id):
-            output = encoding.encode(spec.fn(ctx, input), what="the agent's return value")
+            # An isolated agent's code runs in its sandbox; the harness answers its ctx
+            # calls on this same Context, so all that follows is as in process.
+            returned = isolation.run(ctx, spec, input) if spec.isolation == "process" else spec.fn(ctx, input)
+            output = encoding.encode(returned, what="the agent's return value")
     except Suspend:
         return None  # the transition (sleep, wait, block) already committed
     except db.CONNECTION_ERRORS:
