@@ -39,7 +39,14 @@ from runtime.errors import (
 )
 from runtime.limits.selectors import tree_pause_of
 from runtime.tasks.actions import RELEASING, Refusal, task_actions
-from runtime.tasks.selectors import attempt_page, live_attempt, step_page, task_get, task_page
+from runtime.tasks.selectors import (
+    attempt_page,
+    live_attempt,
+    step_page,
+    task_get,
+    task_page,
+    task_waits_for_version,
+)
 from runtime.tasks.services import task_resume, task_submit
 from runtime.trail.selectors import audit_page
 
@@ -126,6 +133,12 @@ class TaskOut(TaskSummary):
     crash_count: int
     wake_at: datetime | None
     waiting_on: list[uuid.UUID] | None
+    agent_version: str = Field(
+        description="the version of its agent's code it runs, fixed at submission; '': submitted before versions"
+    )
+    waiting_for_version: str | None = Field(
+        description="queued, and no live worker serves its agent version: it waits for one (it does not fail)"
+    )
     spawn_seq: int | None
     queued_at: datetime | None
     started_at: datetime | None
@@ -228,6 +241,8 @@ def task_out(task) -> dict:
         "crash_count": task.crash_count,
         "wake_at": task.wake_at,
         "waiting_on": task.waiting_on,
+        "agent_version": task.agent_version,
+        "waiting_for_version": task_waits_for_version(task),
         "spawn_seq": task.spawn_seq,
         "queued_at": task.queued_at,
         "started_at": task.started_at,

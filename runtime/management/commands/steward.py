@@ -277,8 +277,13 @@ class Command(BaseCommand):
             block(
                 [
                     ("task", t.id),
-                    ("agent", t.agent),
+                    ("agent", t.agent + (f" (version {t.agent_version})" if t.agent_version else "")),
                     ("status", t.status + (f" ({t.status_note})" if t.status_note else "")),
+                    *(
+                        [("waiting", f"for version {d.waiting_for_version}: no live worker serves it")]
+                        if d.waiting_for_version
+                        else []
+                    ),
                     *(
                         [
                             (
