@@ -511,4 +511,8 @@ def upgrade(request, task_id: Uuid, body: Upgrade | None = None):
     with operating(request) as who:
         task = task_get(task_id, tenant=who.tenant)
         done = task_upgrade(task_id=task.id, tenant=who.tenant, version=body.version, actor=who.actor)
-    return {**task_out(task_get(task.id, tenant=who.tenant)), "from_version": done.from_version, "replayed": done.replayed}
+    return {
+        **task_out(task_get(task.id, tenant=who.tenant)),
+        "from_version": done.from_version,
+        "replayed": done.replayed,
+    }

@@ -65,7 +65,9 @@ def do_versions(out, *, agent, tenant, **_) -> None:
             ", ".join(f"{n} {s}" for s, n in sorted(row.tasks.items())) or "-",
             "; ".join(row.workers) or "-",
             " ".join(
-                word for word, on in (("current", row.current), ("retired", row.retired), ("waiting", row.waiting)) if on
+                word
+                for word, on in (("current", row.current), ("retired", row.retired), ("waiting", row.waiting))
+                if on
             )
             or "-",
         ]
