@@ -6,12 +6,8 @@ tests/faults/test_deploy.py does the same with real worker processes."""
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-
 import pytest
 
-import tests.versions_agents  # noqa: F401 - registers v.reorder and v.patched here
 from runtime import agents, states
 from runtime.errors import (
     TaskNotUpgradable,
@@ -27,32 +23,10 @@ from runtime.testing import StewardTestEnv
 from runtime.versions.selectors import patch_holdouts, version_overview
 from runtime.versions.services import task_upgrade, version_retire, version_upgrade
 from tests import versions_code as code
+from tests.versions_agents import deployed  # also registers v.reorder and v.patched here
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HOUR = 3600
-
-
-@contextlib.contextmanager
-def deployed(name: str, *versions):
-    """This process serves exactly `versions` of agent `name`, (version, fn) pairs, the
-    last current: a deploy, as the registry sees it."""
-    saved_versions, saved_registry = dict(agents._versions), dict(agents._registry)
-    base = saved_registry[name]
-    for key in [key for key in agents._versions if key[0] == name]:
-        del agents._versions[key]
-    for version, fn in versions:
-        spec = dataclasses.replace(base, fn=fn, version=version)
-        agents._versions[(name, version)] = spec
-        agents._registry[name] = spec
-    agents._served.clear()
-    try:
-        yield
-    finally:
-        agents._versions.clear()
-        agents._versions.update(saved_versions)
-        agents._registry.clear()
-        agents._registry.update(saved_registry)
-        agents._served.clear()
 
 
 @pytest.fixture
