@@ -74,12 +74,13 @@ class _Claimed:
     waited: float  # seconds it waited in the queue
 
 
-def claim_next(*, pool: str, worker: str) -> Claim | None:
-    """Claim the oldest queued task of `pool` whose agent version this process serves, if
-    a slot is free (runtime/sql/claim.sql)."""
+def claim_next(*, pool: str, worker: str, served: tuple[list[str], list[str]] | None = None) -> Claim | None:
+    """Claim the oldest queued task of `pool` whose agent version this process serves
+    (`served`: other (agents, versions) lists, for a test), if a slot is free
+    (runtime/sql/claim.sql)."""
     cur = db.cursor()  # check the connection out first, so a fault test can cut it under us
     faults.reach(faults.BEFORE_CLAIM, task_id=pool, step="claim", epoch=0)
-    names, versions = agents.served()
+    names, versions = served if served is not None else agents.served()
     params = {"pool": pool, "worker": worker, "lease": config.lease_seconds(), "agents": names, "versions": versions}
     row = db.fetchone("claim", params, row=_Claimed)
     if row is None:

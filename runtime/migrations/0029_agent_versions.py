@@ -45,7 +45,7 @@ BEGIN
         END IF;
     END IF;
 
-    -- Retire against submit (runtime/tasks/versions.py): a retire takes this lock
+    -- Retire against submit (runtime/versions/services.py): a retire takes this lock
     -- exclusively and then looks for unfinished tasks of the version; a submit takes it
     -- shared and then looks for the retirement. Each statement reads a fresh snapshot, so
     -- whichever comes second sees what the first committed: never a task on a retired version.

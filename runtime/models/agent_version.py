@@ -1,5 +1,5 @@
 """RetiredVersion: see runtime/models/__init__.py for what the models share, and
-runtime/tasks/versions.py for how a version is retired."""
+runtime/versions/services.py for how a version is retired."""
 
 from __future__ import annotations
 
