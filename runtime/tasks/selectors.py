@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from runtime import agents, arguments, config, db, states
 from runtime.audit import chain_of
-from runtime.errors import AmbiguousTaskId, InvalidInput, StepNotFound, TaskNotFound
+from runtime.errors import AmbiguousTaskId, InvalidInput, StepNotFound, TaskNotFound, UnknownAgent
 from runtime.ids import epoch_ms, uuid7_floor
 from runtime.limits.services import default_pool_name
 from runtime.models import Attempt, AuditEvent, Effect, Process, Step, Task
@@ -109,6 +109,14 @@ def task_detail(task_id, *, step_limit: int = 200, audit_limit: int = 200, child
         )[::-1],
         waiting_for_version=task_waits_for_version(task),
     )
+
+
+def current_version(agent: str) -> str | None:
+    """The version new tasks of `agent` get here; None if it is not registered here."""
+    try:
+        return agents.get(agent).version
+    except UnknownAgent:
+        return None
 
 
 def live_workers():
