@@ -11,7 +11,10 @@ nondeterministic or outside work.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,12 +39,33 @@ class AgentSpec:
     # in a sandboxed child process that reaches Steward only over a pipe
     # (runtime/worker/isolation/, docs/adr/0036-isolated-agents.md), for untrusted code.
     isolation: str | None = None
+    # The version of its code (docs/adr/0037-agent-versions.md): the declared `version=`,
+    # or else a digest of its module's source. A task records the version it was
+    # submitted under and is claimed only by a worker that serves that version.
+    version: str = ""
 
 
-_registry: dict[str, AgentSpec] = {}
+_registry: dict[str, AgentSpec] = {}  # name -> the current spec: new tasks run it
+# (name, version) -> spec: every version this process serves. A deploy can keep an old
+# version registered (declared `version=`, registered before the new one) so that the
+# tasks that started on it finish on it.
+_versions: dict[tuple[str, str], AgentSpec] = {}
+
+VERSION_MAX = 64
 
 
 ISOLATIONS = (None, "process")
+
+
+def code_version(fn: Callable[..., Any]) -> str:
+    """A digest of the source of the module that defines `fn` (its code, when no version
+    is declared): any edit to the module is a new version, which is safe but coarse."""
+    module = sys.modules.get(fn.__module__)
+    try:
+        source = inspect.getsource(module) if module is not None else inspect.getsource(fn)
+    except (OSError, TypeError):
+        source = getattr(fn, "__qualname__", repr(fn))  # no source (a REPL): its name
+    return "h-" + hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
 def agent(
@@ -52,6 +76,7 @@ def agent(
     input=None,
     breakers: dict | None = None,
     isolation: str | None = None,
+    version: str | None = None,
 ):
     """Register `fn` as the agent `name`. Names are stable identifiers: tasks record
     them, so renaming an agent strands its running tasks. `input` is a pydantic model
@@ -59,7 +84,10 @@ def agent(
     console show. `breakers`: limits of runtime/arguments.py BREAKER_LIMITS for its tasks
     (max_children, max_depth, max_spawns_per_minute, max_steps, max_wall_clock_seconds).
     `isolation="process"`: run its code in a sandbox (no secrets, no network, a read-only
-    file system), every ctx call over a pipe; for agents that run model-written code."""
+    file system), every ctx call over a pipe; for agents that run model-written code.
+    `version`: the version of its code (1-64 printable characters, no whitespace); by
+    default a digest of its module's source. Several versions of one name may be
+    registered in one process: each is served, and the last registered is current."""
     # No "/": an agent has a page of its own, /agents/<name>/ in the console and the API,
     # and a name with a slash could be neither linked to nor routed.
     if not isinstance(name, str) or not name or len(name) > 200 or not name.isprintable() or "/" in name:
@@ -77,23 +105,69 @@ def agent(
     except StewardError as exc:
         raise ValueError(f"agent {name!r}: {exc}") from None
 
+    if version is not None and not _valid_version(version):
+        raise ValueError(f"agent {name!r}: version must be 1-{VERSION_MAX} printable characters with no space")
+
     def register(fn):
-        existing = _registry.get(name)
+        spec_version = version if version is not None else code_version(fn)
+        existing = _versions.get((name, spec_version))
         if existing is not None and existing.fn is not fn:
-            raise ValueError(f"agent {name!r} is already registered by {existing.fn.__module__}")
-        _registry[name] = AgentSpec(
-            name, fn, pool, description or (fn.__doc__ or "").strip(), input_model, limits, isolation
+            raise ValueError(
+                f"agent {name!r} version {spec_version!r} is already registered by {existing.fn.__module__}"
+            )
+        spec = AgentSpec(
+            name, fn, pool, description or (fn.__doc__ or "").strip(), input_model, limits, isolation, spec_version
         )
+        _versions[(name, spec_version)] = spec
+        _registry[name] = spec
+        _served.clear()
         return fn
 
     return register
 
 
-def get(name: str) -> AgentSpec:
+def _valid_version(version) -> bool:
+    return (
+        isinstance(version, str)
+        and 0 < len(version) <= VERSION_MAX
+        and version.isprintable()
+        and not any(c.isspace() for c in version)
+    )
+
+
+def get(name: str, version: str | None = None) -> AgentSpec:
+    """The current spec of `name`, or the spec of one version of it (`version`, as a task
+    records it; "" for a task submitted before versions: the current one)."""
     try:
+        if version:
+            return _versions[(name, version)]
         return _registry[name]
     except KeyError:
+        if name in _registry:
+            raise UnknownAgent(
+                f"agent {name!r} version {version!r} is not served here", agent=name, known=sorted(_registry)
+            ) from None
         raise UnknownAgent(f"no agent is registered as {name!r}", agent=name, known=sorted(_registry)) from None
+
+
+_served: dict[str, tuple[list[str], list[str]]] = {}  # cache of served(): the registry is static once loaded
+
+
+def served() -> tuple[list[str], list[str]]:
+    """The (agent, version) pairs this process serves, as two parallel lists: what a
+    worker advertises in its heartbeat and filters its claims by (runtime/sql/claim.sql)."""
+    pairs = _served.get("pairs")
+    if pairs is None:
+        keys = sorted(_versions)
+        pairs = _served["pairs"] = ([name for name, _ in keys], [version for _, version in keys])
+    return pairs
+
+
+def versions_of(name: str) -> list[AgentSpec]:
+    """Every version of `name` this process serves, the current one last."""
+    current = _registry.get(name)
+    others = [spec for (n, _), spec in sorted(_versions.items()) if n == name and spec is not current]
+    return others + ([current] if current is not None else [])
 
 
 def registered() -> list[AgentSpec]:

@@ -38,6 +38,8 @@ class AuditKind(StrEnum):
     TASK_RECOVERED = "task.recovered"  # its lease expired: the supervisor queued it again
     TASK_WOKEN = "task.woken"  # its timer was due, or its children finished
     TASK_RESUMED = "task.resumed"  # an operator resumed it (or lifted its tree's pause)
+    TASK_UPGRADED = "task.upgraded"  # an operator moved it to another version of its agent (a dry replay passed)
+    VERSION_RETIRED = "version.retired"  # an agent version with no unfinished task was retired
     TASK_UNBLOCKED = "task.unblocked"  # an operator resolved the unknown effect that blocked it
     TASK_STOPPING = "task.stopping"  # a stop closed its admission; its boundaries acknowledge
     TASK_CANCELLED = "task.cancelled"  # its stop finished with it: every boundary answered, or the bound passed

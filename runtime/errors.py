@@ -266,6 +266,59 @@ class VersionConflict(StewardError):
     status = 409
 
 
+# --- Agent versions (docs/adr/0037-agent-versions.md) -------------------------------------
+
+
+class VersionNotServed(StewardError):
+    """An upgrade named an agent version this process does not serve: it cannot replay the
+    task's journal on code it does not have. Run it where that version is deployed."""
+
+    code = "VERSION_NOT_SERVED"
+    status = 409
+
+
+class UpgradeDoesNotReplay(StewardError):
+    """The task's journal so far does not replay on the new version (a dry replay found
+    another step, or another kind of step, at a seq): upgrading it would fail it, or
+    worse, give its recorded steps another meaning. Nothing changed."""
+
+    code = "UPGRADE_DOES_NOT_REPLAY"
+    status = 409
+
+
+class TaskNotUpgradable(StewardError):
+    """The task is running, stopping or finished: only a task between attempts (queued,
+    sleeping, waiting or blocked) moves to another version; a running one may be
+    upgraded once its attempt ends."""
+
+    code = "TASK_NOT_UPGRADABLE"
+    status = 409
+
+
+class UpgradeRaced(StewardError):
+    """The task moved on (an attempt claimed it, or another upgrade won) between the dry
+    replay and the write: the replay no longer speaks for its journal. Nothing changed;
+    try again."""
+
+    code = "UPGRADE_RACED"
+    status = 409
+
+
+class VersionInUse(StewardError):
+    """An agent version cannot be retired while a task that is not finished runs it."""
+
+    code = "VERSION_IN_USE"
+    status = 409
+
+
+class VersionRetired(StewardError):
+    """The agent version was retired: no new task is submitted under it. Deploy a newer
+    version (or un-retire it) first."""
+
+    code = "VERSION_RETIRED"
+    status = 409
+
+
 class QuotaNotFound(StewardError):
     code = "QUOTA_NOT_FOUND"
     status = 404
@@ -361,6 +414,20 @@ class NondeterminismError(BaseException):
     """
 
     code = "NONDETERMINISM"
+
+
+class DryReplayReached(BaseException):
+    """A dry replay (runtime/worker/replay.py) reached the end of the recorded journal:
+    the next call would run something new, so it stops there, having run nothing.
+
+    A BaseException so that agent code cannot catch it and carry on.
+    """
+
+    code = "DRY_REPLAY_REACHED"
+
+    def __init__(self, seq: int):
+        super().__init__(f"the dry replay reached seq {seq}, past the journal")
+        self.seq = seq
 
 
 class NotJournalable(BaseException):

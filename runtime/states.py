@@ -230,6 +230,7 @@ class StepKind(StrEnum):
     WAIT = "wait"  # ctx.wait(): the children's results
     APPROVAL = "approval"  # ctx.request_approval(): the packages requested
     APPROVAL_CHECK = "approval_check"  # their re-check once decided: each one's outcome
+    PATCH = "patch"  # ctx.patched(): this task took a patch's new path (docs/adr/0037-agent-versions.md)
 
 
 def sources(event: str, table: dict = TASK_TRANSITIONS) -> list[str]:

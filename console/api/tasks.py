@@ -34,14 +34,27 @@ from runtime.errors import (
     NumberOutOfRange,
     QueueFull,
     TaskNotFound,
+    TaskNotUpgradable,
     UnknownAgent,
     UnknownPool,
+    UpgradeDoesNotReplay,
+    UpgradeRaced,
+    VersionNotServed,
+    VersionRetired,
 )
 from runtime.limits.selectors import tree_pause_of
 from runtime.tasks.actions import RELEASING, Refusal, task_actions
-from runtime.tasks.selectors import attempt_page, live_attempt, step_page, task_get, task_page
+from runtime.tasks.selectors import (
+    attempt_page,
+    live_attempt,
+    step_page,
+    task_get,
+    task_page,
+    task_waits_for_version,
+)
 from runtime.tasks.services import task_resume, task_submit
 from runtime.trail.selectors import audit_page
+from runtime.versions.services import task_upgrade
 
 router = Router(tags=["tasks"])
 
@@ -126,6 +139,12 @@ class TaskOut(TaskSummary):
     crash_count: int
     wake_at: datetime | None
     waiting_on: list[uuid.UUID] | None
+    agent_version: str = Field(
+        description="the version of its agent's code it runs, fixed at submission; '': submitted before versions"
+    )
+    waiting_for_version: str | None = Field(
+        description="queued, and no live worker serves its agent version: it waits for one (it does not fail)"
+    )
     spawn_seq: int | None
     queued_at: datetime | None
     started_at: datetime | None
@@ -186,6 +205,15 @@ class AttemptOut(Schema):
     end_reason: str
 
 
+class Upgrade(Body):
+    version: str | None = Field(None, max_length=64, description="the version; default: the current one")
+
+
+class Upgraded(TaskOut):
+    from_version: str
+    replayed: int = Field(description="journal rows the dry replay matched on the new version")
+
+
 class Resume(Body):
     note: str = Field("", max_length=2000)
     # Checked by the runtime (arguments.breaker_limits), whatever JSON arrives: a value
@@ -228,6 +256,8 @@ def task_out(task) -> dict:
         "crash_count": task.crash_count,
         "wake_at": task.wake_at,
         "waiting_on": task.waiting_on,
+        "agent_version": task.agent_version,
+        "waiting_for_version": task_waits_for_version(task),
         "spawn_seq": task.spawn_seq,
         "queued_at": task.queued_at,
         "started_at": task.started_at,
@@ -327,6 +357,7 @@ def attempt_out(attempt) -> dict:
     IdempotencyConflict,
     AgentStopped,
     QueueFull,
+    VersionRetired,
 )
 def submit(
     request,
@@ -454,4 +485,34 @@ def resume(request, task_id: Uuid, body: Resume | None = None):
         **task_out(task_get(task.id, tenant=who.tenant)),
         "tree_pause_lifted": resumed.pause_id,
         "tree_queued": resumed.tree_queued,
+    }
+
+
+@router.post(
+    "/tasks/{task_id}/upgrade",
+    response={200: Upgraded},
+    summary="Move a task to another version of its agent, if its journal replays there",
+)
+@refuses(
+    Forbidden,
+    TaskNotFound,
+    TaskNotUpgradable,
+    UpgradeDoesNotReplay,
+    UpgradeRaced,
+    VersionNotServed,
+    UnknownAgent,
+)
+def upgrade(request, task_id: Uuid, body: Upgrade | None = None):
+    """A dry replay of its journal on the new version runs first, in this process and
+    without side effects: a divergence is 409 UPGRADE_DOES_NOT_REPLAY and nothing changes.
+    Only between attempts (409 TASK_NOT_UPGRADABLE); 409 UPGRADE_RACED when an attempt
+    claimed it meanwhile."""
+    body = body or Upgrade()
+    with operating(request) as who:
+        task = task_get(task_id, tenant=who.tenant)
+        done = task_upgrade(task_id=task.id, tenant=who.tenant, version=body.version, actor=who.actor)
+    return {
+        **task_out(task_get(task.id, tenant=who.tenant)),
+        "from_version": done.from_version,
+        "replayed": done.replayed,
     }

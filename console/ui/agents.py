@@ -17,6 +17,7 @@ from runtime.authz.selectors import agent_authority, decisions_page, grants_of, 
 from runtime.errors import InvalidArgument, UnknownAgent
 from runtime.stops.selectors import agent_switch, agent_switches
 from runtime.tasks.selectors import agent_get, agent_list
+from runtime.versions.selectors import version_overview
 
 DECISIONS_SHOWN = 20
 
@@ -32,7 +33,10 @@ def agent_list_view(request, principal):
         {"info": info, "grants": counts.get(f"agent:{info.name}", 0), "closed": closed.get(info.name)}
         for info in agent_list()
     ]
-    return page(request, principal, "console/agents.html", {"agents": agents}, nav="agents")
+    # Which versions of each agent this tenant's unfinished tasks run, and which live
+    # workers serve each (docs/adr/0037-agent-versions.md).
+    versions = version_overview(tenant=principal.tenant)
+    return page(request, principal, "console/agents.html", {"agents": agents, "versions": versions}, nav="agents")
 
 
 @screen

@@ -18,6 +18,7 @@ from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
 from console.access import OPERATE_ACTION, require
 from console.ui.stops import task_stop_context
@@ -25,10 +26,11 @@ from console.ui.web import confirm, page, param, screen
 from runtime import states
 from runtime.approvals.selectors import approvals_of_task
 from runtime.authz.selectors import decisions_page, effective_authority
-from runtime.errors import InvalidInput
+from runtime.errors import InvalidInput, StewardError
 from runtime.limits.selectors import breaker_tripped, tree_pause_holds, tree_pause_of
 from runtime.tasks.actions import Refusal, task_actions
 from runtime.tasks.selectors import (
+    current_version,
     journal_page,
     live_attempt,
     step_count,
@@ -40,6 +42,7 @@ from runtime.tasks.selectors import (
     task_page,
 )
 from runtime.tasks.services import task_resume
+from runtime.versions.services import UPGRADABLE, task_upgrade
 
 STEPS_PER_PAGE = 100
 TREE_SHOWN = 200
@@ -114,6 +117,9 @@ def _live(principal, task_id, version: str | None = None) -> dict:
         "may_stop": actions.stop.allowed,
         "may_resume": actions.resume.allowed,
         "may_rerun": actions.rerun.allowed,
+        # Between attempts and not on the current version here: an operator may try the
+        # upgrade (its dry replay decides; docs/adr/0037-agent-versions.md).
+        "may_upgrade": detail.task.status in UPGRADABLE and detail.task.agent_version != current_version(task.agent),
         # The new runs made of it, while it is one a new run can be made of.
         "reruns": list(detail.task.reruns.order_by("id").only("id", "status")[:20])
         if actions.rerun.refusal is not Refusal.STATUS
@@ -225,4 +231,20 @@ def resume(request, principal, task_id):
     return _confirm(request, principal, task_id, "resume")
 
 
-__all__ = ["task_page_view", "task_live", "task_steps", "task_step", "resume"]
+@require_POST
+@screen
+def upgrade(request, principal, task_id):
+    """Move the task to the current version of its agent here, if its journal replays
+    there (runtime/versions/services.py); a refusal is shown with its code."""
+    task = task_get(task_id, tenant=principal.tenant)
+    require(principal, OPERATE_ACTION)
+    try:
+        done = task_upgrade(task_id=task.id, tenant=principal.tenant, actor=principal.actor)
+    except StewardError as exc:
+        messages.error(request, f"{exc.code}: {exc.message}")
+    else:
+        messages.success(request, f"Upgraded from version {done.from_version} to {done.to_version}.")
+    return redirect("ui:task", task.id)
+
+
+__all__ = ["task_page_view", "task_live", "task_steps", "task_step", "resume", "upgrade"]

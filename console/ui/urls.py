@@ -68,6 +68,7 @@ ROUTES = [
     Route("stop", "stops/<uuid:stop_id>/", stops.stop_page, object="stop"),
     Route("stop-panel", "stops/<uuid:stop_id>/panel/", stops.stop_panel, object="stop", fragment=True),
     Route("task-resume", "tasks/<uuid:task_id>/resume/", task.resume, object="task", action=True),
+    Route("task-upgrade", "tasks/<uuid:task_id>/upgrade/", task.upgrade, object="task", action=True),
     Route("effects", "effects/", effects.effect_list),
     Route("effect", "effects/<int:effect_id>/", effects.effect_detail, object="effect"),
     Route("effect-resolve", "effects/<int:effect_id>/resolve/", effects.resolve, object="effect", action=True),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from runtime import config, db, faults, outages
+from runtime import agents, config, db, faults, outages
 from runtime.attempts import interrupts
 from runtime.meter import meter
 
@@ -51,6 +51,9 @@ class Claim:
     input_text: str
     owner: str
     root_id: object
+    # The version of the agent's code it runs (runtime/agents.py): one this worker serves,
+    # or "" for a task submitted before versions (the current one runs it).
+    version: str = ""
 
 
 @db.reads("claim")
@@ -60,6 +63,7 @@ class _Claimed:
     epoch: int
     next_reason: str
     agent: str
+    agent_version: str
     input: str  # jsonb, as text on this connection
     tenant: str
     owner: str
@@ -70,17 +74,21 @@ class _Claimed:
     waited: float  # seconds it waited in the queue
 
 
-def claim_next(*, pool: str, worker: str) -> Claim | None:
-    """Claim the oldest queued task of `pool` if a slot is free (runtime/sql/claim.sql)."""
+def claim_next(*, pool: str, worker: str, served: tuple[list[str], list[str]] | None = None) -> Claim | None:
+    """Claim the oldest queued task of `pool` whose agent version this process serves
+    (`served`: other (agents, versions) lists, for a test), if a slot is free
+    (runtime/sql/claim.sql)."""
     cur = db.cursor()  # check the connection out first, so a fault test can cut it under us
     faults.reach(faults.BEFORE_CLAIM, task_id=pool, step="claim", epoch=0)
-    row = db.fetchone("claim", {"pool": pool, "worker": worker, "lease": config.lease_seconds()}, row=_Claimed)
+    names, versions = served if served is not None else agents.served()
+    params = {"pool": pool, "worker": worker, "lease": config.lease_seconds(), "agents": names, "versions": versions}
+    row = db.fetchone("claim", params, row=_Claimed)
     if row is None:
         return None
     # Counted once the claim commits: it may share a transaction with an attempt's end.
     db.after_commit(cur, lambda: meter.waited(row.waited, tenant=row.tenant))
     lease = Lease(row.id, row.epoch, row.tenant, row.pool, row.parent_id, worker, row.attempt_id)
-    return Claim(lease, row.next_reason, row.agent, row.input, row.owner, row.root_id)
+    return Claim(lease, row.next_reason, row.agent, row.input, row.owner, row.root_id, row.agent_version)
 
 
 class LeaseKeeper:

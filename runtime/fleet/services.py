@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from django.db.models.functions import Now
 
-from runtime import db
+from runtime import agents, db
 from runtime.meter import WAIT_BOUNDS, Counted
 from runtime.models import Process
 
@@ -69,8 +69,19 @@ def process_beat(
             "counters": json.dumps(totals),
             "swept": swept,
             "minutes": json.dumps(minutes),
+            # The versions it serves (a worker's claim filters on them): what operators read,
+            # and what tells a queued task it waits for a version nobody serves.
+            "versions": json.dumps(served_versions() if kind == "worker" else {}),
         },
     )
+
+
+def served_versions() -> dict[str, list[str]]:
+    """{"agent": ["version", ...]}: the agent versions this process serves."""
+    out: dict[str, list[str]] = {}
+    for name, version in zip(*agents.served(), strict=True):
+        out.setdefault(name, []).append(version)
+    return out
 
 
 def process_stopped(*, kind: str) -> None:

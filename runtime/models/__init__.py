@@ -9,6 +9,7 @@ worker's: the claim order compares times written by different hosts, and a skewe
 clock there would reorder the queue.
 """
 
+from runtime.models.agent_version import RetiredVersion
 from runtime.models.approval import Approval
 from runtime.models.attempt import Attempt
 from runtime.models.audit import AuditEvent
@@ -46,6 +47,7 @@ __all__ = [
     "Process",
     "ProcessMinute",
     "Quota",
+    "RetiredVersion",
     "Schedule",
     "Slot",
     "Step",

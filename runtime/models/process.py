@@ -27,6 +27,9 @@ class Process(models.Model):
     stopped_at = models.DateTimeField(null=True, blank=True)
     last_sweep_at = models.DateTimeField(null=True, blank=True)  # a supervisor's, or a worker's beat-driven sweep
     counters = models.JSONField(default=dict)
+    # What a worker serves: {"agent": ["version", ...]} (runtime/agents.py served()), as
+    # it last said; read by operators and by "waiting for version" (runtime/tasks/selectors.py).
+    versions = models.JSONField(default=dict, db_default={})
 
     class Meta:
         db_table = "steward_process"

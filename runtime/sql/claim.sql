@@ -5,10 +5,21 @@
 -- a different task and a different slot instead of queueing them behind one another.
 -- If no slot is free, `next` still locked a task row but nothing else happens and the
 -- task stays queued; whoever frees a slot next claims it (runtime/worker/executor.py).
-WITH next AS (
+--
+-- Versions (docs/adr/0037-agent-versions.md): a worker claims only the tasks whose
+-- (agent, agent_version) it serves, %(agents)s and %(versions)s being its pairs as two
+-- parallel arrays (runtime/agents.py served()); "" is a task submitted before versions,
+-- which any worker may run. A task no live worker serves stays queued ("waiting for
+-- version"): it is passed over here, not failed. The filter is applied as the claim
+-- order's index is walked, so such tasks at the head of a queue cost a row each.
+WITH served AS (
+    SELECT a.agent, a.version FROM unnest(%(agents)s::text[], %(versions)s::text[]) AS a(agent, version)
+), next AS (
     SELECT t.id
     FROM steward_task t
     WHERE t.pool = %(pool)s AND t.status = 'queued'
+      AND (t.agent_version = ''
+           OR EXISTS (SELECT 1 FROM served s WHERE s.agent = t.agent AND s.version = t.agent_version))
     ORDER BY t.queued_at, t.id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -26,7 +37,7 @@ WITH next AS (
     SET status = 'running', epoch = t.epoch + 1, updated_at = now(),
         started_at = coalesce(t.started_at, now()), status_note = ''
     WHERE t.id = (SELECT id FROM next) AND EXISTS (SELECT 1 FROM slot) AND t.status = 'queued'
-    RETURNING t.id, t.epoch, t.next_reason, t.agent, t.input, t.tenant, t.owner,
+    RETURNING t.id, t.epoch, t.next_reason, t.agent, t.agent_version, t.input, t.tenant, t.owner,
               t.parent_id, t.root_id, t.pool, t.queued_at
 ), took AS (
     UPDATE steward_slot s
@@ -48,7 +59,7 @@ WITH next AS (
            jsonb_build_object('epoch', claimed.epoch, 'reason', claimed.next_reason)
     FROM claimed
 )
-SELECT claimed.id, claimed.epoch, claimed.next_reason, claimed.agent, claimed.input,
+SELECT claimed.id, claimed.epoch, claimed.next_reason, claimed.agent, claimed.agent_version, claimed.input,
        claimed.tenant, claimed.owner, claimed.parent_id, claimed.root_id, claimed.pool,
        (SELECT id FROM attempt) AS attempt_id,
        -- How long it waited in the queue, for the fleet's metrics (runtime/meter.py). A

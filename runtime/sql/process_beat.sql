@@ -2,11 +2,12 @@
 -- started, and what it did since its last beat added to this minute's rows. One statement,
 -- so a beat is one round trip whatever it reports.
 WITH beat AS (
-    INSERT INTO steward_process (name, kind, host, pid, queue, started_at, seen_at, counters, last_sweep_at)
+    INSERT INTO steward_process (name, kind, host, pid, queue, started_at, seen_at, counters, last_sweep_at,
+                                 versions)
     VALUES (%(name)s, %(kind)s, %(host)s, %(pid)s, %(queue)s, now(), now(), %(counters)s::jsonb,
-            CASE WHEN %(swept)s::boolean THEN now() END)
+            CASE WHEN %(swept)s::boolean THEN now() END, %(versions)s::jsonb)
     ON CONFLICT (name) DO UPDATE
-    SET seen_at = now(), stopped_at = NULL, counters = EXCLUDED.counters,
+    SET seen_at = now(), stopped_at = NULL, counters = EXCLUDED.counters, versions = EXCLUDED.versions,
         last_sweep_at = coalesce(EXCLUDED.last_sweep_at, steward_process.last_sweep_at)
     RETURNING name
 )

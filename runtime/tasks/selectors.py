@@ -10,12 +10,12 @@ from datetime import datetime, timedelta
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from runtime import agents, arguments, db, states
+from runtime import agents, arguments, config, db, states
 from runtime.audit import chain_of
-from runtime.errors import AmbiguousTaskId, InvalidInput, StepNotFound, TaskNotFound
+from runtime.errors import AmbiguousTaskId, InvalidInput, StepNotFound, TaskNotFound, UnknownAgent
 from runtime.ids import epoch_ms, uuid7_floor
 from runtime.limits.services import default_pool_name
-from runtime.models import Attempt, AuditEvent, Effect, Step, Task
+from runtime.models import Attempt, AuditEvent, Effect, Process, Step, Task
 from runtime.paging import Keyset, Page, keyset_page
 
 
@@ -27,6 +27,8 @@ class TaskDetail:
     effects: list[Effect]
     children: list[Task]
     audit: list[AuditEvent]
+    # The agent version it waits for, when no live worker serves it (task_waits_for_version).
+    waiting_for_version: str | None = None
 
 
 def task_get(task_id, *, tenant: str | None = None) -> Task:
@@ -105,7 +107,33 @@ def task_detail(task_id, *, step_limit: int = 200, audit_limit: int = 200, child
                 :audit_limit
             ]
         )[::-1],
+        waiting_for_version=task_waits_for_version(task),
     )
+
+
+def current_version(agent: str) -> str | None:
+    """The version new tasks of `agent` get here; None if it is not registered here."""
+    try:
+        return agents.get(agent).version
+    except UnknownAgent:
+        return None
+
+
+def live_workers():
+    """Worker processes seen within a lease: those whose claims run tasks now."""
+    alive = timezone.now() - timedelta(seconds=config.lease_seconds())
+    return Process.objects.filter(kind="worker", stopped_at__isnull=True, seen_at__gte=alive)
+
+
+def task_waits_for_version(task: Task) -> str | None:
+    """The agent version a queued task waits for, when no live worker serves it: it is
+    not failed, only passed over by every claim until such a worker beats again
+    (docs/adr/0037-agent-versions.md). None when it is not queued, predates versions,
+    or some live worker serves its version."""
+    if task.status != states.QUEUED or not task.agent_version:
+        return None
+    served = live_workers().filter(versions__contains={task.agent: [task.agent_version]}).exists()
+    return None if served else task.agent_version
 
 
 def task_live_version(task_id, *, tenant: str) -> str:

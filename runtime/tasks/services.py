@@ -15,7 +15,14 @@ from django.db.models.functions import Now
 from runtime import agents, arguments, config, db, encoding, states
 from runtime.attempts import dispatch
 from runtime.audit import AuditKind, audit_append, with_via
-from runtime.errors import AgentStopped, IdempotencyConflict, InvalidInput, InvalidTransition, QueueFull
+from runtime.errors import (
+    AgentStopped,
+    IdempotencyConflict,
+    InvalidInput,
+    InvalidTransition,
+    QueueFull,
+    VersionRetired,
+)
 from runtime.limits import pauses
 from runtime.limits.services import default_pool_name, first_use_reason, pool_create_on_first_use, unknown_pool
 from runtime.models import Task
@@ -124,6 +131,9 @@ def insert_task(
             )
         ),
     }
+    # The version of the agent's code it will run, fixed now (docs/adr/0037-agent-versions.md):
+    # the current one in this process, so submitters deploy with the workers.
+    params["version"] = agents.get(agent).version
     done = _submit(params)
     if done.outcome == "no_pool":
         why = first_use_reason(pool, agent=agent, agent_pool=agents.get(agent).pool)
@@ -136,6 +146,12 @@ def insert_task(
     if done.outcome == "conflict":
         raise IdempotencyConflict(
             f"idempotency key {key!r} was already used for a different agent or input", task_id=str(done.task_id)
+        )
+    if done.outcome == "retired":
+        raise VersionRetired(
+            f"agent {agent!r} version {params['version']!r} was retired: deploy a newer version to submit it",
+            agent=agent,
+            version=params["version"],
         )
     if done.outcome == "queue_full":
         raise QueueFull(

@@ -64,3 +64,22 @@ def check(ctx, action: str, resource: str) -> Decision:
     return raise_if_denied(
         authorize(task=ctx.task_id, action=action, resource=resource, boundary=EXECUTOR_BOUNDARY, epoch=ctx.epoch)
     )
+
+
+def dry_allow(ctx, action: str, resource: str) -> Decision:
+    """What ctx.authorize() answers in a dry replay (runtime/worker/replay.py): an allow
+    that is never saved, decided by nobody; the replay writes nothing."""
+    return Decision(
+        tenant=ctx.tenant,
+        task_id=ctx.task_id,
+        epoch=ctx.epoch,
+        actor=f"agent:{ctx.agent}",
+        owner=ctx.owner,
+        boundary=EXECUTOR_BOUNDARY,
+        action=action,
+        resource=resource,
+        allowed=True,
+        reason_code="dry_replay",
+        policy_version="",
+        authz_revision=0,
+    )

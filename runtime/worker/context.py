@@ -25,6 +25,7 @@ from runtime.effects import ledger
 from runtime.errors import (
     AuthorityDenied,
     BreakerTripped,
+    DryReplayReached,
     InfrastructureError,
     NondeterminismError,
     NotJournalable,
@@ -69,8 +70,28 @@ def _not_the_agents_error(method):
 _RANDOM = random.Random()
 
 
+# The journal kinds whose replay, at the end of the journal, goes on waiting (a sleep not
+# yet due, children not yet done, an approval not yet decided): a write. A dry replay
+# stops at such a row once its name and kind matched.
+_WAITS = frozenset(
+    {states.StepKind.SLEEP, states.StepKind.WAIT, states.StepKind.APPROVAL, states.StepKind.APPROVAL_CHECK}
+)
+
+PATCH_PREFIX = "patch:"
+
+
 class Context:
-    def __init__(self, lease: Lease, *, agent: str, owner: str, root_id, reason: str, journal_rows: list[Recorded]):
+    def __init__(
+        self,
+        lease: Lease,
+        *,
+        agent: str,
+        owner: str,
+        root_id,
+        reason: str,
+        journal_rows: list[Recorded],
+        dry: bool = False,
+    ):
         self.lease = lease
         self.task_id = lease.task_id
         self.tenant = lease.tenant
@@ -82,6 +103,12 @@ class Context:
         self.attempt_reason = reason
         self._journal = journal_rows
         self._seq = 0
+        # A dry replay (runtime/worker/replay.py): match the code's calls against the
+        # journal, return what was recorded, and stop (DryReplayReached) before anything
+        # would run or be written.
+        self.dry = dry
+        self._patches: dict[str, bool] = {}  # ctx.patched(): each name decided once per attempt
+        self._matched = 0  # journal rows matched so far (a dry replay reports it)
         # The first denial or breaker's refusal (a tree's pause included): the task ends blocked.
         self.halt: AuthorityDenied | BreakerTripped | None = None
         self._breakers = breakers.StepBreakers(lease, agent, root_id)  # checked before each new step
@@ -147,8 +174,13 @@ class Context:
     def authorize(self, action: str, resource: str):
         """Whether this task may take `action` on `resource` now, on current rows, at the
         executor boundary: the recorded Decision, or AuthorityDenied (the task then ends
-        blocked). Not journaled: a replay asks again."""
-        return authority.check(self, *authority.need((action, resource)))
+        blocked). Not journaled: a replay asks again. A dry replay decides nothing and
+        records nothing: it answers an unsaved allow, since what it checks is only that
+        the code asks for the journal's steps in order."""
+        needed = authority.need((action, resource))
+        if self.dry:
+            return authority.dry_allow(self, *needed)
+        return authority.check(self, *needed)
 
     # --- human review (runtime/approvals/) -------------------------------------------------
 
@@ -263,6 +295,65 @@ class Context:
         While any is still live the attempt ends and holds no worker and no slot."""
         return children.wait(self.lease, self._next("wait", states.StepKind.WAIT), tasks)
 
+    @property
+    def replayed(self) -> int:
+        """How many journal rows this attempt's calls have matched so far."""
+        return self._matched
+
+    # --- patch markers (docs/adr/0037-agent-versions.md) -------------------------------------
+
+    @_not_the_agents_error
+    def patched(self, name: str) -> bool:
+        """Whether this task takes the new path of the patch `name`, as Temporal's
+        workflow.patched does:
+
+            if ctx.patched("greet-twice"):
+                ctx.step("greet", greet); ctx.step("greet again", greet)
+            else:
+                ctx.step("greet", greet)
+
+        A task running new code past the end of its journal takes the new path, and a
+        marker `patch:<name>` is journaled at this seq. A replay that finds the marker
+        here takes it again; a replay that finds any other row here ran this point with
+        the code from before the patch, so it takes the old path (nothing journaled).
+        The answer is fixed for the rest of the attempt, and is the same on every replay."""
+        arguments_ok = isinstance(name, str) and 0 < len(name) <= 200 - len(PATCH_PREFIX)
+        if not arguments_ok:
+            raise ValueError("patch names are 1-194 characters")
+        if name in self._patches:
+            return self._patches[name]
+        marker = PATCH_PREFIX + name
+        seq = self._seq
+        if seq < len(self._journal):
+            recorded = self._journal[seq]
+            taken = recorded.kind == states.StepKind.PATCH and recorded.name == marker
+            if taken:
+                self._seq += 1  # the marker's seq, replayed
+                self._matched += 1
+            self._patches[name] = taken
+            return taken
+        call = self._next(marker, states.StepKind.PATCH)  # new ground: the new path, journaled
+        self._run(call, _true, (), {})
+        self._patches[name] = True
+        return True
+
+    @_not_the_agents_error
+    def deprecate_patch(self, name: str) -> None:
+        """The patch `name` is deprecated: the code keeps only its new path, and this call
+        stands where `ctx.patched(name)` stood. A replay that finds the marker here steps
+        over it; a new task journals nothing. Deploy it once no unfinished task took the
+        old path (`steward versions patch AGENT NAME` counts them), then remove the call
+        once no unfinished task has the marker either."""
+        if not isinstance(name, str) or not name:
+            raise ValueError("patch names are 1-194 characters")
+        seq = self._seq
+        if seq < len(self._journal):
+            recorded = self._journal[seq]
+            if recorded.kind == states.StepKind.PATCH and recorded.name == PATCH_PREFIX + name:
+                self._seq += 1
+                self._matched += 1
+        self._patches[name] = True
+
     # --- internals -------------------------------------------------------------------------
 
     def _next(self, name: str, kind: states.StepKind) -> JournalCall:
@@ -273,6 +364,8 @@ class Context:
         seq = self._seq
         self._seq += 1
         if seq >= len(self._journal):
+            if self.dry:
+                raise DryReplayReached(seq)  # the next call would run something new: stop here
             # A new step: the runaway breakers and the tree's pause first (BreakerTripped,
             # TreePaused). A replayed one is never refused, so a resume replays what ran.
             self._breakers.check(seq)
@@ -283,6 +376,9 @@ class Context:
                 f"replay of task {self.task_id} diverged at step {seq}: the journal has "
                 f"{recorded.kind} {recorded.name!r}, the code asked for {kind} {name!r}"
             )
+        self._matched += 1
+        if self.dry and seq == len(self._journal) - 1 and kind in _WAITS:
+            raise DryReplayReached(seq)  # its replay would go on waiting, and write that it does
         return JournalCall(seq, name, kind, recorded)
 
     def _run(self, call: JournalCall, fn, args, kwargs):
@@ -304,6 +400,10 @@ class Context:
         faults.reach(faults.BETWEEN_STEPS, task_id=self.task_id, step=name, epoch=self.epoch)
         # Hand back what a replay would: the JSON round trip (tuples become lists).
         return json.loads(text)
+
+
+def _true() -> bool:
+    return True
 
 
 def _replay(recorded: Recorded):

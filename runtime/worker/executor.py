@@ -174,7 +174,9 @@ def _run(claim: Claim, then_claim: bool) -> Claim | None:
     lease = claim.lease
     ctx = None
     try:
-        spec = agents.get(claim.agent)  # UnknownAgent: the agent's code is gone from this deploy
+        # UnknownAgent: the agent's code is gone from this deploy. Its version is one this
+        # worker serves: the claim filtered on it (runtime/sql/claim.sql).
+        spec = agents.get(claim.agent, claim.version)
         input = _decode_input(claim)
         # The first attempt has nothing to replay; skip the round trip.
         journal_rows = [] if lease.epoch == 1 else journal.load(lease.task_id)

@@ -63,7 +63,7 @@ def test_every_refusal_declared_is_a_known_code_under_its_own_status():
                 401: ["AUTH_REQUIRED"],
                 403: ["FORBIDDEN"],
                 404: ["UNKNOWN_POOL"],
-                409: ["AGENT_STOPPED", "IDEMPOTENCY_CONFLICT"],
+                409: ["AGENT_STOPPED", "IDEMPOTENCY_CONFLICT", "VERSION_RETIRED"],
                 413: ["BODY_TOO_LARGE", "INPUT_TOO_LARGE"],
                 415: ["UNSUPPORTED_MEDIA_TYPE"],
                 422: [

@@ -228,7 +228,7 @@ def test_the_sweep_folds_the_rows_of_departed_backends_and_changes_no_sum(live):
         with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as other:
             (outcome,) = other.execute(
                 "SELECT outcome FROM steward_submit(gen_random_uuid(), 't.steps', '{}', %s, 'acme', 'user:alice',"
-                " 'folded', NULL, 'user:alice', '{}', NULL, NULL, NULL)",
+                " 'folded', NULL, 'user:alice', '{}', NULL, NULL, NULL, '')",
                 (f"digest-{i}",),
             ).fetchone()
             assert outcome == "created"

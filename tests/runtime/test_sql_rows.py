@@ -42,6 +42,7 @@ UNREAD = {
     "stop_notify",
     "stop_pools_lock",
     "tree_lock",
+    "version_lock",
 }
 # Files that read a cursor of their own, not a statement of runtime/sql/: runtime/roles.py
 # runs catalog queries on Django's cursor while migrate grants the roles; runtime/testing.py

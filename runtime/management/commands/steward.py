@@ -6,6 +6,8 @@
     agent-stop AGENT --tenant T --reason R    agent-reopen AGENT --tenant T
     supervise                     pools      pool NAME      pool-create NAME   pool-remove NAME
     agents                        grants list|show|preview|create|narrow|revoke
+    versions [AGENT] --tenant T   upgrade TASK [--to V]   upgrade-all AGENT --from V [--to V] --tenant T
+    retire-version AGENT V        patch AGENT NAME --tenant T
     approvals list|show|approve|deny
     schedules list|show|create|pause|resume     webhooks list|show|create|pause|resume
     dependencies list|create
@@ -37,7 +39,7 @@ from runtime.effects.services import RESOLUTIONS, effect_resolve
 from runtime.errors import InvalidArgument, InvalidEncoding, InvalidInput, StewardError
 from runtime.limits.selectors import pool_usage, tree_pause_of
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
-from runtime.management import approvals, budgets, grants, stops, triggers
+from runtime.management import approvals, budgets, grants, stops, triggers, versions
 from runtime.management.format import block, json_text, record, short, table, when
 from runtime.tasks.actions import Action, TaskActions, task_actions
 from runtime.tasks.selectors import task_detail, task_get, task_id_from_prefix, task_page
@@ -145,6 +147,7 @@ class Command(BaseCommand):
         )
 
         stops.add_parsers(sub)
+        versions.add_parsers(sub)
 
         p = sub.add_parser(
             "audit",
@@ -277,8 +280,13 @@ class Command(BaseCommand):
             block(
                 [
                     ("task", t.id),
-                    ("agent", t.agent),
+                    ("agent", t.agent + (f" (version {t.agent_version})" if t.agent_version else "")),
                     ("status", t.status + (f" ({t.status_note})" if t.status_note else "")),
+                    *(
+                        [("waiting", f"for version {d.waiting_for_version}: no live worker serves it")]
+                        if d.waiting_for_version
+                        else []
+                    ),
                     *(
                         [
                             (
@@ -377,6 +385,21 @@ class Command(BaseCommand):
                 f"lifted its tree's pause {resumed.pause_id}: {resumed.tree_queued} other "
                 f"task{'s' if resumed.tree_queued != 1 else ''} queued again"
             )
+
+    def do_versions(self, **options):
+        versions.do_versions(self.stdout, **options)
+
+    def do_upgrade(self, **options):
+        versions.do_upgrade(self.stdout, **options)
+
+    def do_upgrade_all(self, **options):
+        versions.do_upgrade_all(self.stdout, **options)
+
+    def do_retire_version(self, **options):
+        versions.do_retire_version(self.stdout, **options)
+
+    def do_patch(self, **options):
+        versions.do_patch(self.stdout, **options)
 
     def do_stop(self, **options):
         stops.do_stop(self.stdout, **options)

@@ -1,4 +1,4 @@
-CREATE OR REPLACE FUNCTION public.steward_submit(p_id uuid, p_agent text, p_input jsonb, p_digest text, p_tenant text, p_owner text, p_pool text, p_key text, p_actor text, p_audit jsonb, p_parent uuid, p_root uuid, p_spawn_seq integer, OUT outcome text, OUT task_id uuid, OUT status text, OUT admitted bigint, OUT max_running integer, OUT max_queued integer, OUT wake boolean)
+CREATE OR REPLACE FUNCTION public.steward_submit(p_id uuid, p_agent text, p_input jsonb, p_digest text, p_tenant text, p_owner text, p_pool text, p_key text, p_actor text, p_audit jsonb, p_parent uuid, p_root uuid, p_spawn_seq integer, p_version text, OUT outcome text, OUT task_id uuid, OUT status text, OUT admitted bigint, OUT max_running integer, OUT max_queued integer, OUT wake boolean)
  RETURNS record
  LANGUAGE plpgsql
 AS $function$
@@ -21,6 +21,18 @@ BEGIN
         END IF;
     END IF;
 
+    -- Retire against submit (runtime/versions/services.py): a retire takes this lock
+    -- exclusively and then looks for unfinished tasks of the version; a submit takes it
+    -- shared and then looks for the retirement. Each statement reads a fresh snapshot, so
+    -- whichever comes second sees what the first committed: never a task on a retired version.
+    IF p_version <> '' THEN
+        PERFORM pg_advisory_xact_lock_shared(hashtextextended('steward_version:' || p_agent || ':' || p_version, 0));
+        IF EXISTS (SELECT 1 FROM steward_retired_version r WHERE r.agent = p_agent AND r.version = p_version) THEN
+            outcome := 'retired';
+            RETURN;
+        END IF;
+    END IF;
+
     -- A handful of rows (one per backend that changed the pool's tasks since the last
     -- fold), whatever the backlog (migration 0004).
     SELECT coalesce(sum(c.admitted), 0) INTO admitted FROM steward_pool_count c WHERE c.pool = p_pool;
@@ -29,11 +41,11 @@ BEGIN
         RETURN;
     END IF;
 
-    INSERT INTO steward_task (id, agent, input, input_digest, tenant, owner, pool, status, epoch,
-                              next_reason, parent_id, root_id, spawn_seq, idempotency_key,
+    INSERT INTO steward_task (id, agent, agent_version, input, input_digest, tenant, owner, pool, status,
+                              epoch, next_reason, parent_id, root_id, spawn_seq, idempotency_key,
                               crash_count, status_note, created_at, updated_at, queued_at)
-    VALUES (v_id, p_agent, p_input, p_digest, p_tenant, p_owner, p_pool, 'queued', 0, 'first',
-            p_parent, coalesce(p_root, v_id), p_spawn_seq, p_key, 0, '', now(), now(), now())
+    VALUES (v_id, p_agent, coalesce(p_version, ''), p_input, p_digest, p_tenant, p_owner, p_pool, 'queued',
+            0, 'first', p_parent, coalesce(p_root, v_id), p_spawn_seq, p_key, 0, '', now(), now(), now())
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
         -- The same caller key committed through another pool while we waited: theirs stands.

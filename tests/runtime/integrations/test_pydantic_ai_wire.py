@@ -114,10 +114,12 @@ class StandIn:
 
 @pytest.fixture
 def registered():
-    before = dict(agents._registry)
+    before, versions = dict(agents._registry), dict(agents._versions)
     yield
     agents._registry.clear()
     agents._registry.update(before)
+    agents._versions.clear()
+    agents._versions.update(versions)
 
 
 def research_agent(tool_runs: list):
