@@ -2,7 +2,7 @@
 
 import os
 
-from celery import Celery, bootsteps
+from celery import Celery, bootsteps, signals
 from click import Option
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
@@ -37,3 +37,16 @@ class Attempts(bootsteps.Step):
 
 
 app.steps["worker"].add(Attempts)
+
+
+@signals.worker_init.connect
+def _no_signing_key(**_):
+    """A worker runs agent code, so it never holds the key that signs capability tokens
+    (docs/adr/0034-token-minting.md): one that would is refused before it takes any work."""
+    from django.conf import settings
+
+    if settings.STEWARD["CAPABILITY_KEY"] is not None:
+        raise RuntimeError(
+            "this Celery worker holds STEWARD_CAPABILITY_KEY: start workers with STEWARD_PROCESS=worker and "
+            "STEWARD_WORKER_CREDENTIAL, and give the signing key to the web process alone (docs/deploy.md)"
+        )

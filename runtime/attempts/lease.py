@@ -74,13 +74,21 @@ def claim_next(*, pool: str, worker: str) -> Claim | None:
     """Claim the oldest queued task of `pool` if a slot is free (runtime/sql/claim.sql)."""
     cur = db.cursor()  # check the connection out first, so a fault test can cut it under us
     faults.reach(faults.BEFORE_CLAIM, task_id=pool, step="claim", epoch=0)
-    row = db.fetchone("claim", {"pool": pool, "worker": worker, "lease": config.lease_seconds()}, row=_Claimed)
+    params = {"pool": pool, "worker": worker, "credential": credential_id(), "lease": config.lease_seconds()}
+    row = db.fetchone("claim", params, row=_Claimed)
     if row is None:
         return None
     # Counted once the claim commits: it may share a transaction with an attempt's end.
     db.after_commit(cur, lambda: meter.waited(row.waited, tenant=row.tenant))
     lease = Lease(row.id, row.epoch, row.tenant, row.pool, row.parent_id, worker, row.attempt_id)
     return Claim(lease, row.next_reason, row.agent, row.input, row.owner, row.root_id)
+
+
+def credential_id() -> str | None:
+    """The public half of this worker's credential (swc.<id>.<secret>), recorded on each
+    attempt it claims: the minting service gives that attempt's tokens to it alone."""
+    held = config.worker_credential()
+    return held.split(".")[1] if held else None
 
 
 class LeaseKeeper:
