@@ -2,8 +2,9 @@
 
 import os
 
-from celery import Celery, bootsteps, signals
+from celery import Celery, bootsteps
 from click import Option
+from django.core.exceptions import ImproperlyConfigured
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -39,14 +40,20 @@ class Attempts(bootsteps.Step):
 app.steps["worker"].add(Attempts)
 
 
-@signals.worker_init.connect
-def _no_signing_key(**_):
+class NoSigningKey(bootsteps.Step):
     """A worker runs agent code, so it never holds the key that signs capability tokens
-    (docs/adr/0034-token-minting.md): one that would is refused before it takes any work."""
-    from django.conf import settings
+    (docs/adr/0034-token-minting.md): one that would is refused as it is built, before it
+    takes any work (a bootstep's error stops the worker; a signal handler's is only logged)."""
 
-    if settings.STEWARD["CAPABILITY_KEY"] is not None:
-        raise RuntimeError(
-            "this Celery worker holds STEWARD_CAPABILITY_KEY: start workers with STEWARD_PROCESS=worker and "
-            "STEWARD_WORKER_CREDENTIAL, and give the signing key to the web process alone (docs/deploy.md)"
-        )
+    def __init__(self, parent, **options):
+        super().__init__(parent, **options)
+        from django.conf import settings
+
+        if settings.STEWARD["CAPABILITY_KEY"] is not None:
+            raise ImproperlyConfigured(
+                "this Celery worker holds STEWARD_CAPABILITY_KEY: start workers with STEWARD_PROCESS=worker and "
+                "STEWARD_WORKER_CREDENTIAL, and give the signing key to the web process alone (docs/deploy.md)"
+            )
+
+
+app.steps["worker"].add(NoSigningKey)
