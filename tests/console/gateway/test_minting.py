@@ -307,3 +307,39 @@ def test_a_malformed_credential_is_refused_401_and_writes_nothing(live, gateway_
     assert (status, answer["code"]) == (401, "WORKER_CREDENTIAL_REFUSED")
     assert answer["details"]["reason"] in ("missing", "malformed")
     assert snapshot() == before
+
+
+def test_the_workers_client_caches_per_audience_and_keeps_one_connection(live, gateway_web, settings, workers, capsys):
+    """runtime/gateway/client.py token(): one round trip per attempt and audience, over a
+    kept-alive connection; a refusal becomes what the attempt does about it."""
+    import statistics
+    import time
+    from types import SimpleNamespace
+
+    from runtime.errors import CapabilityRefused, Fenced
+    from runtime.gateway import client
+
+    lease = claimed(settings, workers["a"])
+    settings.STEWARD = {**settings.STEWARD, "WORKER_CREDENTIAL": workers["a"], "GATEWAY_URL": gateway_web.url}
+    ctx = SimpleNamespace(task_id=lease.task_id, epoch=lease.epoch)
+    first = client.token(ctx, MODEL_ROUTE)
+    connection = client._minting.held[1]
+    assert client.token(ctx, MODEL_ROUTE) == first  # cached: no request
+    assert client.token(ctx, tool_route("echo")) != first
+    assert client._minting.held[1] is connection  # the same kept-alive connection
+    assert WorkerCredential.objects.get(id=workers["a"].split(".")[1]).uses == 2
+    took = []
+    for _ in range(30):
+        started = time.perf_counter()
+        status, _ = client._mint_request(ask(lease))
+        took.append((time.perf_counter() - started) * 1000)
+        assert status == 200
+    assert client._minting.held[1] is connection
+    with capsys.disabled():
+        print(f"\nmint round trip over a kept-alive connection: p50 {statistics.median(took):.1f} ms")
+    with pytest.raises(Fenced):
+        client.token(SimpleNamespace(task_id=lease.task_id, epoch=lease.epoch + 1), MODEL_ROUTE)
+    settings.STEWARD = {**settings.STEWARD, "WORKER_CREDENTIAL": None}
+    with pytest.raises(CapabilityRefused):
+        client.token(SimpleNamespace(task_id=lease.task_id, epoch=lease.epoch), MODEL_ROUTE)
+    client._minting.held[1].close()  # the test thread's: a worker's lives as long as its thread
