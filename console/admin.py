@@ -30,7 +30,7 @@ from console.access import AdminScope, acting, admin_scope, person_principal, re
 from runtime.authz.selectors import revocation_preview
 from runtime.authz.services import grant_narrow, grant_revoke
 from runtime.errors import StewardError
-from runtime.models import Attempt, AuditEvent, Effect, Grant, Pool, Slot, Task
+from runtime.models import Attempt, AuditEvent, Effect, Grant, Pool, Slot, Task, WorkerCredential
 
 
 def _scope(request) -> AdminScope:
@@ -143,6 +143,20 @@ class SlotAdmin(ReadOnly, Scoped):
     def scope(self, queryset, scope: AdminScope):
         free = Q(task__isnull=True) if scope.fleet else Q(pk__in=[])
         return queryset.filter(free | Q(task__tenant__in=scope.tenants))
+
+
+@admin.register(WorkerCredential)
+class WorkerCredentialAdmin(ReadOnly, Scoped):
+    """Workers' credentials for the minting service (docs/adr/0034-token-minting.md): the
+    deployment's, so a superuser's alone; made and revoked with `manage.py steward workers
+    credentials`. The secret's hash is not shown."""
+
+    list_display = ["id", "name", "created_at", "created_by", "revoked_at", "uses", "last_used_at"]
+    exclude = ["secret_hash"]
+    ordering = ("-created_at", "id")
+
+    def scope(self, queryset, scope: AdminScope):
+        return queryset.none()
 
 
 @admin.register(AuditEvent)

@@ -4,6 +4,7 @@ import os
 
 from celery import Celery, bootsteps
 from click import Option
+from django.core.exceptions import ImproperlyConfigured
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -37,3 +38,22 @@ class Attempts(bootsteps.Step):
 
 
 app.steps["worker"].add(Attempts)
+
+
+class NoSigningKey(bootsteps.Step):
+    """A worker runs agent code, so it never holds the key that signs capability tokens
+    (docs/adr/0034-token-minting.md): one that would is refused as it is built, before it
+    takes any work (a bootstep's error stops the worker; a signal handler's is only logged)."""
+
+    def __init__(self, parent, **options):
+        super().__init__(parent, **options)
+        from django.conf import settings
+
+        if settings.STEWARD["CAPABILITY_KEY"] is not None:
+            raise ImproperlyConfigured(
+                "this Celery worker holds STEWARD_CAPABILITY_KEY: start workers with STEWARD_PROCESS=worker and "
+                "STEWARD_WORKER_CREDENTIAL, and give the signing key to the web process alone (docs/deploy.md)"
+            )
+
+
+app.steps["worker"].add(NoSigningKey)

@@ -30,6 +30,21 @@ SERVICES = ("DATABASE_URL", "STEWARD_MIGRATE_DATABASE_URL", "REDIS_URL")
 # made on first use (dev_secrets below) and kept here, readable by the owner only.
 SECRETS_FILE = STATE_DIR / "secrets.env"
 DEV_SECRETS = ("STEWARD_SECRET_KEY", "STEWARD_CAPABILITY_KEY", "STEWARD_AUDIT_SEAL_KEY")
+# STEWARD_PROCESS: which Steward process this is. A worker runs agent code, so it never
+# holds the key that signs capability tokens: it asks the web side's minting service for
+# each attempt's token with its own credential (docs/adr/0034-token-minting.md). Unset,
+# a process is of the web side (web, gateway, beat, the CLI).
+PROCESS_ROLES = ("web", "worker")
+WORKER = "worker"
+# What a worker never reads, from its environment or from this install's debug secrets.
+WORKER_WITHHELD = ("STEWARD_CAPABILITY_KEY",)
+
+
+def process_role() -> str:
+    raw = (os.environ.get("STEWARD_PROCESS") or "web").strip().lower()
+    if raw not in PROCESS_ROLES:
+        raise ImproperlyConfigured(f"STEWARD_PROCESS must be one of {', '.join(PROCESS_ROLES)}, not {raw[:40]!r}")
+    return raw
 
 
 def _read_env_file(path: Path) -> dict[str, str]:
@@ -111,6 +126,9 @@ def dev_secrets(path: Path) -> dict[str, str]:
     missing = [name for name in DEV_SECRETS if not found.get(name)]
     if missing:
         raise ImproperlyConfigured(f"{path} lacks {', '.join(missing)}: remove it to make new debug secrets")
+    if process_role() == WORKER:
+        # Not kept in this process's memory either: agent code could read this cache.
+        found = {name: value for name, value in found.items() if name not in WORKER_WITHHELD}
     return found
 
 
@@ -289,12 +307,22 @@ def capability_key(debug: bool) -> bytes | None:
 
     Unset in debug: this install's own, random (dev_secrets), the same for every process
     of the install, web and workers, and across restarts. Unset otherwise: None, and
-    minting a token refuses; nothing mints one until the gateway is configured. No key is
+    minting a token refuses; nothing mints one until the gateway is configured. A worker
+    (STEWARD_PROCESS=worker) has none, whatever the environment or debug says. No key is
     ever derived from another setting: the one debug once derived from a published
     constant signed tokens that any `make run` gateway accepted."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    if process_role() == WORKER:
+        # A worker asks the minting service for its tokens (docs/adr/0034-token-minting.md);
+        # one given the key anyway is a deployment mistake, said at start-up.
+        if os.environ.get("STEWARD_CAPABILITY_KEY"):
+            raise ImproperlyConfigured(
+                "STEWARD_CAPABILITY_KEY is set for a worker process (STEWARD_PROCESS=worker): give the signing "
+                "key to the web process alone; a worker gets its tokens with STEWARD_WORKER_CREDENTIAL"
+            )
+        return None
     given = secret("STEWARD_CAPABILITY_KEY", debug)
     if not given:
         return None
@@ -306,6 +334,21 @@ def capability_key(debug: bool) -> bytes | None:
     if not isinstance(key, Ed25519PrivateKey):
         raise ImproperlyConfigured("STEWARD_CAPABILITY_KEY must be an Ed25519 private key")
     return pem
+
+
+WORKER_CREDENTIAL = re.compile(r"swc\.[0-9a-f]{16}\.[A-Za-z0-9_-]{43}")
+
+
+def worker_credential() -> str | None:
+    """STEWARD_WORKER_CREDENTIAL: this worker's own credential (`swc.<id>.<secret>`, made
+    by `manage.py steward workers credentials create`), with which it asks the minting
+    service for its attempts' tokens. A malformed one stops start-up without echoing it."""
+    raw = (get("STEWARD_WORKER_CREDENTIAL") or "").strip()
+    if not raw:
+        return None
+    if not WORKER_CREDENTIAL.fullmatch(raw):
+        raise ImproperlyConfigured("STEWARD_WORKER_CREDENTIAL is not a worker credential (swc.<id>.<secret>)")
+    return raw
 
 
 def connection_bounds(lease_seconds: float) -> dict:

@@ -241,8 +241,12 @@ STEWARD = {
     # outside the database.
     "AUDIT_SEAL_KEYS": env.audit_seal_keys(SECRET_KEY, DEBUG),
     # The Ed25519 key that signs capability tokens (runtime/authz/tokens.py); in debug,
-    # unset, this install's own; otherwise unset, no token can be minted.
+    # unset, this install's own; otherwise unset, no token can be minted. A worker
+    # (STEWARD_PROCESS=worker) never has it: it asks the web side's minting service
+    # (/gateway/tokens) with its own credential (docs/adr/0034-token-minting.md).
+    "PROCESS": env.process_role(),
     "CAPABILITY_KEY": env.capability_key(DEBUG),
+    "WORKER_CREDENTIAL": env.worker_credential(),
     # `manage.py migrate` connects as the owner when configured (DATABASES["owner"]) and
     # then gives each application role its profile (runtime/roles.py): here the one
     # role, DATABASE_URL's. Issue 21's web and worker roles will each be named here.

@@ -104,6 +104,11 @@ class AuditKind(StrEnum):
     AGENT_STEWARD_ADDED = "agent.steward_added"  # an operator was given the right over one agent's grants
     AGENT_STEWARD_REMOVED = "agent.steward_removed"  # an operator's right over one agent's grants was taken
     SIGNIN_LOCKED_OUT = "signin.locked_out"  # sign-in was locked for an account or an address (django-axes)
+    # Workers' credentials and the tokens minted for them (the fleet's chain; a mint, the task's)
+    WORKER_CREDENTIAL_CREATED = "worker_credential.created"  # an operator made a worker's credential
+    WORKER_CREDENTIAL_REVOKED = "worker_credential.revoked"  # an operator revoked one: it mints nothing more
+    TOKEN_MINTED = "capability.minted"  # the minting service gave a worker a token for an attempt it holds
+    TOKEN_REFUSED = "capability.refused"  # the minting service refused a worker a token (data.reason says why)
 
 
 def chain_of(*, task_id=None, tenant: str) -> Func:

@@ -112,6 +112,16 @@ def capability_key() -> bytes | None:
     return _get("CAPABILITY_KEY")
 
 
+def process_role() -> str:
+    """ "web" or "worker" (STEWARD_PROCESS): a worker holds no signing key."""
+    return _get("PROCESS")
+
+
+def worker_credential() -> str | None:
+    """This worker's credential for the minting service (`swc.<id>.<secret>`), or None."""
+    return _get("WORKER_CREDENTIAL")
+
+
 def gateway_url() -> str:
     """The credential gateway's base URL, as a worker reaches it."""
     return _get("GATEWAY_URL")

@@ -361,6 +361,36 @@ class CapabilityRefused(StewardError):
         self.reason = reason
 
 
+class WorkerCredentialRefused(StewardError):
+    """The minting service (/gateway/tokens) could not tell which worker asks: no
+    credential, a malformed one, one it does not know (or whose secret is wrong), or a
+    revoked one. `reason`: missing, malformed, unknown, revoked."""
+
+    code = "WORKER_CREDENTIAL_REFUSED"
+    status = 401
+
+    def __init__(self, message: str, *, reason: str, **details):
+        super().__init__(message, reason=reason, boundary="credential_gateway", **details)
+
+
+class TokenRefused(StewardError):
+    """The minting service knows the worker but gives it no token for this attempt:
+    `reason` is no_such_task, stale_epoch (the task has a newer attempt), no_live_attempt
+    (that attempt ended), not_your_attempt (another worker's credential holds its lease),
+    lease_expired, or task_stopped (the task is no longer running)."""
+
+    code = "TOKEN_REFUSED"
+    status = 403
+
+    def __init__(self, message: str, *, reason: str, **details):
+        super().__init__(message, reason=reason, boundary="credential_gateway", **details)
+
+
+class WorkerCredentialNotFound(StewardError):
+    code = "WORKER_CREDENTIAL_NOT_FOUND"
+    status = 404
+
+
 class UnknownTool(StewardError):
     """The credential gateway has no tool of that name configured (STEWARD_TOOLS)."""
 

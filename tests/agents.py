@@ -696,5 +696,38 @@ def oa_slow_run(ctx, input):
     return StewardRunner.run_sync(oa_slow, input["prompt"], ctx=ctx).final_output
 
 
+@agent("t.hostile_mint")
+def hostile_mint(ctx, input):
+    """Agent code in a worker process trying to sign a capability token for another task
+    (input["other"], at input["epoch"]) with anything its process holds, then asking the
+    minting service for it as its worker (tests/console/gateway/test_minting_worker.py)."""
+    from django.conf import settings
+
+    from console import env
+    from runtime import config
+    from runtime.authz.tokens import token_mint
+    from runtime.gateway import MODEL_ROUTE, client
+
+    found: dict = {
+        "process": config.process_role(),
+        "environ": [k for k in os.environ if "CAPABILITY" in k],
+        "settings": settings.STEWARD.get("CAPABILITY_KEY") is not None,
+        "config": config.capability_key() is not None,
+        "dev_secrets": settings.DEBUG and "STEWARD_CAPABILITY_KEY" in env.dev_secrets(env.SECRETS_FILE),
+    }
+    for name, attempt in (
+        ("secret", lambda: env.secret("STEWARD_CAPABILITY_KEY", settings.DEBUG)),
+        ("token_mint", lambda: token_mint(task=input["other"], audience=MODEL_ROUTE)),
+    ):
+        try:
+            found[name] = "got it" if attempt() else "nothing"
+        except Exception as exc:
+            found[name] = type(exc).__name__
+    status, answer = client._mint_request({"task": input["other"], "epoch": input["epoch"], "audience": MODEL_ROUTE})
+    found["service"] = [status, answer.get("code"), (answer.get("details") or {}).get("reason")]
+    found["own"] = bool(client.token(ctx, MODEL_ROUTE))  # its own attempt's: given
+    return found
+
+
 # The isolated-mode agents, in a module of their own: all that their sandbox holds of the tests.
 import tests.isolated_agents  # noqa: E402, F401

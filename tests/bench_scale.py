@@ -349,12 +349,16 @@ def measure(db: str, *, loaded: bool) -> dict:
     class Rollback(Exception):
         pass
 
+    from runtime import agents
+
+    names, versions = agents.served()
+    claim_params = {"pool": "bench-claim", "worker": "bench", "credential": None, "agents": names, "versions": versions}
     claims = []
     for _ in range(50):
         try:
             with transaction.atomic():
                 started = time.perf_counter()
-                assert rdb.fetchone("claim", {"pool": "bench-claim", "worker": "bench", "lease": 30.0}) is not None
+                assert rdb.fetchone("claim", {**claim_params, "lease": 30.0}) is not None
                 claims.append((time.perf_counter() - started) * 1000)
                 raise Rollback
         except Rollback:

@@ -166,6 +166,13 @@ class Worker(Process):
 
     def __init__(self, name: str, env: dict, *, pool: str = "solo"):
         self.node = f"{name}@{socket.gethostname()}"
+        # A worker process holds no signing key: it asks the web side's minting service
+        # with a credential of its own (docs/adr/0034-token-minting.md), made here.
+        self.credential, secret = worker_credential_secret()
+        env = {k: v for k, v in env.items() if k != "STEWARD_CAPABILITY_KEY"}
+        env.update(STEWARD_PROCESS="worker", STEWARD_WORKER_CREDENTIAL=secret)
+        self.credential_secret = secret
+        credential_register(self.credential, secret, name=name)
         argv = [
             sys.executable,
             "-m",
@@ -207,6 +214,28 @@ class Worker(Process):
 
         wait_until(answered, timeout=timeout, interval=0.05, message=f"worker {self.name} to answer a ping")
         return self
+
+
+def worker_credential_secret() -> tuple[str, str]:
+    """(id, `swc.<id>.<secret>`) of a fresh worker credential, as the CLI would make one."""
+    import secrets as random
+
+    ident = random.token_hex(8)
+    return ident, f"swc.{ident}.{random.token_urlsafe(32)}"
+
+
+def credential_register(ident: str, secret: str, *, name: str) -> None:
+    """The credential's row (its secret hashed), made again if a test's flush removed it:
+    a warm worker keeps its credential across the module's tests. Written directly, not
+    through worker_credential_create, so that no test's audit trail holds the fleet's
+    bookkeeping (the service and its audit event have tests of their own)."""
+    from runtime.authz.credentials import secret_hash
+    from runtime.models import WorkerCredential
+
+    WorkerCredential.objects.update_or_create(
+        id=ident,
+        defaults={"name": name, "secret_hash": secret_hash(secret.rpartition(".")[2]), "created_by": "system:tests"},
+    )
 
 
 class Supervisor(Process):
@@ -289,6 +318,8 @@ class WarmFleet(Fleet):
         if env or pool != "solo":
             return super().workers(n, env=env, wait=wait, pool=pool)
         idle = [w for w in self.warm if w not in self.lent and _lendable(w)]
+        for worker in idle[:n]:
+            credential_register(worker.credential, worker.credential_secret, name=worker.name)
         taken = [w for w in idle[:n] if _consume(w, True)]
         started = super().workers(n - len(taken), wait=wait) if n > len(taken) else []
         for worker in started:  # warm from now on: the fleet's, not the test's to kill

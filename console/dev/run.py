@@ -181,6 +181,7 @@ def child_env(name: str, extra: dict[str, dict[str, str]] | None = None) -> dict
     """The child's environment: ours without any provider key, nor the owner's address
     unless it migrates, plus what it alone gets."""
     withheld = PROVIDER_SECRETS + (() if name in OWNERS else OWNER_SECRETS)
+    withheld += ("STEWARD_CAPABILITY_KEY",) if name == "worker" else ()  # i21-mint: the web side signs
     env = {k: v for k, v in os.environ.items() if k not in withheld}
     return dict(env, PYTHONUNBUFFERED="1", **QUIET, **(extra or {}).get(name, {}))
 
@@ -236,6 +237,31 @@ def accepts(port: int) -> bool:
     return True
 
 
+# --- issue 21 (i21-mint) ---
+def worker_credential() -> str | None:
+    """A fresh credential for `make run`'s worker (the last run's revoked), as the CLI
+    makes one: `steward workers credentials create make-run --replace --secret-only`."""
+    argv = [
+        PYTHON,
+        "manage.py",
+        "steward",
+        "workers",
+        "credentials",
+        "create",
+        "make-run",
+        "--replace",
+        "--secret-only",
+    ]
+    done = subprocess.run(argv, cwd=REPO, env=child_env("credential"), capture_output=True, text=True)
+    if done.returncode != 0:
+        say("steward", f"could not make the worker's credential: {done.stderr.strip()[-500:]}")
+        return None
+    return done.stdout.strip().splitlines()[-1]
+
+
+# --- end i21-mint ---
+
+
 def main() -> int:
     port = port_setting()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -255,6 +281,13 @@ def main() -> int:
             return 1
 
     extra = provider_env(port)
+    # --- issue 21 (i21-mint): the worker's own credential for the minting service; the
+    # worker holds no signing key (docs/adr/0034-token-minting.md).
+    credential = worker_credential()
+    if credential is None:
+        return 1
+    extra["worker"].update(STEWARD_PROCESS="worker", STEWARD_WORKER_CREDENTIAL=credential)
+    # --- end i21-mint
     commands = service_commands(port)
     if os.environ.get("STEWARD_MODEL_URL"):
         del commands["model"]  # a real provider: no fake one

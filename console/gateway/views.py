@@ -37,7 +37,7 @@ from runtime.errors import (
     UnknownTool,
     UpstreamFailed,
 )
-from runtime.gateway import services
+from runtime.gateway import minting, services
 from runtime.gateway.services import MODEL_ACTION, MODEL_ROUTE, TOOL_ACTION, model_resource, tool_route
 
 TOOL_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
@@ -348,3 +348,27 @@ async def _tool(request, name: str, path: str):
     )
     # The tool's answer is wrapped, so a tool's 404 is never mistaken for the gateway's.
     return _tagged(JsonResponse({"status": answer.status, "body": shown}), admission)
+
+
+# --- the minting service: a worker's token for an attempt it holds ------------------------
+
+
+@csrf_exempt
+@require_POST
+async def tokens(request):
+    """A capability token for an attempt the asking worker holds (runtime/gateway/minting.py,
+    docs/adr/0034-token-minting.md). The worker's credential, the body's checks, the
+    decision on current rows and its audit event are the runtime's; signing is here, on
+    the web side, which alone holds the key. Refusals as every route's: a stable code."""
+    try:
+        issued = await statements.run(
+            minting.token_issue,
+            authorization=request.headers.get("Authorization"),
+            raw=_body(request),
+            content_type=request.content_type,
+        )
+    except StewardError as exc:
+        return _error(exc)
+    answer = JsonResponse(issued.as_dict())
+    answer["Cache-Control"] = "no-store"  # a credential's answer: no cache keeps it
+    return answer

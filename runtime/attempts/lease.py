@@ -81,7 +81,14 @@ def claim_next(*, pool: str, worker: str, served: tuple[list[str], list[str]] | 
     cur = db.cursor()  # check the connection out first, so a fault test can cut it under us
     faults.reach(faults.BEFORE_CLAIM, task_id=pool, step="claim", epoch=0)
     names, versions = served if served is not None else agents.served()
-    params = {"pool": pool, "worker": worker, "lease": config.lease_seconds(), "agents": names, "versions": versions}
+    params = {
+        "pool": pool,
+        "worker": worker,
+        "credential": credential_id(),
+        "lease": config.lease_seconds(),
+        "agents": names,
+        "versions": versions,
+    }
     row = db.fetchone("claim", params, row=_Claimed)
     if row is None:
         return None
@@ -89,6 +96,13 @@ def claim_next(*, pool: str, worker: str, served: tuple[list[str], list[str]] | 
     db.after_commit(cur, lambda: meter.waited(row.waited, tenant=row.tenant))
     lease = Lease(row.id, row.epoch, row.tenant, row.pool, row.parent_id, worker, row.attempt_id)
     return Claim(lease, row.next_reason, row.agent, row.input, row.owner, row.root_id, row.agent_version)
+
+
+def credential_id() -> str | None:
+    """The public half of this worker's credential (swc.<id>.<secret>), recorded on each
+    attempt it claims: the minting service gives that attempt's tokens to it alone."""
+    held = config.worker_credential()
+    return held.split(".")[1] if held else None
 
 
 class LeaseKeeper:

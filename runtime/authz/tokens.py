@@ -54,8 +54,10 @@ def _audience(value) -> str:
     return arguments.identifier("audience", value, max_length=AUDIENCE_MAX)
 
 
-def token_mint(*, task, audience: str, seconds: int = DEFAULT_SECONDS) -> str:
-    """A token for the task's current attempt, for `audience`, valid `seconds` from now.
+def token_mint(*, task, audience: str, seconds: int = DEFAULT_SECONDS, epoch: int | None = None) -> str:
+    """A token for the task's current attempt (or for its attempt `epoch`, the one the
+    minting service checked: runtime/gateway/minting.py), for `audience`, valid `seconds`
+    from now. Only a process holding the signing key mints: the web side, never a worker.
 
     Its scope is the task's effective authority at minting and its authz_revision the
     tenant's current one: both are evidence, neither is authority."""
@@ -73,7 +75,7 @@ def token_mint(*, task, audience: str, seconds: int = DEFAULT_SECONDS) -> str:
         "agent": found.agent,
         "owner": found.owner,
         "task": str(found.id),
-        "epoch": found.epoch,
+        "epoch": found.epoch if epoch is None else epoch,
         "authz_revision": authz_revision(tenant=found.tenant),
         "scope": [{"action": a.action, "resource": a.resource} for a in effective_authority(found)],
     }

@@ -25,23 +25,23 @@ flight with an unknown outcome, which the stop summary lists as such.
 
 from __future__ import annotations
 
+import http.client
 import json
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
-from runtime import config, states
+from runtime import config
 from runtime.attempts import interrupts
 from runtime.attempts.context import Context
 from runtime.attempts.journal import JournalCall, replay_or_run
-from runtime.authz.tokens import token_mint
 from runtime.effects import ledger
 from runtime.errors import AuthorityDenied, CapabilityRefused, EffectNotApplied, Fenced, StopRequested
 from runtime.gateway import MODEL_ROUTE, model_resource, tool_call_piece, tool_resource, tool_route
-from runtime.tasks.selectors import task_get
 
-TOKEN_SECONDS = 300
-TOKEN_SLACK = 30  # a cached token with less than this left is minted again
+TOKEN_SLACK = 30  # a cached token with less than this left is fetched again
 TIMEOUT_SECONDS = 300.0
 READ_METHODS = ("GET", "HEAD")
 STREAM_STOPPED = "TASK_STOPPED"  # the gateway's terminal stream event for a stopped task
@@ -66,21 +66,76 @@ class UntrustedText(str):
 
 
 def token(ctx, audience: str) -> str:
-    """A capability token for this attempt and audience, minted once and cached on the
-    Context until it nears its expiry. Minted only while this attempt is the task's
-    current one: a superseded attempt gets Fenced here, never a token for its successor."""
+    """A capability token for this attempt and audience, fetched once from the web side's
+    minting service and cached on the Context until it nears its expiry. This process
+    holds no signing key (docs/adr/0034-token-minting.md): it asks with its worker's
+    credential, and the service gives a token only for an attempt this worker holds, on
+    current rows. A superseded attempt gets Fenced here, never a token for its successor;
+    a stopped task's attempt gets StopRequested."""
     cache = ctx.__dict__.setdefault("_gateway_tokens", {})
     held = cache.get(audience)
     if held is not None and held[1] - time.time() > TOKEN_SLACK:
         return held[0]
-    task = task_get(ctx.task_id)
-    if task.epoch != ctx.epoch:
-        raise Fenced(ctx.task_id, ctx.epoch, "gateway")
-    if task.status != states.RUNNING:
+    status, answer = _mint_request({"task": str(ctx.task_id), "epoch": ctx.epoch, "audience": audience})
+    if status == 200:
+        cache[audience] = (answer["token"], time.time() + int(answer["expires_in"]))
+        return answer["token"]
+    reason = (answer.get("details") or {}).get("reason", "")
+    if answer.get("code") == "TOKEN_REFUSED" and reason == "task_stopped":
         raise StopRequested(ctx.task_id, ctx.epoch, "minting a gateway token")  # its token would be refused
-    minted = token_mint(task=task, audience=audience, seconds=TOKEN_SECONDS)
-    cache[audience] = (minted, time.time() + TOKEN_SECONDS)
-    return minted
+    if answer.get("code") == "TOKEN_REFUSED" and reason in FENCED_REASONS:
+        raise Fenced(ctx.task_id, ctx.epoch, "gateway")
+    if status == 401:
+        # This worker's credential is missing, unknown or revoked: nothing was sent on.
+        raise CapabilityRefused(answer.get("message") or "worker credential refused", reason=f"worker_{reason}")
+    if 400 <= status < 500:
+        raise EffectNotApplied(f"{answer.get('code')}: {answer.get('message')}")
+    raise OSError(f"the minting service answered HTTP {status}: {answer.get('code')}")  # the ledger tries again
+
+
+# A refused mint whose attempt no longer holds the task: it ends as a fenced write does.
+FENCED_REASONS = frozenset({"no_such_task", "stale_epoch", "no_live_attempt", "not_your_attempt", "lease_expired"})
+MINT_TIMEOUT_SECONDS = 30.0
+_minting = threading.local()  # this thread's kept-alive connection to the minting service
+
+
+def _mint_request(body: dict) -> tuple[int, dict]:
+    """(status, answer) of one POST /gateway/tokens, over this thread's kept-alive
+    connection: an attempt's first call per audience costs one round trip, not a new TCP
+    connection. A connection the server closed while idle is opened again, once."""
+    credential = config.worker_credential()
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if credential:
+        headers["Authorization"] = f"Bearer {credential}"
+    data = json.dumps(body).encode()
+    for fresh in (False, True):
+        connection, path = _mint_connection(fresh)
+        try:
+            connection.request("POST", path, body=data, headers=headers)
+            response = connection.getresponse()
+            raw = response.read()
+        except (http.client.HTTPException, OSError):
+            connection.close()
+            if fresh:
+                raise
+            continue
+        if response.getheader("Connection", "").lower() == "close":
+            connection.close()
+        return response.status, _refusal(raw) if response.status != 200 else json.loads(raw)
+    raise AssertionError("unreachable")
+
+
+def _mint_connection(fresh: bool):
+    base = urllib.parse.urlsplit(config.gateway_url())
+    where = (base.scheme, base.hostname, base.port)
+    held = getattr(_minting, "held", None)
+    if held is None or held[0] != where or fresh:
+        if held is not None:
+            held[1].close()
+        kind = http.client.HTTPSConnection if base.scheme == "https" else http.client.HTTPConnection
+        held = (where, kind(base.hostname or "", base.port, timeout=MINT_TIMEOUT_SECONDS))
+        _minting.held = held
+    return held[1], base.path.rstrip("/") + "/gateway/tokens"
 
 
 def model(ctx: Context, call: JournalCall, messages, *, model: str, stream: bool, params: dict) -> UntrustedText:

@@ -151,7 +151,7 @@ SUBMIT_REVERSE = f"DROP FUNCTION IF EXISTS {NEW_SIGNATURE};\n{OLD_BODY}"
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runtime", "0025_gateway_unkeyed_calls"),
+        ("runtime", "0026_worker_credentials"),
     ]
 
     operations = [

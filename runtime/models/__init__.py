@@ -27,6 +27,7 @@ from runtime.models.step import Step
 from runtime.models.stop import AgentSwitch, Stop, StopAck
 from runtime.models.task import Task
 from runtime.models.trigger import DependencyTrigger, Schedule, Webhook, WebhookDelivery
+from runtime.models.worker_credential import WorkerCredential
 
 __all__ = [
     "AgentSwitch",
@@ -58,4 +59,5 @@ __all__ = [
     "TreePause",
     "Webhook",
     "WebhookDelivery",
+    "WorkerCredential",
 ]

@@ -16,6 +16,10 @@ class Attempt(models.Model):
     task = models.ForeignKey("runtime.Task", on_delete=models.PROTECT, related_name="attempts", db_index=False)
     epoch = models.IntegerField()
     worker = models.CharField(max_length=200)
+    # The worker credential its worker claimed it under (WorkerCredential.id, not a key:
+    # a credential's row may go while its attempts' rows stay). The minting service gives
+    # this attempt's tokens to that credential alone (runtime/sql/token_issue.sql).
+    credential = models.CharField(max_length=16, null=True, blank=True)
     reason = models.CharField(max_length=16, choices=_choices(states.ATTEMPT_REASONS))
     started_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField()

@@ -45,9 +45,11 @@ WITH served AS (
     FROM claimed
     WHERE s.id = (SELECT id FROM slot)
 ), attempt AS (
-    INSERT INTO steward_attempt (task_id, epoch, worker, reason, started_at, heartbeat_at,
+    -- `credential`: the worker credential's id, the only one the minting service gives
+    -- this attempt's tokens to (runtime/sql/token_issue.sql); NULL without one.
+    INSERT INTO steward_attempt (task_id, epoch, worker, credential, reason, started_at, heartbeat_at,
                                  lease_expires_at, end_reason)
-    SELECT claimed.id, claimed.epoch, %(worker)s, claimed.next_reason, now(), now(),
+    SELECT claimed.id, claimed.epoch, %(worker)s, %(credential)s, claimed.next_reason, now(), now(),
            now() + make_interval(secs => %(lease)s::float8), ''
     FROM claimed
     RETURNING id

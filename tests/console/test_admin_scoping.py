@@ -28,8 +28,9 @@ from django.contrib.contenttypes.models import ContentType
 from django.utils.html import escape
 
 from console.models import Membership
+from runtime.authz.credentials import worker_credential_create
 from runtime.authz.services import grant_create
-from runtime.models import Attempt, AuditEvent, Effect, Grant, Pool, Slot, Task
+from runtime.models import Attempt, AuditEvent, Effect, Grant, Pool, Slot, Task, WorkerCredential
 from tests.console.world import attempt, make_world, submit, unknown_effect
 from tests.snapshot import snapshot
 
@@ -74,6 +75,7 @@ def make_rows(world, many: int) -> Rows:
         Grant: [_grant("acme", "repo:acme/*")],
         User: [world.people.alice],
         Group: [],  # groups are a superuser's (console/admin.py GroupsAdmin)
+        WorkerCredential: [],  # the deployment's: a superuser's (console/admin.py)
     }
     tasks = [world.other] + [submit("globex", "carol", n=1) for _ in range(many - 1)]
     effects = [world.other_effect] + [unknown_effect(t, attempt(t, ended=True)) for t in tasks[1:]]
@@ -94,6 +96,7 @@ def make_rows(world, many: int) -> Rows:
         Grant: [_grant("globex", f"repo:globex/{i}/*") for i in range(many)],
         User: people,
         Group: groups,
+        WorkerCredential: [worker_credential_create(name=f"w{i}", actor="user:root").credential for i in range(many)],
     }
     # Each foreign row has a history, as if a superuser had edited it: the history page must
     # not show it to dave.
