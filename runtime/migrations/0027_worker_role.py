@@ -1,0 +1,144 @@
+"""The worker role (docs/adr/0035-web-and-worker-roles.md): who may decide an approval,
+and who may lock a pool's row to admit a task, are PostgreSQL privileges, not a session
+setting the same session can change (issue 21). Frozen: the SQL below is carried as it ran.
+
+* steward_pool_first_use(): the same, for the one pool write a worker makes: adding the
+  default pool or an agent's declared pool at its first use (runtime/limits/services.py),
+  never changing or removing a pool.
+* steward_approval_not_decided_by_agent_code(): a package is approved or denied, its bound
+  fields changed, or deleted, only by a role that holds UPDATE on its `decided_by` column
+  (the web role; runtime/roles.py gives the worker role `state`, `stale_reason`,
+  `checked_at` and `decided_at` alone), and never from a connection marked as running
+  agent code. The column is checked on the trigger's own table (TG_RELID), so a
+  temporary table of that name proves nothing.
+* steward_audit_peoples_kinds(): an audit row of a person's act (a grant's, a decided
+  approval's, a budget's, a quota's, a token's, a member's...) is appended only by a role
+  that may write grants: the worker role appends the runtime's own rows, and cannot
+  forge "dave granted" into the trail. A BEFORE INSERT row trigger, ENABLE ALWAYS as the
+  other guards of the trail are (migration 0022).
+* steward_submit(): SECURITY DEFINER, owned by the schema's owner, its search_path
+  pinned. It locks the pool's row FOR UPDATE, which takes UPDATE on steward_pool, and the
+  worker role (spawns, schedules) holds none on that governance table. It only admits a
+  task into the pool it names, as before; EXECUTE on it is taken from PUBLIC and given
+  back to each application role by `migrate`'s grant step. The harness's clock schema
+  (runtime/testing.py) stays in the pinned path: absent outside the tests, it is skipped,
+  and only the owner could create it.
+"""
+
+from django.db import migrations
+
+SUBMIT = "steward_submit(uuid, text, jsonb, text, text, text, text, text, text, jsonb, uuid, uuid, integer)"
+
+PINNED = f"""
+ALTER FUNCTION {SUBMIT} SECURITY DEFINER SET search_path = public, steward_test_clock, pg_catalog, pg_temp;
+REVOKE EXECUTE ON FUNCTION {SUBMIT} FROM PUBLIC;
+"""
+
+PINNED_REVERSE = f"""
+ALTER FUNCTION {SUBMIT} SECURITY INVOKER RESET search_path;
+GRANT EXECUTE ON FUNCTION {SUBMIT} TO PUBLIC;
+"""
+
+POOL_FIRST_USE = """
+CREATE FUNCTION steward_pool_first_use(p_name text, p_max_running integer, p_max_queued integer)
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, steward_test_clock, pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO steward_pool (name, max_running, max_queued) VALUES (p_name, p_max_running, p_max_queued)
+    ON CONFLICT (name) DO NOTHING;
+    RETURN FOUND;
+END $$;
+REVOKE EXECUTE ON FUNCTION steward_pool_first_use(text, integer, integer) FROM PUBLIC;
+"""
+
+# The kinds of audit row only a person's act writes (runtime/audit.py AuditKind), each in
+# the same transaction as its change to a governance table.
+PEOPLES_KINDS = (
+    "grant.%",
+    "approval.approved",
+    "approval.denied",
+    "budget.%",
+    "quota.%",
+    "token.%",
+    "member.%",
+    "agent.steward_%",
+    "pool.limits",
+    "pool.removed",
+    "signin.%",
+)
+
+AUDIT_PEOPLES_KINDS = f"""
+CREATE FUNCTION steward_audit_peoples_kinds() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.kind LIKE ANY (ARRAY[{", ".join(f"'{k}'" for k in PEOPLES_KINDS)}])
+       AND NOT has_table_privilege('public.steward_grant'::regclass, 'INSERT') THEN
+        RAISE EXCEPTION 'refused at storage: role % writes no % audit row (a person''s act)', current_user, NEW.kind
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER steward_audit_peoples_kinds BEFORE INSERT ON steward_audit
+    FOR EACH ROW EXECUTE FUNCTION steward_audit_peoples_kinds();
+ALTER TABLE steward_audit ENABLE ALWAYS TRIGGER steward_audit_peoples_kinds;
+"""
+
+AUDIT_PEOPLES_KINDS_REVERSE = """
+DROP TRIGGER steward_audit_peoples_kinds ON steward_audit;
+DROP FUNCTION steward_audit_peoples_kinds();
+"""
+
+APPROVAL_GUARD = """
+CREATE OR REPLACE FUNCTION steward_approval_not_decided_by_agent_code() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF coalesce(current_setting('steward.agent_task', true), '') = ''
+       AND has_column_privilege(TG_RELID, 'decided_by', 'UPDATE') THEN
+        RETURN coalesce(NEW, OLD);
+    END IF;
+    IF TG_OP = 'INSERT' AND NEW.state = 'pending' AND NEW.decided_by IS NULL THEN
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'UPDATE' AND NEW.state IN ('expired', 'stale', 'consumed')
+       AND NEW.decided_by IS NOT DISTINCT FROM OLD.decided_by
+       AND NEW.comment = OLD.comment
+       AND NEW.action_hash = OLD.action_hash AND NEW.context_digest = OLD.context_digest
+       AND NEW.expires_at = OLD.expires_at AND NEW.task_id = OLD.task_id THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'refused at storage: an approval is never decided while agent code runs, nor by role % (task %)',
+        current_user, coalesce(current_setting('steward.agent_task', true), '') USING ERRCODE = 'insufficient_privilege';
+END $$;
+"""
+
+APPROVAL_GUARD_REVERSE = """
+CREATE OR REPLACE FUNCTION steward_approval_not_decided_by_agent_code() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF coalesce(current_setting('steward.agent_task', true), '') = '' THEN
+        RETURN coalesce(NEW, OLD);
+    END IF;
+    IF TG_OP = 'INSERT' AND NEW.state = 'pending' AND NEW.decided_by IS NULL THEN
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'UPDATE' AND NEW.state IN ('expired', 'stale', 'consumed')
+       AND NEW.decided_by IS NOT DISTINCT FROM OLD.decided_by
+       AND NEW.comment = OLD.comment
+       AND NEW.action_hash = OLD.action_hash AND NEW.context_digest = OLD.context_digest
+       AND NEW.expires_at = OLD.expires_at AND NEW.task_id = OLD.task_id THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'refused at storage: an approval is never decided while agent code runs (task %)',
+        current_setting('steward.agent_task') USING ERRCODE = 'insufficient_privilege';
+END $$;
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("runtime", "0025_gateway_unkeyed_calls"),
+    ]
+
+    operations = [
+        migrations.RunSQL(PINNED, PINNED_REVERSE),
+        migrations.RunSQL(POOL_FIRST_USE, "DROP FUNCTION steward_pool_first_use(text, integer, integer)"),
+        migrations.RunSQL(APPROVAL_GUARD, APPROVAL_GUARD_REVERSE),
+        migrations.RunSQL(AUDIT_PEOPLES_KINDS, AUDIT_PEOPLES_KINDS_REVERSE),
+    ]
