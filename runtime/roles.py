@@ -61,7 +61,6 @@ APPEND = ("SELECT", "INSERT")
 # attempts, journal and effects, slots and admission counts, stops' progress and their
 # acknowledgments' bookkeeping, processes, schedules' next fire, usage.
 RUNTIME_TABLES = (
-    "steward_task",
     "steward_attempt",
     "steward_step",
     "steward_effect",
@@ -74,10 +73,39 @@ RUNTIME_TABLES = (
     "steward_tree_pause",
     "steward_gateway_call",
     "steward_token_usage",
-    "steward_schedule",
     "steward_webhook_delivery",
-    "steward_dependency_trigger",
 )
+# Rows that say on whose authority work runs (a task's owner, tenant, agent and lineage; a
+# schedule's or a dependency trigger's owner and target): the worker moves their state
+# and nothing else, so agent code cannot make its task, or the next one a trigger
+# submits, run as someone else. A task is created only through steward_submit(), whose
+# trigger holds a worker's submission to a parent's or a trigger's owner (migration 0027).
+MOVED_COLUMNS = {
+    "steward_task": (
+        "status",
+        "epoch",
+        "next_reason",
+        "crash_count",
+        "wake_at",
+        "waiting_on",
+        "requested_scope",
+        "blocked_reason",
+        "blocked_decision_id",
+        "breaker",
+        "breaker_limits",
+        "stop_id",
+        "stop_deadline",
+        "output",
+        "error",
+        "status_note",
+        "updated_at",
+        "queued_at",
+        "started_at",
+        "finished_at",
+    ),
+    "steward_schedule": ("next_fire_at", "last_tick_at", "last_task_id", "updated_at"),
+    "steward_dependency_trigger": ("state", "reason", "task_id", "settled_at"),
+}
 # Append-only records the runtime adds to (their triggers refuse UPDATE and DELETE to
 # everyone): the audit trail, decisions, stops' acknowledgments, seals.
 APPEND_TABLES = (
@@ -119,7 +147,10 @@ PROFILES = {
             **dict.fromkeys(SECRET_TABLES, ()),
             "steward_approval": APPEND,
         },
-        columns={"steward_approval": (("UPDATE", ("state", "stale_reason", "checked_at", "decided_at")),)},
+        columns={
+            "steward_approval": (("UPDATE", ("state", "stale_reason", "checked_at", "decided_at")),),
+            **{table: (("UPDATE", columns),) for table, columns in MOVED_COLUMNS.items()},
+        },
     ),
 }
 

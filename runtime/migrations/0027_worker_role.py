@@ -16,6 +16,12 @@ setting the same session can change (issue 21). Frozen: the SQL below is carried
   that may write grants: the worker role appends the runtime's own rows, and cannot
   forge "dave granted" into the trail. A BEFORE INSERT row trigger, ENABLE ALWAYS as the
   other guards of the trail are (migration 0022).
+* steward_task_owner_of_record(): a task is created by a role without the web's
+  privileges (the worker role, through steward_submit(); it has no INSERT on steward_task)
+  only as a child with its parent's tenant, owner and root, or as the task of a schedule
+  or a dependency trigger with that trigger's tenant, owner and agent. Agent code cannot
+  submit work on someone else's authority. The caller is session_user: inside the
+  definer function current_user is the owner.
 * steward_submit(): SECURITY DEFINER, owned by the schema's owner, its search_path
   pinned. It locks the pool's row FOR UPDATE, which takes UPDATE on steward_pool, and the
   worker role (spawns, schedules) holds none on that governance table. It only admits a
@@ -87,6 +93,37 @@ DROP TRIGGER steward_audit_peoples_kinds ON steward_audit;
 DROP FUNCTION steward_audit_peoples_kinds();
 """
 
+# Inside steward_submit() (SECURITY DEFINER) current_user is the owner: the caller is
+# session_user, which no one but a superuser can change.
+TASK_OWNER_OF_RECORD = """
+CREATE FUNCTION steward_task_owner_of_record() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF has_table_privilege(session_user, 'public.steward_grant', 'INSERT') THEN
+        RETURN NEW;
+    END IF;
+    IF NEW.parent_id IS NOT NULL AND EXISTS (
+           SELECT 1 FROM public.steward_task p
+           WHERE p.id = NEW.parent_id AND p.tenant = NEW.tenant AND p.owner = NEW.owner AND p.root_id = NEW.root_id)
+       OR NEW.parent_id IS NULL AND (
+           EXISTS (SELECT 1 FROM public.steward_schedule s
+                   WHERE s.tenant = NEW.tenant AND s.owner = NEW.owner AND s.agent = NEW.agent)
+           OR EXISTS (SELECT 1 FROM public.steward_dependency_trigger d
+                      WHERE d.tenant = NEW.tenant AND d.owner = NEW.owner AND d.agent = NEW.agent)) THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'refused at storage: role % submits a task only as its parent''s owner or a trigger''s (owner %)',
+        session_user, NEW.owner USING ERRCODE = 'insufficient_privilege';
+END $$;
+CREATE TRIGGER steward_task_owner_of_record BEFORE INSERT ON steward_task
+    FOR EACH ROW EXECUTE FUNCTION steward_task_owner_of_record();
+ALTER TABLE steward_task ENABLE ALWAYS TRIGGER steward_task_owner_of_record;
+"""
+
+TASK_OWNER_OF_RECORD_REVERSE = """
+DROP TRIGGER steward_task_owner_of_record ON steward_task;
+DROP FUNCTION steward_task_owner_of_record();
+"""
+
 APPROVAL_GUARD = """
 CREATE OR REPLACE FUNCTION steward_approval_not_decided_by_agent_code() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -141,4 +178,5 @@ class Migration(migrations.Migration):
         migrations.RunSQL(POOL_FIRST_USE, "DROP FUNCTION steward_pool_first_use(text, integer, integer)"),
         migrations.RunSQL(APPROVAL_GUARD, APPROVAL_GUARD_REVERSE),
         migrations.RunSQL(AUDIT_PEOPLES_KINDS, AUDIT_PEOPLES_KINDS_REVERSE),
+        migrations.RunSQL(TASK_OWNER_OF_RECORD, TASK_OWNER_OF_RECORD_REVERSE),
     ]

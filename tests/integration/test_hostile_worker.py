@@ -98,6 +98,16 @@ WRITES = {
     "seal update": "UPDATE steward_audit_seal SET root = NULL",
     "seal delete": "DELETE FROM steward_audit_seal",
     "stop ack delete": "DELETE FROM steward_stop_ack",
+    # On whose authority work runs: a task's owner, a task made directly or submitted as
+    # someone else, a schedule's owner.
+    "task owner": "UPDATE steward_task SET owner = 'user:dave'",
+    "task tenant": "UPDATE steward_task SET tenant = 'globex'",
+    "task insert": "INSERT INTO steward_task SELECT * FROM steward_task WHERE false",
+    "task submitted as dave": (
+        "SELECT * FROM steward_submit(NULL, 't.steps', '{}'::jsonb, 'x', 'acme', 'user:dave', "
+        "(SELECT pool FROM steward_task LIMIT 1), NULL, 'user:dave', '{}'::jsonb, NULL, NULL, NULL)"
+    ),
+    "schedule owner": "UPDATE steward_schedule SET owner = 'user:dave'",
 }
 
 
@@ -117,10 +127,10 @@ def _ways(owner_roles: list[str]) -> dict[str, list[str]]:
     return ways
 
 
-def _digests() -> dict[str, str]:
+def _digests(*more: str) -> dict[str, str]:
     with connection.cursor() as cur:
         out = {}
-        for table in GOVERNANCE:
+        for table in [*GOVERNANCE, *more]:
             cur.execute(f"SELECT count(*), md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM {table} t")
             out[table] = cur.fetchone()
         return out
@@ -166,7 +176,7 @@ def test_every_governance_write_on_the_workers_connection_is_refused_every_way(g
         cur.execute("SELECT current_user")
         superuser = cur.fetchone()[0]
     others = [roles.ROLE_NAMES["web"], roles.OWNER, superuser, "postgres"]
-    before = _digests()
+    before = _digests("steward_task", "steward_schedule")
     url = _worker_url(child_env)
     outcomes, preludes = {}, {}
     for way, prelude in _ways(list(dict.fromkeys(others))).items():
@@ -181,7 +191,7 @@ def test_every_governance_write_on_the_workers_connection_is_refused_every_way(g
     assert {way: states for way, states in preludes.items() if way.startswith("SET ")} == {
         way: {INSUFFICIENT_PRIVILEGE} for way in preludes if way.startswith("SET ")
     }
-    assert _digests() == before
+    assert _digests("steward_task", "steward_schedule") == before
 
 
 def test_a_hostile_agent_in_a_real_worker_writes_no_governance_row(governed, child_env, fleet):
