@@ -69,7 +69,6 @@ RUNTIME_TABLES = (
     "steward_process",
     "steward_process_minute",
     "steward_stop",
-    "steward_agent_switch",
     "steward_tree_pause",
     "steward_gateway_call",
     "steward_token_usage",

@@ -127,11 +127,17 @@ def _ways(owner_roles: list[str]) -> dict[str, list[str]]:
     return ways
 
 
-def _digests(*more: str) -> dict[str, str]:
+def _digests(*more: str, besides=None) -> dict[str, str]:
+    """Each table's row count and digest; `besides`: a task whose own audit rows and
+    decisions are left out (the hostile agent's claim and end append them, as any task's do)."""
     with connection.cursor() as cur:
         out = {}
         for table in [*GOVERNANCE, *more]:
-            cur.execute(f"SELECT count(*), md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM {table} t")
+            mine = table in ("steward_audit", "steward_decision") and besides is not None
+            where = f"WHERE t.task_id IS DISTINCT FROM '{besides}'::uuid" if mine else ""
+            cur.execute(
+                f"SELECT count(*), md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM {table} t {where}"
+            )
             out[table] = cur.fetchone()
         return out
 
@@ -216,4 +222,8 @@ def test_a_hostile_agent_in_a_real_worker_writes_no_governance_row(governed, chi
     # Issue 21's first finding among them: set_config, then grant_create as dave.
     assert "grant: set_config then grant_create as dave" in answers
     assert {name: state for name, state in answers.items() if state != INSUFFICIENT_PRIVILEGE} == {}
-    assert _digests() == before
+    assert _digests(besides=task) == before
+    # What it appended of its own is the runtime's: no row of a person's act.
+    with connection.cursor() as cur:
+        cur.execute("SELECT DISTINCT kind FROM steward_audit WHERE task_id = %s ORDER BY 1", [task])
+        assert {kind for (kind,) in cur.fetchall()} <= {"task.submitted", "attempt.started", "task.completed"}
