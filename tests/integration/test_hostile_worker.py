@@ -127,14 +127,15 @@ def _ways(owner_roles: list[str]) -> dict[str, list[str]]:
     return ways
 
 
-def _digests(*more: str, besides=None) -> dict[str, str]:
-    """Each table's row count and digest; `besides`: a task whose own audit rows and
-    decisions are left out (the hostile agent's claim and end append them, as any task's do)."""
+def _digests(*more: str, besides=()) -> dict[str, str]:
+    """Each table's row count and digest; `besides`: tasks whose own audit rows and
+    decisions are left out (the worker's claim and end append them, as any task's do)."""
     with connection.cursor() as cur:
         out = {}
         for table in [*GOVERNANCE, *more]:
-            mine = table in ("steward_audit", "steward_decision") and besides is not None
-            where = f"WHERE t.task_id IS DISTINCT FROM '{besides}'::uuid" if mine else ""
+            mine = table in ("steward_audit", "steward_decision") and besides
+            ids = ", ".join(f"'{task}'::uuid" for task in besides)
+            where = f"WHERE t.task_id IS NULL OR t.task_id NOT IN ({ids})" if mine else ""
             cur.execute(
                 f"SELECT count(*), md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM {table} t {where}"
             )
@@ -201,7 +202,7 @@ def test_every_governance_write_on_the_workers_connection_is_refused_every_way(g
 
 
 def test_a_hostile_agent_in_a_real_worker_writes_no_governance_row(governed, child_env, fleet):
-    before = _digests()
+    before = _digests(besides=[governed.task_id])
     modules = child_env["STEWARD_AGENT_MODULES"] + ",tests.hostile_agents"
     fleet.workers(1, env={"STEWARD_AGENT_MODULES": modules})
     task = task_submit(
@@ -222,8 +223,10 @@ def test_a_hostile_agent_in_a_real_worker_writes_no_governance_row(governed, chi
     # Issue 21's first finding among them: set_config, then grant_create as dave.
     assert "grant: set_config then grant_create as dave" in answers
     assert {name: state for name, state in answers.items() if state != INSUFFICIENT_PRIVILEGE} == {}
-    assert _digests(besides=task) == before
-    # What it appended of its own is the runtime's: no row of a person's act.
+    # The worker also ran the fixture's task, whose approval is pending.
+    ran = [task, governed.task_id]
+    assert _digests(besides=ran) == before
+    # What they appended of their own is the runtime's: no row of a person's act.
     with connection.cursor() as cur:
-        cur.execute("SELECT DISTINCT kind FROM steward_audit WHERE task_id = %s ORDER BY 1", [task])
+        cur.execute("SELECT DISTINCT kind FROM steward_audit WHERE task_id = ANY(%s) ORDER BY 1", [ran])
         assert {kind for (kind,) in cur.fetchall()} <= {"task.submitted", "attempt.started", "task.completed"}
