@@ -9,7 +9,7 @@ setting the same session can change (issue 21). Frozen: the SQL below is carried
   fields changed, or deleted, only by a role that holds UPDATE on its `decided_by` column
   (the web role; runtime/roles.py gives the worker role `state`, `stale_reason`,
   `checked_at` and `decided_at` alone), and never from a connection marked as running
-  agent code. The column is checked on the trigger's own table (TG_RELID), so a
+  agent code. The column is checked on public.steward_approval by its qualified name, so a
   temporary table of that name proves nothing.
 * steward_audit_peoples_kinds(): an audit row of a person's act (a grant's, a decided
   approval's, a budget's, a quota's, a token's, a member's...) is appended only by a role
@@ -128,7 +128,7 @@ APPROVAL_GUARD = """
 CREATE OR REPLACE FUNCTION steward_approval_not_decided_by_agent_code() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF coalesce(current_setting('steward.agent_task', true), '') = ''
-       AND has_column_privilege(TG_RELID, 'decided_by', 'UPDATE') THEN
+       AND has_column_privilege('public.steward_approval'::regclass, 'decided_by', 'UPDATE') THEN
         RETURN coalesce(NEW, OLD);
     END IF;
     IF TG_OP = 'INSERT' AND NEW.state = 'pending' AND NEW.decided_by IS NULL THEN

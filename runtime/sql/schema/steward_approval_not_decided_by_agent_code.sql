@@ -4,7 +4,7 @@ CREATE OR REPLACE FUNCTION public.steward_approval_not_decided_by_agent_code()
 AS $function$
 BEGIN
     IF coalesce(current_setting('steward.agent_task', true), '') = ''
-       AND has_column_privilege(TG_RELID, 'decided_by', 'UPDATE') THEN
+       AND has_column_privilege('public.steward_approval'::regclass, 'decided_by', 'UPDATE') THEN
         RETURN coalesce(NEW, OLD);
     END IF;
     IF TG_OP = 'INSERT' AND NEW.state = 'pending' AND NEW.decided_by IS NULL THEN
