@@ -15,7 +15,7 @@ import os
 import re
 import secrets
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import parse_qs, unquote, urlparse, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -25,7 +25,7 @@ STATE_DIR = BASE_DIR / ".steward"  # git-ignored
 # REDIS_URL are unset, and write their addresses here so that a second terminal
 # (`manage.py steward tasks`) finds the same services.
 SERVICES_ENV_FILE = STATE_DIR / "services.env"
-SERVICES = ("DATABASE_URL", "STEWARD_MIGRATE_DATABASE_URL", "REDIS_URL")
+SERVICES = ("DATABASE_URL", "STEWARD_MIGRATE_DATABASE_URL", "STEWARD_WORKER_DATABASE_URL", "REDIS_URL")
 # In debug, the secrets a deployment must set default to random ones of this install,
 # made on first use (dev_secrets below) and kept here, readable by the owner only.
 SECRETS_FILE = STATE_DIR / "secrets.env"
@@ -67,6 +67,21 @@ def get(name: str, default: str | None = None) -> str | None:
     if name in SERVICES and "DATABASE_URL" not in os.environ:
         return _read_env_file(SERVICES_ENV_FILE).get(name, default)
     return default
+
+
+def as_worker(environ: dict[str, str]) -> dict[str, str]:
+    """A worker's, beat's or supervisor's environment made from the launcher's: its
+    DATABASE_URL is the worker role's (STEWARD_WORKER_DATABASE_URL) when one is given,
+    and no other database address goes with it (docs/adr/0035-web-and-worker-roles.md).
+    A worker address for another server or database than DATABASE_URL's (a test that
+    points one process elsewhere) is dropped, never followed."""
+    withheld = ("STEWARD_MIGRATE_DATABASE_URL", "STEWARD_TEST_DATABASE_URL", "STEWARD_WORKER_DATABASE_URL")
+    worker, given = environ.get("STEWARD_WORKER_DATABASE_URL"), environ.get("DATABASE_URL")
+    if not worker or not given:
+        return dict(environ)
+    env = {k: v for k, v in environ.items() if k not in withheld}
+    place = [(u.hostname, u.port, u.path, u.query) for u in (urlsplit(worker), urlsplit(given))]
+    return {**env, "DATABASE_URL": worker} if place[0] == place[1] else env
 
 
 def secret(name: str, debug: bool) -> str | None:

@@ -143,6 +143,11 @@ if _migrate_url:
             "they must name the same one (only the role differs)"
         )
     DATABASES["owner"] = _bounded(_owner_db)
+# The worker role's address (docs/adr/0035-web-and-worker-roles.md): the launchers give it
+# to workers, beat and supervisors as their DATABASE_URL (env.as_worker); here only its
+# role is read, for `manage.py migrate` to grant it the worker's profile.
+_worker_url = env.get("STEWARD_WORKER_DATABASE_URL")
+_worker_role = env.database_from_url(_worker_url, "STEWARD_WORKER_DATABASE_URL")["USER"] if _worker_url else None
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTHENTICATION_BACKENDS = [
@@ -248,10 +253,11 @@ STEWARD = {
     "CAPABILITY_KEY": env.capability_key(DEBUG),
     "WORKER_CREDENTIAL": env.worker_credential(),
     # `manage.py migrate` connects as the owner when configured (DATABASES["owner"]) and
-    # then gives each application role its profile (runtime/roles.py): here the one
-    # role, DATABASE_URL's. Issue 21's web and worker roles will each be named here.
+    # then gives each application role its profile (runtime/roles.py): the web role,
+    # DATABASE_URL's, and the worker role, STEWARD_WORKER_DATABASE_URL's when it is set
+    # (docs/adr/0035-web-and-worker-roles.md). Unset, workers connect as the web role.
     "MIGRATE_DATABASE": "owner" if "owner" in DATABASES else "default",
-    "DB_ROLES": {"app": _default_db["USER"]},
+    "DB_ROLES": {"web": _default_db["USER"], **({"worker": _worker_role} if _worker_role else {})},
     # Where a worker's ctx.model() and ctx.tool() reach the credential gateway
     # (runtime/gateway/client.py); the gateway is this web process's /gateway/.
     "GATEWAY_URL": env.http_url("STEWARD_GATEWAY_URL", "http://127.0.0.1:8000"),

@@ -6,8 +6,9 @@ ALTER a table (and with it disable a trigger), or set session_replication_role (
 superuser's parameter): the append-only tables' triggers hold against anything the
 application can be made to run. This module is the one place that says so:
 
-* PROFILES: what each application role may do. Adding a role (issue 21 splits `app` into
-  a web role and a worker role) is an entry here and its name in settings.
+* PROFILES: what each application role may do: `web` (people's actions, the gateway) and
+  `worker` (the runtime's writes; docs/adr/0035-web-and-worker-roles.md). Adding a role is
+  an entry here and its name in settings.
 * privileges_grant: gives each configured role exactly its profile, on every table,
   sequence and routine of the schema. `manage.py migrate` runs it after every migration
   run (runtime/management/commands/migrate.py), so a table a later migration creates is
@@ -24,11 +25,13 @@ before Django is set up. Names are quoted here, never trusted.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # The embedded PostgreSQL's roles, named as docs/deploy.md names them.
 OWNER = "steward_owner"
-ROLE_NAMES = {"app": "steward_app"}
+# The web role keeps the name the single application role had (an install from before
+# the split keeps its role, now narrowed to nothing new); workers get a role of their own.
+ROLE_NAMES = {"web": "steward_app", "worker": "steward_worker"}
 # Serialises role and database set-up between processes that start at once (`make run` in
 # two terminals, two test sessions): a session lock in the maintenance database.
 SETUP_LOCK = 0x5354_4557_0022
@@ -37,18 +40,117 @@ ROLE_LOCK = SETUP_LOCK + 1
 
 @dataclass(frozen=True)
 class Profile:
-    """What a role may do on every table, sequence and routine of the schema, and nothing else."""
+    """What a role may do on every table, sequence and routine of the schema, and nothing else.
+
+    `tables` holds on every table that `only` does not name: for the worker that is
+    SELECT, so a table a later migration adds is read-only to it until it is named here
+    (fail closed). `only`: a table's own privileges instead (none: the role cannot even
+    read it). `columns`: column-level privileges added on top, the honest boundary where a
+    role may move some columns of a row and not others."""
 
     tables: tuple[str, ...]
     sequences: tuple[str, ...]
     routines: tuple[str, ...]
+    only: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    columns: Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]] = field(default_factory=dict)
 
+
+ROWS = ("SELECT", "INSERT", "UPDATE", "DELETE")
+APPEND = ("SELECT", "INSERT")
+# The runtime's own rows, which workers, supervisors and the sweeps write: tasks and their
+# attempts, journal and effects, slots and admission counts, stops' progress and their
+# acknowledgments' bookkeeping, processes, schedules' next fire, usage.
+RUNTIME_TABLES = (
+    "steward_attempt",
+    "steward_step",
+    "steward_effect",
+    "steward_slot",
+    "steward_pool_count",
+    "steward_process",
+    "steward_process_minute",
+    "steward_stop",
+    "steward_tree_pause",
+    "steward_gateway_call",
+    "steward_token_usage",
+    "steward_webhook_delivery",
+)
+# Rows that say on whose authority work runs (a task's owner, tenant, agent and lineage; a
+# schedule's or a dependency trigger's owner and target): the worker moves their state
+# and nothing else, so agent code cannot make its task, or the next one a trigger
+# submits, run as someone else. A task is created only through steward_submit(), whose
+# trigger holds a worker's submission to a parent's or a trigger's owner (migration 0027).
+MOVED_COLUMNS = {
+    "steward_task": (
+        "status",
+        "epoch",
+        "next_reason",
+        "crash_count",
+        "wake_at",
+        "waiting_on",
+        "requested_scope",
+        "blocked_reason",
+        "blocked_decision_id",
+        "breaker",
+        "breaker_limits",
+        "stop_id",
+        "stop_deadline",
+        "output",
+        "error",
+        "status_note",
+        "updated_at",
+        "queued_at",
+        "started_at",
+        "finished_at",
+    ),
+    "steward_schedule": ("next_fire_at", "last_tick_at", "last_task_id", "updated_at"),
+    "steward_dependency_trigger": ("state", "reason", "task_id", "settled_at"),
+}
+# Append-only records the runtime adds to (their triggers refuse UPDATE and DELETE to
+# everyone): the audit trail, decisions, stops' acknowledgments, seals.
+APPEND_TABLES = (
+    "steward_audit",
+    "steward_decision",
+    "steward_stop_ack",
+    "steward_audit_seal",
+    "steward_audit_seal_head",
+)
+# Secrets the worker has no reason to read: sessions, password and token hashes,
+# sign-in attempts.
+SECRET_TABLES = (
+    "django_session",
+    "auth_user",
+    "steward_api_token",
+    "steward_worker_credential",  # its hashes, and its uses: the minting service's (ADR 0034)
+    "axes_accessattempt",
+    "axes_accessattemptexpiration",
+    "axes_accessfailurelog",
+    "axes_accesslog",
+)
 
 PROFILES = {
-    # Web, workers, beat, supervisors and the CLI: rows only. TRUNCATE, REFERENCES and
-    # TRIGGER are left out, and ownership with them.
-    "app": Profile(
-        tables=("SELECT", "INSERT", "UPDATE", "DELETE"), sequences=("USAGE", "SELECT"), routines=("EXECUTE",)
+    # The web process (people's actions, the credential gateway) and the CLI: rows only.
+    # TRUNCATE, REFERENCES and TRIGGER are left out, and ownership with them.
+    "web": Profile(tables=ROWS, sequences=("USAGE", "SELECT"), routines=("EXECUTE",)),
+    # Workers, beat and supervisors: the runtime's rows, appends to the records, and a
+    # read of everything else. No INSERT, UPDATE, DELETE or TRUNCATE on a governance
+    # table (grants, authz revisions, budgets, quotas, pools, tenants, members, tokens,
+    # the console's and Django's tables). An approval is created pending and moved only
+    # to expired, stale or consumed: its decider columns are the web's alone, and the
+    # table's trigger refuses a decision from a role without them.
+    "worker": Profile(
+        tables=("SELECT",),
+        sequences=("USAGE", "SELECT"),
+        routines=("EXECUTE",),
+        only={
+            **dict.fromkeys(RUNTIME_TABLES, ROWS),
+            **dict.fromkeys(APPEND_TABLES, APPEND),
+            **dict.fromkeys(SECRET_TABLES, ()),
+            "steward_approval": APPEND,
+        },
+        columns={
+            "steward_approval": (("UPDATE", ("state", "stale_reason", "checked_at", "decided_at")),),
+            **{table: (("UPDATE", columns),) for table, columns in MOVED_COLUMNS.items()},
+        },
     ),
 }
 
@@ -60,20 +162,33 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def profile_statements(profile: Profile, role: str, *, schema: str, database: str) -> list[str]:
-    """Revoke what the role holds, then grant the profile: after a profile narrows (a role
-    split), the next migrate takes back what it no longer allows."""
-    role, schema, database = quote(role), quote(schema), quote(database)
-    return [
-        f"REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {role}",
-        f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {role}",
-        f"REVOKE ALL ON ALL ROUTINES IN SCHEMA {schema} FROM {role}",
+def profile_statements(profile: Profile, role: str, *, schema: str, database: str, tables: list[str]) -> list[str]:
+    """Revoke what the role holds, then grant the profile on `tables` (the schema's): after
+    a profile narrows (a role split), the next migrate takes back what it no longer allows."""
+    role, quoted_schema, database = quote(role), quote(schema), quote(database)
+    statements = [
+        f"REVOKE ALL ON ALL TABLES IN SCHEMA {quoted_schema} FROM {role}",
+        f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {quoted_schema} FROM {role}",
+        f"REVOKE ALL ON ALL ROUTINES IN SCHEMA {quoted_schema} FROM {role}",
         f"GRANT CONNECT ON DATABASE {database} TO {role}",
-        f"GRANT USAGE ON SCHEMA {schema} TO {role}",
-        f"GRANT {', '.join(profile.tables)} ON ALL TABLES IN SCHEMA {schema} TO {role}",
-        f"GRANT {', '.join(profile.sequences)} ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
-        f"GRANT {', '.join(profile.routines)} ON ALL ROUTINES IN SCHEMA {schema} TO {role}",
+        f"GRANT USAGE ON SCHEMA {quoted_schema} TO {role}",
     ]
+    # (Revoking a table's privileges revokes its column-level ones too.)
+    if not profile.only and not profile.columns:
+        statements.append(f"GRANT {', '.join(profile.tables)} ON ALL TABLES IN SCHEMA {quoted_schema} TO {role}")
+    else:
+        for table in tables:
+            privileges = profile.only.get(table, profile.tables)
+            if privileges:
+                statements.append(f"GRANT {', '.join(privileges)} ON {quoted_schema}.{quote(table)} TO {role}")
+            for privilege, columns in profile.columns.get(table, ()):
+                names = ", ".join(quote(c) for c in columns)
+                statements.append(f"GRANT {privilege} ({names}) ON {quoted_schema}.{quote(table)} TO {role}")
+    statements += [
+        f"GRANT {', '.join(profile.sequences)} ON ALL SEQUENCES IN SCHEMA {quoted_schema} TO {role}",
+        f"GRANT {', '.join(profile.routines)} ON ALL ROUTINES IN SCHEMA {quoted_schema} TO {role}",
+    ]
+    return statements
 
 
 def privileges_grant(cursor, roles: Mapping[str, str]) -> list[str]:
@@ -84,11 +199,18 @@ def privileges_grant(cursor, roles: Mapping[str, str]) -> list[str]:
     Returns the roles granted. Run it inside a transaction: all of it or none."""
     cursor.execute("SELECT current_user, current_schema(), current_database()")
     me, schema, database = cursor.fetchone()
+    cursor.execute(
+        "SELECT c.relname FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace "
+        "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1"
+    )
+    tables = [row[0] for row in cursor.fetchall()]
     granted = []
     for profile, role in roles.items():
-        if role == me:
+        if role == me or role in granted:
+            # The same role named for two profiles (a worker's own process, or a
+            # deployment with one application role): the first profile named holds.
             continue
-        for statement in profile_statements(PROFILES[profile], role, schema=schema, database=database):
+        for statement in profile_statements(PROFILES[profile], role, schema=schema, database=database, tables=tables):
             cursor.execute(statement)
         granted.append(role)
     return granted

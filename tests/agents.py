@@ -255,7 +255,11 @@ def _hostile_tool():
 def _refusal(exc) -> dict:
     """What a path's refusal said: its code and the boundary it names."""
     boundary = getattr(exc, "boundary", None) or (getattr(exc, "details", None) or {}).get("boundary")
-    if boundary is None and "refused at storage" in str(exc):
+    # Storage refuses in one of two ways: a trigger's message, or (on a worker, whose role
+    # holds no write on governance tables: ADR 0035) PostgreSQL's own privilege check,
+    # SQLSTATE 42501, before any trigger runs.
+    sqlstate = getattr(getattr(exc, "__cause__", None), "sqlstate", None) or getattr(exc, "sqlstate", None)
+    if boundary is None and ("refused at storage" in str(exc) or sqlstate == "42501"):
         boundary = "storage"
     return {
         "type": type(exc).__name__,

@@ -251,6 +251,16 @@ def child_env(django_db_setup, django_db_blocker) -> dict:
         PYTHONPATH=os.pathsep.join(filter(None, [str(settings.BASE_DIR), env.get("PYTHONPATH")])),
     )
     env.pop("STEWARD_FAULT_POINTS", None)
+    # i21-roles: the worker role's address for the test database, which the harness gives
+    # workers, supervisors and beat as their DATABASE_URL (console/env.py as_worker).
+    worker = os.environ.get("STEWARD_WORKER_DATABASE_URL")
+    if worker:
+        role = console_env.database_from_url(worker, "STEWARD_WORKER_DATABASE_URL")
+        env["STEWARD_WORKER_DATABASE_URL"] = database_url(
+            {**connection.settings_dict, **CHILDREN_CONNECT_AS, "USER": role["USER"], "PASSWORD": role["PASSWORD"]}
+        )
+    else:
+        env.pop("STEWARD_WORKER_DATABASE_URL", None)
     # The owner's and the session's own addresses name the database `make test` migrated,
     # not the test database, and a child is the application: it gets neither.
     env.pop("STEWARD_MIGRATE_DATABASE_URL", None)

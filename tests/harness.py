@@ -17,6 +17,8 @@ import kombu.exceptions
 import psutil
 import redis
 
+from console.env import as_worker
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -192,7 +194,8 @@ class Worker(Process):
             "-l",
             "warning",
         ]
-        super().__init__(name, argv, env)
+        # i21-roles: workers, supervisors and beat connect as the worker role.
+        super().__init__(name, argv, as_worker(env))
 
     def wait_ready(self, timeout: float = 60.0, *, broker_url: str | None = None) -> Worker:
         """Wait until it answers a ping (through `broker_url`, if it is not ours)."""
@@ -241,7 +244,7 @@ def credential_register(ident: str, secret: str, *, name: str) -> None:
 class Supervisor(Process):
     def __init__(self, name: str, env: dict, interval: float = 0.1):
         argv = [sys.executable, "manage.py", "steward", "supervise", "--interval", str(interval)]
-        super().__init__(name, argv, env)
+        super().__init__(name, argv, as_worker(env))
 
 
 class Fleet:
@@ -290,7 +293,7 @@ class Beat(Process):
 
     def __init__(self, name: str, env: dict, schedule: Path):
         argv = [sys.executable, "-m", "celery", "-A", "console", "beat", "-l", "warning", "-s", str(schedule)]
-        super().__init__(name, argv, env)
+        super().__init__(name, argv, as_worker(env))
 
 
 class WarmFleet(Fleet):

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from console.dev.demo.logins import DEMO_ADMIN, DEMO_PEOPLE
 from console.dev.web import web_command
+from console.env import as_worker
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -62,6 +63,9 @@ PROVIDER_SECRETS = ("STEWARD_MODEL_KEY", "STEWARD_TOOLS")
 # (runtime/roles.py, docs/deploy.md).
 OWNER_SECRETS = ("STEWARD_MIGRATE_DATABASE_URL", "STEWARD_TEST_DATABASE_URL")
 OWNERS = {"migrate"}
+# i21-roles: the worker and beat connect as the worker role (console/env.py as_worker,
+# docs/adr/0035-web-and-worker-roles.md), which writes no governance table.
+WORKER_ROLE = {"worker", "beat"}
 
 
 def provider_env(port: int) -> dict[str, dict[str, str]]:
@@ -183,6 +187,8 @@ def child_env(name: str, extra: dict[str, dict[str, str]] | None = None) -> dict
     withheld = PROVIDER_SECRETS + (() if name in OWNERS else OWNER_SECRETS)
     withheld += ("STEWARD_CAPABILITY_KEY",) if name == "worker" else ()  # i21-mint: the web side signs
     env = {k: v for k, v in os.environ.items() if k not in withheld}
+    if name in WORKER_ROLE:  # i21-roles
+        env = as_worker(env)
     return dict(env, PYTHONUNBUFFERED="1", **QUIET, **(extra or {}).get(name, {}))
 
 

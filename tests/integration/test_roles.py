@@ -33,7 +33,8 @@ GUARDED = [
     "steward_gateway_call",
     "steward_grant",
 ]
-APP = roles.ROLE_NAMES["app"]
+APP = roles.ROLE_NAMES["web"]
+WORKER = roles.ROLE_NAMES["worker"]
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +47,15 @@ def server():
 
 
 def _env(child_env: dict, urls: dict) -> dict:
+    # The worker role's address is the deployment's, or none (child_env's names the session's server).
+    child_env = {k: v for k, v in child_env.items() if k != "STEWARD_WORKER_DATABASE_URL"}
     return {
         **child_env,
+        **(
+            {"STEWARD_WORKER_DATABASE_URL": urls["STEWARD_WORKER_DATABASE_URL"]}
+            if "STEWARD_WORKER_DATABASE_URL" in urls
+            else {}
+        ),
         "DATABASE_URL": urls["DATABASE_URL"],
         "STEWARD_DB_STATEMENT_TIMEOUT": "0",  # a CREATE INDEX on a loaded machine (PrivatePostgres.migrate)
         "STEWARD_DB_IDLE_IN_TRANSACTION_TIMEOUT": "0",
@@ -63,7 +71,7 @@ def deployment(server, child_env) -> dict:
     urls["owner"] = urls.pop("STEWARD_MIGRATE_DATABASE_URL")
     out = manage(["migrate", "--noinput"], _env(child_env, urls))
     assert "Applying runtime.0021_tree_pause... OK" in out and "Applying runtime.0022_truncate_guards... OK" in out
-    assert f"Granted the application's privileges to {APP}" in out
+    assert f"Granted the application's privileges to {APP}, {WORKER}" in out
     return urls
 
 
@@ -84,9 +92,13 @@ def test_the_embedded_database_is_the_owners_and_the_application_role_is_nobody_
         flags = conn.execute(
             "SELECT rolname, rolsuper, rolcreatedb, rolcreaterole, rolreplication, rolbypassrls FROM pg_roles "
             "WHERE rolname = ANY(%s) ORDER BY 1",
-            [[roles.OWNER, APP]],
+            [[roles.OWNER, APP, WORKER]],
         ).fetchall()
-        assert flags == [(APP, False, False, False, False, False), (roles.OWNER, False, False, False, False, False)]
+        assert flags == [
+            (APP, False, False, False, False, False),
+            (roles.OWNER, False, False, False, False, False),
+            (WORKER, False, False, False, False, False),
+        ]
         # Everything, the superuser's tables of before included, is the owner's now.
         others = conn.execute(
             "SELECT relname, relowner::regrole::text FROM pg_class WHERE relnamespace = 'public'::regnamespace "
@@ -129,19 +141,22 @@ def test_the_owner_cannot_truncate_either_but_only_it_can_switch_the_guards_off(
             raise psycopg.Rollback()  # the trail stays: this only shows the owner could
 
 
-def test_every_table_carries_exactly_the_applications_profile(deployment):
+@pytest.mark.parametrize("profile", ["web", "worker"])
+def test_every_table_carries_exactly_the_applications_profile(deployment, profile):
     """Those a migration made after the roles existed (0021's steward_tree_pause) too: the
-    grant runs after every migrate, nothing is granted by default."""
+    grant runs after every migrate, nothing is granted by default. The worker's column
+    grants (steward_approval's) are not table privileges, and do not show here."""
+    role, granted = roles.ROLE_NAMES[profile], roles.PROFILES[profile]
     with connect(deployment["owner"]) as owner:
         rows = owner.execute(
             "SELECT c.relname, p.privilege, has_table_privilege(%s, c.oid, p.privilege) "
             "FROM pg_class c, unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', "
             "'TRIGGER']) AS p(privilege) WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')",
-            [APP],
+            [role],
         ).fetchall()
     tables = {table for table, _, _ in rows}
     assert {"steward_tree_pause", "steward_task", "steward_audit", "auth_user", "django_migrations"} <= tables
-    wrong = [(t, p, has) for t, p, has in rows if has != (p in roles.PROFILES["app"].tables)]
+    wrong = [(t, p, has) for t, p, has in rows if has != (p in granted.only.get(t, granted.tables))]
     assert wrong == []
 
 
@@ -156,7 +171,7 @@ def test_the_application_role_runs_steward_through_the_cli(deployment, child_env
 
 def test_a_second_migrate_changes_nothing_and_grants_again(deployment, child_env):
     out = manage(["migrate", "--noinput"], _env(child_env, deployment))
-    assert "No migrations to apply." in out and f"Granted the application's privileges to {APP}" in out
+    assert "No migrations to apply." in out and f"Granted the application's privileges to {APP}, {WORKER}" in out
 
 
 def test_the_processes_a_test_starts_connect_as_the_application_role(db, child_env):
@@ -173,6 +188,9 @@ def test_the_processes_a_test_starts_connect_as_the_application_role(db, child_e
     assert "STEWARD_MIGRATE_DATABASE_URL" not in child_env and "STEWARD_TEST_DATABASE_URL" not in child_env
     if os.environ.get("STEWARD_TEST_DATABASE_URL"):  # the embedded server: the documented roles
         assert (user, superuser) == (APP, "off")
+        # Workers, supervisors and beat get the worker role's address for the same database.
+        worker = urlsplit(child_env["STEWARD_WORKER_DATABASE_URL"])
+        assert (worker.username, worker.path) == (WORKER, urlsplit(child_env["DATABASE_URL"]).path)
 
 
 # --- at once ----------------------------------------------------------------------------------

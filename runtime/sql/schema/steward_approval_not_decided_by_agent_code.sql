@@ -3,7 +3,8 @@ CREATE OR REPLACE FUNCTION public.steward_approval_not_decided_by_agent_code()
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-    IF coalesce(current_setting('steward.agent_task', true), '') = '' THEN
+    IF coalesce(current_setting('steward.agent_task', true), '') = ''
+       AND has_column_privilege('public.steward_approval'::regclass, 'decided_by', 'UPDATE') THEN
         RETURN coalesce(NEW, OLD);
     END IF;
     IF TG_OP = 'INSERT' AND NEW.state = 'pending' AND NEW.decided_by IS NULL THEN
@@ -16,8 +17,8 @@ BEGIN
        AND NEW.expires_at = OLD.expires_at AND NEW.task_id = OLD.task_id THEN
         RETURN NEW;
     END IF;
-    RAISE EXCEPTION 'refused at storage: an approval is never decided while agent code runs (task %)',
-        current_setting('steward.agent_task') USING ERRCODE = 'insufficient_privilege';
+    RAISE EXCEPTION 'refused at storage: an approval is never decided while agent code runs, nor by role % (task %)',
+        current_user, coalesce(current_setting('steward.agent_task', true), '') USING ERRCODE = 'insufficient_privilege';
 END $function$;
 
 CREATE TRIGGER steward_approval_not_decided_by_agent_code BEFORE INSERT OR DELETE OR UPDATE ON public.steward_approval FOR EACH ROW EXECUTE FUNCTION steward_approval_not_decided_by_agent_code();

@@ -1,6 +1,8 @@
 CREATE OR REPLACE FUNCTION public.steward_submit(p_id uuid, p_agent text, p_input jsonb, p_digest text, p_tenant text, p_owner text, p_pool text, p_key text, p_actor text, p_audit jsonb, p_parent uuid, p_root uuid, p_spawn_seq integer, p_version text, OUT outcome text, OUT task_id uuid, OUT status text, OUT admitted bigint, OUT max_running integer, OUT max_queued integer, OUT wake boolean)
  RETURNS record
  LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'public', 'steward_test_clock', 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
     v_id uuid := coalesce(p_id, steward_uuid7(now()));
