@@ -26,11 +26,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from runtime import arguments, db, encoding
+from runtime import arguments, db
 from runtime.authz.credentials import credential_parse, secret_hash
 from runtime.authz.tokens import AUDIENCE_MAX, token_mint
-from runtime.errors import InputTooLarge, InvalidArgument, InvalidInput, TokenRefused, WorkerCredentialRefused
+from runtime.errors import InvalidArgument, TokenRefused, WorkerCredentialRefused
 from runtime.gateway import MODEL_ROUTE
+from runtime.gateway.services import gateway_body  # the model routes' reading, with a smaller limit
 from runtime.tasks.selectors import task_get
 
 TOKEN_SECONDS = 300
@@ -99,14 +100,7 @@ def token_issue(*, authorization: str | None, raw: bytes, content_type: str | No
 
 
 def _request(raw: bytes, content_type: str | None):
-    kind = (content_type or "application/json").split(";")[0].strip().lower()
-    if kind != "application/json":
-        raise InvalidArgument(f"send the body as application/json, not {kind[:60]}", field="content-type")
-    if len(raw) > BODY_MAX:
-        raise InputTooLarge(f"the body is over {BODY_MAX} bytes", limit=BODY_MAX)
-    body = encoding.parse(raw, what="the body", limit=BODY_MAX)
-    if not isinstance(body, dict):
-        raise InvalidInput("the body must be a JSON object: {task, epoch, audience}")
+    body = gateway_body(raw, content_type=content_type, limit=BODY_MAX)
     if set(body) != FIELDS:
         raise InvalidArgument(
             "the body holds task, epoch and audience, and nothing else",

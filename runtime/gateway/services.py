@@ -94,18 +94,19 @@ def gateway_verify(*, authorization: str | None, route: str) -> dict:
     return token_verify(token.strip(), audience=route)
 
 
-def gateway_body(raw: bytes, *, content_type: str | None) -> dict:
-    """A JSON object body (strict UTF-8, at most MAX_BODY_BYTES, nested at most
-    encoding.MAX_DEPTH deep), or the StewardError saying why not. Writes nothing."""
+def gateway_body(raw: bytes, *, content_type: str | None, limit: int = MAX_BODY_BYTES) -> dict:
+    """A JSON object body (strict UTF-8, at most `limit` bytes, nested at most
+    encoding.MAX_DEPTH deep), or the StewardError saying why not. Writes nothing. The
+    model and tool routes' bodies and the minting service's (runtime/gateway/minting.py)."""
     kind = (content_type or "application/json").split(";")[0].strip().lower()
     if kind != "application/json":
         raise InvalidArgument(f"send the body as application/json, not {kind[:60]}", field="content-type")
-    if len(raw) > MAX_BODY_BYTES:
-        raise InputTooLarge(f"the body is over {MAX_BODY_BYTES} bytes", limit=MAX_BODY_BYTES)
-    value = encoding.parse(raw, what="the body", limit=MAX_BODY_BYTES)
+    if len(raw) > limit:
+        raise InputTooLarge(f"the body is over {limit} bytes", limit=limit)
+    value = encoding.parse(raw, what="the body", limit=limit)
     if not isinstance(value, dict):
         raise InvalidInput("the body must be a JSON object")
-    encoding.plain(value, what="the body", limit=MAX_BODY_BYTES)  # \u0000, lone surrogates, huge numbers
+    encoding.plain(value, what="the body", limit=limit)  # \u0000, lone surrogates, huge numbers
     return value
 
 

@@ -52,10 +52,10 @@ from pydantic_core import to_jsonable_python
 
 from runtime.integrations import approvals
 from runtime.integrations.bridge import Bridge
+from runtime.integrations.effects import effect_options
 
 # The chat-completions settings a model request carries through the gateway.
 _SETTINGS = ("max_tokens", "temperature", "top_p", "presence_penalty", "frequency_penalty")
-_EFFECT_OPTIONS = frozenset({"effect_class", "key", "keyed", "requires"})
 DEFAULT_MAX_TURNS = 10
 
 _key: contextvars.ContextVar[str | None] = contextvars.ContextVar("steward_agents_idempotency_key", default=None)
@@ -94,7 +94,7 @@ class StewardRunner:
         request streams through the gateway (where a stop or a revocation cuts it) and is
         handed to the SDK once whole. `approval_hours`: how long a tool call that needs
         approval waits for a person (then it expires, which means reject)."""
-        specs = {tool: _effect_options(tool, spec) for tool, spec in (effects or {}).items()}
+        specs = {tool: effect_options(tool, spec) for tool, spec in (effects or {}).items()}
         bridge = Bridge(f"openai-agents:{starting_agent.name}")
         steward_model = _StewardModel(ctx, bridge, model or _model_name(starting_agent), stream=stream)
         config = dataclasses.replace(
@@ -293,12 +293,3 @@ def _approval(item: ToolApprovalItem, effects: dict, seconds: float) -> dict:
         "expires_in": seconds,
         "requires": requires(arguments) if callable(requires) else requires,
     }
-
-
-def _effect_options(tool: str, spec: dict) -> dict:
-    unknown = set(spec) - _EFFECT_OPTIONS
-    if unknown or "effect_class" not in spec:
-        raise ValueError(
-            f"effects[{tool!r}] takes effect_class (required), key, keyed and requires; got {sorted(spec)}"
-        )
-    return dict(spec)

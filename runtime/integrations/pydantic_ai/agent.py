@@ -48,11 +48,11 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from runtime.agents import agent as register
 from runtime.integrations import approvals
 from runtime.integrations.bridge import Bridge
+from runtime.integrations.effects import effect_options
 from runtime.integrations.pydantic_ai import wire
 
 # The chat-completions settings a model request carries through the gateway.
 _SETTINGS = ("max_tokens", "temperature", "top_p", "seed", "presence_penalty", "frequency_penalty")
-_EFFECT_OPTIONS = frozenset({"effect_class", "key", "keyed", "requires"})
 _RETRY = "retry"  # a journaled tool answer that is the tool's ModelRetry, not its value
 _ASKS = "approval_required"  # ... that is the tool's ApprovalRequired: it asked for a person first
 
@@ -100,7 +100,7 @@ class StewardAgent:
         self.agent = agent
         self.name = name
         self.model_name = model or _model_name(agent)
-        self.effects = {tool: _effect_options(tool, spec) for tool, spec in (effects or {}).items()}
+        self.effects = {tool: effect_options(tool, spec) for tool, spec in (effects or {}).items()}
         self.approval_seconds = approval_hours * 3600  # how long a tool call's approval may wait
         self.event_stream_handler = event_stream_handler
         register(name, pool=pool, input=PromptInput, description=description or f"Pydantic AI agent {name}")(self.run)
@@ -251,15 +251,6 @@ class _Journaled(AbstractCapability):
                 for call, result in zip(calls, decided, strict=True)
             }
         )
-
-
-def _effect_options(tool: str, spec: dict) -> dict:
-    unknown = set(spec) - _EFFECT_OPTIONS
-    if unknown or "effect_class" not in spec:
-        raise ValueError(
-            f"effects[{tool!r}] takes effect_class (required), key, keyed and requires; got {sorted(spec)}"
-        )
-    return dict(spec)
 
 
 def _model_name(agent: Agent) -> str:
