@@ -105,7 +105,7 @@ WRITES = {
     "task insert": "INSERT INTO steward_task SELECT * FROM steward_task WHERE false",
     "task submitted as dave": (
         "SELECT * FROM steward_submit(NULL, 't.steps', '{}'::jsonb, 'x', 'acme', 'user:dave', "
-        "(SELECT pool FROM steward_task LIMIT 1), NULL, 'user:dave', '{}'::jsonb, NULL, NULL, NULL)"
+        "(SELECT pool FROM steward_task LIMIT 1), NULL, 'user:dave', '{}'::jsonb, NULL, NULL, NULL, '')"
     ),
     "schedule owner": "UPDATE steward_schedule SET owner = 'user:dave'",
 }
