@@ -1,5 +1,5 @@
 """Workers' own credentials, with which a worker asks the minting service for its
-attempts' capability tokens (runtime/authz/minting.py, docs/adr/0034-token-minting.md).
+attempts' capability tokens (runtime/gateway/minting.py, docs/adr/0034-token-minting.md).
 
 A credential reads `swc.<id>.<secret>`: the id is public (it is recorded on every
 attempt the worker claims, runtime/sql/claim.sql), the secret is 256 random bits, shown

@@ -1,5 +1,5 @@
 -- Whether a worker may have a capability token for one attempt, and the use of its
--- credential: checked, counted and audited in one statement (runtime/authz/minting.py,
+-- credential: checked, counted and audited in one statement (runtime/gateway/minting.py,
 -- docs/adr/0034-token-minting.md). Every check reads current rows:
 --   the credential exists, its secret's hash matches, and it is not revoked;
 --   the task exists and its current epoch is the attempt's (a newer attempt supersedes);
