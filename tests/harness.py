@@ -265,6 +265,13 @@ class Fleet:
         self.processes.extend(started)
         return [w.wait_ready() for w in started] if wait else started
 
+    def credentials_register(self) -> None:
+        """Each of its workers' credential rows again: a test's flush removes them, and
+        workers that outlive a test (a module's) must still get their attempts' tokens."""
+        for worker in self.processes:
+            if isinstance(worker, Worker):
+                credential_register(worker.credential, worker.credential_secret, name=worker.name)
+
     def supervisors(self, n: int, *, interval: float = 0.1, env: dict | None = None) -> list[Supervisor]:
         started = []
         for _ in range(n):

@@ -34,10 +34,12 @@ TREE_TRIALS = [pytest.param(1, id="1-tree"), pytest.param(10, id="10-trees", mar
 
 
 @pytest.fixture(scope="module")
-def workers(child_env):
-    """Four workers for the whole module: starting them is most of a test's time."""
+def workers(child_env, django_db_blocker):
+    """Four workers for the whole module: starting them is most of a test's time. Each
+    writes its credential's row (tests/harness.py), before any test has opened the database."""
     started = Fleet(child_env)
-    started.workers(4)
+    with django_db_blocker.unblock():
+        started.workers(4)
     yield started
     started.stop_all()
 
@@ -47,6 +49,7 @@ def quiet(live, workers):
     """`live`, and before its flush the module's workers are idle: no attempt open, no
     other session of the test database inside a transaction (a flush that waited for
     one could outlast its statement timeout on a loaded machine)."""
+    workers.credentials_register()  # the last test's flush removed them
     yield
     wait_until(
         lambda: not Attempt.objects.filter(ended_at__isnull=True).exists(), timeout=20, message="every attempt to end"
