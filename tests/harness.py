@@ -166,15 +166,19 @@ class Worker(Process):
     pid that runs an attempt is the pid a test kills. pool="prefork": a master and one
     child that runs the attempts (the master replaces a child that exits)."""
 
-    def __init__(self, name: str, env: dict, *, pool: str = "solo"):
+    def __init__(self, name: str, env: dict, *, pool: str = "solo", credential: bool = True):
         self.node = f"{name}@{socket.gethostname()}"
         # A worker process holds no signing key: it asks the web side's minting service
-        # with a credential of its own (docs/adr/0034-token-minting.md), made here.
+        # with a credential of its own (docs/adr/0034-token-minting.md), made here, in the
+        # session's test database. credential=False: a worker of another server (a test's
+        # private PostgreSQL), which that database does not hold; it gets no tokens.
         self.credential, secret = worker_credential_secret()
         env = {k: v for k, v in env.items() if k != "STEWARD_CAPABILITY_KEY"}
-        env.update(STEWARD_PROCESS="worker", STEWARD_WORKER_CREDENTIAL=secret)
+        env.update(STEWARD_PROCESS="worker")
+        if credential:
+            env.update(STEWARD_WORKER_CREDENTIAL=secret)
+            credential_register(self.credential, secret, name=name)
         self.credential_secret = secret
-        credential_register(self.credential, secret, name=name)
         argv = [
             sys.executable,
             "-m",
@@ -250,8 +254,9 @@ class Supervisor(Process):
 class Fleet:
     """Every process a test started; all of them are killed when the test ends."""
 
-    def __init__(self, env: dict):
+    def __init__(self, env: dict, *, credentials: bool = True):
         self.env = env
+        self.credentials = credentials  # False: its workers' database is not the session's
         self.processes: list[Process] = []
         self._count = 0
 
@@ -261,14 +266,15 @@ class Fleet:
         started = []
         for _ in range(n):
             self._count += 1
-            started.append(Worker(f"w{self._count}-{os.getpid()}", {**self.env, **(env or {})}, pool=pool).start())
+            name, merged = f"w{self._count}-{os.getpid()}", {**self.env, **(env or {})}
+            started.append(Worker(name, merged, pool=pool, credential=self.credentials).start())
         self.processes.extend(started)
         return [w.wait_ready() for w in started] if wait else started
 
     def credentials_register(self) -> None:
         """Each of its workers' credential rows again: a test's flush removes them, and
         workers that outlive a test (a module's) must still get their attempts' tokens."""
-        for worker in self.processes:
+        for worker in self.processes if self.credentials else ():
             if isinstance(worker, Worker):
                 credential_register(worker.credential, worker.credential_secret, name=worker.name)
 

@@ -114,6 +114,14 @@ class PrivatePostgres:
         with self.connect() as conn:
             return conn.execute(sql, params).fetchall()
 
+    def env(self, child_env: dict, **more: str) -> dict:
+        """`child_env` pointed at this server alone: DATABASE_URL its superuser's, and no
+        worker or migration address of the session's own database (tests/conftest.py
+        child_env), or workers and `migrate` would reach that one, or grant to a role
+        this server does not have. Workers then connect as DATABASE_URL's role."""
+        away = ("STEWARD_WORKER_DATABASE_URL", "STEWARD_MIGRATE_DATABASE_URL")
+        return {**{k: v for k, v in child_env.items() if k not in away}, "DATABASE_URL": self.url, **more}
+
     def migrate(self, env: dict) -> None:
         """Build the schema, without the test timings' statement timeout (a third of the
         2 s lease): on a loaded machine a CREATE INDEX outlasted it. The schema is the

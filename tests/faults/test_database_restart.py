@@ -56,8 +56,8 @@ STRESS_ROUNDS = 20
 def run_rounds(child_env, fake, outage: str, rounds: int, tasks: int) -> list[str]:
     """`rounds` outages, each while `tasks` new tasks are in flight; returns a line per round."""
     pg = PrivatePostgres().start()
-    env = {**child_env, "DATABASE_URL": pg.url, "STEWARD_QUEUE": f"{QUEUE}-pg-restart"}
-    fleet = Fleet(env)
+    env = pg.env(child_env, STEWARD_QUEUE=f"{QUEUE}-pg-restart")
+    fleet = Fleet(env, credentials=False)  # its agents call no gateway
     lines = []
     try:
         pg.migrate(env)
