@@ -31,7 +31,8 @@ def _statuses(ids) -> dict[str, int]:
     return found
 
 
-def _deploy_while_tasks_sleep(fleet, n: int) -> None:
+def _deploy_while_tasks_sleep(fleet, n: int) -> tuple[list, list]:
+    """Deploy a reordered agent while `n` tasks sleep; the ids of the old and new tasks."""
     fleet.supervisors(1)
     old_worker = fleet.workers(1, env=OLD)[0]
     with deployed("v.reorder", ("1", code.reorder_v1)):  # submitted before the deploy
@@ -52,15 +53,23 @@ def _deploy_while_tasks_sleep(fleet, n: int) -> None:
     # The old version is served again by one worker: they finish on it.
     fleet.workers(1, env=OLD)
     wait_until(lambda: _statuses(old) == {states.COMPLETED: n}, timeout=120, message="the old tasks to finish")
-    assert {t.output["version"] for t in Task.objects.filter(id__in=old)} == {"1"}
-    assert {t.output["version"] for t in Task.objects.filter(id__in=new)} == {"2"}
-    assert not Task.objects.filter(id__in=old + new, status=states.FAILED).exists()  # 0 tasks failed
+    return old, new
+
+
+def _ran_on(ids) -> set:
+    return {t.output["version"] for t in Task.objects.filter(id__in=ids)}
 
 
 def test_a_deploy_that_reorders_steps_while_tasks_sleep_fails_no_task(live, fleet):
-    _deploy_while_tasks_sleep(fleet, 8)
+    old, new = _deploy_while_tasks_sleep(fleet, 8)
+
+    assert (_ran_on(old), _ran_on(new)) == ({"1"}, {"2"})
+    assert not Task.objects.filter(id__in=old + new, status=states.FAILED).exists()  # 0 tasks failed
 
 
 @pytest.mark.stress
 def test_a_deploy_while_fifty_tasks_sleep_fails_none_of_them(live, fleet):
-    _deploy_while_tasks_sleep(fleet, 50)
+    old, new = _deploy_while_tasks_sleep(fleet, 50)
+
+    assert (_ran_on(old), _ran_on(new)) == ({"1"}, {"2"})
+    assert not Task.objects.filter(id__in=old + new, status=states.FAILED).exists()
