@@ -5,7 +5,9 @@ the signed receipts of erasures by subject (steward_erasure_receipt, append-only
 
 Two guards learn the tombstone: a gateway call that ended may still be tombstoned (its
 identity and outcome unchanged), and an approval may be tombstoned by a role that cannot
-decide it (the retention job runs as the worker role) but never while agent code runs.
+decide it (the retention job runs as the worker role), each only to its tombstone and
+never while agent code runs; the approval's state moves no longer carry its action or
+context with them. A new guard holds a task's input: written once, afterwards only erased.
 Frozen: the SQL below is carried as it ran; the columns are Django's (`sqlmigrate`).
 """
 
@@ -23,8 +25,10 @@ BEGIN
     IF TG_OP = 'DELETE' THEN
         RAISE EXCEPTION 'steward_gateway_call rows are never deleted' USING ERRCODE = 'restrict_violation';
     END IF;
-    -- A tombstone (runtime/lifecycle/): only the payload and the erased_* columns move.
-    IF OLD.erased_at IS NULL AND NEW.erased_at IS NOT NULL AND NEW.outcome = OLD.outcome
+    -- A tombstone (runtime/lifecycle/): only the payload and the erased_* columns move,
+    -- never while agent code runs.
+    IF coalesce(current_setting('steward.agent_task', true), '') = ''
+       AND OLD.erased_at IS NULL AND NEW.erased_at IS NOT NULL AND NEW.outcome = OLD.outcome
        AND NEW.receipt IS NULL AND NEW.response IS NULL
        AND (NEW.id, NEW.tenant, NEW.task_id, NEW.epoch, NEW.jti, NEW.decision_id, NEW.idempotency_key,
             NEW.status, NEW.tokens, NEW.finished_at)
@@ -80,13 +84,16 @@ BEGIN
        AND NEW.decided_by IS NOT DISTINCT FROM OLD.decided_by
        AND NEW.comment = OLD.comment
        AND NEW.action_hash = OLD.action_hash AND NEW.context_digest = OLD.context_digest
-       AND NEW.expires_at = OLD.expires_at AND NEW.task_id = OLD.task_id THEN
+       AND NEW.expires_at = OLD.expires_at AND NEW.task_id = OLD.task_id
+       AND NEW.action = OLD.action AND NEW.context = OLD.context
+       AND NEW.erased_at IS NOT DISTINCT FROM OLD.erased_at THEN
         RETURN NEW;
     END IF;
     -- A tombstone by the retention job (the worker role), never while agent code runs:
     -- the package's decision, its hashes and its binding stay as they were.
     IF TG_OP = 'UPDATE' AND coalesce(current_setting('steward.agent_task', true), '') = ''
        AND OLD.erased_at IS NULL AND NEW.erased_at IS NOT NULL AND NEW.state = OLD.state
+       AND NEW.action = 'null'::jsonb AND NEW.context = 'null'::jsonb
        AND NEW.decided_by IS NOT DISTINCT FROM OLD.decided_by AND NEW.comment = OLD.comment
        AND NEW.action_hash = OLD.action_hash AND NEW.context_digest = OLD.context_digest
        AND NEW.expires_at = OLD.expires_at AND NEW.task_id = OLD.task_id THEN
@@ -122,6 +129,37 @@ BEGIN
 END $function$;
 """
 
+TASK_INPUT_GUARD = r"""
+CREATE OR REPLACE FUNCTION public.steward_task_input_only_erased()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    -- A task's input is written once, by steward_submit(), and afterwards only erased
+    -- (runtime/lifecycle/): to its tombstone, with erased_at set and its digest kept,
+    -- never while agent code runs. The worker role may move `input` for the retention job.
+    IF NEW.input IS NOT DISTINCT FROM OLD.input THEN
+        RETURN NEW;
+    END IF;
+    IF coalesce(current_setting('steward.agent_task', true), '') = ''
+       AND NEW.input = 'null'::jsonb AND OLD.erased_at IS NULL AND NEW.erased_at IS NOT NULL
+       AND NEW.input_digest = OLD.input_digest THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'refused at storage: task %''s input is never rewritten, only erased', OLD.id
+        USING ERRCODE = 'insufficient_privilege';
+END $function$;
+
+CREATE TRIGGER steward_task_input_only_erased BEFORE UPDATE OF input ON public.steward_task
+    FOR EACH ROW EXECUTE FUNCTION steward_task_input_only_erased();
+ALTER TABLE steward_task ENABLE ALWAYS TRIGGER steward_task_input_only_erased;
+"""
+
+TASK_INPUT_GUARD_REVERSE = r"""
+DROP TRIGGER steward_task_input_only_erased ON steward_task;
+DROP FUNCTION steward_task_input_only_erased();
+"""
+
 RECEIPTS_APPEND_ONLY = r"""
 CREATE OR REPLACE FUNCTION public.steward_erasure_receipt_refuse_change()
  RETURNS trigger
@@ -137,6 +175,9 @@ CREATE TRIGGER steward_erasure_receipt_append_only BEFORE DELETE OR UPDATE ON pu
     FOR EACH ROW EXECUTE FUNCTION steward_erasure_receipt_refuse_change();
 CREATE TRIGGER steward_erasure_receipt_no_truncate BEFORE TRUNCATE ON public.steward_erasure_receipt
     FOR EACH STATEMENT EXECUTE FUNCTION steward_refuse_truncate();
+-- Replica mode skips none of them (migration 0022).
+ALTER TABLE steward_erasure_receipt ENABLE ALWAYS TRIGGER steward_erasure_receipt_append_only;
+ALTER TABLE steward_erasure_receipt ENABLE ALWAYS TRIGGER steward_erasure_receipt_no_truncate;
 """
 
 RECEIPTS_APPEND_ONLY_REVERSE = r"""
@@ -305,5 +346,6 @@ class Migration(migrations.Migration):
         ),
         migrations.RunSQL(GATEWAY_GUARD, GATEWAY_GUARD_REVERSE),
         migrations.RunSQL(APPROVAL_GUARD, APPROVAL_GUARD_REVERSE),
+        migrations.RunSQL(TASK_INPUT_GUARD, TASK_INPUT_GUARD_REVERSE),
         migrations.RunSQL(RECEIPTS_APPEND_ONLY, RECEIPTS_APPEND_ONLY_REVERSE),
     ]

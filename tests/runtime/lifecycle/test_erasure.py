@@ -7,7 +7,10 @@ receipt then records; and no payload is ever logged."""
 from __future__ import annotations
 
 import logging
+import os
+from urllib.parse import urlsplit, urlunsplit
 
+import psycopg
 import pytest
 import redis
 from django.conf import settings
@@ -16,8 +19,9 @@ from django.db import connection
 from runtime import states
 from runtime.agents import agent
 from runtime.errors import ErasureSubjectLive, InvalidArgument, StepFailed, TaskNotFound
+from runtime.lifecycle import statements
 from runtime.lifecycle.erasure import Subject, erasure_preview, erasure_run, receipt_check
-from runtime.lifecycle.registry import PLACES, SubjectKind
+from runtime.lifecycle.registry import PLACES, SubjectKind, place
 from runtime.models import Approval, ErasureReceipt, Step, Task
 from runtime.testing import StewardTestEnv
 from runtime.trail.seals import seal_problems
@@ -272,3 +276,43 @@ def test_every_payload_place_has_tombstone_columns():
             assert {"erased_at", "erased_by", "erased_hash", place.task, *place.payload} <= columns, place.name
             assert place.kept_hash is None or place.kept_hash in columns
             assert SubjectKind.TENANT in place.subjects
+
+
+def _as_worker():
+    """A connection to the test database as the worker role (the retention job's, in the sweep)."""
+    url = urlsplit(os.environ["STEWARD_WORKER_DATABASE_URL"])
+    return psycopg.connect(urlunsplit(url._replace(path="/" + connection.settings_dict["NAME"])), autocommit=False)
+
+
+def test_the_worker_role_may_tombstone_every_place_but_not_while_agent_code_runs(steward):
+    task = steward.submit("lifecycle.keeper", {"secret": FORGET, "approve": True})
+    steward.run_until_idle()
+    steward.approve(task)
+    steward.run_until_idle()
+    with _as_worker() as conn, conn.cursor() as cur:
+        cur.execute("SELECT set_config('steward.agent_task', %s, false)", [str(task)])
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            cur.execute(statements.tombstone(place("approval")), {"tasks": [task], "by": "retention:x"})
+        conn.rollback()
+        for where in PLACES:
+            cur.execute(statements.tombstone(where), {"tasks": [task], "by": "retention:x"})
+        conn.commit()
+    assert tables_holding(FORGET) == set()
+    assert audit_verify() is None
+
+
+def test_a_task_input_is_never_rewritten_only_erased(steward):
+    task = steward.submit("lifecycle.keeper", {"secret": FORGET, "approve": True})
+    steward.run_until_idle()
+    steward.approve(task)
+    steward.run_until_idle()
+    with _as_worker() as conn, conn.cursor() as cur:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            cur.execute('UPDATE steward_task SET input = \'{"secret": "forged"}\' WHERE id = %s', [task])
+        conn.rollback()
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # an approval's action: only to its tombstone
+            cur.execute(
+                "UPDATE steward_approval SET action = '{\"forged\": 1}', erased_at = now() WHERE task_id = %s", [task]
+            )
+        conn.rollback()
+    assert Task.objects.get(id=task).input == {"secret": FORGET, "approve": True}
