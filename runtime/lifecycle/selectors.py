@@ -7,10 +7,11 @@ from runtime import arguments
 from runtime.errors import ErasureReceiptNotFound
 from runtime.lifecycle.erasure import Preview, erasure_preview, receipt_check
 from runtime.lifecycle.registry import PLACES, REDIS_PLACES, SubjectKind
-from runtime.lifecycle.retention import PERIODS, retention_affects, retention_get
+from runtime.lifecycle.retention import MAX_DAYS, PERIODS, retention_affects, retention_get
 from runtime.models import ErasureReceipt
 
 __all__ = [
+    "MAX_DAYS",
     "PERIODS",
     "PLACES",
     "REDIS_PLACES",
