@@ -16,7 +16,7 @@ import json
 import uuid
 from dataclasses import dataclass, field
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from runtime import arguments, config, db, states
 from runtime.audit import AuditKind, audit_append
@@ -112,13 +112,8 @@ def erasure_preview(*, subject: Subject) -> Preview:
     """What erasure_run would erase now, counted by the conditions its statements use."""
     tasks = subject_tasks(subject)
     preview = Preview(subject=subject, tasks=len(tasks))
-    cur = db.cursor()
     for where in places_for(subject.kind):
-        n = 0
-        for batch in _batches(tasks):
-            cur.execute(statements.count(where), {"tasks": batch})
-            n += count_of(cur)
-        preview.places[where.name] = n
+        preview.places[where.name] = sum(statements.run_count(where, tasks=batch) for batch in _batches(tasks))
     preview.redis = redis_places.keys(subject)
     preview.exports = list(EXPORTS)
     return preview
@@ -145,14 +140,12 @@ def erasure_run(*, subject: Subject, actor: str, reason: str) -> ErasureReceipt:
     by = f"erasure:{receipt_id}"
     with transaction.atomic(durable=True):
         tasks = subject_tasks(subject)
-        cur = db.cursor()
         places: list[dict] = []
         total = 0
         for where in places_for(subject.kind):
             found: list[bytes] = []
             for batch in _batches(tasks):
-                cur.execute(statements.tombstone(where), {"tasks": batch, "by": by})
-                found.extend(bytes(r[0]) for r in cur.fetchall())
+                found.extend(statements.run_tombstone(where, tasks=batch, by=by))
             total += len(found)
             places.append(
                 {
@@ -218,12 +211,10 @@ def receipt_check(receipt: ErasureReceipt) -> list[str]:
         return [f"receipt {receipt.id}: its signature does not match its content"]
     problems = []
     by = f"erasure:{receipt.id}"
-    with connection.cursor() as cur:
-        for entry in receipt.body.get("places", []):
-            cur.execute(statements.hashes(place(entry["place"])), {"by": by})
-            found = [bytes(r[0]) for r in cur.fetchall()]
-            if len(found) != entry["rows"] or digest(found) != entry["hashes"]:
-                problems.append(f"receipt {receipt.id}: {entry['place']}'s tombstones differ from the receipt")
+    for entry in receipt.body.get("places", []):
+        found = statements.run_hashes(place(entry["place"]), by=by)
+        if len(found) != entry["rows"] or digest(found) != entry["hashes"]:
+            problems.append(f"receipt {receipt.id}: {entry['place']}'s tombstones differ from the receipt")
     return problems
 
 
@@ -234,11 +225,6 @@ def sign(key: bytes, body: dict) -> bytes:
 
 def digest(hashes: list[bytes]) -> str:
     return hashlib.sha256(b"".join(sorted(hashes))).hexdigest()
-
-
-def count_of(cur) -> int:
-    row = cur.fetchone()
-    return int(row[0]) if row else 0
 
 
 def _batches(tasks: list) -> list[list]:

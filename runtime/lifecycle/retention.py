@@ -13,7 +13,6 @@ from runtime import arguments, db, states
 from runtime.audit import AuditKind, audit_append
 from runtime.errors import InvalidArgument
 from runtime.lifecycle import statements
-from runtime.lifecycle.erasure import count_of
 from runtime.lifecycle.registry import PLACES
 from runtime.models import RetentionPolicy
 
@@ -100,20 +99,13 @@ def retention_affects(*, tenant: str, now: datetime | None = None, **periods) ->
     given = _periods(periods)
     now = now or db.clock()
     out = []
-    cur = db.cursor()
     for place in PLACES:
         days = given.get(place.retention)
         tasks = rows = 0
         if days is not None:
-            cur.execute(
-                "SELECT t.id FROM steward_task t WHERE t.tenant = %(tenant)s AND t.status = ANY(%(finished)s) "
-                "AND t.finished_at < %(cutoff)s",
-                {"tenant": tenant, "finished": FINISHED, "cutoff": now - timedelta(days=days)},
-            )
-            ids = [r[0] for r in cur.fetchall()]
+            ids = statements.run_finished_before(tenant=tenant, finished=FINISHED, cutoff=now - timedelta(days=days))
             for i in range(0, len(ids), BATCH_TASKS):
-                cur.execute(statements.count(place), {"tasks": ids[i : i + BATCH_TASKS]})
-                rows += count_of(cur)
+                rows += statements.run_count(place, tasks=ids[i : i + BATCH_TASKS])
             tasks = len(ids)
         out.append(Affected(place.name, place.what, place.retention, days, tasks, rows))
     return out
@@ -140,16 +132,11 @@ def retention_run(*, now: datetime | None = None, actor: str = "retention", batc
             cutoff = now - timedelta(days=days)
             while True:
                 with transaction.atomic(durable=True):
-                    cur = db.cursor()
-                    cur.execute(
-                        statements.due(place),
-                        {"tenant": policy.tenant, "finished": FINISHED, "cutoff": cutoff, "batch": batch},
-                    )
-                    ids = [r[0] for r in cur.fetchall()]
+                    ids = statements.run_due(place, tenant=policy.tenant, finished=FINISHED, cutoff=cutoff, batch=batch)
                     if not ids:
                         break
-                    cur.execute(statements.tombstone(place), {"tasks": ids, "by": by})
-                    counts[place.name] = counts.get(place.name, 0) + len(cur.fetchall())
+                    erased = statements.run_tombstone(place, tasks=ids, by=by)
+                    counts[place.name] = counts.get(place.name, 0) + len(erased)
         if counts:
             with transaction.atomic(durable=True):
                 audit_append(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from runtime import db
 from runtime.lifecycle.registry import Place
 from runtime.roles import quote
 
@@ -56,3 +57,42 @@ def due(place: Place) -> str:
 def hashes(place: Place) -> str:
     """The hashes of the rows one erasure tombstoned here (a receipt's check)."""
     return f"SELECT p.erased_hash FROM {quote(place.table)} p WHERE p.erased_by = %(by)s"
+
+
+# Running them: this module owns the cursors of the statements it builds (no file of
+# runtime/sql/ names them, so db.fetchall's readers cannot), and returns typed values.
+FINISHED_BEFORE = (
+    "SELECT t.id FROM steward_task t WHERE t.tenant = %(tenant)s AND t.status = ANY(%(finished)s) "
+    "AND t.finished_at < %(cutoff)s ORDER BY t.id"
+)
+
+
+def run_tombstone(place: Place, *, tasks: list, by: str) -> list[bytes]:
+    cur = db.cursor()
+    cur.execute(tombstone(place), {"tasks": tasks, "by": by})
+    return [bytes(r[0]) for r in cur.fetchall()]
+
+
+def run_count(place: Place, *, tasks: list) -> int:
+    cur = db.cursor()
+    cur.execute(count(place), {"tasks": tasks})
+    row = cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+def run_due(place: Place, *, tenant: str, finished: list[str], cutoff, batch: int) -> list:
+    cur = db.cursor()
+    cur.execute(due(place), {"tenant": tenant, "finished": finished, "cutoff": cutoff, "batch": batch})
+    return [r[0] for r in cur.fetchall()]
+
+
+def run_hashes(place: Place, *, by: str) -> list[bytes]:
+    cur = db.cursor()
+    cur.execute(hashes(place), {"by": by})
+    return [bytes(r[0]) for r in cur.fetchall()]
+
+
+def run_finished_before(*, tenant: str, finished: list[str], cutoff) -> list:
+    cur = db.cursor()
+    cur.execute(FINISHED_BEFORE, {"tenant": tenant, "finished": finished, "cutoff": cutoff})
+    return [r[0] for r in cur.fetchall()]
