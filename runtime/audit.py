@@ -79,6 +79,10 @@ class AuditKind(StrEnum):
     BUDGET_SET = "budget.set"  # a tenant's token budgets changed
     QUOTA_SET = "quota.set"  # a service quota was set
     QUOTA_REMOVED = "quota.removed"  # a service quota was removed
+    # Lifecycle: retention and erasure (runtime/lifecycle/; a tenant's chain)
+    RETENTION_SET = "retention.set"  # a tenant's retention periods changed (data.before, data.after)
+    RETENTION_RAN = "retention.ran"  # the retention job erased a tenant's payloads past their period (data.rows)
+    ERASURE_COMPLETED = "erasure.completed"  # payloads of a subject were erased (data.receipt names the signed receipt)
     # Triggers
     SCHEDULE_CREATED = "schedule.created"  # a cron schedule was made
     SCHEDULE_PAUSED = "schedule.paused"  # a schedule was paused

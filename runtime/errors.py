@@ -702,3 +702,19 @@ class TreePaused(BreakerTripped):
             message, breaker=breaker, limit=limit, observed=observed, pause_id=pause_id, tripped_task=tripped_task
         )
         self.pause_id, self.tripped_task = pause_id, tripped_task
+
+
+# --- Lifecycle: retention and erasure (runtime/lifecycle/) ---------------------------------
+
+
+class ErasureSubjectLive(StewardError):
+    """An erasure names tasks that have not finished: their payloads are still in use
+    (a replay reads its journal). Stop them first, then erase."""
+
+    code = "ERASURE_SUBJECT_LIVE"
+    status = 409
+
+
+class ErasureReceiptNotFound(StewardError):
+    code = "ERASURE_RECEIPT_NOT_FOUND"
+    status = 404

@@ -101,6 +101,12 @@ MOVED_COLUMNS = {
         "queued_at",
         "started_at",
         "finished_at",
+        # The retention job (the daily sweep) tombstones finished tasks' payloads
+        # (runtime/lifecycle/): `input` moves only to its tombstone there.
+        "input",
+        "erased_at",
+        "erased_by",
+        "erased_hash",
     ),
     "steward_schedule": ("next_fire_at", "last_tick_at", "last_task_id", "updated_at"),
     "steward_dependency_trigger": ("state", "reason", "task_id", "settled_at"),
@@ -148,7 +154,11 @@ PROFILES = {
             "steward_approval": APPEND,
         },
         columns={
-            "steward_approval": (("UPDATE", ("state", "stale_reason", "checked_at", "decided_at")),),
+            "steward_approval": (
+                ("UPDATE", ("state", "stale_reason", "checked_at", "decided_at")),
+                # Tombstones by the retention job; the table's trigger admits nothing else.
+                ("UPDATE", ("action", "context", "erased_at", "erased_by", "erased_hash")),
+            ),
             **{table: (("UPDATE", columns),) for table, columns in MOVED_COLUMNS.items()},
         },
     ),

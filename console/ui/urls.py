@@ -22,6 +22,7 @@ from console.ui import (
     effects,
     grant_change,
     grants,
+    lifecycle,
     members,
     owners,
     pools,
@@ -40,7 +41,7 @@ class Route:
     pattern: str
     view: object
     object: str = ""  # "task", "step", "effect", "audit", "pool", "token", "member", "agent", "grant", "stop",
-    # "approval", "schedule", "webhook", "decision" or ""
+    # "approval", "schedule", "webhook", "decision", "erasure" or ""
     action: bool = False  # a POST that changes something: operators only (members: admins only; grants:
     # admins, or operators with the right over that agent: console/access/rights.py; tokens: every
     # member their own, a viewer read ones only: console/access/tokens.py)
@@ -84,6 +85,11 @@ ROUTES = [
     Route("pool-limits", "pools/<slug:name>/limits/", pools.pool_limits, object="pool", action=True),
     Route("budgets", "budgets/", budgets.budget_page),
     Route("budget-set", "budgets/set/", budgets.budget_set_view, action=True),
+    Route("retention", "retention/", lifecycle.retention_page),
+    Route("retention-set", "retention/set/", lifecycle.retention_set_view, action=True),
+    Route("erasures", "erasures/", lifecycle.erasure_list),
+    Route("erasure-new", "erasures/new/", lifecycle.erasure_new, action=True),
+    Route("erasure", "erasures/<uuid:receipt_id>/", lifecycle.erasure_detail, object="erasure"),
     Route("audit", "audit/", audit.audit_list),
     Route("audit-verify", "audit/verify/", audit.audit_verify_view),
     Route("audit-export", "audit/export.jsonl", audit.audit_export),

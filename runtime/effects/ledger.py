@@ -17,8 +17,9 @@ its receipt says how much. The denial then propagates and the task is blocked. A
 attempt that replays it treats it like an interrupted intent: a re-sendable one (a
 model call is idempotent and keyed) is retaken (`retake`: back to `intent` under the
 new epoch, same key) and sent again on the authority the task has then, which the
-gateway decides before forwarding anything; any other becomes `unknown`. The partial
-receipt stays in the audit trail (`effect.partial`, and `effect.resent` repeats it).
+gateway decides before forwarding anything; any other becomes `unknown`. The audit trail
+keeps the partial receipt's digest (`effect.partial`, and `effect.resent` repeats it):
+a payload is never copied into the hash-chained trail, where no erasure could reach it.
 """
 
 from __future__ import annotations
@@ -231,7 +232,8 @@ def _record_intent(call: _Call, *, effect_class: str, keyed: bool, digest: str) 
 def _take_over(call: _Call, row: Effect) -> None:
     """Make this attempt the ledger row's sender before sending again under its key. A
     `partial` row is retaken: back to `intent`, its partial receipt cleared from the row
-    (an intent has none) and repeated in the `effect.resent` audit row, which keeps it."""
+    (an intent has none); the `effect.resent` audit row keeps its digest (a payload never
+    goes into the trail, docs/adr/0038-erasure-lifecycle.md)."""
     lease = call.lease
     retake = row.state == states.PARTIAL
     changes = {"epoch": lease.epoch, "attempt_id": lease.attempt_id, "sends": F("sends") + 1, "resend_approved": False}
@@ -250,7 +252,7 @@ def _take_over(call: _Call, row: Effect) -> None:
             row,
             previous_epoch=row.epoch,
             approved_by=row.resolved_by if row.resend_approved else None,
-            **({"partial": row.receipt} if retake else {}),
+            **({"partial_digest": _digest(row.receipt)} if retake else {}),
         )
     row.epoch, row.attempt_id, row.sends, row.resend_approved = lease.epoch, lease.attempt_id, row.sends + 1, False
     if retake:
@@ -268,7 +270,18 @@ def _settle(call: _Call, row: Effect, event: str, *, receipt=None, error=None, a
         ).update(state=state, receipt=receipt, error=error, settled_at=Now())
         if not won:  # a newer attempt took the row over while we were calling
             raise Fenced(lease.task_id, lease.epoch, "effect")
-        _audit(lease, audit_kind, row, receipt=receipt, error=error and error["message"], **audit)
+        # The receipt and the error are payloads: the audit row names them by digest only,
+        # so an erasure of the effect's row leaves no copy in the hash-chained trail
+        # (docs/adr/0038-erasure-lifecycle.md).
+        _audit(
+            lease,
+            audit_kind,
+            row,
+            receipt_digest=_digest(receipt),
+            error=error and error.get("type"),
+            error_digest=_digest(error),
+            **audit,
+        )
 
 
 def _block(call: _Call, row: Effect, *, doubt: bool, cause: BaseException | None = None):
@@ -316,6 +329,10 @@ def _journal_receipt(call: _Call, receipt, text: str | None = None):
 def _journal_error(call: _Call, error: dict):
     journal.write(call.lease, seq=call.seq, name=call.name, kind=states.StepKind.EFFECT, error=error)
     raise EffectFailed(call.name, error["type"], error["message"])
+
+
+def _digest(payload) -> str | None:
+    return None if payload is None else encoding.digest(payload)
 
 
 def _audit(lease, kind: AuditKind, row: Effect, **data) -> None:

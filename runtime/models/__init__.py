@@ -18,6 +18,7 @@ from runtime.models.decision import Decision
 from runtime.models.effect import Effect
 from runtime.models.gateway_call import GatewayCall
 from runtime.models.grant import AuthzRevision, Grant
+from runtime.models.lifecycle import ErasureReceipt, RetentionPolicy
 from runtime.models.pause import TreePause
 from runtime.models.pool import Pool, PoolCount
 from runtime.models.process import Process, ProcessMinute
@@ -41,6 +42,7 @@ __all__ = [
     "Decision",
     "DependencyTrigger",
     "Effect",
+    "ErasureReceipt",
     "GatewayCall",
     "Grant",
     "Pool",
@@ -48,6 +50,7 @@ __all__ = [
     "Process",
     "ProcessMinute",
     "Quota",
+    "RetentionPolicy",
     "RetiredVersion",
     "Schedule",
     "Slot",

@@ -54,6 +54,11 @@ class Approval(models.Model):
     # Why the executor found it stale: which of hash, digest or authority changed.
     stale_reason = models.CharField(max_length=500, blank=True, default="")
     checked_at = models.DateTimeField(null=True, blank=True)
+    # Tombstone (runtime/lifecycle/, docs/adr/0038-erasure-lifecycle.md): when its payload columns
+    # were erased, by which erasure receipt or retention run, and the sha256 of what they held.
+    erased_at = models.DateTimeField(null=True, blank=True)
+    erased_by = models.CharField(max_length=64, null=True, blank=True)
+    erased_hash = models.BinaryField(null=True, blank=True)
 
     class Meta:
         db_table = "steward_approval"

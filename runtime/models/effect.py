@@ -36,6 +36,11 @@ class Effect(models.Model):
     settled_at = models.DateTimeField(null=True, blank=True)
     resolved_by = models.CharField(max_length=200, blank=True, default="")
     resolution_note = models.TextField(blank=True, default="")
+    # Tombstone (runtime/lifecycle/, docs/adr/0038-erasure-lifecycle.md): when its payload columns
+    # were erased, by which erasure receipt or retention run, and the sha256 of what they held.
+    erased_at = models.DateTimeField(null=True, blank=True)
+    erased_by = models.CharField(max_length=64, null=True, blank=True)
+    erased_hash = models.BinaryField(null=True, blank=True)
 
     class Meta:
         db_table = "steward_effect"

@@ -55,6 +55,11 @@ class GatewayCall(models.Model):
     response = models.JSONField(null=True)
     started_at = models.DateTimeField(db_default=Now())
     finished_at = models.DateTimeField(null=True)
+    # Tombstone (runtime/lifecycle/, docs/adr/0038-erasure-lifecycle.md): when its payload columns
+    # were erased, by which erasure receipt or retention run, and the sha256 of what they held.
+    erased_at = models.DateTimeField(null=True, blank=True)
+    erased_by = models.CharField(max_length=64, null=True, blank=True)
+    erased_hash = models.BinaryField(null=True, blank=True)
 
     class Meta:
         db_table = "steward_gateway_call"

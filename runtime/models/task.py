@@ -86,6 +86,11 @@ class Task(models.Model):
     queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Tombstone (runtime/lifecycle/, docs/adr/0038-erasure-lifecycle.md): when its payload columns
+    # were erased, by which erasure receipt or retention run, and the sha256 of what they held.
+    erased_at = models.DateTimeField(null=True, blank=True)
+    erased_by = models.CharField(max_length=64, null=True, blank=True)
+    erased_hash = models.BinaryField(null=True, blank=True)
 
     class Meta:
         db_table = "steward_task"

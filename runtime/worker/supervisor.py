@@ -15,10 +15,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from django.db import transaction
+from django.utils import timezone
 
 from runtime import config, db, outages, states
 from runtime.approvals.services import approvals_expire_due
 from runtime.attempts import dispatch
+from runtime.lifecycle.services import retention_run
 from runtime.meter import meter
 from runtime.stops.services import lock_chain, stop_ack, stops_settle_due
 from runtime.trail.seals import SEAL_BUDGET_SECONDS, audit_seal
@@ -38,6 +40,7 @@ class SweepReport:
     approvals_expired: int = 0  # tasks woken because their pending approval expired (expiry means deny)
     scheduled: int = 0  # cron ticks that submitted a task (runtime/triggers/)
     triggered: int = 0  # dependency triggers settled (fired, skipped or failed)
+    retained: int = 0  # payload rows tombstoned by the daily retention job (runtime/lifecycle/)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -97,6 +100,7 @@ def sweep(*, supervisor_id: str) -> SweepReport:
     _triggers(report, actor)
     _redispatch(report)
     _seal(report)
+    _retain(report)
     for name, value in report.as_dict().items():
         if value:
             meter.count(name, value)
@@ -119,6 +123,23 @@ def _seal(report: SweepReport) -> None:
         return
     _last_seal_look[0] = time.monotonic()
     report.sealed += len(audit_seal(every=every, budget=SEAL_BUDGET_SECONDS))
+
+
+# The day this process last ran the retention job (timezone.now(): the test harness's clock
+# moves it). One beat sends the sweeps, so the job runs once a day; a second process that
+# ran it too would find nothing left to erase (each batch takes only live rows).
+_last_retention_day: list = [None]
+
+
+def _retain(report: SweepReport) -> None:
+    """7. Once a day, tombstone each tenant's payloads past its retention periods
+    (runtime/lifecycle/retention.py): set-based UPDATEs, a bounded batch each."""
+    today = timezone.now().date()
+    if _last_retention_day[0] == today:
+        return
+    _last_retention_day[0] = today
+    erased = retention_run(now=timezone.now(), actor="supervisor:retention")
+    report.retained += sum(n for counts in erased.values() for n in counts.values())
 
 
 @db.reads("recover_expired")

@@ -11,7 +11,7 @@ from console.access import session_principal, token_create
 from console.models import ApiToken, Membership
 from console.ui.urls import ROUTES
 from runtime.authz.services import authorize, grant_create
-from runtime.models import Approval, AuditEvent, Effect, Grant, Schedule, Task, Webhook
+from runtime.models import Approval, AuditEvent, Effect, ErasureReceipt, Grant, Schedule, Task, Webhook
 from runtime.stops.services import task_stop
 from runtime.triggers.services import schedule_create, webhook_create
 from tests.console.world import World, submit
@@ -58,6 +58,11 @@ ACME_URLS = {
     "audit-verify": "/audit/verify/",
     "audit-export": "/audit/export.jsonl",
     "audit-seals": "/audit/seals.jsonl",
+    "retention": "/retention/",
+    "retention-set": "/retention/set/",
+    "erasures": "/erasures/",
+    "erasure-new": "/erasures/new/",
+    "erasure": "/erasures/{erasure}/",
     "audit-event": "/audit/{audit}/",
     "tokens": "/tokens/",
     "token-new": "/tokens/new/",
@@ -103,6 +108,8 @@ POSTS = {
     "approval-deny": {"comment": "crafted"},
     "pool-limits": {"max_running": "7", "max_queued": "70"},
     "budget-set": {"task_tokens": "1"},
+    "retention-set": {"task_days": "1", "reason": "crafted"},
+    "erasure-new": {"kind": "tenant", "reason": "crafted", "confirm": "1"},
     "token-new": {"name": "crafted", "scope": "read"},
     "token-revoke": {},
     "member-add": {"username": "carol", "role": "admin"},
@@ -159,6 +166,17 @@ def acme(world: World):
         "approval": world.approval.id,
         "schedule": schedule.id,
         "webhook": webhook.id,
+        "erasure": ErasureReceipt.objects.create(
+            tenant="acme",
+            subject_kind="task",
+            subject="x",
+            actor="user:alice",
+            reason="r",
+            rows=0,
+            body={},
+            key_id="k",
+            mac=b"m",
+        ).id,
     }
     return {name: url.format(**ids) for name, url in ACME_URLS.items()}
 

@@ -47,7 +47,9 @@ UNREAD = {
 # Files that read a cursor of their own, not a statement of runtime/sql/: runtime/roles.py
 # runs catalog queries on Django's cursor while migrate grants the roles; runtime/testing.py
 # reads the test clock's own schema (test databases only) on the connection it is given.
-OWN_CURSORS = {"runtime/roles.py", "runtime/testing.py"}
+# runtime/lifecycle/statements.py builds its statements from the payload registry (no
+# file of runtime/sql/ names them): it runs them and returns typed values itself.
+OWN_CURSORS = {"runtime/roles.py", "runtime/testing.py", "runtime/lifecycle/statements.py"}
 
 
 def _import_runtime() -> None:

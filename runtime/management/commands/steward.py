@@ -40,7 +40,7 @@ from runtime.effects.services import RESOLUTIONS, effect_resolve
 from runtime.errors import InvalidArgument, InvalidEncoding, InvalidInput, StewardError
 from runtime.limits.selectors import pool_usage, tree_pause_of
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
-from runtime.management import approvals, budgets, grants, stops, triggers, versions, workers
+from runtime.management import approvals, budgets, grants, lifecycle, stops, triggers, versions, workers
 from runtime.management.format import block, json_text, record, short, table, when
 from runtime.tasks.actions import Action, TaskActions, task_actions
 from runtime.tasks.selectors import task_detail, task_get, task_id_from_prefix, task_page
@@ -195,6 +195,7 @@ class Command(BaseCommand):
         triggers.add_parsers(sub)
         budgets.add_parsers(sub)
         workers.add_parser(sub)
+        lifecycle.add_parsers(sub)
 
     def handle(self, *args, command, actor, **options):
         handler = getattr(self, "do_" + command.replace("-", "_"))
@@ -509,6 +510,12 @@ class Command(BaseCommand):
 
     def do_budget_set(self, **options):
         budgets.set_budget(self.stdout, **options)
+
+    def do_retention(self, **options):
+        lifecycle.retention(self.stdout, **options)
+
+    def do_erase(self, **options):
+        lifecycle.erase(self.stdout, **options)
 
     def do_quotas(self, **options):
         budgets.quotas(self.stdout, **options)

@@ -14,6 +14,18 @@ BEGIN
        AND NEW.decided_by IS NOT DISTINCT FROM OLD.decided_by
        AND NEW.comment = OLD.comment
        AND NEW.action_hash = OLD.action_hash AND NEW.context_digest = OLD.context_digest
+       AND NEW.expires_at = OLD.expires_at AND NEW.task_id = OLD.task_id
+       AND NEW.action = OLD.action AND NEW.context = OLD.context
+       AND NEW.erased_at IS NOT DISTINCT FROM OLD.erased_at THEN
+        RETURN NEW;
+    END IF;
+    -- A tombstone by the retention job (the worker role), never while agent code runs:
+    -- the package's decision, its hashes and its binding stay as they were.
+    IF TG_OP = 'UPDATE' AND coalesce(current_setting('steward.agent_task', true), '') = ''
+       AND OLD.erased_at IS NULL AND NEW.erased_at IS NOT NULL AND NEW.state = OLD.state
+       AND NEW.action = 'null'::jsonb AND NEW.context = 'null'::jsonb
+       AND NEW.decided_by IS NOT DISTINCT FROM OLD.decided_by AND NEW.comment = OLD.comment
+       AND NEW.action_hash = OLD.action_hash AND NEW.context_digest = OLD.context_digest
        AND NEW.expires_at = OLD.expires_at AND NEW.task_id = OLD.task_id THEN
         RETURN NEW;
     END IF;

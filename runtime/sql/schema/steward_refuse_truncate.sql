@@ -15,6 +15,8 @@ CREATE TRIGGER steward_audit_seal_head_no_truncate BEFORE TRUNCATE ON public.ste
 
 CREATE TRIGGER steward_decision_no_truncate BEFORE TRUNCATE ON public.steward_decision FOR EACH STATEMENT EXECUTE FUNCTION steward_refuse_truncate();
 
+CREATE TRIGGER steward_erasure_receipt_no_truncate BEFORE TRUNCATE ON public.steward_erasure_receipt FOR EACH STATEMENT EXECUTE FUNCTION steward_refuse_truncate();
+
 CREATE TRIGGER steward_gateway_call_no_truncate BEFORE TRUNCATE ON public.steward_gateway_call FOR EACH STATEMENT EXECUTE FUNCTION steward_refuse_truncate();
 
 CREATE TRIGGER steward_grant_no_truncate BEFORE TRUNCATE ON public.steward_grant FOR EACH STATEMENT EXECUTE FUNCTION steward_refuse_truncate();

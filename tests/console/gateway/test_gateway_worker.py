@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from runtime import states
+from runtime import encoding, states
 from runtime.authz.services import grant_narrow, grant_revoke
 from runtime.models import AuditEvent, Decision, Effect, GatewayCall, Step, Task
 from runtime.tasks.services import task_resume, task_submit
@@ -233,7 +233,7 @@ def test_a_revocation_while_the_worker_streams_cuts_the_call_records_it_partial_
     assert receipt["decision"] == str(call.decision_id) == str(Decision.objects.get(task_id=t, allowed=True).id)
     assert 0 < receipt["chunks"] < 80 and receipt["text_length"] == len(delivered) > 0
     partial_event = AuditEvent.objects.get(task_id=t, kind="effect.partial")
-    assert (partial_event.data["effect"], partial_event.data["receipt"]) == (effect.id, receipt)
+    assert (partial_event.data["effect"], partial_event.data["receipt_digest"]) == (effect.id, encoding.digest(receipt))
     assert not Step.objects.filter(task_id=t, kind="effect").exists()  # nothing journaled
     sent = len(model.recorded())
     assert sent == 1
@@ -254,7 +254,7 @@ def test_a_revocation_while_the_worker_streams_cuts_the_call_records_it_partial_
     assert (effect.state, effect.sends, effect.receipt["text"]) == (states.COMMITTED, 2, "all of it")
     assert Task.objects.get(id=t).output["text"] == "all of it"
     resent = AuditEvent.objects.get(task_id=t, kind="effect.resent")
-    assert resent.data["partial"] == receipt and resent.data["previous_epoch"] == 1
+    assert resent.data["partial_digest"] == encoding.digest(receipt) and resent.data["previous_epoch"] == 1
     assert AuditEvent.objects.filter(task_id=t, kind="effect.partial").count() == 1
     wait_until(
         lambda: (
