@@ -18,6 +18,7 @@ from runtime.models.decision import Decision
 from runtime.models.effect import Effect
 from runtime.models.gateway_call import GatewayCall
 from runtime.models.grant import AuthzRevision, Grant
+from runtime.models.memory import MemoryRecord
 from runtime.models.pause import TreePause
 from runtime.models.pool import Pool, PoolCount
 from runtime.models.process import Process, ProcessMinute
@@ -43,6 +44,7 @@ __all__ = [
     "Effect",
     "GatewayCall",
     "Grant",
+    "MemoryRecord",
     "Pool",
     "PoolCount",
     "Process",
