@@ -22,17 +22,21 @@ CHANGES = {
 
 
 def provenance(r) -> str:
-    """Where a version's content came from and who made the version, in a sentence."""
-    origin = {
-        states.MemorySource.AGENT: "computed by the agent's own code",
-        states.MemorySource.MODEL: "written from a model's reply",
-        states.MemorySource.TOOL: "written from a tool's reply",
-        states.MemorySource.PERSON: "written by a person",
-    }[r.source]
+    """Where a version's content came from and, for an upgrade or a rollback, who made
+    the version, in a sentence."""
+    if r.source == states.MemorySource.PERSON:
+        origin = f"Written by {r.actor}, a person"
+    else:
+        origin = {
+            states.MemorySource.AGENT: "Computed by the agent's own code",
+            states.MemorySource.MODEL: "Written from a model's reply",
+            states.MemorySource.TOOL: "Written from a tool's reply",
+        }[r.source]
     where = f" in task {r.task_id}, attempt {r.epoch}, step {r.seq}" if r.task_id else ""
-    change = CHANGES[r.change]
-    made = f"; {change} by {r.actor}" + (f" from version {r.from_version}" if r.from_version else "")
-    return f"{origin[0].upper()}{origin[1:]}{where}{made}."
+    made = ""
+    if r.change != states.MemoryChange.WRITE:
+        made = f"; {CHANGES[r.change]} by {r.actor} from version {r.from_version}"
+    return f"{origin}{where}{made}."
 
 
 def taint(r) -> str:

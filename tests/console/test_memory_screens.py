@@ -41,7 +41,7 @@ def test_the_browser_lists_records_with_provenance_and_taint_in_words(world, as_
     assert 'id="record-test_note-lead" data-untrusted="yes"' in html
     assert 'id="record-test_note-ops" data-untrusted="no"' in html
     assert f"Written from a model&#x27;s reply in task {world.parent.id}, attempt 1, step 3" in html
-    assert "Written by a person; written by user:dave." in html
+    assert "Written by user:dave, a person." in html
     assert f'href="/agents/{AGENT}/memory/test_note/lead/"' in html
 
 
