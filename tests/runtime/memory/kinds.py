@@ -101,3 +101,31 @@ def spender(ctx, input):
             "pay", lambda idempotency_key: f"paid-{idempotency_key[-4:]}", effect_class="irreversible"
         )
     }
+
+
+def _deep(levels: int):
+    value: list = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+# Values a task's input could not carry (its own limits refuse them at submission): built here.
+MADE = {
+    "huge": lambda: {"text": "a" * 2_000_000},
+    "deep": lambda: {"text": "x", "tags": _deep(200)},
+    "nul": lambda: {"text": "a\u0000b"},
+    "surrogate": lambda: {"text": "a\ud800b"},
+}
+
+
+@agent("memory.hostile")
+def hostile(ctx, input):
+    """Puts input["value"] (or the MADE value input["make"] names) under input["key"] with
+    input's options; returns the refusal's code."""
+    value = MADE[input["make"]]() if "make" in input else input["value"]
+    try:
+        ctx.memory.put(input.get("kind", "test_note"), input["key"], value, **input.get("options", {}))
+    except StewardError as exc:
+        return {"refused": exc.code}
+    return {"refused": None}
