@@ -62,11 +62,12 @@ def insert(
     valid_from: datetime | None = None,
     valid_until: datetime | None = None,
     ttl: float | None = None,
+    audit: dict | None = None,
 ) -> Inserted | None:
     """Insert version `expected + 1` and its audit row, on the caller's transaction; None
     if another writer got there first (or `expected` is not the current version). The
     audit row names the record and its payload's hash, never the payload: an erasure
-    must find it in one column (docs/adr/0038-agent-memory.md)."""
+    must find it in one column (docs/adr/0038-agent-memory.md). `audit`: more for its data."""
     payload_hash = encoding.digest(payload)
     row = db.fetchone(
         "memory_insert",
@@ -119,6 +120,7 @@ def insert(
             "seq": provenance.seq,
             "from_version": from_version,
             "reason": reason,
+            **(audit or {}),
         },
     )
     return row
@@ -218,9 +220,10 @@ def memory_rollback(*, tenant: str, agent: str, kind: str, key: str, version: in
                 states.MemorySource(restored.source), actor, restored.task_id, restored.epoch, restored.seq
             ),
             from_version=restored.version,
-            reason=(reason + f" [effects since: {', '.join(str(e.id) for e in since[:50]) or 'none'}]")[:REASON_MAX],
+            reason=reason,
             valid_from=restored.valid_from,
             valid_until=restored.valid_until,
+            audit={"effects_since": [e.id for e in since], "effects_since_count": len(since)},
         )
         if made is None:
             # Another writer (an agent's put, an upgrade) committed a version after our read.

@@ -227,7 +227,7 @@ def test_a_rollback_lists_this_agents_effects_committed_since_the_restored_versi
     )
     assert [(e.name, e.state) for e in rolled.effects] == [("pay", "committed")]
     event = AuditEvent.objects.get(kind="memory.rolled_back")
-    assert str(rolled.effects[0].id) in event.data["reason"]
+    assert event.data["effects_since"] == [rolled.effects[0].id] and event.data["reason"] == "undo"
 
 
 def test_a_rollback_that_loses_to_a_newer_write_is_refused(env, monkeypatch):
