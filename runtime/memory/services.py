@@ -21,6 +21,7 @@ from runtime.memory.selectors import current_only, effects_since, latest, versio
 from runtime.models import Effect, MemoryRecord
 
 REASON_MAX = 500
+AGENT_MAX = 200  # steward_memory_record.agent, as an agent's name (runtime/agents.py)
 UPGRADE_BATCH = 500  # records `memory_upgrade_all` reads per round
 
 
@@ -153,6 +154,7 @@ def memory_put(
     spec = kind_get(kind)
     payload = validated(spec, value)
     tenant, actor = arguments.tenant(tenant), arguments.actor(actor)
+    arguments.identifier("agent", agent, max_length=AGENT_MAX)
     record_key(key)
     with transaction.atomic(durable=True):
         expected = expected_version
@@ -198,6 +200,7 @@ def memory_rollback(*, tenant: str, agent: str, kind: str, key: str, version: in
        the audit row records their ids, and the caller shows them. Nothing undoes them.
     All in one transaction."""
     reason, actor = _reason(reason), arguments.actor(actor)
+    arguments.identifier("agent", agent, max_length=AGENT_MAX)
     with transaction.atomic(durable=True):
         restored = version_get(tenant=tenant, agent=agent, kind=kind, key=key, version=version)
         if restored.payload is None:

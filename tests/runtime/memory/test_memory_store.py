@@ -160,6 +160,11 @@ def test_the_cli_rolls_back_and_prints_the_effects_it_cannot_undo():
         (["memory", "rollback", "a", "test_note", "k", "99", "--tenant", "acme"], "MEMORY_RECORD_NOT_FOUND"),
         (["memory", "list", "a", "--tenant", "acme", "--kind", "k" * 500], "INVALID_INPUT"),
         (["memory", "upgrade", "--kind", "no_such_kind"], "MEMORY_KIND_UNKNOWN"),
+        (["memory", "rollback", "a" * 201, "test_note", "k", "1", "--tenant", "acme"], "INVALID_IDENTIFIER"),
+        (
+            ["memory", "rollback", "a", "test_note", "k", "1", "--tenant", "acme", "--reason", "r" * 501],
+            "INVALID_ARGUMENT",
+        ),
     ],
 )
 def test_the_cli_refuses_with_a_stable_code_and_writes_nothing(argv, code):
