@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
 from django.db.models.functions import Now
 
 from runtime import states
@@ -65,13 +65,15 @@ def valid_now() -> Q:
     return Q(valid_from__lte=Now()) & (Q(valid_until__isnull=True) | Q(valid_until__gt=Now()))
 
 
+def _with_validity(qs: QuerySet) -> QuerySet:
+    return qs.annotate(valid_now=ExpressionWrapper(valid_now(), output_field=BooleanField()))
+
+
 def readable(*, tenant: str, agent: str, kind: str, key: str) -> MemoryRecord | None:
-    """What an agent reads: the current version if it is valid now, else None."""
-    current = latest(tenant=tenant, agent=agent, kind=kind, key=key)
-    if current is None:
-        return None
-    still = MemoryRecord.objects.filter(id=current.id).filter(valid_now()).exists()
-    return current if still else None
+    """What an agent reads: the current version if it is valid now, else None (one query)."""
+    rows = _with_validity(_record(MemoryRecord.objects, tenant=tenant, agent=agent, kind=kind, key=key))
+    current = rows.order_by("-version").first()
+    return current if current is not None and current.valid_now else None
 
 
 def effects_since(*, tenant: str, agent: str, since: datetime) -> list[Effect]:
@@ -130,10 +132,8 @@ class RecordDetail:
 def memory_record(*, tenant: str, agent: str, kind: str, key: str) -> RecordDetail:
     """One record with its history; MEMORY_RECORD_NOT_FOUND if this agent has none by
     that kind and key in this tenant (another tenant's is not found either)."""
-    rows = _record(MemoryRecord.objects, tenant=tenant, agent=agent, kind=kind, key=key)
+    rows = _with_validity(_record(MemoryRecord.objects, tenant=tenant, agent=agent, kind=kind, key=key))
     history = list(rows.order_by("-version")[:HISTORY_MAX])
     if not history:
         raise MemoryRecordNotFound(f"no memory {kind}/{key} for agent {agent}", kind=kind, key=key)
-    current = history[0]
-    valid = MemoryRecord.objects.filter(id=current.id).filter(valid_now()).exists()
-    return RecordDetail(current, valid, history)
+    return RecordDetail(history[0], history[0].valid_now, history)
