@@ -128,7 +128,7 @@ def list_memory(
     response={200: MemoryDetailOut},
     summary="One memory record: its current version, provenance and history",
 )
-@refuses(MemoryRecordNotFound)
+@refuses(MemoryRecordNotFound, InvalidInput)
 def memory_detail(request, name: PathName, kind: MemoryKind, key: MemoryKey):
     """MEMORY_RECORD_NOT_FOUND (404) if this agent has no such record in your tenant,
     another tenant's included."""

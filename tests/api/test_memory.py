@@ -65,6 +65,8 @@ HOSTILE = [
     ("nul-in-kind", f"{AGENT}/memory/te%00st/acme", {}, 422, "INVALID_REQUEST"),
     ("control-in-key", f"{AGENT}/memory/test_note/a%01b", {}, 422, "INVALID_REQUEST"),
     ("latin-1-key", f"{AGENT}/memory/test_note/caf%E9", {}, 404, "MEMORY_RECORD_NOT_FOUND"),
+    # A no-break space passes the schema's pattern; the runtime's key rule (printable) refuses it.
+    ("unprintable-key", f"{AGENT}/memory/test_note/a%C2%A0b", {}, 422, "INVALID_INPUT"),
     ("unknown-kind", f"{AGENT}/memory/no_such_kind/acme", {}, 404, "MEMORY_RECORD_NOT_FOUND"),
     ("kind-filter-too-long", f"{AGENT}/memory", {"kind": HUGE}, 422, "INVALID_REQUEST"),
     ("source-unknown", f"{AGENT}/memory", {"source": "oracle"}, 422, "INVALID_REQUEST"),
