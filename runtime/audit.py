@@ -69,6 +69,10 @@ class AuditKind(StrEnum):
     APPROVAL_EXPIRED = "approval.expired"  # nobody decided before its expiry: expiry means deny
     APPROVAL_STALE = "approval.stale"  # what the package is bound to changed: found at the approve or the re-check
     APPROVAL_CONSUMED = "approval.consumed"  # the re-check found it unchanged: the agent acts on it, once
+    # Agent memory (runtime/memory/)
+    MEMORY_WRITTEN = "memory.written"  # an agent or a person wrote a new version of a memory record
+    MEMORY_UPGRADED = "memory.upgraded"  # a record's payload was upgraded to its kind's next schema version
+    MEMORY_ROLLED_BACK = "memory.rolled_back"  # a person made an earlier version current again (data.effects_since)
     # Stops and the kill switch (a tenant's chain)
     AGENT_STOPPED = "agent.stopped"  # the kill switch closed an agent's submission and stopped its tasks
     AGENT_REOPENED = "agent.reopened"  # an agent's submission opened again

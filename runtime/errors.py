@@ -433,6 +433,60 @@ class UpstreamFailed(StewardError):
     status = 502
 
 
+# --- Agent memory (runtime/memory/) ---------------------------------------------------
+
+
+class UntrustedAuthority(StewardError):
+    """Text from a model or a tool (or memory written from it) offered as authority: an
+    action, a resource, a scope or an approval's `requires` (runtime/taint.py)."""
+
+    code = "UNTRUSTED_AUTHORITY"
+    status = 403
+
+
+class MemoryKindUnknown(StewardError):
+    """A memory kind no `@memory_kind` declares in this process."""
+
+    code = "MEMORY_KIND_UNKNOWN"
+    status = 422
+
+
+class MemoryValueInvalid(StewardError):
+    """A memory value that does not fit its kind's pydantic model, or is not storable JSON."""
+
+    code = "MEMORY_VALUE_INVALID"
+    status = 422
+
+
+class MemoryRecordNotFound(StewardError):
+    """No record (or no such version of one) of this agent in this tenant."""
+
+    code = "MEMORY_RECORD_NOT_FOUND"
+    status = 404
+
+
+class MemoryConflict(StewardError):
+    """Another writer made a newer version first (a rollback or an upgrade lost its
+    compare-and-set): read the record again."""
+
+    code = "MEMORY_CONFLICT"
+    status = 409
+
+
+class MemoryPayloadErased(StewardError):
+    """The version's payload was erased (retention or erasure): only its hash remains."""
+
+    code = "MEMORY_PAYLOAD_ERASED"
+    status = 409
+
+
+class MemoryUpgradeMissing(StewardError):
+    """A record's schema version has no registered upgrade to the next."""
+
+    code = "MEMORY_UPGRADE_MISSING"
+    status = 422
+
+
 # --- Raised inside agent code ---------------------------------------------------------
 
 

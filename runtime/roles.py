@@ -152,6 +152,8 @@ PROFILES = {
             **dict.fromkeys(APPEND_TABLES, APPEND),
             **dict.fromkeys(SECRET_TABLES, ()),
             "steward_approval": APPEND,
+            # Agent memory: a new version is an INSERT; no worker changes or erases one.
+            "steward_memory_record": APPEND,
         },
         columns={
             "steward_approval": (

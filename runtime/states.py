@@ -231,6 +231,7 @@ class StepKind(StrEnum):
     APPROVAL = "approval"  # ctx.request_approval(): the packages requested
     APPROVAL_CHECK = "approval_check"  # their re-check once decided: each one's outcome
     PATCH = "patch"  # ctx.patched(): this task took a patch's new path (docs/adr/0037-agent-versions.md)
+    MEMORY = "memory"  # ctx.memory.get() / put(): the record read, or whether the write won
 
 
 def sources(event: str, table: dict = TASK_TRANSITIONS) -> list[str]:
@@ -252,3 +253,29 @@ def may_resend_with_same_key(effect_class: str, keyed: bool) -> bool:
     if effect_class in (READ, IDEMPOTENT):
         return True
     return effect_class == REVERSIBLE and keyed
+
+
+class MemorySource(StrEnum):
+    """Where a memory record's content came from (runtime/memory/). A model's or a tool's
+    is untrusted (runtime/taint.py): the record is tainted, and so is every string read
+    back from it; the others are trusted as the deployer's code or a person is."""
+
+    AGENT = "agent"  # the agent's own code computed it (no untrusted text in the value)
+    MODEL = "model"  # text a model produced (an UntrustedText in the value, or declared)
+    TOOL = "tool"  # what a tool call returned ({"untrusted": true, ...} in the value, or declared)
+    PERSON = "person"  # an operator wrote it (memory_put, the CLI): never an agent's claim
+
+
+MEMORY_SOURCES = tuple(s.value for s in MemorySource)  # plain strings: what the table's check holds
+UNTRUSTED_SOURCES = (MemorySource.MODEL.value, MemorySource.TOOL.value)
+
+
+class MemoryChange(StrEnum):
+    """How a version of a memory record came to be (docs/state-machines.md, "Memory records")."""
+
+    WRITE = "write"  # ctx.memory.put() or memory_put(): a new value
+    UPGRADE = "upgrade"  # the previous version's payload carried to its kind's next schema version
+    ROLLBACK = "rollback"  # a person made an earlier version's payload current again
+
+
+MEMORY_CHANGES = tuple(c.value for c in MemoryChange)

@@ -24,6 +24,7 @@ from console.ui import (
     grants,
     lifecycle,
     members,
+    memory,
     owners,
     pools,
     stops,
@@ -41,7 +42,7 @@ class Route:
     pattern: str
     view: object
     object: str = ""  # "task", "step", "effect", "audit", "pool", "token", "member", "agent", "grant", "stop",
-    # "approval", "schedule", "webhook", "decision", "erasure" or ""
+    # "approval", "schedule", "webhook", "decision", "erasure", "memory" or ""
     action: bool = False  # a POST that changes something: operators only (members: admins only; grants:
     # admins, or operators with the right over that agent: console/access/rights.py; tokens: every
     # member their own, a viewer read ones only: console/access/tokens.py)
@@ -107,6 +108,10 @@ ROUTES = [
     Route("agent-stewards", "agents/<str:name>/stewards/", agents.agent_steward, object="agent", action=True),
     Route("agent-stop", "agents/<str:name>/stop/", stops.agent_stop_view, object="agent", action=True),
     Route("agent-reopen", "agents/<str:name>/reopen/", stops.agent_reopen_view, object="agent", action=True),
+    Route("agent-memory", "agents/<str:name>/memory/", memory.memory_list, object="agent"),
+    Route(
+        "memory-record", "agents/<str:name>/memory/<str:kind>/<str:key>/", memory.memory_record_page, object="memory"
+    ),
     Route("grants", "grants/", grants.grant_list),
     Route("grant-new", "grants/new/", grants.grant_new, action=True),
     Route("grant", "grants/<int:grant_id>/", grants.grant_page, object="grant"),

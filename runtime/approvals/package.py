@@ -4,7 +4,6 @@ comparing the two says whether anything the person approved has changed."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -13,6 +12,7 @@ from runtime.authz import EXECUTOR_BOUNDARY, POLICY_VERSION, patterns
 from runtime.authz.services import authorize
 from runtime.errors import InvalidArgument, NotJournalable
 from runtime.models import Approval
+from runtime.taint import refuse_untrusted, untrusted_paths
 
 # What a package's context binds, keyed as build() stores it, each with the words an
 # operator reads it by (the console's approval pages show both: the key stays in the
@@ -70,7 +70,8 @@ def build(ctx, action, *, facts: Facts, precondition=None, requires=None) -> Bui
        the tenant's authz_revision, and its sha256. `facts` holds the digest and the
        revision, read by the caller in a statement it needs anyway (approval_read.sql
        at the re-check), not in two round trips of their own.
-    4. The taint summary: the paths in the action whose text came from a model or a tool."""
+    4. The taint summary: the paths in the action whose text came from a model or a tool,
+       or from memory written from them (runtime/taint.py, which says so at the path)."""
     try:
         text = encoding.encode(action, what="the action")
     except NotJournalable as exc:
@@ -94,7 +95,7 @@ def build(ctx, action, *, facts: Facts, precondition=None, requires=None) -> Bui
         encoding.digest(canonical),
         context,
         encoding.digest(context),
-        _tainted(action, "$"),
+        untrusted_paths(action),
         tuple(needed) if needed else None,
     )
 
@@ -133,21 +134,8 @@ def moved(approval: Approval | Stored, built: Built) -> dict:
 
 def need(value) -> tuple[str, str]:
     """requires=(action, resource): the authority the approved action needs, re-checked
-    before the agent may act on the approval."""
+    before the agent may act on the approval; never untrusted text (runtime/taint.py)."""
+    refuse_untrusted(value, field="requires")
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or len(value) != 2:
         raise InvalidArgument("requires is an (action, resource) pair", field="requires")
     return patterns.action(value[0], "requires"), patterns.concrete(value[1], "requires")
-
-
-def _tainted(value, path: str) -> list[str]:
-    """Paths to text from a model or a tool: an UntrustedText (`.untrusted`), or an
-    object a tool call returned ({"untrusted": true, ...})."""
-    if getattr(value, "untrusted", False) is True:
-        return [path]
-    if isinstance(value, Mapping):
-        if value.get("untrusted") is True:
-            return [path]
-        return [p for key, item in value.items() for p in _tainted(item, f"{path}.{key}")]
-    if isinstance(value, (list, tuple)):
-        return [p for i, item in enumerate(value) for p in _tainted(item, f"{path}[{i}]")]
-    return []

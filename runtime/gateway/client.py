@@ -40,6 +40,7 @@ from runtime.attempts.journal import JournalCall, replay_or_run
 from runtime.effects import ledger
 from runtime.errors import AuthorityDenied, CapabilityRefused, EffectNotApplied, Fenced, StopRequested
 from runtime.gateway import MODEL_ROUTE, model_resource, tool_call_piece, tool_resource, tool_route
+from runtime.taint import UntrustedText  # defined with the taint rule; imported from here too
 
 TOKEN_SLACK = 30  # a cached token with less than this left is fetched again
 TIMEOUT_SECONDS = 300.0
@@ -48,21 +49,6 @@ STREAM_STOPPED = "TASK_STOPPED"  # the gateway's terminal stream event for a sto
 
 # Loopback or not, a proxy from the environment must never see a capability token.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-class UntrustedText(str):
-    """Text a model produced. It is data: nothing in Steward reads it as an instruction,
-    a grant, a policy change or an approval, whatever it says. `receipt` is the call's
-    record (response id, the gateway's call and decision ids)."""
-
-    untrusted = True
-    source: str
-    receipt: dict
-
-    def __new__(cls, text: str, *, source: str, receipt: dict):
-        made = super().__new__(cls, text)
-        made.source, made.receipt = source, receipt
-        return made
 
 
 def token(ctx, audience: str) -> str:

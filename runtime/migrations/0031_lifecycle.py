@@ -189,7 +189,7 @@ DROP FUNCTION steward_erasure_receipt_refuse_change();
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runtime", "0029_agent_versions"),
+        ("runtime", "0030_agent_memory"),
     ]
 
     operations = [

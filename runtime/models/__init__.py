@@ -19,6 +19,7 @@ from runtime.models.effect import Effect
 from runtime.models.gateway_call import GatewayCall
 from runtime.models.grant import AuthzRevision, Grant
 from runtime.models.lifecycle import ErasureReceipt, RetentionPolicy
+from runtime.models.memory import MemoryRecord
 from runtime.models.pause import TreePause
 from runtime.models.pool import Pool, PoolCount
 from runtime.models.process import Process, ProcessMinute
@@ -45,6 +46,7 @@ __all__ = [
     "ErasureReceipt",
     "GatewayCall",
     "Grant",
+    "MemoryRecord",
     "Pool",
     "PoolCount",
     "Process",

@@ -21,6 +21,7 @@ from runtime.authz import EXECUTOR_BOUNDARY, patterns
 from runtime.authz.services import authorize, raise_if_denied
 from runtime.errors import InvalidArgument
 from runtime.models import Decision
+from runtime.taint import refuse_untrusted
 
 
 class Need(NamedTuple):
@@ -34,6 +35,9 @@ class Need(NamedTuple):
 def need(value, *, field: str = "requires", pattern: bool = False) -> Need:
     """(action, resource), a Need, or {"action", "resource"}, checked for form. An
     effect's resource is one value (patterns.concrete); a scope entry may be a pattern."""
+    # The taint rule (runtime/taint.py): authority is never read from a model's or a
+    # tool's text, nor from memory written from it.
+    refuse_untrusted(value, field=field)
     if isinstance(value, Mapping):
         if set(value) != {"action", "resource"}:
             raise InvalidArgument(f"{field} is exactly {{action, resource}}", field=field)

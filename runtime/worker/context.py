@@ -33,6 +33,7 @@ from runtime.errors import (
 )
 from runtime.gateway import client as gateway
 from runtime.limits import breakers
+from runtime.memory.agent import AgentMemory
 from runtime.tasks import children
 from runtime.tasks.children import ChildResult
 from runtime.worker import authority
@@ -112,6 +113,9 @@ class Context:
         # The first denial or breaker's refusal (a tree's pause included): the task ends blocked.
         self.halt: AuthorityDenied | BreakerTripped | None = None
         self._breakers = breakers.StepBreakers(lease, agent, root_id)  # checked before each new step
+        # ctx.memory: this agent's memory in this tenant (runtime/memory/agent.py), each call
+        # a journaled step taken through _memory_call.
+        self.memory = AgentMemory(self, self._memory_call)
 
     # --- journaled calls -------------------------------------------------------------
 
@@ -353,6 +357,14 @@ class Context:
                 self._seq += 1
                 self._matched += 1
         self._patches[name] = True
+
+    # --- agent memory (runtime/memory/agent.py) ------------------------------------------
+
+    @_not_the_agents_error
+    def _memory_call(self, name: str, run):
+        """One ctx.memory call: its seq, under the guards every ctx call has; `run(call)`
+        replays the journaled outcome or does the work and journals it."""
+        return run(self._next(name, states.StepKind.MEMORY))
 
     # --- internals -------------------------------------------------------------------------
 

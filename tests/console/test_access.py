@@ -11,7 +11,17 @@ from console.access import session_principal, token_create
 from console.models import ApiToken, Membership
 from console.ui.urls import ROUTES
 from runtime.authz.services import authorize, grant_create
-from runtime.models import Approval, AuditEvent, Effect, ErasureReceipt, Grant, Schedule, Task, Webhook
+from runtime.models import (
+    Approval,
+    AuditEvent,
+    Effect,
+    ErasureReceipt,
+    Grant,
+    MemoryRecord,
+    Schedule,
+    Task,
+    Webhook,
+)
 from runtime.stops.services import task_stop
 from runtime.triggers.services import schedule_create, webhook_create
 from tests.console.world import World, submit
@@ -41,6 +51,8 @@ ACME_URLS = {
     "stop-panel": "/stops/{stop}/panel/",
     "agent-stop": "/agents/t.steps/stop/",
     "agent-reopen": "/agents/t.steps/reopen/",
+    "agent-memory": "/agents/t.steps/memory/",
+    "memory-record": "/agents/t.steps/memory/note/acme/",
     "effects": "/effects/",
     "effect": "/effects/{effect}/",
     "effect-resolve": "/effects/{effect}/resolve/",
@@ -152,6 +164,20 @@ def acme(world: World):
         actor="user:alice",
     )
     webhook, _ = webhook_create(tenant="acme", name="gh", agent="t.steps", owner="user:alice", actor="user:alice")
+    MemoryRecord.objects.create(
+        tenant="acme",
+        agent="t.steps",
+        kind="note",
+        key="acme",
+        version=1,
+        schema_version=1,
+        payload={"text": "x"},
+        payload_hash="0" * 64,
+        change="write",
+        source="person",
+        untrusted=False,
+        actor="user:alice",
+    )
     ids = {
         "parent": world.parent.id,
         "blocked": world.blocked.id,

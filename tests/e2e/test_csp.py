@@ -38,7 +38,7 @@ def route_urls(acme) -> dict[str, str]:
     finished one for its journal, the stopped one for a new run."""
     by_object = {
         "task_id": {"task-step": acme.done.id, "task-steps": acme.done.id, "task-rerun": acme.stop.task_id},
-        "name": {"pool": acme.pool, "agent": "t.steps"},
+        "name": {"pool": acme.pool, "agent": "t.steps", "memory": "t.steps"},
         "username": {"member": "bob"},
     }
     values = {
@@ -53,6 +53,8 @@ def route_urls(acme) -> dict[str, str]:
         "decision_id": acme.decision.id,
         "schedule_id": acme.schedule.id,
         "webhook_id": acme.webhook.id,
+        "kind": acme.memory.kind,
+        "key": acme.memory.key,
     }
 
     def value(route, name):

@@ -13,6 +13,7 @@
     dependencies list|create
     budgets --tenant T   budget-set --tenant T --task-tokens N   quotas   quota-set SERVICE   quota-remove SERVICE
     workers credentials list|create NAME|revoke ID
+    memory list|show|upgrade|rollback         (agent memory: runtime/management/memory.py)
 
 A TASK may be given whole or as a unique prefix of its id (`steward show 01a230af-d9`);
 a prefix that begins several ids is refused with AMBIGUOUS_TASK_ID, naming them.
@@ -40,7 +41,7 @@ from runtime.effects.services import RESOLUTIONS, effect_resolve
 from runtime.errors import InvalidArgument, InvalidEncoding, InvalidInput, StewardError
 from runtime.limits.selectors import pool_usage, tree_pause_of
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
-from runtime.management import approvals, budgets, grants, lifecycle, stops, triggers, versions, workers
+from runtime.management import approvals, budgets, grants, lifecycle, memory, stops, triggers, versions, workers
 from runtime.management.format import block, json_text, record, short, table, when
 from runtime.tasks.actions import Action, TaskActions, task_actions
 from runtime.tasks.selectors import task_detail, task_get, task_id_from_prefix, task_page
@@ -196,6 +197,7 @@ class Command(BaseCommand):
         budgets.add_parsers(sub)
         workers.add_parser(sub)
         lifecycle.add_parsers(sub)
+        memory.add_parser(sub)
 
     def handle(self, *args, command, actor, **options):
         handler = getattr(self, "do_" + command.replace("-", "_"))
@@ -531,6 +533,9 @@ class Command(BaseCommand):
 
     def do_workers(self, **options):
         workers.run(self.stdout, **options)
+
+    def do_memory(self, **options):
+        memory.run(self.stdout, **options)
 
     def do_approvals(self, **options):
         approvals.run(self.stdout, **options)
