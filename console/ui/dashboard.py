@@ -68,7 +68,18 @@ def _versions(tenant: str) -> dict:
     (the agents page's table); `versions_waiting` when any version's tasks wait for one.
     An upgrade moves no status, so the live refresh's version shows it within a minute."""
     rows = version_overview(tenant=tenant)
-    return {"versions": rows, "versions_waiting": any(r.waiting for r in rows)}
+    # Only the agents where versions say something: more than one version known, or
+    # unfinished tasks. An agent on one version with nothing unfinished is counted, not
+    # listed (the agents page lists every one).
+    by_agent: dict[str, list] = {}
+    for row in rows:
+        by_agent.setdefault(row.agent, []).append(row)
+    shown = [r for group in by_agent.values() if len(group) > 1 or any(r.unfinished for r in group) for r in group]
+    return {
+        "versions": shown,
+        "versions_quiet": len(by_agent) - len({r.agent for r in shown}),
+        "versions_waiting": any(r.waiting for r in rows),
+    }
 
 
 def _pauses(tenant: str) -> dict:

@@ -211,6 +211,8 @@ def test_the_dashboard_shows_tasks_per_agent_version_and_which_workers_serve_eac
 
     assert "2 queued" in row(1) and "no live worker" in row(1) and '<span class="state act">waiting</span>' in row(1)
     assert "1 queued" in row(2) and "worker:vm:2" in row(2) and "waiting" not in row(2)  # not globex's
+    # An agent on one version with nothing unfinished is counted, not listed.
+    assert 'id="version-t.effect-' not in section and 'id="versions-quiet"' in section
 
     # Once a worker of version 1 beats too, nothing waits and nothing is coloured.
     Process.objects.create(name="worker:vm:3", kind="worker", host="vm", pid=3, versions={agent: ["1"]})
