@@ -40,12 +40,12 @@ class AgentSpec:
     # (runtime/worker/isolation/, docs/adr/0036-isolated-agents.md), for untrusted code.
     isolation: str | None = None
     # The version of its code (docs/adr/0037-agent-versions.md): the declared `version=`,
-    # or else a digest of its module's source. A task records the version it was
-    # submitted under and is claimed only by a worker that serves that version.
+    # or else a digest of its module's source. A task records the version it started on
+    # (its first claim fixes it) and is claimed after that only by a worker that serves it.
     version: str = ""
 
 
-_registry: dict[str, AgentSpec] = {}  # name -> the current spec: new tasks run it
+_registry: dict[str, AgentSpec] = {}  # name -> the current spec: tasks this process starts run it
 # (name, version) -> spec: every version this process serves. A deploy can keep an old
 # version registered (declared `version=`, registered before the new one) so that the
 # tasks that started on it finish on it.
@@ -135,6 +135,10 @@ def _valid_version(version) -> bool:
     )
 
 
+# What served() returns: agents, versions, and whether each pair is its agent's current one.
+Served = tuple[list[str], list[str], list[bool]]
+
+
 def get(name: str, version: str | None = None) -> AgentSpec:
     """The current spec of `name`, or the spec of one version of it (`version`, as a task
     records it; "" for a task submitted before versions: the current one)."""
@@ -150,16 +154,21 @@ def get(name: str, version: str | None = None) -> AgentSpec:
         raise UnknownAgent(f"no agent is registered as {name!r}", agent=name, known=sorted(_registry)) from None
 
 
-_served: dict[str, tuple[list[str], list[str]]] = {}  # cache of served(): the registry is static once loaded
+_served: dict[str, Served] = {}  # cache of served(): the registry is static once loaded
 
 
-def served() -> tuple[list[str], list[str]]:
-    """The (agent, version) pairs this process serves, as two parallel lists: what a
+def served() -> Served:
+    """The (agent, version) pairs this process serves, as parallel lists, with whether each
+    is the current version of its agent (the one a first claim fixes a task to): what a
     worker advertises in its heartbeat and filters its claims by (runtime/sql/claim.sql)."""
     pairs = _served.get("pairs")
     if pairs is None:
         keys = sorted(_versions)
-        pairs = _served["pairs"] = ([name for name, _ in keys], [version for _, version in keys])
+        pairs = _served["pairs"] = (
+            [name for name, _ in keys],
+            [version for _, version in keys],
+            [_registry.get(name) is _versions[(name, version)] for name, version in keys],
+        )
     return pairs
 
 

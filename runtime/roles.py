@@ -83,6 +83,9 @@ MOVED_COLUMNS = {
     "steward_task": (
         "status",
         "epoch",
+        # The claim that starts a task fixes its agent version, once (runtime/sql/claim.sql,
+        # docs/adr/0037-agent-versions.md): the worker serves it; the web upgrades it.
+        "agent_version",
         "next_reason",
         "crash_count",
         "wake_at",

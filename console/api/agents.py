@@ -44,7 +44,9 @@ def detail(request, name: PathName):
 
 class VersionOut(Schema):
     agent: str
-    version: str = Field(description="'': tasks submitted before versions")
+    version: str | None = Field(
+        description="'': tasks submitted before versions; null: tasks not started yet (their first claim fixes one)"
+    )
     tasks: dict[str, int] = Field(description="this tenant's unfinished tasks on it, by status")
     workers: list[str] = Field(description="live worker processes that serve it")
     current: bool = Field(description="new tasks submitted through this API run it")

@@ -139,11 +139,13 @@ class TaskOut(TaskSummary):
     crash_count: int
     wake_at: datetime | None
     waiting_on: list[uuid.UUID] | None
-    agent_version: str = Field(
-        description="the version of its agent's code it runs, fixed at submission; '': submitted before versions"
+    agent_version: str | None = Field(
+        description="the version of its agent's code it runs, fixed when it started (its first claim); "
+        "null: not started yet; '': submitted before versions"
     )
     waiting_for_version: str | None = Field(
-        description="queued, and no live worker serves its agent version: it waits for one (it does not fail)"
+        description="queued, and no live worker serves its agent version: it waits for one (it does not fail); "
+        "'any version': not started, and no live worker serves its agent at all"
     )
     spawn_seq: int | None
     queued_at: datetime | None

@@ -23,6 +23,7 @@ from runtime.effects.selectors import effect_page
 from runtime.fleet.selectors import dashboard_version, fleet, health, throughput
 from runtime.limits.selectors import budget_use, open_pauses, pool_usage
 from runtime.tasks.selectors import task_changes, task_counts
+from runtime.versions.selectors import version_overview
 
 PAUSES_SHOWN = 5
 
@@ -58,6 +59,26 @@ def _now(principal) -> dict:
         "approvals": approval_counts(tenant=principal.tenant),
         **_pauses(principal.tenant),
         "budgets": _budgets(principal.tenant),
+        **_versions(principal.tenant),
+    }
+
+
+def _versions(tenant: str) -> dict:
+    """The tenant's unfinished tasks per agent version and the live workers serving each
+    (the agents page's table); `versions_waiting` when any version's tasks wait for one.
+    An upgrade moves no status, so the live refresh's version shows it within a minute."""
+    rows = version_overview(tenant=tenant)
+    # Only the agents where versions say something: more than one version known, or
+    # unfinished tasks. An agent on one version with nothing unfinished is counted, not
+    # listed (the agents page lists every one).
+    by_agent: dict[str, list] = {}
+    for row in rows:
+        by_agent.setdefault(row.agent, []).append(row)
+    shown = [r for group in by_agent.values() if len(group) > 1 or any(r.unfinished for r in group) for r in group]
+    return {
+        "versions": shown,
+        "versions_quiet": len(by_agent) - len({r.agent for r in shown}),
+        "versions_waiting": any(r.waiting for r in rows),
     }
 
 

@@ -117,9 +117,12 @@ def _live(principal, task_id, version: str | None = None) -> dict:
         "may_stop": actions.stop.allowed,
         "may_resume": actions.resume.allowed,
         "may_rerun": actions.rerun.allowed,
-        # Between attempts and not on the current version here: an operator may try the
-        # upgrade (its dry replay decides; docs/adr/0037-agent-versions.md).
-        "may_upgrade": detail.task.status in UPGRADABLE and detail.task.agent_version != current_version(task.agent),
+        # Between attempts, started, and not on the current version here: an operator may
+        # try the upgrade (its dry replay decides; docs/adr/0037-agent-versions.md). One not
+        # started yet takes the current version when it starts.
+        "may_upgrade": detail.task.status in UPGRADABLE
+        and detail.task.agent_version is not None
+        and detail.task.agent_version != current_version(task.agent),
         # The new runs made of it, while it is one a new run can be made of.
         "reruns": list(detail.task.reruns.order_by("id").only("id", "status")[:20])
         if actions.rerun.refusal is not Refusal.STATUS

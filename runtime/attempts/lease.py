@@ -75,12 +75,18 @@ class _Claimed:
 
 
 def claim_next(*, pool: str, worker: str, served: tuple[list[str], list[str]] | None = None) -> Claim | None:
-    """Claim the oldest queued task of `pool` whose agent version this process serves
-    (`served`: other (agents, versions) lists, for a test), if a slot is free
-    (runtime/sql/claim.sql)."""
+    """Claim the oldest queued task of `pool` whose agent version this process serves, or
+    that has not started yet and whose agent it serves (the claim fixes its version to the
+    current one), if a slot is free (runtime/sql/claim.sql). `served`: other (agents,
+    versions) lists, for a test, the last version listed of each agent its current one."""
     cur = db.cursor()  # check the connection out first, so a fault test can cut it under us
     faults.reach(faults.BEFORE_CLAIM, task_id=pool, step="claim", epoch=0)
-    names, versions = served if served is not None else agents.served()
+    if served is None:
+        names, versions, currents = agents.served()
+    else:
+        names, versions = served
+        last = {name: i for i, name in enumerate(names)}
+        currents = [last[name] == i for i, name in enumerate(names)]
     params = {
         "pool": pool,
         "worker": worker,
@@ -88,6 +94,7 @@ def claim_next(*, pool: str, worker: str, served: tuple[list[str], list[str]] | 
         "lease": config.lease_seconds(),
         "agents": names,
         "versions": versions,
+        "currents": currents,
     }
     row = db.fetchone("claim", params, row=_Claimed)
     if row is None:

@@ -79,7 +79,8 @@ def process_beat(
 def served_versions() -> dict[str, list[str]]:
     """{"agent": ["version", ...]}: the agent versions this process serves."""
     out: dict[str, list[str]] = {}
-    for name, version in zip(*agents.served(), strict=True):
+    names, versions, _ = agents.served()
+    for name, version in zip(names, versions, strict=True):
         out.setdefault(name, []).append(version)
     return out
 

@@ -61,7 +61,7 @@ def do_versions(out, *, agent, tenant, **_) -> None:
     rows = [
         [
             row.agent,
-            row.version or "(before versions)",
+            "(not started)" if row.version is None else row.version or "(before versions)",
             ", ".join(f"{n} {s}" for s, n in sorted(row.tasks.items())) or "-",
             "; ".join(row.workers) or "-",
             " ".join(

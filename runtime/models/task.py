@@ -21,9 +21,10 @@ class Task(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     agent = models.CharField(max_length=200)
     # The version of the agent's code it runs (runtime/agents.py AgentSpec.version), fixed
-    # at submission: only a worker that serves (agent, agent_version) claims it
+    # when it starts: NULL until its first claim sets it to the claiming worker's current
+    # version; after that only a worker that serves (agent, agent_version) claims it
     # (runtime/sql/claim.sql). "": submitted before versions, claimed by any worker.
-    agent_version = models.CharField(max_length=64, blank=True, default="", db_default="")
+    agent_version = models.CharField(max_length=64, blank=True, null=True, default="", db_default="")
     input = models.JSONField()
     input_digest = models.CharField(max_length=64)
     tenant = models.CharField(max_length=100)

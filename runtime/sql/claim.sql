@@ -8,18 +8,30 @@
 --
 -- Versions (docs/adr/0037-agent-versions.md): a worker claims only the tasks whose
 -- (agent, agent_version) it serves, %(agents)s and %(versions)s being its pairs as two
--- parallel arrays (runtime/agents.py served()); "" is a task submitted before versions,
--- which any worker may run. A task no live worker serves stays queued ("waiting for
--- version"): it is passed over here, not failed. The filter is applied as the claim
--- order's index is walked, so such tasks at the head of a queue cost a row each.
+-- parallel arrays and %(currents)s whether each is its agent's current version
+-- (runtime/agents.py served()); "" is a task submitted before versions, which any worker
+-- may run. A task that has not started yet has no version (NULL): any worker that serves
+-- its agent may claim it, and this claim fixes it, in the same UPDATE, to that worker's
+-- current version, so a deploy reaches the tasks it starts even when their submitter still
+-- runs the old code. steward_version_open() refuses a retired version with a fresh snapshot
+-- after a shared lock that a retire takes exclusively (runtime/versions/services.py): a
+-- retire racing this claim sees the task it fixed, or this claim sees the retirement.
+-- A task no live worker serves stays queued ("waiting for version"): it is passed over
+-- here, not failed. The filter is applied as the claim order's index is walked, so such
+-- tasks at the head of a queue cost a row each.
 WITH served AS (
-    SELECT a.agent, a.version FROM unnest(%(agents)s::text[], %(versions)s::text[]) AS a(agent, version)
+    SELECT a.agent, a.version, a.is_current
+    FROM unnest(%(agents)s::text[], %(versions)s::text[], %(currents)s::boolean[]) AS a(agent, version, is_current)
 ), next AS (
-    SELECT t.id
+    SELECT t.id, t.agent_version IS NULL AS first_claim,
+           (SELECT s.version FROM served s WHERE s.agent = t.agent AND s.is_current) AS current_version
     FROM steward_task t
     WHERE t.pool = %(pool)s AND t.status = 'queued'
-      AND (t.agent_version = ''
-           OR EXISTS (SELECT 1 FROM served s WHERE s.agent = t.agent AND s.version = t.agent_version))
+      AND CASE WHEN t.agent_version IS NULL
+               THEN steward_version_open(t.agent, (SELECT s.version FROM served s WHERE s.agent = t.agent AND s.is_current))
+               ELSE t.agent_version = ''
+                    OR EXISTS (SELECT 1 FROM served s WHERE s.agent = t.agent AND s.version = t.agent_version)
+          END
     ORDER BY t.queued_at, t.id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -35,7 +47,10 @@ WITH served AS (
     -- `id = (SELECT ...)` keeps this a primary-key update whatever the statistics say.
     UPDATE steward_task t
     SET status = 'running', epoch = t.epoch + 1, updated_at = now(),
-        started_at = coalesce(t.started_at, now()), status_note = ''
+        started_at = coalesce(t.started_at, now()), status_note = '',
+        -- Fixed by the first claim; `next` holds the row locked, so it is still NULL here.
+        agent_version = CASE WHEN (SELECT first_claim FROM next) THEN (SELECT current_version FROM next)
+                             ELSE t.agent_version END
     WHERE t.id = (SELECT id FROM next) AND EXISTS (SELECT 1 FROM slot) AND t.status = 'queued'
     RETURNING t.id, t.epoch, t.next_reason, t.agent, t.agent_version, t.input, t.tenant, t.owner,
               t.parent_id, t.root_id, t.pool, t.queued_at
@@ -59,6 +74,9 @@ WITH served AS (
            'attempt.started',
            -- The worker is the row's actor: not repeated here (issue 5, item 10).
            jsonb_build_object('epoch', claimed.epoch, 'reason', claimed.next_reason)
+           -- The version a first claim fixed, as evidence of what the task started on.
+           || CASE WHEN (SELECT first_claim FROM next) THEN jsonb_build_object('version', claimed.agent_version)
+                   ELSE '{}'::jsonb END
     FROM claimed
 )
 SELECT claimed.id, claimed.epoch, claimed.next_reason, claimed.agent, claimed.agent_version, claimed.input,

@@ -125,13 +125,21 @@ def live_workers():
     return Process.objects.filter(kind="worker", stopped_at__isnull=True, seen_at__gte=alive)
 
 
+# What a task that has not started waits for, when no live worker serves its agent at all:
+# any version (a space is never in a version, runtime/agents.py _valid_version).
+ANY_VERSION = "any version"
+
+
 def task_waits_for_version(task: Task) -> str | None:
     """The agent version a queued task waits for, when no live worker serves it: it is
     not failed, only passed over by every claim until such a worker beats again
-    (docs/adr/0037-agent-versions.md). None when it is not queued, predates versions,
-    or some live worker serves its version."""
-    if task.status != states.QUEUED or not task.agent_version:
+    (docs/adr/0037-agent-versions.md). ANY_VERSION for a task that has not started (its
+    first claim fixes its version) when no live worker serves its agent at all. None when
+    it is not queued, predates versions, or some live worker serves it."""
+    if task.status != states.QUEUED or task.agent_version == "":
         return None
+    if task.agent_version is None:
+        return None if live_workers().filter(versions__has_key=task.agent).exists() else ANY_VERSION
     served = live_workers().filter(versions__contains={task.agent: [task.agent_version]}).exists()
     return None if served else task.agent_version
 

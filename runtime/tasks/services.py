@@ -21,6 +21,8 @@ from runtime.errors import (
     InvalidInput,
     InvalidTransition,
     QueueFull,
+    UnknownAgent,
+    VersionNotServed,
     VersionRetired,
 )
 from runtime.limits import pauses
@@ -49,6 +51,7 @@ def task_submit(
     actor: str,
     idempotency_key: str | None = None,
     pool: str | None = None,
+    version: str | None = None,
 ) -> Submission:
     """Create a task, or return the one this caller key already made.
 
@@ -63,8 +66,19 @@ def task_submit(
        raises UnknownPool, unless it is the default pool or the agent's declared pool,
        which are created on first use (audited).
     3. Wake a worker after commit, unless the pool's free slots are already spoken for.
+
+    `version`: pin the task to that version of the agent, which must be served here
+    (VERSION_NOT_SERVED) and not retired (VERSION_RETIRED); by default none is fixed
+    until the task starts (docs/adr/0037-agent-versions.md).
     """
     spec = agents.get(arguments.agent_name(agent))
+    if version is not None:
+        try:
+            spec = agents.get(agent, version)
+        except UnknownAgent:
+            raise VersionNotServed(
+                f"agent {agent!r} version {version!r} is not deployed here", agent=agent, version=version
+            ) from None
     arguments.tenant(tenant)
     arguments.actor(owner, "owner")
     arguments.actor(actor)
@@ -81,6 +95,7 @@ def task_submit(
         pool=pool or spec.pool or default_pool_name(),
         actor=actor,
         key=idempotency_key,
+        version=version,
     )
 
 
@@ -98,6 +113,7 @@ def insert_task(
     root_id=None,
     spawn_seq: int | None = None,
     requested_scope: list[dict] | None = None,
+    version: str | None = None,
 ) -> Submission:
     """Run steward_submit on the caller's transaction (or autocommit) and map its outcome.
     A child's `requested_scope` (already checked) is set on the row it created, in the
@@ -131,9 +147,10 @@ def insert_task(
             )
         ),
     }
-    # The version of the agent's code it will run, fixed now (docs/adr/0037-agent-versions.md):
-    # the current one in this process, so submitters deploy with the workers.
-    params["version"] = agents.get(agent).version
+    # No version yet, unless the caller pinned one (docs/adr/0037-agent-versions.md): its
+    # first claim fixes the claiming worker's current one, so a submitter left on the old
+    # code never holds a deploy back.
+    params["version"] = version
     done = _submit(params)
     if done.outcome == "no_pool":
         why = first_use_reason(pool, agent=agent, agent_pool=agents.get(agent).pool)

@@ -17,7 +17,9 @@ from runtime.worker.context import PATCH_PREFIX
 @dataclass
 class VersionRow:
     agent: str
-    version: str  # "": tasks submitted before versions
+    # "": tasks submitted before versions; None: tasks not started yet, whose first claim
+    # fixes the claiming worker's current version.
+    version: str | None
     tasks: dict[str, int] = field(default_factory=dict)  # unfinished tasks by status
     workers: list[str] = field(default_factory=list)  # live workers that serve it
     current: bool = False  # new tasks submitted here run it
@@ -29,16 +31,18 @@ class VersionRow:
 
     @property
     def waiting(self) -> bool:
-        """Unfinished tasks that no live worker serves: they wait for a worker of it."""
-        return bool(self.version) and self.unfinished > 0 and not self.workers
+        """Unfinished tasks that no live worker serves: they wait for a worker of it (for
+        tasks not started yet, of any version of the agent: version_overview fills
+        `workers` with every live worker of the agent for that row)."""
+        return self.version != "" and self.unfinished > 0 and not self.workers
 
 
 def version_overview(*, tenant: str, agent: str | None = None) -> list[VersionRow]:
     """Every (agent, version) that has unfinished tasks in `tenant`, is served by a live
     worker, or is registered here, sorted by agent then version; `agent` narrows it."""
-    rows: dict[tuple[str, str], VersionRow] = {}
+    rows: dict[tuple[str, str | None], VersionRow] = {}
 
-    def row(name: str, version: str) -> VersionRow:
+    def row(name: str, version: str | None) -> VersionRow:
         return rows.setdefault((name, version), VersionRow(name, version))
 
     tasks = Task.objects.filter(tenant=tenant, status__in=sorted(states.LIVE))
@@ -51,6 +55,8 @@ def version_overview(*, tenant: str, agent: str | None = None) -> list[VersionRo
             if agent is None or name == agent:
                 for version in versions:
                     row(name, version).workers.append(process.name)
+                if (name, None) in rows:  # any of its workers starts a task not started yet
+                    rows[(name, None)].workers.append(process.name)
     for spec in agents.registered():
         if agent is None or spec.name == agent:
             for served in agents.versions_of(spec.name):
@@ -59,7 +65,8 @@ def version_overview(*, tenant: str, agent: str | None = None) -> list[VersionRo
     for gone in retired:
         if (gone.agent, gone.version) in rows:
             rows[(gone.agent, gone.version)].retired = True
-    return [rows[key] for key in sorted(rows)]
+    # Per agent: not started first, then "" (before versions), then by version.
+    return [rows[key] for key in sorted(rows, key=lambda k: (k[0], k[1] is not None, k[1] or ""))]
 
 
 def patch_holdouts(*, tenant: str, agent: str, name: str) -> dict[str, int]:

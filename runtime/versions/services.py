@@ -37,7 +37,7 @@ SYSTEM_TENANT = "system"  # the audit chain of fleet-wide acts (a version is not
 @dataclass(frozen=True)
 class Upgrade:
     task_id: object
-    from_version: str
+    from_version: str | None  # None: it had not started (no version fixed yet)
     to_version: str
     replayed: int  # journal rows the new version asked for, in order
 
@@ -144,9 +144,10 @@ def version_retire(*, agent: str, version: str, actor: str) -> bool:
     VERSION_IN_USE while any unfinished task (of any tenant) runs it. Returns False when
     it was retired already.
 
-    Against a submit of the same version: this takes the version's lock exclusively
-    before it looks for tasks, and steward_submit() takes it shared before it looks
-    for the retirement, so one of them sees the other (runtime/sql/version_lock.sql)."""
+    Against a first claim that would fix the version (runtime/sql/claim.sql), or a submit
+    that names it: this takes the version's lock exclusively before it looks for tasks,
+    and steward_version_open() and steward_submit() take it shared before they look for
+    the retirement, so one of them sees the other (runtime/sql/version_lock.sql)."""
     arguments.agent_name(agent)
     arguments.actor(actor)
     with transaction.atomic(durable=True):

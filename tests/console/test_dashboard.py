@@ -184,3 +184,39 @@ def test_the_dashboard_lists_the_trees_that_used_the_most_against_the_tree_budge
     row = html[html.index('data-scope="tree"') :]
     row = row[: row.index("</tr>")]
     assert f'href="/tasks/{world.parent.id}/"' in row and "near its limit" in row and "95 tokens" in row
+
+
+def test_the_dashboard_shows_tasks_per_agent_version_and_which_workers_serve_each(world, as_person):
+    from runtime import states
+    from runtime.models import Task
+
+    agent = world.parent.agent
+    # Two queued tasks on version 1, one on 2 (another tenant's on 2 is not counted), and a
+    # worker that serves only 2: version 1's tasks wait, in words and the one act colour.
+    acme = Task.objects.filter(tenant="acme").exclude(status__in=states.TERMINAL).order_by("id")
+    live = list(acme.values_list("id", flat=True)[:3])
+    assert len(live) == 3
+    Task.objects.filter(id__in=live[:2]).update(agent=agent, agent_version="1", status=states.QUEUED)
+    Task.objects.filter(id=live[2]).update(agent=agent, agent_version="2", status=states.QUEUED)
+    Task.objects.filter(id=world.other.id).update(agent=agent, agent_version="2", status=states.QUEUED)
+    Process.objects.create(name="worker:vm:2", kind="worker", host="vm", pid=2, versions={agent: ["2"]})
+    html = as_person(world.people.bob).get("/").content.decode()
+    section = html[html.rindex("<section", 0, html.index('id="versions"')) :]
+    section = section[: section.index("</section>")]
+    assert "act-border" in section[:80]
+
+    def row(version):
+        found = section[section.index(f'id="version-{agent}-{version}"') :]
+        return found[: found.index("</tr>")]
+
+    assert "2 queued" in row(1) and "no live worker" in row(1) and '<span class="state act">waiting</span>' in row(1)
+    assert "1 queued" in row(2) and "worker:vm:2" in row(2) and "waiting" not in row(2)  # not globex's
+    # An agent on one version with nothing unfinished is counted, not listed.
+    assert 'id="version-t.effect-' not in section and 'id="versions-quiet"' in section
+
+    # Once a worker of version 1 beats too, nothing waits and nothing is coloured.
+    Process.objects.create(name="worker:vm:3", kind="worker", host="vm", pid=3, versions={agent: ["1"]})
+    html = as_person(world.people.bob).get("/").content.decode()
+    section = html[html.rindex("<section", 0, html.index('id="versions"')) :]
+    section = section[: section.index("</section>")]
+    assert "act-border" not in section[:80] and "worker:vm:3" in row(1) and "waiting" not in row(1)

@@ -103,11 +103,13 @@ def test_the_watch_says_when_each_task_finishes_and_when_all_have(db):
     other = seeded("research.batch", tenant="globex")
     assistant, reporter = seeded("research.assistant"), seeded("research.reporter")
     briefer = seeded("research.briefer")
-    for task in (assistant, reporter, briefer):
+    digests = list(Task.objects.filter(agent="research.digest", parent__isnull=True))  # one per version
+    assert len(digests) == 2
+    for task in (assistant, reporter, briefer, *digests):
         finish(task)
     lines = watch.poll()
     assert sorted(line.split(" completed (")[0] for line in lines) == sorted(
-        f"demo task {task.agent} {task.id} (acme)" for task in (assistant, reporter, briefer)
+        f"demo task {task.agent} {task.id} (acme)" for task in (assistant, reporter, briefer, *digests)
     )
 
     finish(research)

@@ -1,5 +1,6 @@
 """Agent versions, patch markers and upgrades, in-process (docs/adr/0037-agent-versions.md):
-a task runs the version it was submitted under, a worker claims only what it serves, a
+a task runs the version it started on (its first claim fixes it, whatever the submitting
+process had), a worker claims only what it serves, a
 task nobody serves waits visibly, ctx.patched() keeps old tasks on their old path across
 crashes, and an upgrade moves a task only when its journal replays on the new code.
 tests/faults/test_deploy.py does the same with real worker processes."""
@@ -9,16 +10,17 @@ from __future__ import annotations
 import pytest
 
 from runtime import agents, states
+from runtime.attempts.lease import claim_next
 from runtime.errors import (
     TaskNotUpgradable,
     UpgradeDoesNotReplay,
     VersionInUse,
     VersionNotServed,
-    VersionRetired,
 )
 from runtime.fleet.services import process_beat, process_stopped
+from runtime.limits.services import default_pool_name
 from runtime.models import AuditEvent, Task
-from runtime.tasks.selectors import task_detail
+from runtime.tasks.selectors import ANY_VERSION, task_detail
 from runtime.testing import StewardTestEnv
 from runtime.versions.selectors import patch_holdouts, version_overview
 from runtime.versions.services import task_upgrade, version_retire, version_upgrade
@@ -197,6 +199,94 @@ def test_a_version_with_unfinished_tasks_is_not_retired_and_a_retired_one_takes_
         assert env.result(task).status == states.COMPLETED
         assert version_retire(agent="v.reorder", version="1", actor="user:alice") is True
         assert version_retire(agent="v.reorder", version="1", actor="user:alice") is False
-        with pytest.raises(VersionRetired):
-            env.submit("v.reorder", {})
+        # A worker whose current version is retired starts nothing of it: the task waits.
+        late = env.submit("v.reorder", {"sleep": 0})
+        env.run_until_idle()
+        assert (env.result(late).status, _version(late)) == (states.QUEUED, None)
     assert {r.version: r.retired for r in version_overview(tenant="acme", agent="v.reorder")}["1"] is True
+    with deployed("v.reorder", ("1", code.reorder_v1), ("2", code.reorder_v2)):  # a deploy of 2
+        env.run_until_idle()
+    assert (env.result(late).status, _version(late)) == (states.COMPLETED, "2")
+
+
+def test_a_submit_naming_a_retired_version_is_refused(env):
+    """steward_submit() still refuses a version named at submission (none of Steward's
+    callers names one now; the check stays for a submit of an older process)."""
+    from runtime.tasks.services import _submit
+
+    env.submit("v.patched", {"sleep": 0})  # the pool, made on first use
+    version_retire(agent="v.reorder", version="1", actor="user:alice")
+    row = _submit(
+        {
+            "id": None,
+            "agent": "v.reorder",
+            "input": "{}",
+            "digest": "d",
+            "tenant": "acme",
+            "owner": "user:alice",
+            "pool": default_pool_name(),
+            "key": None,
+            "actor": "user:alice",
+            "audit": "{}",
+            "parent": None,
+            "root": None,
+            "spawn_seq": None,
+            "version": "1",
+        }
+    )
+    assert row.outcome == "retired"
+    assert not Task.objects.filter(agent="v.reorder").exists()
+
+
+# --- the version is fixed when the task starts --------------------------------------------------
+
+
+def test_a_task_submitted_where_v1_is_current_but_first_claimed_by_a_worker_of_v2_runs_v2(env):
+    # The API process was not restarted after the deploy: it still has only version 1.
+    with deployed("v.reorder", ("1", code.reorder_v1)):
+        task = env.submit("v.reorder", {"sleep": 0})
+    assert _version(task) is None  # not started: no version yet
+    assert task_detail(task).task.agent_version is None
+    # The workers run the new deploy: version 2 is current there, 1 still served.
+    with deployed("v.reorder", ("1", code.reorder_v1), ("2", code.reorder_v2)):
+        env.run_until_idle()
+    assert env.result(task).output == {"version": "2", "order": ["b", "a"]}
+    assert _version(task) == "2"
+    started = AuditEvent.objects.filter(task_id=task, kind="attempt.started").order_by("id").first()
+    assert started is not None and started.data["version"] == "2"
+
+
+def test_later_attempts_are_fenced_to_the_version_the_first_claim_fixed(env):
+    with deployed("v.reorder", ("1", code.reorder_v1)):
+        task = env.submit("v.reorder", {"sleep": HOUR})
+        env.run_until_idle()
+    assert (env.result(task).status, _version(task)) == (states.SLEEPING, "1")
+    env.advance(2 * HOUR)
+    # Woken, it is not started again on the new current version: only a worker of 1 runs it.
+    assert claim_next(pool=default_pool_name(), worker="new", served=(["v.reorder"], ["2"])) is None
+    with deployed("v.reorder", ("1", code.reorder_v1), ("2", code.reorder_v2)):
+        env.run_until_idle()
+    assert env.result(task).output == {"version": "1", "order": ["a", "b"]}
+
+
+def test_a_worker_that_does_not_serve_the_agent_does_not_start_its_task(env):
+    with deployed("v.reorder", ("1", code.reorder_v1)):
+        task = env.submit("v.reorder", {})
+    assert claim_next(pool=default_pool_name(), worker="other", served=(["v.patched"], ["1"])) is None
+    claim = claim_next(pool=default_pool_name(), worker="w", served=(["v.reorder", "v.reorder"], ["1", "3"]))
+    assert claim is not None and claim.version == "3" and _version(task) == "3"  # the last listed is current
+
+
+def test_a_task_not_started_waits_visibly_only_when_no_live_worker_serves_its_agent(env):
+    with deployed("v.reorder", ("1", code.reorder_v1)):
+        task = env.submit("v.reorder", {})
+    process_stopped(kind="worker")
+    assert task_detail(task).waiting_for_version == ANY_VERSION
+    rows = {r.version: r for r in version_overview(tenant="acme", agent="v.reorder")}
+    assert rows[None].waiting and rows[None].tasks == {"queued": 1} and rows[None].workers == []
+    with deployed("v.reorder", ("7", code.reorder_v1)):  # a worker of any version of it
+        process_beat(kind="worker", totals={}, fresh={}, waits=[])
+    assert task_detail(task).waiting_for_version is None
+    rows = {r.version: r for r in version_overview(tenant="acme", agent="v.reorder")}
+    assert not rows[None].waiting and rows[None].workers
+    process_stopped(kind="worker")

@@ -12,6 +12,11 @@
   (console/dev/demo/briefer.py).
 * notify.send: sends a notification through a service that does NOT deduplicate, so
   an interrupted send is marked `unknown` for an operator instead of being re-sent.
+* research.digest: a nightly digest, deployed in two versions served at once
+  (docs/adr/0037-agent-versions.md): version 1 gathers, sleeps overnight and writes;
+  version 2 (current) does the same and then ranks what it wrote. Version 1's journal
+  replays on version 2, so an operator can upgrade a sleeping version 1 task from its
+  page; the seed pins one task to version 1 for that.
 
 The outside services are the fake service (console/dev/demo/fake_service.py), reached over
 real HTTP; STEWARD_DEMO_RESULTS_URL / STEWARD_DEMO_NOTIFY_URL or the input choose them.
@@ -50,6 +55,11 @@ class ExperimentInput(BaseModel):
     index: int = Field(ge=0)
     seed: int
     cooldown_seconds: float = Field(default=0, ge=0)
+
+
+class DigestInput(BaseModel):
+    topic: str = Field(min_length=1, max_length=200)
+    overnight_seconds: float = Field(default=600, ge=0, le=7 * 24 * 3600)
 
 
 class NotifyInput(BaseModel):
@@ -92,6 +102,36 @@ def research_experiment(ctx, input):
     if params.cooldown_seconds:
         ctx.sleep(params.cooldown_seconds)
     return {"index": params.index, **metrics}
+
+
+@agent("research.digest", pool="research", input=DigestInput, version="1")
+def research_digest_v1(ctx, input):
+    """Version 1 of the nightly digest: gather, sleep overnight, write."""
+    params = DigestInput.model_validate(input)
+    notes = ctx.step("gather", _gather, params.topic)
+    ctx.sleep(params.overnight_seconds)
+    digest = ctx.step("write", _write, params.topic, notes)
+    return {"version": "1", "digest": digest}
+
+
+@agent("research.digest", pool="research", input=DigestInput, version="2")
+def research_digest(ctx, input):
+    """Version 2 (current: registered last): version 1's steps, then a ranking. A task
+    that ran version 1 up to its sleep replays here, so it may be upgraded."""
+    params = DigestInput.model_validate(input)
+    notes = ctx.step("gather", _gather, params.topic)
+    ctx.sleep(params.overnight_seconds)
+    digest = ctx.step("write", _write, params.topic, notes)
+    ranked = ctx.step("rank", sorted, notes)
+    return {"version": "2", "digest": digest, "ranked": ranked}
+
+
+def _gather(topic: str) -> list[str]:
+    return [f"{topic}: note {i}" for i in range(3, 0, -1)]
+
+
+def _write(topic: str, notes: list[str]) -> str:
+    return f"{topic}: {len(notes)} notes"
 
 
 @agent("notify.send", pool="notifications", input=NotifyInput)

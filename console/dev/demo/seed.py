@@ -31,7 +31,8 @@ POOLS = {
     "notifications": {"max_running": 2, "max_queued": 50},
 }
 
-# (tenant, caller key, agent, input, owner)
+# (tenant, caller key, agent, input, owner[, version]): a version pins the task to it; by
+# default its first claim fixes the worker's current one (docs/adr/0037-agent-versions.md).
 TASKS = [
     # Started by dave, so that alice (an operator; the starter may not approve) finds its
     # request to submit the results in her approvals inbox.
@@ -76,6 +77,10 @@ TASKS = [
         {"to": "oncall@example.com", "message": "The overnight research batch has started."},
         "alice",
     ),
+    # Two versions of one agent at once: the first pinned to the old version 1, which the
+    # workers still serve and an operator may upgrade to 2 from its page while it sleeps.
+    ("acme", "demo-digest-v1", "research.digest", {"topic": "optimizers", "overnight_seconds": 900}, "alice", "1"),
+    ("acme", "demo-digest-v2", "research.digest", {"topic": "schedulers", "overnight_seconds": 900}, "alice"),
     (
         "globex",
         "demo-research-2",
@@ -117,9 +122,15 @@ def seed_demo() -> list[str]:
             lines.append(f"pool {pool_create(name=name, actor=SEED, note='demo seed', **limits)} created")
         except PoolExists:
             lines.append(f"pool {Pool.objects.get(name=name)} kept")
-    for tenant, key, agent, payload, owner in TASKS:
+    for tenant, key, agent, payload, owner, *version in TASKS:
         sub = task_submit(
-            agent=agent, input=payload, tenant=tenant, owner=f"user:{owner}", actor=SEED, idempotency_key=key
+            agent=agent,
+            input=payload,
+            tenant=tenant,
+            owner=f"user:{owner}",
+            actor=SEED,
+            idempotency_key=key,
+            version=version[0] if version else None,
         )
         lines.append(f"task {sub.task_id} {agent} [{sub.status}]{'' if sub.created else ' (already seeded)'}")
     return lines

@@ -44,7 +44,7 @@ from runtime.limits.services import pool_create, pool_remove, pool_set_limits
 from runtime.management import approvals, budgets, grants, lifecycle, memory, stops, triggers, versions, workers
 from runtime.management.format import block, json_text, record, short, table, when
 from runtime.tasks.actions import Action, TaskActions, task_actions
-from runtime.tasks.selectors import task_detail, task_get, task_id_from_prefix, task_page
+from runtime.tasks.selectors import ANY_VERSION, task_detail, task_get, task_id_from_prefix, task_page
 from runtime.tasks.services import task_resume, task_submit
 from runtime.trail.selectors import audit_seals
 from runtime.trail.services import audit_check, audit_seal_now, audit_verify
@@ -285,10 +285,30 @@ class Command(BaseCommand):
             block(
                 [
                     ("task", t.id),
-                    ("agent", t.agent + (f" (version {t.agent_version})" if t.agent_version else "")),
+                    (
+                        "agent",
+                        t.agent
+                        + (
+                            f" (version {t.agent_version})"
+                            if t.agent_version
+                            else " (version fixed when it starts)"
+                            if t.agent_version is None
+                            else ""
+                        ),
+                    ),
                     ("status", t.status + (f" ({t.status_note})" if t.status_note else "")),
                     *(
-                        [("waiting", f"for version {d.waiting_for_version}: no live worker serves it")]
+                        [
+                            (
+                                "waiting",
+                                (
+                                    f"for {ANY_VERSION}"
+                                    if d.waiting_for_version == ANY_VERSION
+                                    else f"for version {d.waiting_for_version}"
+                                )
+                                + ": no live worker serves it",
+                            )
+                        ]
                         if d.waiting_for_version
                         else []
                     ),

@@ -27,6 +27,8 @@ BEGIN
     -- exclusively and then looks for unfinished tasks of the version; a submit takes it
     -- shared and then looks for the retirement. Each statement reads a fresh snapshot, so
     -- whichever comes second sees what the first committed: never a task on a retired version.
+    -- A NULL version (the usual: the task's first claim fixes it, runtime/sql/claim.sql)
+    -- has nothing to check here; steward_version_open() checks it at that claim.
     IF p_version <> '' THEN
         PERFORM pg_advisory_xact_lock_shared(hashtextextended('steward_version:' || p_agent || ':' || p_version, 0));
         IF EXISTS (SELECT 1 FROM steward_retired_version r WHERE r.agent = p_agent AND r.version = p_version) THEN
@@ -46,7 +48,7 @@ BEGIN
     INSERT INTO steward_task (id, agent, agent_version, input, input_digest, tenant, owner, pool, status,
                               epoch, next_reason, parent_id, root_id, spawn_seq, idempotency_key,
                               crash_count, status_note, created_at, updated_at, queued_at)
-    VALUES (v_id, p_agent, coalesce(p_version, ''), p_input, p_digest, p_tenant, p_owner, p_pool, 'queued',
+    VALUES (v_id, p_agent, p_version, p_input, p_digest, p_tenant, p_owner, p_pool, 'queued',
             0, 'first', p_parent, coalesce(p_root, v_id), p_spawn_seq, p_key, 0, '', now(), now(), now())
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
