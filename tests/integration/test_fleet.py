@@ -4,11 +4,9 @@ runs; this is what the dashboard, health and /metrics read."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from runtime import states
+from runtime import db, states
 from runtime.fleet.selectors import fleet as fleet_now
 from runtime.fleet.selectors import health, throughput
 from runtime.models import Process, Task
@@ -28,6 +26,7 @@ def test_workers_and_supervisors_are_seen_alive_counted_and_dropped_when_they_st
     (supervisor,) = fleet_of.supervisors(1)
     wait_until(
         lambda: set(_live("worker")) >= {w.pid for w in workers} and supervisor.pid in _live("supervisor"),
+        timeout=60,
         message="both workers and the supervisor to beat",
     )
     ids = [submit("t.steps", {"n": 3}).task_id for _ in range(20)]
@@ -72,20 +71,21 @@ def test_under_make_runs_topology_beat_sweeps_on_the_workers_and_the_dashboard_s
 ):
     """`make run` runs workers and Celery beat, no `steward supervise`: the sweeps beat sends
     run on the workers, and health must say so (healthy, swept by a worker) as soon as the
-    first sweep ran, not a heartbeat interval later. A 150 s lease makes the interval 50 s:
-    a worker's first regular beat after its startup beat comes at least 50 s after it was
-    spawned, so health seen healthy within 40 s of the spawn can only be the nudge after
-    the worker's first sweep. The bound leaves 40 s for two workers and beat to start."""
-    slow = {"STEWARD_LEASE_SECONDS": "150", "STEWARD_HEARTBEAT_SECONDS": "0"}
-    settings.STEWARD = {**settings.STEWARD, "LEASE_SECONDS": 150.0, "HEARTBEAT_SECONDS": 0.0}
-    spawned = time.monotonic()
+    first sweep ran, not a heartbeat interval later. A 240 s lease makes the interval 80 s:
+    a worker's first regular beat after its startup beat comes 80 s after that one (its
+    row's started_at, on the database's clock), so health seen healthy within 70 s of the
+    first worker's startup beat can only be the nudge after a worker's first sweep. The
+    bound leaves beat 70 s to start, however slowly the workers themselves started."""
+    slow = {"STEWARD_LEASE_SECONDS": "240", "STEWARD_HEARTBEAT_SECONDS": "0"}
+    settings.STEWARD = {**settings.STEWARD, "LEASE_SECONDS": 240.0, "HEARTBEAT_SECONDS": 0.0}
     workers = fleet.workers(2, env=slow)
     wait_until(lambda: set(_live("worker")) >= {w.pid for w in workers}, message="both workers' first beats")
     assert health().last_sweep_at is None  # nothing has swept yet: no beat, no supervisor
+    first_beat = min(Process.objects.filter(pid__in=[w.pid for w in workers]).values_list("started_at", flat=True))
     fleet.beat(tmp_path / "beat-schedule", env=slow)
-    wait_until(lambda: health().ok, timeout=60, message="health to see beat's first sweep")
-    took = time.monotonic() - spawned
-    assert took < 40.0, f"the first sweep reached health {took:.1f} s after the workers were spawned (heartbeat: 50 s)"
+    wait_until(lambda: health().ok, timeout=75, message="health to see beat's first sweep")
+    took = (db.clock() - first_beat).total_seconds()
+    assert took < 70.0, f"the first sweep reached health {took:.1f} s after the first worker's beat (heartbeat: 80 s)"
     report = health()
     assert report.live_supervisors == 0 and report.live_workers == 2
     assert report.last_sweep_by in {f"worker:{p.process.host}:{p.process.pid}" for p in _live("worker").values()}
@@ -98,7 +98,7 @@ def test_under_make_runs_topology_beat_sweeps_on_the_workers_and_the_dashboard_s
     )
     wait_until(
         lambda: sum(m.finished for m in throughput(minutes=5)) >= len(ids),
-        timeout=75,
+        timeout=100,
         message="the workers' next beats to count the ten tasks for the dashboard",
     )
 

@@ -76,16 +76,19 @@ def test_running_siblings_on_other_workers_pause_before_their_next_step(live, fl
     for sapling in Task.objects.filter(root_id=root, agent="t.sapling"):
         steps = Step.objects.filter(task_id=sapling.id)
         # Mid-way, not finished. After the pause committed, the step in flight ended, and
-        # at most one more began in the moment before the worker's watcher was told.
+        # steps began only until the worker's watcher was told: none after the attempt
+        # ended, and no more than that delay holds at one step per PACE (one, on a quiet
+        # machine; CI at load 13 once saw two, 0.1 s late).
         assert 0 < steps.count() < STEPS
         late = (
             steps.filter(finished_at__gt=pause.paused_at).count(),
             steps.filter(started_at__gt=pause.paused_at).count(),
         )
-        assert late[0] <= 2 and late[1] <= 1, late
         ended = Attempt.objects.get(task_id=sapling.id)
         assert ended.end_reason == "pause"
         after = (ended.ended_at - pause.paused_at).total_seconds()
+        assert not steps.filter(started_at__gt=ended.ended_at).exists()
+        assert late[0] <= late[1] + 1 and late[1] <= 1 + after / PACE, (late, after)
         print(
             f"\n{sapling.id} paused {after * 1000:.0f} ms after the pause, after {steps.count()} steps "
             f"({late[0]} ended and {late[1]} began after it)"
