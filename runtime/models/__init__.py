@@ -18,6 +18,7 @@ from runtime.models.decision import Decision
 from runtime.models.effect import Effect
 from runtime.models.gateway_call import GatewayCall
 from runtime.models.grant import AuthzRevision, Grant
+from runtime.models.partition import AuditArchive, AuditBoundary
 from runtime.models.pause import TreePause
 from runtime.models.pool import Pool, PoolCount
 from runtime.models.process import Process, ProcessMinute
@@ -33,6 +34,8 @@ __all__ = [
     "AgentSwitch",
     "Approval",
     "Attempt",
+    "AuditArchive",
+    "AuditBoundary",
     "AuditEvent",
     "AuditSeal",
     "AuditSealHead",
