@@ -316,3 +316,21 @@ def test_the_cli_archives_verifies_and_refuses_a_bad_date(db, tmp_path):
         with pytest.raises(CommandError) as caught:
             call_command("steward", "audit", "archive", "--before", bad, "--out", str(tmp_path))
         assert caught.value.returncode == 2 and "INVALID_ARGUMENT" in str(caught.value)
+
+
+def test_a_chain_quiet_for_days_continues_from_its_newest_row_in_an_older_partition(db):
+    """The link trigger looks for a chain's tail in the last two days' partitions first,
+    and everywhere only when that finds no row of the last day (migration 0032)."""
+    task = uuid7()
+    first = audit_append(actor="user:alice", tenant="acme", kind=AuditKind.TASK_QUEUED, task_id=task)
+    second = audit_append(actor="user:alice", tenant="acme", kind=AuditKind.TASK_QUEUED, task_id=task)
+    travel(1.5)  # the tail is in the two-day window but older than a day: the full search
+    third = audit_append(actor="user:alice", tenant="acme", kind=AuditKind.TASK_QUEUED, task_id=task)
+    travel(9)  # outside the window altogether
+    fourth = audit_append(actor="user:alice", tenant="acme", kind=AuditKind.TASK_QUEUED, task_id=task)
+    fifth = audit_append(actor="user:alice", tenant="acme", kind=AuditKind.TASK_QUEUED, task_id=task)
+    rows = {r.id: r for r in AuditEvent.objects.filter(id__in=[first, second, third, fourth, fifth])}
+    assert [rows[i].chain_seq for i in (first, second, third, fourth, fifth)] == [1, 2, 3, 4, 5]
+    assert bytes(rows[fourth].prev_hash) == bytes(rows[third].hash)
+    assert len({where_is("steward_audit", "id", i) for i in (first, third, fourth)}) == 3
+    assert audit_check(tenant="acme").ok
