@@ -56,7 +56,7 @@ $(TESTENV) $(TEST_SERVICES) sh -c '$(PY) manage.py migrate --noinput || exit; \
 	[ $$workers = 5 ] && [ $$alone = 5 ] && exit 5; exit 0'
 endef
 
-.PHONY: venv run check lint test test-integration stress fuzz coverage bench bench-dense bench-scale lint-imports clean handoff handoff-stress
+.PHONY: venv run check lint test test-integration stress fuzz coverage bench bench-dense bench-scale bench-lifecycle lint-imports clean handoff handoff-stress
 
 venv: $(VENV)/.installed
 
@@ -130,6 +130,12 @@ clean:
 # scaling table, DBOS beside them, sleepers (tests/bench_dense.py); about 20 minutes.
 bench-dense: venv
 	@$(DEV) $(TEST_SERVICES) $(PY) -m tests.bench_dense
+
+# Bounded growth (issue 25, tests/bench_lifecycle.py): 90 simulated days of 1,000 tasks a
+# day with 30-day retention on the harness's clock: growth, the daily retention's cost,
+# a tree's erasure, audit verify each day, console pages; a few minutes.
+bench-lifecycle: venv
+	@$(DEV) $(TEST_SERVICES) $(PY) -m tests.bench_lifecycle
 
 # The cross-runtime handoff fixtures (issue 24, docs/handoff.md): the three fixtures against
 # Steward and DBOS on the embedded services, HANDOFF_TRIALS trials a race, the traces kept

@@ -117,6 +117,10 @@ class AuditKind(StrEnum):
     WORKER_CREDENTIAL_REVOKED = "worker_credential.revoked"  # an operator revoked one: it mints nothing more
     TOKEN_MINTED = "capability.minted"  # the minting service gave a worker a token for an attempt it holds
     TOKEN_REFUSED = "capability.refused"  # the minting service refused a worker a token (data.reason says why)
+    # Bounded growth (the system tenant's chain: a partition holds every tenant's rows)
+    PARTITIONS_ENSURED = "partitions.ensured"  # the daily job created partitions ahead (data.partitions)
+    PARTITION_DROPPED = "partition.dropped"  # retention dropped whole partitions (data.kept: why not others)
+    AUDIT_ARCHIVED = "audit.archived"  # an audit partition was written out as JSON lines with its seals
 
 
 def chain_of(*, task_id=None, tenant: str) -> Func:

@@ -4,8 +4,17 @@ that a cost follows the work and not the size of a table."""
 from __future__ import annotations
 
 import json
+import re
 
 from django.db import connection, transaction
+
+# A partition's name: its table's, then its day, or legacy or default (migration 0032).
+PARTITION = re.compile(r"(?P<table>.+)_(p\d{8}|legacy|default)")
+
+
+def _partition_of(name: str, relation: str) -> bool:
+    found = PARTITION.fullmatch(name)
+    return found is not None and found["table"] == relation
 
 
 def explain(sql: str, params=None, *, as_if_large: bool = False) -> dict:
@@ -31,9 +40,10 @@ def explain(sql: str, params=None, *, as_if_large: bool = False) -> dict:
 
 def rows_read(plan: dict, relation: str) -> int:
     """Rows that scan nodes on `relation` returned, summed over every loop, plus the rows
-    they read and threw away (a filter's or a recheck's): the work done on that table."""
+    they read and threw away (a filter's or a recheck's): the work done on that table, its
+    partitions' included (migration 0032: a daily, a legacy and a default partition)."""
     total = 0
-    if plan.get("Relation Name") == relation:
+    if plan.get("Relation Name") == relation or _partition_of(plan.get("Relation Name", ""), relation):
         loops = plan.get("Actual Loops", 1)
         kept = plan.get("Actual Rows", 0) * loops
         removed = plan.get("Rows Removed by Filter", 0) + plan.get("Rows Removed by Index Recheck", 0)

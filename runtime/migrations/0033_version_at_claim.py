@@ -189,7 +189,7 @@ REVERSE = f"DROP FUNCTION IF EXISTS {OPEN_SIGNATURE};\n{OLD_BODY}\n{PINNED.forma
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runtime", "0031_lifecycle"),
+        ("runtime", "0032_partitions"),
     ]
 
     operations = [

@@ -20,6 +20,7 @@ from runtime.models.gateway_call import GatewayCall
 from runtime.models.grant import AuthzRevision, Grant
 from runtime.models.lifecycle import ErasureReceipt, RetentionPolicy
 from runtime.models.memory import MemoryRecord
+from runtime.models.partition import AuditArchive, AuditBoundary
 from runtime.models.pause import TreePause
 from runtime.models.pool import Pool, PoolCount
 from runtime.models.process import Process, ProcessMinute
@@ -35,6 +36,8 @@ __all__ = [
     "AgentSwitch",
     "Approval",
     "Attempt",
+    "AuditArchive",
+    "AuditBoundary",
     "AuditEvent",
     "AuditSeal",
     "AuditSealHead",

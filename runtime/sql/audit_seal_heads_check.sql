@@ -11,9 +11,15 @@ WITH latest AS (
     ORDER BY h.chain, h.chain_seq DESC
     LIMIT %(limit)s
 )
+-- A head at or below its chain's boundary was archived with its partition and dropped
+-- (runtime/lifecycle/archive.py): `audit verify --archive` checks it there; the boundary
+-- row itself must still carry the sealed hash.
 SELECT l.chain, l.chain_seq, s.seq,
-       CASE WHEN a.id IS NULL THEN 'missing' WHEN a.hash <> l.hash THEN 'changed' END AS what
+       CASE WHEN a.id IS NULL AND b.chain_seq IS NOT NULL AND b.chain_seq >= l.chain_seq
+                 THEN CASE WHEN b.chain_seq = l.chain_seq AND b.hash <> l.hash THEN 'changed' END
+            WHEN a.id IS NULL THEN 'missing' WHEN a.hash <> l.hash THEN 'changed' END AS what
 FROM latest l
 JOIN steward_audit_seal s ON s.id = l.seal_id
 LEFT JOIN steward_audit a ON a.chain = l.chain AND a.chain_seq = l.chain_seq
+LEFT JOIN steward_audit_boundary b ON b.chain = l.chain
 ORDER BY l.chain

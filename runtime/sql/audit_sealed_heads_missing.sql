@@ -12,6 +12,8 @@ WITH latest AS (
 )
 SELECT l.chain, l.seq, l.seal, CASE WHEN a.id IS NULL THEN 'missing' ELSE 'changed' END AS what
 FROM latest l LEFT JOIN steward_audit a ON a.chain = l.chain AND a.chain_seq = l.seq
-WHERE a.id IS NULL OR a.hash <> l.hash
+-- archived and dropped (runtime/lifecycle/archive.py): checked in its archive
+LEFT JOIN steward_audit_boundary b ON b.chain = l.chain AND b.chain_seq >= l.seq
+WHERE (a.id IS NULL AND b.chain IS NULL) OR a.hash <> l.hash
 ORDER BY l.chain
 LIMIT 1000

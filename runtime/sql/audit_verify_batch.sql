@@ -13,6 +13,11 @@
 -- not that row's hash ('link': the row before it changed). Returned: every bad row, and
 -- the batch's last row (to carry on from) with its position in the batch.
 --
+-- A chain whose older rows were archived and dropped (runtime/lifecycle/archive.py)
+-- starts from its boundary, its last archived row, instead of from nothing: looked up
+-- (one probe of the boundary's primary key) only for a row that starts its chain in the
+-- batch, coalesce() evaluating it only then.
+--
 -- With %(tenant)s, only that tenant's rows are checked: a chain never spans tenants
 -- (steward_audit_chain), so whole chains are kept and their links still line up.
 --
@@ -27,10 +32,14 @@ FROM (
                                                 kind, data) THEN 'hash'
                 WHEN chain_seq <> coalesce(CASE WHEN lag(chain) OVER w = chain THEN lag(chain_seq) OVER w
                                                 WHEN lag(chain) OVER w IS NULL AND chain = %(chain)s
-                                                THEN %(seq)s::integer END, 0) + 1 THEN 'gap'
+                                                THEN %(seq)s::integer END,
+                                           (SELECT b.chain_seq FROM steward_audit_boundary b WHERE b.chain = batch.chain),
+                                           0) + 1 THEN 'gap'
                 WHEN prev_hash <> coalesce(CASE WHEN lag(chain) OVER w = chain THEN lag(hash) OVER w
                                                 WHEN lag(chain) OVER w IS NULL AND chain = %(chain)s
-                                                THEN %(hash)s::bytea END, ''::bytea) THEN 'link'
+                                                THEN %(hash)s::bytea END,
+                                          (SELECT b.hash FROM steward_audit_boundary b WHERE b.chain = batch.chain),
+                                          ''::bytea) THEN 'link'
            END AS problem,
            lead(id) OVER w IS NULL AS last,
            row_number() OVER w AS n

@@ -39,7 +39,7 @@ HOW = (
 )
 
 # Every function of the application's schema (none an extension's), and every trigger
-# on its tables that PostgreSQL did not make itself (foreign keys' are internal).
+# on its tables that PostgreSQL did not make itself (foreign keys' are internal) but a partition's.
 FUNCTIONS = """
 SELECT p.proname, pg_get_functiondef(p.oid)
 FROM pg_proc p
@@ -54,6 +54,9 @@ FROM pg_trigger t
 JOIN pg_class c ON c.oid = t.tgrelid
 JOIN pg_proc f ON f.oid = t.tgfoid
 WHERE c.relnamespace = current_schema()::regnamespace AND NOT t.tgisinternal
+  -- A partition's triggers (its clones of its parent's, its own TRUNCATE guard) are made with
+  -- it, by the functions here (steward_partitions_ensure, migration 0032): not listed per partition.
+  AND NOT c.relispartition
 ORDER BY f.proname, c.relname, t.tgname
 """
 

@@ -78,13 +78,20 @@ def test_every_table_that_refuses_deletes_refuses_truncate_even_to_its_owner(gua
     [
         "TRUNCATE steward_audit, steward_audit_seal, steward_audit_seal_head",
         "TRUNCATE steward_audit RESTART IDENTITY",
-        "TRUNCATE ONLY steward_decision CASCADE",
+        # A partition (migration 0032), truncated alone: its own guard.
+        "TRUNCATE ONLY steward_decision_default CASCADE",
+        "TRUNCATE steward_audit_legacy",
         # No guard on steward_task: the truncate cascades to tables that have one.
         "TRUNCATE steward_task CASCADE",
     ],
 )
 def test_no_form_of_truncate_reaches_a_guarded_table(guarded, statement):
     assert "keeps every row; TRUNCATE is never allowed" in str(refused(statement))
+
+
+def test_truncate_only_of_a_partitioned_table_is_refused_by_postgresql_itself(guarded):
+    """steward_decision has no rows of its own to truncate (migration 0032): its partitions do."""
+    assert "cannot truncate only a partitioned table" in str(refused("TRUNCATE ONLY steward_decision CASCADE"))
 
 
 def test_replica_mode_skips_none_of_the_guards(guarded):

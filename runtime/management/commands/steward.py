@@ -14,6 +14,7 @@
     budgets --tenant T   budget-set --tenant T --task-tokens N   quotas   quota-set SERVICE   quota-remove SERVICE
     workers credentials list|create NAME|revoke ID
     memory list|show|upgrade|rollback         (agent memory: runtime/management/memory.py)
+    partitions list|ensure|drop --table T --before DATE   audit archive --before DATE --out DIR   audit verify --archive PATH
 
 A TASK may be given whole or as a unique prefix of its id (`steward show 01a230af-d9`);
 a prefix that begins several ids is refused with AMBIGUOUS_TASK_ID, naming them.
@@ -41,7 +42,18 @@ from runtime.effects.services import RESOLUTIONS, effect_resolve
 from runtime.errors import InvalidArgument, InvalidEncoding, InvalidInput, StewardError
 from runtime.limits.selectors import pool_usage, tree_pause_of
 from runtime.limits.services import pool_create, pool_remove, pool_set_limits
-from runtime.management import approvals, budgets, grants, lifecycle, memory, stops, triggers, versions, workers
+from runtime.management import (
+    approvals,
+    budgets,
+    grants,
+    lifecycle,
+    memory,
+    partitions,
+    stops,
+    triggers,
+    versions,
+    workers,
+)
 from runtime.management.format import block, json_text, record, short, table, when
 from runtime.tasks.actions import Action, TaskActions, task_actions
 from runtime.tasks.selectors import ANY_VERSION, task_detail, task_get, task_id_from_prefix, task_page
@@ -150,16 +162,23 @@ class Command(BaseCommand):
 
         stops.add_parsers(sub)
         versions.add_parsers(sub)
+        partitions.add_parsers(sub)
 
         p = sub.add_parser(
             "audit",
-            help="audit trail: verify it, seal it, export its seals",
+            help="audit trail: verify it, seal it, export its seals, archive its old partitions",
             description="verify: walk every chain and check the seals over them (exit 3 names "
-            "what is wrong). seal: seal every tenant's moved chain heads now (the "
+            "what is wrong); with --archive PATH, check an archive file or folder instead, "
+            "without the database. seal: seal every tenant's moved chain heads now (the "
             "supervisor does so every STEWARD_AUDIT_SEAL_SECONDS). seals: print "
-            "every seal as JSON lines, to keep a copy outside the database.",
+            "every seal as JSON lines, to keep a copy outside the database. archive: write "
+            "each audit partition that ends before --before to --out as JSON lines with its "
+            "seals, then drop it (audited).",
         )
-        p.add_argument("action", choices=["verify", "seal", "seals"])
+        p.add_argument("action", choices=["verify", "seal", "seals", "archive"])
+        p.add_argument("--archive", metavar="PATH", help="verify: an archive file, or a folder of them")
+        p.add_argument("--before", metavar="DATE", help="archive: partitions that end by this date (UTC)")
+        p.add_argument("--out", dest="out_dir", metavar="DIR", help="archive: the folder to write to")
         p.add_argument("--tenant", help="only this tenant's chains and seals")
         p.add_argument(
             "--after",
@@ -443,8 +462,19 @@ class Command(BaseCommand):
     def do_agent_reopen(self, **options):
         stops.do_agent_reopen(self.stdout, **options)
 
-    def do_audit(self, *, action, after, tenant, **_):
+    def do_partitions(self, **options):
+        partitions.do_partitions(self.stdout, **options)
+
+    def do_audit(self, *, action, after, tenant, archive=None, before=None, out_dir=None, actor=None, **_):
         """The verdict on stdout says how many rows it covers; progress goes to stderr."""
+        if action == "archive":
+            partitions.do_audit_archive(self.stdout, actor=actor, before=before, out_dir=out_dir)
+            return
+        if archive is not None:
+            if action != "verify" or after is not None or tenant is not None:
+                raise CommandError("INVALID_ARGUMENT: --archive goes with verify alone", returncode=2)
+            partitions.do_audit_verify_archive(self.stdout, path=archive)
+            return
         if action == "seal":
             made = audit_seal_now()
             by_tenant: dict = {}
