@@ -10,6 +10,7 @@ import threading
 import pytest
 from django.core.management import call_command
 from django.db import IntegrityError, connection, connections, transaction
+from django.db.models.functions import Now
 
 from runtime import roles, states
 from runtime.memory import services
@@ -43,7 +44,8 @@ def test_the_web_role_may_erase_a_payload_and_a_version_number_is_taken_once():
     )
     row = MemoryRecord.objects.get(id=made.id)
     # Erasure's write (issue 25's retention helper): the payload goes, the hash stays.
-    assert MemoryRecord.objects.filter(id=row.id).update(payload=None) == 1
+    erased = {"payload": None, "erased_at": Now(), "erased_by": "retention:test"}
+    assert MemoryRecord.objects.filter(id=row.id).update(**erased) == 1
     assert readable(tenant="acme", agent="a", kind="test_note", key="k") is not None  # current, in its window
     fields = {"tenant": "acme", "agent": "a", "kind": "test_note", "schema_version": 1, "payload": {}}
     fields |= {"payload_hash": "0" * 64, "change": "write", "actor": "x"}
@@ -61,7 +63,7 @@ def test_a_record_whose_current_payload_was_erased_reads_as_none_to_its_agent():
         services.memory_put(
             tenant="acme", agent="memory.reader", kind="test_note", key="gone", value={"text": "x"}, actor="user:alice"
         )
-        MemoryRecord.objects.filter(key="gone").update(payload=None)
+        MemoryRecord.objects.filter(key="gone").update(payload=None, erased_at=Now(), erased_by="retention:test")
         task = env.submit("memory.reader", {"key": "gone"})
         env.run_until_idle()
         assert env.result(task).output == {"found": None}
