@@ -93,7 +93,7 @@ def test_an_operator_erases_an_agents_memory_from_the_erasure_form(world, as_per
     preview = client.post("/erasures/new/", {"kind": "agent", "value": AGENT})
     assert preview.status_code == 200
     html = preview.content.decode()
-    assert "It will erase 3 rows" in html and 'value="agent" selected' in html
+    assert "It will erase 3 rows of" in html and "memory</h3>" in html and 'value="agent" selected' in html
     done = client.post("/erasures/new/", {"kind": "agent", "value": AGENT, "reason": "forget", "confirm": "1"})
     receipt = ErasureReceipt.objects.get(subject_kind="agent", subject=AGENT)
     assert done.status_code == 302 and done["Location"].endswith(f"/erasures/{receipt.id}/")
