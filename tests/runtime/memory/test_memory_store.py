@@ -1,5 +1,5 @@
 """The memory table's invariants in PostgreSQL: the worker role may add versions and
-change none; the compare-and-set lets exactly one of many racing writers win; an erased
+change none but to its tombstone; the compare-and-set lets exactly one of many racing writers win; an erased
 payload reads as no record; the CLI's rollback prints the effects it cannot undo."""
 
 from __future__ import annotations
@@ -35,6 +35,16 @@ def _privileges(role: str) -> dict[str, bool]:
 @pytest.mark.django_db
 def test_the_worker_role_may_read_and_add_versions_but_change_or_delete_none():
     assert _privileges(WORKER) == {"SELECT": True, "INSERT": True, "UPDATE": False, "DELETE": False, "TRUNCATE": False}
+    # Only the tombstone's columns, for the retention job (the table's trigger holds their values).
+    with connection.cursor() as cur:
+        movable = {
+            column
+            for column in ("payload", "erased_at", "erased_by", "erased_hash", "payload_hash", "version", "agent")
+            if cur.execute(
+                "SELECT has_column_privilege(%s, 'steward_memory_record', %s, 'UPDATE')", [WORKER, column]
+            ).fetchone()[0]
+        }
+    assert movable == {"payload", "erased_at", "erased_by", "erased_hash"}
 
 
 @pytest.mark.django_db
