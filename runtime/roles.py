@@ -155,7 +155,7 @@ PROFILES = {
             **dict.fromkeys(APPEND_TABLES, APPEND),
             **dict.fromkeys(SECRET_TABLES, ()),
             "steward_approval": APPEND,
-            # Agent memory: a new version is an INSERT; no worker changes or erases one.
+            # Agent memory: a new version is an INSERT; no worker changes one.
             "steward_memory_record": APPEND,
         },
         columns={
@@ -164,6 +164,9 @@ PROFILES = {
                 # Tombstones by the retention job; the table's trigger admits nothing else.
                 ("UPDATE", ("action", "context", "erased_at", "erased_by", "erased_hash")),
             ),
+            # Memory tombstones by the retention job (runtime/lifecycle/); the table's
+            # trigger (steward_memory_record_only_erased) admits nothing else.
+            "steward_memory_record": (("UPDATE", ("payload", "erased_at", "erased_by", "erased_hash")),),
             **{table: (("UPDATE", columns),) for table, columns in MOVED_COLUMNS.items()},
         },
     ),

@@ -58,8 +58,10 @@ class RetentionIn(Body):
 
 
 class SubjectIn(Body):
-    kind: Literal["task", "owner", "tenant"]
-    value: Value = Field("", description="the task id, or the owner (actor); empty for the tenant")
+    kind: Literal["task", "owner", "agent", "tenant"]
+    value: Value = Field(
+        "", description="the task id, the owner (actor), or the agent (its memory); empty for the tenant"
+    )
 
     model_config = {"extra": "forbid"}
 

@@ -3,7 +3,8 @@
 
 A subject (a task's tree, an owner, a tenant, an agent's memory) resolves to its tasks;
 every place of the registry (runtime/lifecycle/registry.py) tombstones its rows of those
-tasks, in bounded batches, inside one transaction with the receipt and its audit row: an
+tasks, in bounded batches (a place with its own tenant and agent columns, memory, is
+selected by them instead for a tenant or an agent subject), inside one transaction with the receipt and its audit row: an
 erasure is all done or not at all. The preview counts the same rows with the same
 statements' conditions, in the same order, so the number shown is the number recorded.
 """
@@ -93,7 +94,9 @@ def subject_tasks(subject: Subject) -> list[uuid.UUID]:
             todo.extend(below.get(tid, ()))
         live = [t for t in ids if status[t] not in states.TERMINAL]
     elif subject.kind == SubjectKind.AGENT:
-        return []  # agent memory is keyed by agent, not by task (the memory package)
+        # Agent memory is selected by (tenant, agent), not through tasks; a running task
+        # of the agent reading it afterwards finds no record.
+        return []
     else:
         rows = base if subject.kind == SubjectKind.TENANT else base.filter(owner=subject.value)
         pairs = list(rows.values_list("id", "status"))
@@ -113,7 +116,10 @@ def erasure_preview(*, subject: Subject) -> Preview:
     tasks = subject_tasks(subject)
     preview = Preview(subject=subject, tasks=len(tasks))
     for where in places_for(subject.kind):
-        preview.places[where.name] = sum(statements.run_count(where, tasks=batch) for batch in _batches(tasks))
+        preview.places[where.name] = sum(
+            statements.run_count(where, tasks=batch, **_selecting(where, subject))
+            for batch in _batches_for(where, subject, tasks)
+        )
     preview.redis = redis_places.keys(subject)
     preview.exports = list(EXPORTS)
     return preview
@@ -144,8 +150,8 @@ def erasure_run(*, subject: Subject, actor: str, reason: str) -> ErasureReceipt:
         total = 0
         for where in places_for(subject.kind):
             found: list[bytes] = []
-            for batch in _batches(tasks):
-                found.extend(statements.run_tombstone(where, tasks=batch, by=by))
+            for batch in _batches_for(where, subject, tasks):
+                found.extend(statements.run_tombstone(where, tasks=batch, by=by, **_selecting(where, subject)))
             total += len(found)
             places.append(
                 {
@@ -229,3 +235,13 @@ def digest(hashes: list[bytes]) -> str:
 
 def _batches(tasks: list) -> list[list]:
     return [tasks[i : i + BATCH_TASKS] for i in range(0, len(tasks), BATCH_TASKS)]
+
+
+def _batches_for(where, subject: Subject, tasks: list) -> list[list]:
+    """The task batches a place's statement runs over: none but one (no tasks named) when
+    the subject selects the place by its own columns (statements.by_tasks)."""
+    return _batches(tasks) if statements.by_tasks(where, subject.kind) else [[]]
+
+
+def _selecting(where, subject: Subject) -> dict:
+    return {"kind": subject.kind, "tenant": subject.tenant, "agent": subject.value}

@@ -5,19 +5,32 @@ and output, a step's result or error, an effect's receipt, a gateway call's body
 action an approval quotes. Retention and erasure (runtime/lifecycle/services.py) walk
 PLACES and nothing else: a table that starts holding a payload is one more entry here,
 and tests/runtime/lifecycle/test_erasure.py searches every text, jsonb and bytea column
-of the schema, so a place missing from this list fails it. Agent memory (the memory package)
-is one more entry of the same shape.
+of the schema, so a place missing from this list fails it. Agent memory (the memory package) is one
+of them: the "memory" place, the last below.
 
 What each entry says:
 * `payload`: the columns erased, each with the value its tombstone holds (SQL NULL where
   the column allows it, JSON null where it does not);
 * `kept_hash`: the column that already held the payload's hash and stays (None: only
   `erased_hash`, which the tombstone writes: sha256 of the erased columns as they were);
-* `task`: the column naming the task the row belongs to: every subject (a tree, an owner,
-  a tenant) and every retention period selects rows through their task, which says the
-  tenant, the owner and whether it has finished;
+* `task`: the column naming the task the row belongs to: a tree and an owner select rows
+  through their task, which says the tenant, the owner and whether it has finished;
+  so does a tenant, unless the place names its `tenant` column;
+* `tenant`, `agent` (memory only): the columns a tenant and an agent subject select by
+  directly, (tenant) and (tenant, agent): memory is kept per agent within a tenant, and a
+  person's write names no task;
 * `retention`: the RetentionPolicy field whose period applies, measured from the task's
-  `finished_at` (only finished tasks' payloads are ever erased).
+  `finished_at` (only finished tasks' payloads are ever erased), or, for a place that
+  names its `written` column, from the row's own time of writing.
+
+Memory (steward_memory_record, docs/adr/0039-agent-memory.md): every version's `payload`,
+its `payload_hash` kept. An agent subject erases all of that agent's versions in the
+tenant; a tenant subject, all of the tenant's; a task (tree) or an owner subject, the
+versions those tasks wrote (provenance `task_id`: what the agent remembered from them).
+Retention erases every version written more than `memory_days` ago, the current one
+too: the period bounds how long anything remembered is kept, and a record not rewritten
+within it is forgotten (a read of it finds no record). The journal's memory steps are
+the journal place's, erased with their task (an agent subject does not select them).
 
 Identifiers here are constants, never input: runtime/lifecycle/statements.py builds the
 tombstone statement from them.
@@ -51,7 +64,7 @@ class SubjectKind(StrEnum):
 
     TASK = "task"  # a task and every task below it (its tree from there down)
     OWNER = "owner"  # every task run on one person's authority, in one tenant
-    AGENT = "agent"  # an agent's memory (the memory package adds its place)
+    AGENT = "agent"  # an agent's memory in one tenant (the memory place)
     TENANT = "tenant"  # everything of one tenant
 
 
@@ -66,6 +79,9 @@ class Place:
     retention: str  # RetentionPolicy field
     subjects: frozenset[SubjectKind]
     what: str  # one line for people: the preview and the console say it
+    tenant: str | None = None  # a tenant subject selects by this column, not through tasks
+    agent: str | None = None  # an agent subject selects by (tenant, this column)
+    written: str | None = None  # retention counts from this column, not the task's finished_at
 
 
 TASKS = frozenset({SubjectKind.TASK, SubjectKind.OWNER, SubjectKind.TENANT})
@@ -125,6 +141,20 @@ PLACES: tuple[Place, ...] = (
         retention="task_days",
         subjects=TASKS,
         what="approval packages' quoted actions and contexts",
+    ),
+    Place(
+        name="memory",
+        table="steward_memory_record",
+        key=("id",),
+        payload={"payload": "NULL"},
+        kept_hash="payload_hash",
+        task="task_id",
+        retention="memory_days",
+        subjects=frozenset(SubjectKind),
+        what="agent memory versions' contents",
+        tenant="tenant",
+        agent="agent",
+        written="created_at",
     ),
 )
 

@@ -102,7 +102,10 @@ def retention_affects(*, tenant: str, now: datetime | None = None, **periods) ->
     for place in PLACES:
         days = given.get(place.retention)
         tasks = rows = 0
-        if days is not None:
+        if days is not None and place.written is not None:
+            # Measured from each row's own time of writing (memory): no tasks involved.
+            rows = statements.run_expired_count(place, tenant=tenant, cutoff=now - timedelta(days=days))
+        elif days is not None:
             ids = statements.run_finished_before(tenant=tenant, finished=FINISHED, cutoff=now - timedelta(days=days))
             for i in range(0, len(ids), BATCH_TASKS):
                 rows += statements.run_count(place, tasks=ids[i : i + BATCH_TASKS])
@@ -117,7 +120,9 @@ def retention_run(*, now: datetime | None = None, actor: str = "retention", batc
     Per tenant with a policy, per place with a period: take a batch of the tenant's
     finished tasks, finished before now - period, that still have a live row there, and
     tombstone those rows in one set-based UPDATE (its own transaction: a long run holds
-    no lock for long, and one that stops part way resumes where it stopped). Each tenant
+    no lock for long, and one that stops part way resumes where it stopped). A place that
+    names its `written` column (memory) is measured from that instead: a batch of the
+    tenant's live rows written before now - period, tombstoned the same way. Each tenant
     that lost payloads gets a retention.ran audit row with the counts. `now` is the
     database's clock unless given (tests move it)."""
     now = now or db.clock()
@@ -130,7 +135,13 @@ def retention_run(*, now: datetime | None = None, actor: str = "retention", batc
             if days is None:
                 continue
             cutoff = now - timedelta(days=days)
-            while True:
+            while place.written is not None:
+                with transaction.atomic(durable=True):
+                    erased = statements.run_expire(place, tenant=policy.tenant, cutoff=cutoff, batch=batch, by=by)
+                if not erased:
+                    break
+                counts[place.name] = counts.get(place.name, 0) + len(erased)
+            while place.written is None:
                 with transaction.atomic(durable=True):
                     ids = statements.run_due(place, tenant=policy.tenant, finished=FINISHED, cutoff=cutoff, batch=batch)
                     if not ids:

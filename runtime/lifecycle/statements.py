@@ -11,33 +11,76 @@ from __future__ import annotations
 from functools import cache
 
 from runtime import db
-from runtime.lifecycle.registry import Place
+from runtime.lifecycle.registry import Place, SubjectKind
 from runtime.roles import quote
 
 
-@cache
-def tombstone(place: Place) -> str:
-    """Erase the payload of every live row of the given tasks (%(tasks)s, a bounded batch),
-    keep the row, and return the sha256 of what each row held (erased_hash). The hash is
-    computed from the old values: SET's expressions read the row as it was."""
-    table, task = quote(place.table), quote(place.task)
+def by_tasks(place: Place, kind: SubjectKind) -> bool:
+    """Whether a subject of this kind selects the place's rows through tasks (in batches of
+    %(tasks)s); otherwise by the place's own tenant (and agent) columns, in one statement."""
+    if kind == SubjectKind.AGENT:
+        return False
+    return not (kind == SubjectKind.TENANT and place.tenant is not None)
+
+
+def _selected(place: Place, kind: SubjectKind) -> str:
+    if kind == SubjectKind.AGENT:
+        assert place.tenant is not None and place.agent is not None, place.name
+        return f"p.{quote(place.tenant)} = %(tenant)s AND p.{quote(place.agent)} = %(agent)s"
+    if not by_tasks(place, kind):
+        assert place.tenant is not None
+        return f"p.{quote(place.tenant)} = %(tenant)s"
+    return f"p.{quote(place.task)} = ANY(%(tasks)s::uuid[])"
+
+
+def _erase(place: Place) -> str:
+    """UPDATE ... SET: the tombstone of each payload column and the erased_* columns. The
+    hash is computed from the old values: SET's expressions read the row as it was."""
     sets = [f"{quote(col)} = {tomb}" for col, tomb in place.payload.items()]
     hashed = ", ".join(f"coalesce(p.{quote(col)}::text, '')" for col in place.payload)
     return (
-        f"UPDATE {table} p SET {', '.join(sets)}, erased_at = now(), erased_by = %(by)s, "
+        f"UPDATE {quote(place.table)} p SET {', '.join(sets)}, erased_at = now(), erased_by = %(by)s, "
         f"erased_hash = sha256(convert_to(concat_ws(E'\\x1f', {hashed}), 'UTF8')) "
-        f"WHERE p.{task} = ANY(%(tasks)s::uuid[]) AND p.erased_at IS NULL "
-        f"RETURNING p.erased_hash"
     )
 
 
 @cache
-def count(place: Place) -> str:
-    """How many live (not yet tombstoned) rows the given tasks have here: the preview."""
+def tombstone(place: Place, kind: SubjectKind = SubjectKind.TASK) -> str:
+    """Erase the payload of every live row a subject of `kind` selects (the given tasks',
+    %(tasks)s, a bounded batch; or the tenant's, or the tenant's agent's), keep the row,
+    and return the sha256 of what each row held (erased_hash)."""
+    return _erase(place) + f"WHERE {_selected(place, kind)} AND p.erased_at IS NULL RETURNING p.erased_hash"
+
+
+@cache
+def count(place: Place, kind: SubjectKind = SubjectKind.TASK) -> str:
+    """How many live (not yet tombstoned) rows the subject selects here: the preview."""
+    return f"SELECT count(*) FROM {quote(place.table)} p WHERE {_selected(place, kind)} AND p.erased_at IS NULL"
+
+
+@cache
+def _written_before(place: Place) -> str:
+    assert place.written is not None and place.tenant is not None, place.name
+    return f"p.{quote(place.tenant)} = %(tenant)s AND p.{quote(place.written)} < %(cutoff)s AND p.erased_at IS NULL"
+
+
+@cache
+def expire(place: Place) -> str:
+    """Retention of a place measured from its rows' own time (`written`): tombstone a batch
+    of the tenant's live rows written before %(cutoff)s, by key; none left: nothing back."""
+    key = ", ".join(quote(c) for c in place.key)
     return (
-        f"SELECT count(*) FROM {quote(place.table)} p "
-        f"WHERE p.{quote(place.task)} = ANY(%(tasks)s::uuid[]) AND p.erased_at IS NULL"
+        _erase(place)
+        + f"WHERE ({', '.join('p.' + quote(c) for c in place.key)}) IN (SELECT {key} FROM {quote(place.table)} p "
+        f"WHERE {_written_before(place)} ORDER BY {key} LIMIT %(batch)s) AND p.erased_at IS NULL "
+        "RETURNING p.erased_hash"
     )
+
+
+@cache
+def expired_count(place: Place) -> str:
+    """How many live rows of the tenant were written before %(cutoff)s (retention's preview)."""
+    return f"SELECT count(*) FROM {quote(place.table)} p WHERE {_written_before(place)}"
 
 
 @cache
@@ -67,15 +110,32 @@ FINISHED_BEFORE = (
 )
 
 
-def run_tombstone(place: Place, *, tasks: list, by: str) -> list[bytes]:
+def run_tombstone(
+    place: Place, *, tasks: list, by: str, kind: SubjectKind = SubjectKind.TASK, tenant: str = "", agent: str = ""
+) -> list[bytes]:
     cur = db.cursor()
-    cur.execute(tombstone(place), {"tasks": tasks, "by": by})
+    cur.execute(tombstone(place, kind), {"tasks": tasks, "by": by, "tenant": tenant, "agent": agent})
     return [bytes(r[0]) for r in cur.fetchall()]
 
 
-def run_count(place: Place, *, tasks: list) -> int:
+def run_count(
+    place: Place, *, tasks: list, kind: SubjectKind = SubjectKind.TASK, tenant: str = "", agent: str = ""
+) -> int:
     cur = db.cursor()
-    cur.execute(count(place), {"tasks": tasks})
+    cur.execute(count(place, kind), {"tasks": tasks, "tenant": tenant, "agent": agent})
+    row = cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+def run_expire(place: Place, *, tenant: str, cutoff, batch: int, by: str) -> list[bytes]:
+    cur = db.cursor()
+    cur.execute(expire(place), {"tenant": tenant, "cutoff": cutoff, "batch": batch, "by": by})
+    return [bytes(r[0]) for r in cur.fetchall()]
+
+
+def run_expired_count(place: Place, *, tenant: str, cutoff) -> int:
+    cur = db.cursor()
+    cur.execute(expired_count(place), {"tenant": tenant, "cutoff": cutoff})
     row = cur.fetchone()
     return int(row[0]) if row else 0
 

@@ -6,7 +6,7 @@ as the API and the console (runtime/lifecycle/).
     retention set --tenant T [--task-days N|none] [--gateway-days ...] [--memory-days ...]
                   [--decision-days ...] [--audit-days ...] --reason WHY
     retention run
-    erase (--task ID | --owner O | --tenant-wide) --tenant T [--preview] --reason WHY
+    erase (--task ID | --owner O | --agent NAME | --tenant-wide) --tenant T [--preview] --reason WHY
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def add_parsers(sub) -> None:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--task", dest="erase_task", metavar="TASK_ID", help="a task and every task below it")
     which.add_argument("--owner", dest="erase_owner", metavar="ACTOR", help="every task run as this owner")
+    which.add_argument("--agent", dest="erase_agent", metavar="NAME", help="an agent's memory in --tenant")
     which.add_argument("--tenant-wide", action="store_true", help="everything of --tenant")
     p.add_argument("--tenant", required=True)
     p.add_argument("--preview", action="store_true", help="say what it would erase; erase nothing")
@@ -65,11 +66,13 @@ def retention(out, *, actor, action, tenant, reason, **options) -> None:
     out.write(table(["period", "days"], [[p, NONE if current[p] is None else current[p]] for p in PERIODS]))
 
 
-def erase(out, *, actor, tenant, erase_task, erase_owner, tenant_wide, preview, reason, **_) -> None:
+def erase(out, *, actor, tenant, erase_task, erase_owner, erase_agent, tenant_wide, preview, reason, **_) -> None:
     if erase_task:
         subject = Subject.of(kind="task", tenant=tenant, value=erase_task)
     elif erase_owner:
         subject = Subject.of(kind="owner", tenant=tenant, value=erase_owner)
+    elif erase_agent is not None:
+        subject = Subject.of(kind="agent", tenant=tenant, value=erase_agent)
     else:
         subject = Subject.of(kind="tenant", tenant=tenant)
     if preview:

@@ -16,9 +16,12 @@ class MemoryRecord(models.Model):
 
     Versions are appended, never changed: an update, an upgrade and a rollback each insert
     the next version, so the history is the rows. The current version is the highest.
-    The one UPDATE any role may make is the retention/erasure's (docs/adr/0039-agent-memory.md):
-    `payload` set to NULL, `payload_hash` kept, so an erased version stays a tombstone
-    that still proves what was there. Workers may only SELECT and INSERT (runtime/roles.py)."""
+    The one UPDATE any role may make is the retention/erasure's (docs/adr/0039-agent-memory.md,
+    the "memory" place of runtime/lifecycle/registry.py): `payload` set to NULL with the
+    erased_* columns, `payload_hash` kept, so an erased version stays a tombstone that
+    still proves what was there; the table's trigger (steward_memory_record_only_erased)
+    refuses any other. Workers may SELECT and INSERT, and UPDATE only those columns for
+    the retention job (runtime/roles.py)."""
 
     id = models.BigAutoField(primary_key=True)
     # The scope: one agent's memory within one tenant, shared by every task of that agent
@@ -48,6 +51,11 @@ class MemoryRecord(models.Model):
     valid_from = models.DateTimeField(db_default=Now())
     valid_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
+    # Tombstone (runtime/lifecycle/): when and by what (an erasure receipt or a retention
+    # run) the payload was erased, and the sha256 of what it held.
+    erased_at = models.DateTimeField(null=True, blank=True)
+    erased_by = models.CharField(max_length=64, null=True, blank=True)
+    erased_hash = models.BinaryField(null=True, blank=True)
 
     class Meta:
         db_table = "steward_memory_record"
@@ -71,7 +79,11 @@ class MemoryRecord(models.Model):
             ),
         ]
         # The browser's page of an agent's records, newest first (runtime/memory/selectors.py).
-        indexes = [models.Index(fields=["tenant", "agent", "id"], name="memory_agent_id")]
+        indexes = [
+            models.Index(fields=["tenant", "agent", "id"], name="memory_agent_id"),
+            # An erasure of a task's tree or an owner's tasks finds the versions they wrote.
+            models.Index(fields=["task_id"], name="memory_task", condition=Q(task_id__isnull=False)),
+        ]
 
     def __str__(self):
         return f"{self.agent} {self.kind}/{self.key} v{self.version}"

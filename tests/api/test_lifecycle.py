@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.models import ErasureReceipt, RetentionPolicy, Task
+from runtime.memory.services import memory_put
+from runtime.models import ErasureReceipt, MemoryRecord, RetentionPolicy, Task
 from runtime.testing import StewardTestEnv
 from tests.api.conftest import Api, assert_error
 from tests.runtime.lifecycle.test_erasure import FORGET
+from tests.runtime.memory import kinds  # noqa: F401  (declares test_note)
 from tests.snapshot import snapshot
 
 PERIODS = {"task_days": 30, "gateway_days": 30, "memory_days": 30, "decision_days": 30, "audit_days": 365}
@@ -28,6 +30,10 @@ HOSTILE = [
     ("task not a uuid", "POST", "erasures/preview", {"kind": "task", "value": "nope"}, 404, "TASK_NOT_FOUND"),
     ("owner too long", "POST", "erasures/preview", {"kind": "owner", "value": "u" * 201}, 422, "INVALID_REQUEST"),
     ("owner NUL", "POST", "erasures/preview", {"kind": "owner", "value": "user:\u0000"}, 400, "INVALID_IDENTIFIER"),
+    ("agent too long", "POST", "erasures/preview", {"kind": "agent", "value": "a" * 201}, 422, "INVALID_REQUEST"),
+    ("agent NUL", "POST", "erasures/preview", {"kind": "agent", "value": "bot\u0000"}, 400, "INVALID_IDENTIFIER"),
+    ("agent empty", "POST", "erasures", {"kind": "agent", "value": "", "reason": "x"}, 400, "INVALID_IDENTIFIER"),
+    ("agent deep", "POST", "erasures/preview", {"kind": "agent", "value": [[["bot"]]]}, 422, "INVALID_REQUEST"),
     ("no reason", "POST", "erasures", {"kind": "tenant", "value": ""}, 422, "INVALID_REQUEST"),
     ("empty reason", "POST", "erasures", {"kind": "tenant", "value": "", "reason": " "}, 400, "INVALID_ARGUMENT"),
     ("reason huge", "POST", "erasures", {"kind": "tenant", "reason": "x" * 5000}, 422, "INVALID_REQUEST"),
@@ -96,3 +102,17 @@ def test_a_live_task_is_refused_with_a_conflict(alice):
         alice.post("erasures", {"kind": "task", "value": str(task), "reason": "x"}), 409, "ERASURE_SUBJECT_LIVE"
     )
     assert Task.objects.get(id=task).input == {"secret": FORGET}
+
+
+def test_an_agents_memory_is_erased_through_the_api_and_the_receipt_verifies(alice, tokens):
+    memory_put(tenant="acme", agent="memory.reader", kind="test_note", key="k", value={"text": FORGET}, actor="u:a")
+    subject = {"kind": "agent", "value": "memory.reader"}
+    preview = alice.post("erasures/preview", subject)
+    assert preview.status_code == 200, preview.content
+    assert preview.json()["places"] == {"memory": 1} and preview.json()["tasks"] == 0
+    assert_error(Api(tokens.bob).post("erasures", {**subject, "reason": "x"}), 403, "FORBIDDEN")
+    made = alice.post("erasures", {**subject, "reason": "forget me"})
+    assert made.status_code == 201, made.content
+    assert made.json()["subject_kind"] == "agent" and made.json()["rows"] == 1
+    assert alice.get(f"erasures/{made.json()['id']}").json()["verified"] is True
+    assert MemoryRecord.objects.get(key="k").payload is None

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from console.models import ApiToken
-from runtime.models import AuditEvent, Effect, Pool, Task
+from runtime.models import AuditEvent, Effect, ErasureReceipt, Pool, Task
 
 HUGE = "x" * 1_100_000  # past the 1 MiB Django reads into memory (DATA_UPLOAD_MAX_MEMORY_SIZE)
 DEEP = "[" * 5000 + "]" * 5000  # past the input's nesting limit, and Python's recursion
@@ -84,6 +84,11 @@ CASES = [
     ("schedules filter: NUL in agent", "get", "/schedules/", {"agent": NUL}),
     ("audit filter: NUL in actor", "get", "/audit/", {"actor": NUL}),
     ("grants filter: NUL in principal", "get", "/grants/", {"principal": NUL}),
+    ("erasure: kind unknown", "post", "/erasures/new/", {"kind": "planet", "value": "x"}),
+    ("erasure: agent empty", "post", "/erasures/new/", {"kind": "agent", "value": ""}),
+    ("erasure: agent NUL", "post", "/erasures/new/", {"kind": "agent", "value": NUL}),
+    ("erasure: agent huge", "post", "/erasures/new/", {"kind": "agent", "value": LONG, "confirm": "1"}),
+    ("erasure: agent, no reason", "post", "/erasures/new/", {"kind": "agent", "value": "t.steps", "confirm": "1"}),
 ]
 
 
@@ -92,6 +97,7 @@ def _counts():
         Task.objects.count(),
         AuditEvent.objects.count(),
         ApiToken.objects.count(),
+        ErasureReceipt.objects.count(),
         list(Pool.objects.order_by("name").values_list("name", "max_running", "max_queued")),
         list(Effect.objects.order_by("id").values_list("id", "state")),
     )

@@ -84,3 +84,18 @@ def test_another_tenant_gets_404_for_a_record(world, as_person, notes):  # noqa:
     client = as_person(world.people.carol)
     assert client.get(f"/agents/{AGENT}/memory/test_note/ops/").status_code == 404
     assert "record-test_note" not in client.get(f"/agents/{AGENT}/memory/").content.decode()
+
+
+def test_an_operator_erases_an_agents_memory_from_the_erasure_form(world, as_person, notes):  # noqa: F811
+    from runtime.models import ErasureReceipt, MemoryRecord
+
+    client = as_person(world.people.alice)
+    preview = client.post("/erasures/new/", {"kind": "agent", "value": AGENT})
+    assert preview.status_code == 200
+    html = preview.content.decode()
+    assert "It will erase 3 rows of" in html and "memory</h3>" in html and 'value="agent" selected' in html
+    done = client.post("/erasures/new/", {"kind": "agent", "value": AGENT, "reason": "forget", "confirm": "1"})
+    receipt = ErasureReceipt.objects.get(subject_kind="agent", subject=AGENT)
+    assert done.status_code == 302 and done["Location"].endswith(f"/erasures/{receipt.id}/")
+    assert receipt.rows == 3 and not MemoryRecord.objects.filter(agent=AGENT, payload__isnull=False).exists()
+    assert "ignore previous instructions" not in client.get(f"/agents/{AGENT}/memory/?validity=all").content.decode()

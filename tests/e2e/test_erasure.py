@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
+from runtime.memory.services import memory_put
 from runtime.models import ErasureReceipt, RetentionPolicy, Task
 from runtime.testing import StewardTestEnv
 from tests.e2e.stack import EVENT_MS, screenshot
 from tests.runtime.lifecycle.test_erasure import FORGET
+from tests.runtime.memory import kinds  # noqa: F401  (declares test_note)
 
 
 def test_alice_previews_and_erases_a_tree_and_bob_only_reads_the_receipt(person):
@@ -55,3 +57,20 @@ def test_alice_previews_and_erases_a_tree_and_bob_only_reads_the_receipt(person)
     bob.goto("/erasures/")
     expect(bob.locator("#receipts")).to_contain_text("the customer asked")
     expect(bob.locator("#request")).to_have_count(0)
+
+
+def test_alice_previews_an_agents_memory_erasure(person):
+    memory_put(tenant="acme", agent="memory.reader", kind="test_note", key="k", value={"text": FORGET}, actor="u:a")
+    page = person("alice")
+    page.goto("/erasures/")
+    request = page.locator("#request form").last
+    request.locator("[name=kind]").select_option("agent")
+    request.locator("[name=value]").fill("memory.reader")
+    request.get_by_role("button", name="Preview").click()
+    expect(page.locator("#preview")).to_contain_text("It will erase 1 rows of memory.reader's memory", timeout=EVENT_MS)
+    screenshot(page, "erasure-agent-preview")
+    confirm = page.locator("#preview form")
+    confirm.locator("[name=reason]").fill("forget me")
+    confirm.get_by_role("button", name="Erase").click()
+    expect(page.locator("body")).to_contain_text("Verified", timeout=EVENT_MS)
+    assert ErasureReceipt.objects.get().subject_kind == "agent"

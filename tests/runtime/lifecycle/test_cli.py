@@ -9,9 +9,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from runtime.memory.services import memory_put
 from runtime.models import ErasureReceipt, RetentionPolicy, Task
 from runtime.testing import StewardTestEnv
 from tests.runtime.lifecycle.test_erasure import FORGET, tables_holding
+from tests.runtime.memory import kinds  # noqa: F401  (declares test_note)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -75,3 +77,15 @@ def test_erase_previews_then_erases_and_prints_the_receipt():
     assert tables_holding(FORGET) == set()
     with pytest.raises(CommandError, match="TASK_NOT_FOUND"):  # another tenant's task is not found
         steward("erase", "--task", str(task), "--tenant", "globex", "--preview")
+
+
+def test_erase_an_agents_memory_from_the_terminal():
+    memory_put(tenant="acme", agent="memory.reader", kind="test_note", key="k", value={"text": FORGET}, actor="u:a")
+    preview = steward("erase", "--agent", "memory.reader", "--tenant", "acme", "--preview")
+    assert "would erase 1 rows" in preview and "memory" in preview
+    done = steward("erase", "--agent", "memory.reader", "--tenant", "acme", "--reason", "forget me")
+    assert str(ErasureReceipt.objects.get(subject_kind="agent").id) in done and FORGET not in done
+    assert tables_holding(FORGET) == set()
+    for hostile, code in (("", "INVALID_IDENTIFIER"), ("a" * 5000, "INVALID_IDENTIFIER"), ("x\x00y", "INVALID")):
+        with pytest.raises(CommandError, match=code):
+            steward("erase", "--agent", hostile, "--tenant", "acme", "--preview")

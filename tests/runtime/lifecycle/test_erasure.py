@@ -14,18 +14,21 @@ import psycopg
 import pytest
 import redis
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 
 from runtime import states
 from runtime.agents import agent
 from runtime.errors import ErasureSubjectLive, InvalidArgument, StepFailed, TaskNotFound
+from runtime.ids import uuid7
 from runtime.lifecycle import statements
 from runtime.lifecycle.erasure import Subject, erasure_preview, erasure_run, receipt_check
 from runtime.lifecycle.registry import PLACES, SubjectKind, place
-from runtime.models import Approval, ErasureReceipt, Step, Task
+from runtime.memory import services
+from runtime.models import Approval, ErasureReceipt, MemoryRecord, Step, Task
 from runtime.testing import StewardTestEnv
 from runtime.trail.seals import seal_problems
 from runtime.trail.services import audit_seal_now, audit_verify
+from tests.runtime.memory import kinds  # noqa: F401  (declares test_note, memory.reader and memory.writer)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -316,3 +319,93 @@ def test_a_task_input_is_never_rewritten_only_erased(steward):
             )
         conn.rollback()
     assert Task.objects.get(id=task).input == {"secret": FORGET, "approve": True}
+
+
+# Agent memory: the "memory" place (runtime/lifecycle/registry.py).
+
+
+def _remember(agent_name, key, text, *, tenant="acme"):
+    return services.memory_put(
+        tenant=tenant, agent=agent_name, kind="test_note", key=key, value={"text": text}, actor="user:alice"
+    )
+
+
+def test_an_agent_memory_erasure_leaves_no_table_holding_its_values_and_the_receipt_verifies(steward, caplog):
+    caplog.set_level(logging.INFO)
+    _remember("memory.reader", "a", f"{FORGET}-v1")
+    _remember("memory.reader", "a", f"{FORGET}-v2")  # a superseded version is erased too
+    _remember("memory.reader", "b", FORGET)
+    _remember("memory.writer", "a", KEEP)  # another agent of the tenant
+    _remember("memory.reader", "a", KEEP, tenant="globex")  # the same agent in another tenant
+    assert tables_holding(FORGET) == {"steward_memory_record.payload"}  # the test can fail
+    subject = Subject.of(kind="agent", tenant="acme", value="memory.reader")
+    preview = erasure_preview(subject=subject)
+    assert preview.places == {"memory": 3} and preview.tasks == 0
+    receipt = erasure_run(subject=subject, actor="user:alice", reason="forget me")
+    assert preview.places == {p["place"]: p["rows"] for p in receipt.body["places"]} and receipt.rows == 3
+    assert tables_holding(FORGET) == set() and redis_holding(FORGET) == set()
+    assert tables_holding(KEEP) == {"steward_memory_record.payload"}
+    assert MemoryRecord.objects.filter(payload__text=KEEP).count() == 2
+    for row in MemoryRecord.objects.filter(tenant="acme", agent="memory.reader"):
+        assert row.payload is None and row.erased_by == f"erasure:{receipt.id}" and len(row.payload_hash) == 64
+        assert len(bytes(row.erased_hash)) == 32
+    assert receipt_check(ErasureReceipt.objects.get(id=receipt.id)) == []
+    audit_seal_now()
+    assert audit_verify() is None and seal_problems() == []
+    assert FORGET not in caplog.text
+    # What the agent reads now: no record.
+    task = steward.submit("memory.reader", {"key": "a"})
+    steward.run_until_idle()
+    assert steward.result(task).output == {"found": None}
+    assert erasure_preview(subject=subject).rows == 0  # erased once
+
+
+def test_a_task_erasure_takes_the_memory_versions_that_task_wrote(steward):
+    task = steward.submit("memory.writer", {"key": "n", "text": FORGET})
+    steward.run_until_idle()
+    assert steward.result(task).status == states.COMPLETED
+    _remember("memory.writer", "m", KEEP)  # a person's write: no task, not this subject's
+    assert "steward_memory_record.payload" in tables_holding(FORGET)
+    erasure_run(subject=Subject.of(kind="task", tenant="acme", value=str(task)), actor="user:alice", reason="x")
+    assert tables_holding(FORGET) == set()
+    assert MemoryRecord.objects.get(key="m").payload["text"] == KEEP
+
+
+def test_a_tenant_erasure_takes_its_memory_with_or_without_a_task(steward):
+    _remember("memory.reader", "a", FORGET)
+    _remember("memory.reader", "a", KEEP, tenant="globex")
+    receipt = erasure_run(subject=Subject.of(kind="tenant", tenant="acme"), actor="user:alice", reason="left")
+    assert {p["place"]: p["rows"] for p in receipt.body["places"]}["memory"] == 1
+    assert tables_holding(FORGET) == set() and tables_holding(KEEP) == {"steward_memory_record.payload"}
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [(None, InvalidArgument), ("", InvalidArgument), ("a" * 5000, InvalidArgument), ("bad\x00name", InvalidArgument)],
+)
+def test_hostile_agent_subjects_are_refused(steward, value, error):
+    with pytest.raises(error):
+        erasure_preview(subject=Subject.of(kind="agent", tenant="acme", value=value))
+
+
+def test_a_memory_version_is_never_rewritten_only_erased(steward):
+    made = _remember("memory.reader", "a", FORGET)
+    with pytest.raises(DatabaseError, match="never rewritten, only erased"), transaction.atomic():
+        MemoryRecord.objects.filter(id=made.id).update(payload={"text": "forged"})  # the web role
+    erase = statements.tombstone(place("memory"), SubjectKind.AGENT)
+    params = {"tenant": "acme", "agent": "memory.reader", "by": "retention:x"}
+    with _as_worker() as conn, conn.cursor() as cur:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # a tombstone that moves another column
+            cur.execute(
+                "UPDATE steward_memory_record SET payload = NULL, erased_at = now(), version = 9 WHERE id = %s",
+                [made.id],
+            )
+        conn.rollback()
+        cur.execute("SELECT set_config('steward.agent_task', %s, false)", [str(uuid7())])
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # never while agent code runs
+            cur.execute(erase, params)
+        conn.rollback()
+        cur.execute(erase, params)  # its tombstone, as the retention job writes it
+        conn.commit()
+    row = MemoryRecord.objects.get(id=made.id)
+    assert row.payload is None and row.erased_by == "retention:x" and row.version == 1

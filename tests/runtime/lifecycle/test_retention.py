@@ -11,10 +11,12 @@ from runtime import states
 from runtime.agents import agent
 from runtime.errors import StewardError
 from runtime.lifecycle.retention import retention_affects, retention_get, retention_set
-from runtime.models import AuditEvent, RetentionPolicy, Step, Task
+from runtime.memory import services
+from runtime.models import AuditEvent, MemoryRecord, RetentionPolicy, Step, Task
 from runtime.testing import StewardTestEnv
 from runtime.trail.services import audit_verify
 from runtime.worker import supervisor
+from tests.runtime.memory import kinds  # noqa: F401  (declares test_note and memory.reader)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DAY = 86_400
@@ -92,3 +94,32 @@ def test_a_change_is_audited_with_before_and_after():
     assert retention_get(tenant="acme")["task_days"] == 60 and retention_get(tenant="acme")["version"] == 2
     last = AuditEvent.objects.filter(kind="retention.set").order_by("-id").first()
     assert (last.data["before"]["task_days"], last.data["after"]["task_days"], last.data["why"]) == (30, 60, "longer")
+
+
+def test_memory_is_erased_once_written_longer_ago_than_memory_days(steward):
+    """Measured from each version's writing, on the harness's clock: superseded and current
+    versions alike, so a record not rewritten within the period reads as no record."""
+
+    def remember(key, text, tenant="acme"):
+        services.memory_put(
+            tenant=tenant, agent="memory.reader", kind="test_note", key=key, value={"text": text}, actor="user:alice"
+        )
+
+    remember("old", "first thought")
+    remember("old", "second thought")  # supersedes it; both written on day 0
+    remember("other", "globex keeps", tenant="globex")  # no policy there
+    retention_set(tenant="acme", actor="user:alice", reason="policy", **PERIODS)
+    steward.advance(20 * DAY)
+    remember("fresh", "written on day 20")
+    steward.advance(11 * DAY)  # day 31: "old" is past 30 days, "fresh" is 11 days old
+    assert {a.place: a.rows for a in retention_affects(tenant="acme", **PERIODS)}["memory"] == 2
+    steward.run_until_idle()
+    old = MemoryRecord.objects.filter(tenant="acme", key="old")
+    assert [r.payload for r in old] == [None, None] and all(r.erased_by.startswith("retention:") for r in old)
+    assert MemoryRecord.objects.get(tenant="acme", key="fresh").payload["text"] == "written on day 20"
+    assert MemoryRecord.objects.get(tenant="globex").payload["text"] == "globex keeps"
+    assert AuditEvent.objects.get(kind="retention.ran", tenant="acme").data["rows"] == {"memory": 2}
+    task = steward.submit("memory.reader", {"key": "old"})
+    steward.run_until_idle()
+    assert steward.result(task).output == {"found": None}
+    assert audit_verify() is None

@@ -1,5 +1,5 @@
 """The memory table's invariants in PostgreSQL: the worker role may add versions and
-change none; the compare-and-set lets exactly one of many racing writers win; an erased
+change none but to its tombstone; the compare-and-set lets exactly one of many racing writers win; an erased
 payload reads as no record; the CLI's rollback prints the effects it cannot undo."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import threading
 import pytest
 from django.core.management import call_command
 from django.db import IntegrityError, connection, connections, transaction
+from django.db.models.functions import Now
 
 from runtime import roles, states
 from runtime.memory import services
@@ -34,6 +35,16 @@ def _privileges(role: str) -> dict[str, bool]:
 @pytest.mark.django_db
 def test_the_worker_role_may_read_and_add_versions_but_change_or_delete_none():
     assert _privileges(WORKER) == {"SELECT": True, "INSERT": True, "UPDATE": False, "DELETE": False, "TRUNCATE": False}
+    # Only the tombstone's columns, for the retention job (the table's trigger holds their values).
+    with connection.cursor() as cur:
+        movable = {
+            column
+            for column in ("payload", "erased_at", "erased_by", "erased_hash", "payload_hash", "version", "agent")
+            if cur.execute(
+                "SELECT has_column_privilege(%s, 'steward_memory_record', %s, 'UPDATE')", [WORKER, column]
+            ).fetchone()[0]
+        }
+    assert movable == {"payload", "erased_at", "erased_by", "erased_hash"}
 
 
 @pytest.mark.django_db
@@ -43,7 +54,8 @@ def test_the_web_role_may_erase_a_payload_and_a_version_number_is_taken_once():
     )
     row = MemoryRecord.objects.get(id=made.id)
     # Erasure's write (issue 25's retention helper): the payload goes, the hash stays.
-    assert MemoryRecord.objects.filter(id=row.id).update(payload=None) == 1
+    erased = {"payload": None, "erased_at": Now(), "erased_by": "retention:test"}
+    assert MemoryRecord.objects.filter(id=row.id).update(**erased) == 1
     assert readable(tenant="acme", agent="a", kind="test_note", key="k") is not None  # current, in its window
     fields = {"tenant": "acme", "agent": "a", "kind": "test_note", "schema_version": 1, "payload": {}}
     fields |= {"payload_hash": "0" * 64, "change": "write", "actor": "x"}
@@ -61,7 +73,7 @@ def test_a_record_whose_current_payload_was_erased_reads_as_none_to_its_agent():
         services.memory_put(
             tenant="acme", agent="memory.reader", kind="test_note", key="gone", value={"text": "x"}, actor="user:alice"
         )
-        MemoryRecord.objects.filter(key="gone").update(payload=None)
+        MemoryRecord.objects.filter(key="gone").update(payload=None, erased_at=Now(), erased_by="retention:test")
         task = env.submit("memory.reader", {"key": "gone"})
         env.run_until_idle()
         assert env.result(task).output == {"found": None}
