@@ -45,7 +45,7 @@ DROP FUNCTION steward_memory_record_only_erased();
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runtime", "0031_lifecycle"),
+        ("runtime", "0033_version_at_claim"),
     ]
 
     operations = [
