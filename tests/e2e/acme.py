@@ -20,6 +20,7 @@ from runtime.models import (
     AuditEvent,
     Decision,
     Effect,
+    ErasureReceipt,
     Grant,
     MemoryRecord,
     Schedule,
@@ -52,6 +53,7 @@ class Acme:
     schedule: Schedule  # a paused daily t.steps
     webhook: Webhook  # one that starts t.steps
     memory: MemoryRecord  # t.steps' note "lead", written from a model's reply by `done`, at version 2
+    erasure: ErasureReceipt  # alice's receipt of erasing nothing (its page, not its rows, is what's walked)
 
 
 def task_in(task_id, status: str):
@@ -134,4 +136,15 @@ def acme(fleet, alice_principal) -> Acme:
             schedule=schedule,
             webhook=webhook,
             memory=memory,
+            erasure=ErasureReceipt.objects.create(
+                tenant="acme",
+                subject_kind="task",
+                subject=str(done.id),
+                actor="user:alice",
+                reason="walked by the console's route tests",
+                rows=0,
+                body={},
+                key_id="k",
+                mac=b"m",
+            ),
         )

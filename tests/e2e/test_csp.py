@@ -55,6 +55,7 @@ def route_urls(acme) -> dict[str, str]:
         "webhook_id": acme.webhook.id,
         "kind": acme.memory.kind,
         "key": acme.memory.key,
+        "receipt_id": acme.erasure.id,
     }
 
     def value(route, name):

@@ -67,6 +67,8 @@ def acme_url(route: str, acme) -> str | None:
             return str(acme.webhook.id)
         if "decision" in name:
             return str(acme.decision.id)
+        if "receipt" in name:
+            return str(acme.erasure.id)
         if converter == "uuid" or "task" in name:
             return str(acme.done.id if steps else acme.blocked.id)
         if "seq" in name:

@@ -137,6 +137,13 @@ def test_the_owner_cannot_truncate_either_but_only_it_can_switch_the_guards_off(
             assert "TRUNCATE is never allowed" in str(refusal(owner, f"TRUNCATE {table} CASCADE")), table
         with owner.transaction():
             owner.execute("ALTER TABLE steward_audit DISABLE TRIGGER steward_audit_no_truncate")
+            # Each partition carries its own guard (migration 0032: a TRUNCATE of the parent
+            # reaches them), and only the owner can switch those off too.
+            partitions = owner.execute(
+                "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'steward_audit'::regclass"
+            ).fetchall()
+            for (partition,) in partitions:
+                owner.execute(f'ALTER TABLE {partition} DISABLE TRIGGER "{partition}_no_truncate"')
             owner.execute("TRUNCATE steward_audit")
             raise psycopg.Rollback()  # the trail stays: this only shows the owner could
 
